@@ -1,0 +1,159 @@
+"""The runner component: gate a block, run it against `store` and `ctx`, report.
+
+componentize-py executes this module once at build time and snapshots the
+result, so everything imported or exercised here is already in memory when an
+instance starts. Blocks have no files, network or environment: the component
+gets none of them from the host.
+"""
+
+import ast
+import json
+import linecache
+import sys
+import traceback
+
+import wit_world
+from componentize_py_types import Err
+from wit_world.imports import types as wit
+
+import captured_output
+import policy_gate
+import reply
+import resource_store
+import restricted_env
+
+_BLOCK_FILENAME = "<block>"
+_MISSING = object()
+# Deep enough for ordinary code, shallow enough that CPython raises
+# RecursionError long before the WebAssembly stack is exhausted.
+sys.setrecursionlimit(400)
+
+_OPS = {
+    "insert": wit.MutationOp.INSERT,
+    "replace": wit.MutationOp.REPLACE,
+    "patch": wit.MutationOp.PATCH,
+    "delete": wit.MutationOp.DELETE,
+}
+
+_WARM_UP_BLOCK = """
+import json
+rows = store.search({"name__icontains": "a", "age__gte": 1})
+page = store.list(limit=1, offset=0, sort="-age")
+new_id = store.insert({"name": "warm"})
+store.patch(new_id, {"age": 3})
+REPLY = {"status": 200, "headers": {"X-Warm": "1"}, "body": {"n": len(rows), "p": page, "c": ctx["path"]}}
+"""
+
+
+class _Failed(Exception):
+    def __init__(self, kind):
+        self.kind = kind
+
+
+def _run(code, ctx_json, collections, limits, gated):
+    stdout = captured_output.CappedStream(limits.stdout_bytes)
+    stderr = captured_output.CappedStream(limits.stderr_bytes)
+    try:
+        journal = []
+        result = _execute(code, ctx_json, collections, limits, gated, journal, stdout, stderr)
+        return wit.Success(reply=result, mutations=_mutations(journal), output=_output(stdout, stderr))
+    except _Failed as failed:
+        raise Err(wit.Failure(kind=failed.kind, output=_output(stdout, stderr)))
+
+
+def _execute(code, ctx_json, collections, limits, gated, journal, stdout, stderr):
+    try:
+        tree = ast.parse(code, filename=_BLOCK_FILENAME, mode="exec")
+        if gated:
+            policy_gate.check(tree)
+    except policy_gate.PolicyError as refused:
+        raise _Failed(wit.FailureKind_Policy(wit.PolicyViolation(
+            node=refused.node_type, line=refused.line, column=refused.column, message=refused.message)))
+    except SyntaxError as bad:
+        raise _Failed(wit.FailureKind_Policy(wit.PolicyViolation(
+            node="SyntaxError", line=bad.lineno or 0, column=max((bad.offset or 1) - 1, 0),
+            message=f"syntax error: {bad.msg}")))
+
+    store = resource_store.Store(collections, journal)
+    namespace = restricted_env.block_globals(store, json.loads(ctx_json), gated)
+    linecache.cache[_BLOCK_FILENAME] = (len(code), None, code.splitlines(True), _BLOCK_FILENAME)
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = stdout, stderr
+    try:
+        exec(compile(tree, _BLOCK_FILENAME, "exec"), namespace)
+    except BaseException as exc:  # the block's failure is data, reported to the caller
+        raise _Failed(wit.FailureKind_Exception(_exception_info(exc))) from None
+    finally:
+        sys.stdout, sys.stderr = saved
+
+    try:
+        status, headers, body_json = reply.build(namespace, _MISSING)
+    except reply.InvalidReply as invalid:
+        raise _Failed(wit.FailureKind_InvalidReply(str(invalid)))
+    _check_size(body_json, journal, limits.result_bytes)
+    return wit.Reply(status=status, headers=headers, body_json=body_json)
+
+
+def _check_size(body_json, journal, limit):
+    size = len(body_json or "")
+    for _, _, _, document in journal:
+        if size > limit:
+            break
+        size += len(json.dumps(document)) if document is not None else 0
+    if size > limit:
+        raise _Failed(wit.FailureKind_OutputLimit(
+            f"reply and journal exceed {limit} bytes"))
+
+
+def _mutations(journal):
+    return [
+        wit.Mutation(
+            collection=name,
+            op=_OPS[op],
+            id_json=json.dumps(doc_id),
+            document_json=None if document is None else json.dumps(document, ensure_ascii=False),
+        )
+        for name, op, doc_id, document in journal
+    ]
+
+
+def _exception_info(exc):
+    summary = traceback.TracebackException.from_exception(exc, capture_locals=False)
+    # Only the block's own frames: the runner's are noise to whoever repairs the block.
+    summary.stack = traceback.StackSummary.from_list(
+        [frame for frame in summary.stack if frame.filename == _BLOCK_FILENAME])
+    return wit.ExceptionInfo(
+        type_name=type(exc).__name__,
+        message=str(exc),
+        traceback="".join(summary.format()),
+    )
+
+
+def _output(stdout, stderr):
+    return wit.CapturedOutput(
+        stdout=stdout.getvalue(),
+        stdout_truncated=stdout.truncated,
+        stderr=stderr.getvalue(),
+        stderr_truncated=stderr.truncated,
+    )
+
+
+class WitWorld(wit_world.WitWorld):
+    """Exports of the `runner` world."""
+
+    def warm_up(self):
+        _warm_up()
+
+    def execute(self, input):
+        collections = [(c.name, c.documents_json) for c in input.collections]
+        return _run(input.code, input.ctx_json, collections, input.limits, input.policy_gate)
+
+
+def _warm_up():
+    limits = wit.OutputLimits(stdout_bytes=1024, stderr_bytes=1024, result_bytes=1 << 20)
+    docs = json.dumps([{"id": 1, "name": "ada", "age": 2}, {"id": "x", "name": "bo", "age": 1}])
+    _run(_WARM_UP_BLOCK, json.dumps({"path": "/warm"}), [("warm", docs)], limits, True)
+
+
+# Exercise the parser, compiler and store now, so the snapshot holds their state.
+_warm_up()

@@ -1,0 +1,309 @@
+"""`store`: the JSON collections a block may read and change.
+
+Documents live in memory for the duration of one execution. Every change is
+recorded in a journal; the journal, not the block, is what the caller applies
+to durable storage. Reads return copies, so a block can only change data
+through these methods.
+"""
+
+import json
+
+_OPERATORS = ("contains", "icontains", "gte", "gt", "lte", "lt", "ne", "in")
+
+
+def _clone(value):
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clone(v) for v in value]
+    return value
+
+
+def _check_id(doc_id):
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (int, str)):
+        raise TypeError(f"id must be an int or a str, not {type(doc_id).__name__}")
+    return doc_id
+
+
+def _key(doc_id):
+    # Path segments arrive as strings: "7" must find the document with id 7.
+    return str(_check_id(doc_id))
+
+
+def _check_document(obj, what):
+    if not isinstance(obj, dict):
+        raise TypeError(f"{what} must be a dict, not {type(obj).__name__}")
+    try:
+        json.dumps(obj, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} is not JSON-serialisable: {exc}") from None
+
+
+class Collection:
+    """One named collection with the CRUD and query operations of `store`."""
+
+    def __init__(self, name, documents_json, journal):
+        self.name = name
+        self._raw = documents_json
+        self._docs = None
+        self._journal = journal
+
+    def _documents(self):
+        # Parsed on first use: a block that never touches a collection never pays for it.
+        if self._docs is None:
+            if self.name is None:
+                raise LookupError("no collection was loaded for this request")
+            parsed = json.loads(self._raw) if self._raw else []
+            if not isinstance(parsed, list):
+                raise ValueError(f"collection '{self.name}' is not a JSON array")
+            self._docs = {}
+            for doc in parsed:
+                if isinstance(doc, dict) and "id" in doc:
+                    self._docs[_key(doc["id"])] = doc
+            self._raw = None
+        return self._docs
+
+    def _record(self, op, doc_id, doc):
+        self._journal.append((self.name, op, doc_id, None if doc is None else _clone(doc)))
+
+    def get_all(self):
+        """Every document, in insertion order."""
+        return [_clone(d) for d in self._documents().values()]
+
+    def get(self, doc_id):
+        """The document with this id, or None."""
+        doc = self._documents().get(_key(doc_id))
+        return None if doc is None else _clone(doc)
+
+    def insert(self, obj):
+        """Add `obj`; assign the next integer id when it has none. Returns the id.
+
+        The id is also set on `obj` itself, so a block can return it as the body.
+        """
+        _check_document(obj, "document")
+        docs = self._documents()
+        doc_id = obj.get("id")
+        if doc_id is None:
+            doc_id = self._next_id(docs)
+            obj["id"] = doc_id
+        elif _key(doc_id) in docs:
+            raise ValueError(f"id {doc_id!r} already exists in '{self.name}'")
+        stored = _clone(obj)
+        docs[_key(doc_id)] = stored
+        self._record("insert", doc_id, stored)
+        return doc_id
+
+    def replace(self, doc_id, obj):
+        """Replace the whole document; returns it, or None when there is none."""
+        _check_document(obj, "document")
+        docs = self._documents()
+        key = _key(doc_id)
+        current = docs.get(key)
+        if current is None:
+            return None
+        stored = _clone(obj)
+        stored["id"] = current["id"]
+        docs[key] = stored
+        self._record("replace", current["id"], stored)
+        return _clone(stored)
+
+    def patch(self, doc_id, delta):
+        """Merge `delta` into the document (the id never changes); None when absent."""
+        _check_document(delta, "delta")
+        docs = self._documents()
+        key = _key(doc_id)
+        current = docs.get(key)
+        if current is None:
+            return None
+        stored = _clone(current)
+        for field, value in delta.items():
+            if field != "id":
+                stored[field] = _clone(value)
+        docs[key] = stored
+        self._record("patch", current["id"], stored)
+        return _clone(stored)
+
+    def delete(self, doc_id):
+        """Remove the document; True when it existed."""
+        docs = self._documents()
+        current = docs.pop(_key(doc_id), None)
+        if current is None:
+            return False
+        self._record("delete", current["id"], None)
+        return True
+
+    def search(self, filters):
+        """Documents matching every filter: `field=value` or `field__op=value`.
+
+        Operators: contains, icontains, gt, gte, lt, lte, ne, in.
+        """
+        if not isinstance(filters, dict):
+            raise TypeError("filters must be a dict")
+        tests = [_compile_filter(k, v) for k, v in filters.items()]
+        return [
+            _clone(d)
+            for d in self._documents().values()
+            if all(test(d) for test in tests)
+        ]
+
+    def list(self, limit=None, offset=0, sort=None):
+        """A page: {"items": [...], "page": {"limit", "offset", "total"}}.
+
+        `sort` is a field name, "-field" for descending.
+        """
+        limit = _non_negative(limit, "limit") if limit is not None else None
+        offset = _non_negative(offset or 0, "offset")
+        docs = list(self._documents().values())
+        if sort:
+            field = sort.lstrip("-")
+            present = [d for d in docs if d.get(field) is not None]
+            missing = [d for d in docs if d.get(field) is None]
+            present.sort(key=lambda d: _sort_key(d[field]), reverse=sort.startswith("-"))
+            docs = present + missing
+        end = None if limit is None else offset + limit
+        return {
+            "items": [_clone(d) for d in docs[offset:end]],
+            "page": {"limit": limit, "offset": offset, "total": len(docs)},
+        }
+
+    def _next_id(self, docs):
+        highest = 0
+        for doc in docs.values():
+            value = doc.get("id")
+            if isinstance(value, int) and not isinstance(value, bool) and value > highest:
+                highest = value
+        candidate = highest + 1
+        while str(candidate) in docs:  # a client-supplied string id may hold it
+            candidate += 1
+        return candidate
+
+
+class Store(Collection):
+    """The default collection, plus `store.collection(name)` for the others."""
+
+    def __init__(self, collections, journal):
+        if not collections:
+            # A block may still run without data; touching `store` then fails clearly.
+            collections = [(None, None)]
+        (first, first_json), *others = collections
+        super().__init__(first, first_json, journal)
+        self._by_name = {first: self}
+        for name, documents_json in others:
+            self._by_name[name] = Collection(name, documents_json, journal)
+
+    def collection(self, name):
+        """Another collection the plan loaded."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"collection '{name}' was not loaded for this request") from None
+
+    def names(self):
+        """Names of the loaded collections, the default first."""
+        return list(self._by_name)
+
+
+def _non_negative(value, what):
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be an integer, not {value!r}") from None
+    if number < 0:
+        raise ValueError(f"{what} must not be negative")
+    return number
+
+
+def _sort_key(value):
+    # Numbers before strings before anything else, so mixed fields still sort.
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value, "")
+    if isinstance(value, str):
+        return (1, 0, value)
+    return (2, 0, json.dumps(value, sort_keys=True))
+
+
+def _compile_filter(key, expected):
+    field, op = key, "eq"
+    if "__" in key:
+        head, tail = key.rsplit("__", 1)
+        if tail in _OPERATORS:
+            field, op = head, tail
+    test = _TESTS[op]
+
+    def matches(doc):
+        if field not in doc:
+            return op == "ne"
+        return test(doc[field], expected)
+
+    return matches
+
+
+def _coerce(expected, actual):
+    """Query values arrive as strings; compare them as the stored value's type."""
+    if not isinstance(expected, str) or isinstance(actual, str):
+        return expected
+    if isinstance(actual, bool):
+        lowered = expected.lower()
+        return {"true": True, "false": False}.get(lowered, expected)
+    if isinstance(actual, (int, float)):
+        try:
+            return int(expected)
+        except ValueError:
+            try:
+                return float(expected)
+            except ValueError:
+                return expected
+    return expected
+
+
+def _ordered(op):
+    def test(actual, expected):
+        expected = _coerce(expected, actual)
+        try:
+            return op(actual, expected)
+        except TypeError:
+            return False
+
+    return test
+
+
+def _contains(actual, expected):
+    if isinstance(actual, str):
+        return str(expected) in actual
+    if isinstance(actual, list):
+        return any(_equal(item, expected) for item in actual)
+    return False
+
+
+def _icontains(actual, expected):
+    if isinstance(actual, str):
+        return str(expected).casefold() in actual.casefold()
+    if isinstance(actual, list):
+        wanted = str(expected).casefold()
+        return any(isinstance(i, str) and i.casefold() == wanted for i in actual)
+    return False
+
+
+def _equal(actual, expected):
+    return actual == _coerce(expected, actual)
+
+
+def _within(actual, expected):
+    options = expected.split(",") if isinstance(expected, str) else expected
+    try:
+        return any(_equal(actual, option) for option in options)
+    except TypeError:
+        return False
+
+
+_TESTS = {
+    "eq": _equal,
+    "ne": lambda a, e: not _equal(a, e),
+    "contains": _contains,
+    "icontains": _icontains,
+    "gt": _ordered(lambda a, e: a > e),
+    "gte": _ordered(lambda a, e: a >= e),
+    "lt": _ordered(lambda a, e: a < e),
+    "lte": _ordered(lambda a, e: a <= e),
+    "in": _within,
+}

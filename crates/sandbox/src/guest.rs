@@ -1,0 +1,79 @@
+//! Per-instance host state: an empty WASI context and the memory guard.
+
+use std::time::Instant;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+/// Largest table a guest may grow to; CPython needs tens of thousands of entries.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+/// State owned by one wasmtime `Store`, which serves exactly one execution.
+pub(crate) struct GuestState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) memory: MemoryGuard,
+    /// Past this instant the epoch callback traps the guest.
+    pub(crate) deadline: Instant,
+}
+
+impl GuestState {
+    /// A WASI context with no preopened directories, no environment, no
+    /// arguments, no stdio and no network: the guest can reach nothing outside.
+    pub(crate) fn new(memory_cap: u64, deadline: Instant) -> Self {
+        let wasi = WasiCtxBuilder::new()
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline }
+    }
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// Caps linear memory growth and remembers the peak and any refusal.
+pub(crate) struct MemoryGuard {
+    pub(crate) cap: u64,
+    /// Largest size granted this accounting period.
+    pub(crate) peak: u64,
+    /// Largest size granted over the instance's life (memory never shrinks).
+    pub(crate) largest: u64,
+    pub(crate) refused: bool,
+}
+
+impl MemoryGuard {
+    fn new(cap: u64) -> Self {
+        Self { cap, peak: 0, largest: 0, refused: false }
+    }
+
+    /// Starts a new accounting period under `cap`; the memory already held counts toward the peak.
+    pub(crate) fn reset(&mut self, cap: u64) {
+        self.cap = cap;
+        self.peak = self.largest;
+        self.refused = false;
+    }
+}
+
+impl ResourceLimiter for MemoryGuard {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let desired = desired as u64;
+        if desired > self.cap {
+            self.refused = true;
+            return Ok(false);
+        }
+        let size = desired.max(current as u64);
+        self.peak = self.peak.max(size);
+        self.largest = self.largest.max(size);
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}

@@ -1,0 +1,24 @@
+//! Runs generated Python inside a WebAssembly component under fuel, memory and
+//! time limits.
+//!
+//! The runner component (CPython built with componentize-py) gates each block
+//! with an AST allowlist, runs it against `store` and `ctx`, and returns the
+//! block's `REPLY` plus a journal of mutations. This crate owns the wasmtime
+//! side: a fresh instance per execution, an empty WASI context (no files,
+//! environment, network or stdio), a fuel budget, a memory cap and an epoch
+//! deadline that also cuts calls blocked in the host.
+
+mod artifact;
+mod bindings;
+mod guest;
+pub mod limits;
+pub mod outcome;
+mod pool;
+pub mod request;
+mod sandbox;
+
+pub use artifact::ArtifactError;
+pub use limits::{LimitOverrides, Limits, PolicyError};
+pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, Reply, Report, Success};
+pub use request::{CollectionInput, ExecRequest};
+pub use sandbox::{Sandbox, SandboxConfig, StartError};

@@ -1,0 +1,378 @@
+//! The wasmtime embedding: engine, pre-instantiated runner, limits, execution.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap, UpdateDeadline};
+
+use crate::artifact::{self, ArtifactError};
+use crate::bindings::anypath::runner::types as wit;
+use crate::bindings::{Runner, RunnerPre};
+use crate::guest::GuestState;
+use crate::limits::Limits;
+use crate::outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, Reply, Report, Success};
+use crate::pool::WarmPool;
+use crate::request::{ExecRequest, PolicyGate};
+
+/// How often the epoch advances; the deadline is checked at this granularity.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// Extra wall-clock time granted past the guest deadline before the call is dropped.
+const HOST_GRACE: Duration = Duration::from_millis(50);
+/// Deadline for warming a fresh instance (no tenant code runs then).
+const WARM_UP_BUDGET: Duration = Duration::from_secs(30);
+/// Largest memory cap the engine reserves room for, whatever the policy says.
+const MAX_MEMORY_CAP: u64 = 4 << 30;
+
+/// How to build a [`Sandbox`].
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// The runner component built by componentize-py.
+    pub runner_component: PathBuf,
+    /// Where compiled artifacts are cached.
+    pub cache_dir: PathBuf,
+    /// Limits every execution starts from.
+    pub limits: Limits,
+    /// Instances kept started ahead of demand (0 disables the pool).
+    pub warm_instances: usize,
+    /// Instance slots the pooling allocator reserves; bounds concurrency.
+    pub instance_slots: u32,
+}
+
+impl SandboxConfig {
+    /// Defaults for `runner_component`, caching next to it.
+    pub fn new(runner_component: impl Into<PathBuf>) -> Self {
+        let runner_component = runner_component.into();
+        let cache_dir = runner_component
+            .parent()
+            .map(|p| p.join("cache"))
+            .unwrap_or_else(|| PathBuf::from("cache"));
+        Self { runner_component, cache_dir, limits: Limits::default(), warm_instances: 2, instance_slots: 64 }
+    }
+}
+
+/// The sandbox could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid engine configuration: {0:#}")]
+    Engine(wasmtime::Error),
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
+    #[error("the runner component does not fit the runner world: {0:#}")]
+    Link(wasmtime::Error),
+    #[error("memory limit {0} bytes exceeds the supported maximum of {MAX_MEMORY_CAP}")]
+    MemoryCap(u64),
+}
+
+/// Runs Python blocks, each in a fresh runner instance under the configured limits.
+///
+/// Cheap to clone; clones share the engine and the warm pool.
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pre: RunnerPre<GuestState>,
+    limits: Limits,
+    pool: Option<WarmPool>,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+/// A started instance that has served no request yet.
+pub(crate) struct Instance {
+    store: Store<GuestState>,
+    runner: Runner,
+}
+
+impl Sandbox {
+    /// Loads (or compiles and caches) the runner and starts the warm pool.
+    /// Must be called inside a Tokio runtime.
+    pub async fn start(config: SandboxConfig) -> Result<Self, StartError> {
+        if config.limits.memory_bytes > MAX_MEMORY_CAP {
+            return Err(StartError::MemoryCap(config.limits.memory_bytes));
+        }
+        let engine = Engine::new(&engine_config(&config)).map_err(StartError::Engine)?;
+        let component = {
+            let (engine, path, dir) = (engine.clone(), config.runner_component.clone(), config.cache_dir.clone());
+            tokio::task::spawn_blocking(move || artifact::load(&engine, &path, &dir))
+                .await
+                .map_err(|e| StartError::Engine(wasmtime::Error::msg(e.to_string())))??
+        };
+        let mut linker = Linker::<GuestState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(StartError::Link)?;
+        let pre = linker.instantiate_pre(&component).map_err(StartError::Link)?;
+        let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
+
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        spawn_epoch_ticker(engine, ticker_stop.clone());
+        let inner = Arc::new_cyclic(|weak| Inner {
+            pre,
+            limits: config.limits,
+            pool: (config.warm_instances > 0).then(|| WarmPool::start(weak.clone(), config.warm_instances)),
+            ticker_stop,
+        });
+        Ok(Self { inner })
+    }
+
+    /// The limits every execution starts from.
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    /// Runs one block. Never panics on guest behaviour: every failure is a typed error.
+    pub async fn execute(&self, request: ExecRequest) -> Report {
+        let started = Instant::now();
+        let limits = self.inner.limits.narrowed_by(&request.limits);
+        let mut metrics = Metrics::default();
+        let outcome = self.inner.run(request, limits, &mut metrics).await;
+        metrics.duration_us = started.elapsed().as_micros() as u64;
+        Report { outcome, metrics }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn engine_config(config: &SandboxConfig) -> Config {
+    let mut wasm = Config::new();
+    wasm.consume_fuel(true)
+        .epoch_interruption(true)
+        .memory_init_cow(true)
+        .wasm_component_model(true);
+    let slots = config.instance_slots.max(1);
+    let mut pooling = PoolingAllocationConfig::default();
+    pooling
+        .total_component_instances(slots)
+        .total_core_instances(slots * 32)
+        .total_memories(slots * 4)
+        .total_tables(slots * 8)
+        .total_stacks(slots)
+        .max_core_instances_per_component(32)
+        .max_memories_per_component(4)
+        .max_tables_per_component(8)
+        .max_component_instance_size(1 << 20)
+        .max_core_instance_size(1 << 20)
+        .table_elements(1 << 16)
+        .max_memory_size(config.limits.memory_bytes.next_multiple_of(1 << 16) as usize);
+    wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    wasm
+}
+
+/// Advances the engine's epoch so running guests notice their deadline.
+fn spawn_epoch_ticker(engine: Engine, stop: Arc<AtomicBool>) {
+    std::thread::Builder::new()
+        .name("anypath-epoch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(EPOCH_TICK);
+                engine.increment_epoch();
+            }
+        })
+        .expect("spawning the epoch thread");
+}
+
+impl Inner {
+    /// Starts and warms a fresh instance. No tenant code or data touches it.
+    pub(crate) async fn start_instance(&self, warm: bool) -> wasmtime::Result<Instance> {
+        let state = GuestState::new(self.limits.memory_bytes, Instant::now() + WARM_UP_BUDGET);
+        let mut store = Store::new(self.pre.engine(), state);
+        store.limiter(|s| &mut s.memory);
+        store.set_fuel(u64::MAX)?;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|ctx| {
+            if Instant::now() >= ctx.data().deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                // Yield so other requests on this executor thread make progress.
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        let runner = self.pre.instantiate_async(&mut store).await?;
+        if warm {
+            runner.call_warm_up(&mut store).await?;
+        }
+        Ok(Instance { store, runner })
+    }
+
+    async fn run(&self, request: ExecRequest, limits: Limits, metrics: &mut Metrics) -> Result<Success, Failure> {
+        let fail = |error| Failure { error, output: Output::default() };
+        check_request(&request, &limits).map_err(fail)?;
+        let (mut instance, warm) = match self.pool.as_ref().and_then(WarmPool::take) {
+            Some(instance) => (instance, true),
+            None => (self.start_instance(false).await.map_err(|e| fail(internal("starting an instance", &e)))?, false),
+        };
+        metrics.warm = warm;
+
+        let store = &mut instance.store;
+        let state = store.data_mut();
+        state.memory.reset(limits.memory_bytes);
+        state.deadline = Instant::now() + limits.timeout();
+        if state.memory.largest > limits.memory_bytes {
+            metrics.peak_memory_bytes = state.memory.largest;
+            return Err(fail(ExecError::MemoryLimit { limit_bytes: limits.memory_bytes }));
+        }
+        store.set_fuel(limits.fuel).map_err(|e| fail(internal("setting fuel", &e)))?;
+
+        let input = wit_input(&request, &limits);
+        let call = instance.runner.call_execute(&mut instance.store, &input);
+        let result = tokio::time::timeout(limits.timeout() + HOST_GRACE, call).await;
+
+        let store = &instance.store;
+        metrics.fuel_consumed = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        metrics.peak_memory_bytes = store.data().memory.peak;
+        let memory_refused = store.data().memory.refused;
+
+        let returned = match result {
+            Err(_elapsed) => return Err(fail(ExecError::Timeout { timeout_ms: limits.timeout_ms })),
+            Ok(Err(trap)) => return Err(fail(trap_error(&trap, &limits, memory_refused))),
+            Ok(Ok(returned)) => returned,
+        };
+        if memory_refused {
+            // A block that caught MemoryError still breached the cap.
+            let output = match &returned {
+                Ok(s) => output_of(&s.output),
+                Err(f) => output_of(&f.output),
+            };
+            return Err(Failure { error: ExecError::MemoryLimit { limit_bytes: limits.memory_bytes }, output });
+        }
+        match returned {
+            Ok(success) => convert_success(success, &request, &limits),
+            Err(failure) => Err(Failure { error: convert_failure(failure.kind), output: output_of(&failure.output) }),
+        }
+    }
+}
+
+fn check_request(request: &ExecRequest, limits: &Limits) -> Result<(), ExecError> {
+    let code = request.code.len() as u64;
+    if code > limits.max_code_bytes {
+        return Err(ExecError::CodeTooLarge { size_bytes: code, limit_bytes: limits.max_code_bytes });
+    }
+    let input = request.input_bytes();
+    if input > limits.max_input_bytes {
+        return Err(ExecError::InputTooLarge { size_bytes: input, limit_bytes: limits.max_input_bytes });
+    }
+    if !request.ctx.get().trim_start().starts_with('{') {
+        return Err(invalid("ctx must be a JSON object"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for collection in &request.collections {
+        if collection.name.is_empty() || !seen.insert(collection.name.as_str()) {
+            return Err(invalid(&format!("collection name {:?} is empty or repeated", collection.name)));
+        }
+        if !collection.documents.get().trim_start().starts_with('[') {
+            return Err(invalid(&format!("documents of {:?} must be a JSON array", collection.name)));
+        }
+    }
+    Ok(())
+}
+
+fn invalid(message: &str) -> ExecError {
+    ExecError::InvalidRequest { message: message.to_owned() }
+}
+
+fn internal(context: &str, error: &wasmtime::Error) -> ExecError {
+    ExecError::Internal { message: format!("{context}: {error:#}") }
+}
+
+fn wit_input(request: &ExecRequest, limits: &Limits) -> wit::ExecInput {
+    wit::ExecInput {
+        code: request.code.clone(),
+        ctx_json: request.ctx.get().to_owned(),
+        collections: request
+            .collections
+            .iter()
+            .map(|c| wit::Collection {
+                name: c.name.clone(),
+                version: c.version,
+                documents_json: c.documents.get().to_owned(),
+            })
+            .collect(),
+        limits: wit::OutputLimits {
+            stdout_bytes: limits.stdout_bytes,
+            stderr_bytes: limits.stderr_bytes,
+            result_bytes: limits.result_bytes,
+        },
+        policy_gate: request.gate == PolicyGate::Enforced,
+    }
+}
+
+fn trap_error(error: &wasmtime::Error, limits: &Limits, memory_refused: bool) -> ExecError {
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => ExecError::FuelExhausted { budget: limits.fuel },
+        Some(Trap::Interrupt) => ExecError::Timeout { timeout_ms: limits.timeout_ms },
+        _ if memory_refused => ExecError::MemoryLimit { limit_bytes: limits.memory_bytes },
+        Some(trap) => ExecError::Trap { message: trap.to_string() },
+        None => ExecError::Trap { message: format!("{error:#}") },
+    }
+}
+
+fn output_of(output: &wit::CapturedOutput) -> Output {
+    Output {
+        stdout: output.stdout.clone(),
+        stdout_truncated: output.stdout_truncated,
+        stderr: output.stderr.clone(),
+        stderr_truncated: output.stderr_truncated,
+    }
+}
+
+fn convert_failure(kind: wit::FailureKind) -> ExecError {
+    match kind {
+        wit::FailureKind::Policy(p) => ExecError::Policy { node: p.node, line: p.line, column: p.column, message: p.message },
+        wit::FailureKind::Exception(e) => {
+            ExecError::Exception { type_name: e.type_name, message: e.message, traceback: e.traceback }
+        }
+        wit::FailureKind::InvalidReply(message) => ExecError::InvalidReply { message },
+        wit::FailureKind::OutputLimit(message) => ExecError::OutputLimit { message },
+    }
+}
+
+/// Re-checks what the guest returned: the host trusts no size or name it did not verify.
+fn convert_success(success: wit::Success, request: &ExecRequest, limits: &Limits) -> Result<Success, Failure> {
+    let output = output_of(&success.output);
+    let fail = |error| Failure { error, output: output.clone() };
+    if output.stdout.len() > limits.stdout_bytes as usize || output.stderr.len() > limits.stderr_bytes as usize {
+        return Err(fail(ExecError::OutputLimit { message: "captured output exceeds its cap".into() }));
+    }
+    let mut size = success.reply.body_json.as_ref().map_or(0, String::len);
+    let mut mutations = Vec::with_capacity(success.mutations.len());
+    for m in success.mutations {
+        if !request.collections.iter().any(|c| c.name == m.collection) {
+            return Err(fail(ExecError::Internal { message: format!("journal names unknown collection {:?}", m.collection) }));
+        }
+        size += m.document_json.as_ref().map_or(0, String::len);
+        let id = serde_json::from_str(&m.id_json)
+            .map_err(|e| fail(ExecError::Internal { message: format!("journal id is not JSON: {e}") }))?;
+        let document = m
+            .document_json
+            .map(RawValue::from_string)
+            .transpose()
+            .map_err(|e| fail(ExecError::Internal { message: format!("journal document is not JSON: {e}") }))?;
+        mutations.push(Mutation { collection: m.collection, op: op(m.op), id, document });
+    }
+    if size > limits.result_bytes as usize {
+        return Err(fail(ExecError::OutputLimit { message: format!("reply and journal exceed {} bytes", limits.result_bytes) }));
+    }
+    let body = success
+        .reply
+        .body_json
+        .map(RawValue::from_string)
+        .transpose()
+        .map_err(|e| fail(ExecError::InvalidReply { message: format!("body is not JSON: {e}") }))?;
+    Ok(Success { reply: Reply { status: success.reply.status, headers: success.reply.headers, body }, mutations, output })
+}
+
+fn op(op: wit::MutationOp) -> MutationOp {
+    match op {
+        wit::MutationOp::Insert => MutationOp::Insert,
+        wit::MutationOp::Replace => MutationOp::Replace,
+        wit::MutationOp::Patch => MutationOp::Patch,
+        wit::MutationOp::Delete => MutationOp::Delete,
+    }
+}

@@ -1,0 +1,149 @@
+//! Command-line interface.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use anypath_sandbox::{Limits, Sandbox, SandboxConfig};
+use clap::{Args, Parser, Subcommand};
+
+use crate::runner_path::default_runner;
+use crate::serve::ServeOptions;
+
+/// Any HTTP path becomes a REST endpoint: planned Python run in a WebAssembly sandbox.
+#[derive(Parser)]
+#[command(name = "anypath", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The Python sandbox on its own.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
+    /// Run one Python file in the sandbox and print the report as JSON.
+    Exec(ExecArgs),
+}
+
+#[derive(Subcommand)]
+enum SandboxCommand {
+    /// Serve the sandbox over HTTP: `POST /v1/exec`, `GET /healthz`.
+    Serve(ServeArgs),
+    /// Compile the runner into the artifact cache and exit.
+    Precompile(RunnerArgs),
+}
+
+/// Where the runner is and which policy applies.
+#[derive(Args, Clone)]
+pub struct RunnerArgs {
+    /// The runner component (default: `python-runner/runner.wasm` in the target directory).
+    #[arg(long, env = "ANYPATH_RUNNER")]
+    runner: Option<PathBuf>,
+    /// Directory for compiled artifacts (default: `cache/` beside the runner).
+    #[arg(long, env = "ANYPATH_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// A policy TOML file whose `[limits]` replace the defaults.
+    #[arg(long, env = "ANYPATH_POLICY")]
+    policy: Option<PathBuf>,
+    /// Instances kept started ahead of demand.
+    #[arg(long, default_value_t = 2)]
+    warm_instances: usize,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    runner: RunnerArgs,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:3001")]
+    listen: SocketAddr,
+    /// Shared secret callers must send as `Authorization: Bearer <token>`.
+    #[arg(long, env = "ANYPATH_SANDBOX_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Executions running at once (default: number of CPUs).
+    #[arg(long)]
+    max_concurrent: Option<usize>,
+    /// Requests allowed to wait for a slot; beyond that the answer is 503.
+    #[arg(long, default_value_t = 32)]
+    queue_depth: usize,
+}
+
+#[derive(Args)]
+struct ExecArgs {
+    /// The Python file to run.
+    file: PathBuf,
+    /// The request context as JSON.
+    #[arg(long, default_value = "{}")]
+    ctx: String,
+    /// A collection as NAME=FILE, where FILE holds a JSON array (repeatable).
+    #[arg(long = "collection", value_name = "NAME=FILE")]
+    collections: Vec<String>,
+    #[command(flatten)]
+    runner: RunnerArgs,
+}
+
+impl RunnerArgs {
+    /// The sandbox configuration these arguments describe.
+    pub fn config(&self) -> anyhow::Result<SandboxConfig> {
+        let mut config = SandboxConfig::new(self.runner.clone().unwrap_or_else(default_runner));
+        if !config.runner_component.is_file() {
+            anyhow::bail!(
+                "runner component {} not found; build it with `cargo xtask build` or pass --runner",
+                config.runner_component.display()
+            );
+        }
+        if let Some(dir) = &self.cache_dir {
+            config.cache_dir = dir.clone();
+        }
+        if let Some(policy) = &self.policy {
+            config.limits = Limits::from_policy_file(policy)?;
+        }
+        config.warm_instances = self.warm_instances;
+        Ok(config)
+    }
+
+    async fn start(&self) -> anyhow::Result<Sandbox> {
+        Ok(Sandbox::start(self.config()?).await.context("starting the sandbox")?)
+    }
+}
+
+/// Runs the parsed command.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Sandbox { command: SandboxCommand::Serve(args) } => {
+            let sandbox = args.runner.start().await?;
+            let options = ServeOptions {
+                listen: args.listen,
+                token: args.token.filter(|t| !t.is_empty()),
+                max_concurrent: args
+                    .max_concurrent
+                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+                queue_depth: args.queue_depth,
+            };
+            crate::serve::serve(sandbox, options).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sandbox { command: SandboxCommand::Precompile(args) } => {
+            let mut args = args;
+            args.warm_instances = 0;
+            args.start().await?;
+            eprintln!("anypath: runner compiled and cached");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Exec(args) => crate::exec_file::run(args.file, &args.ctx, &args.collections, &args.runner).await,
+    }
+}
+
+impl RunnerArgs {
+    /// Starts a sandbox with no warm pool, for one-off runs.
+    pub async fn start_cold(&self) -> anyhow::Result<Sandbox> {
+        let mut args = self.clone();
+        args.warm_instances = 0;
+        args.start().await
+    }
+}

@@ -1,0 +1,186 @@
+//! `anypath sandbox serve`: the sandbox as an HTTP JSON API.
+//!
+//! `POST /v1/exec` runs one block; `GET /healthz` reports readiness and limits.
+//! Admission is bounded: at most `max_concurrent` executions run and at most
+//! `queue_depth` wait; anything beyond is answered 503 with `Retry-After`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anypath_sandbox::{ExecRequest, Sandbox};
+use axum::Router;
+use axum::body::to_bytes;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+
+/// Largest accepted request body.
+const MAX_BODY_BYTES: usize = 32 << 20;
+/// Header carrying the caller's request id (generated when absent or unusable).
+const REQUEST_ID: &str = "x-request-id";
+
+/// How the server listens and admits work.
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    /// Shared secret expected as `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    pub max_concurrent: usize,
+    pub queue_depth: usize,
+}
+
+struct AppState {
+    sandbox: Sandbox,
+    token_digest: Option<[u8; 32]>,
+    running: Semaphore,
+    admitted: AtomicUsize,
+    capacity: usize,
+}
+
+/// Serves until Ctrl-C or SIGTERM.
+pub async fn serve(sandbox: Sandbox, options: ServeOptions) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(options.listen).await?;
+    let max_concurrent = options.max_concurrent.max(1);
+    let state = Arc::new(AppState {
+        sandbox,
+        token_digest: options.token.as_deref().map(digest),
+        running: Semaphore::new(max_concurrent),
+        admitted: AtomicUsize::new(0),
+        capacity: max_concurrent + options.queue_depth,
+    });
+    let app = Router::new()
+        .route("/v1/exec", post(exec))
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .with_state(state);
+    tracing::info!(listen = %listener.local_addr()?, "sandbox serving");
+    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Frees an admission slot however the request ends.
+struct Admitted<'a>(&'a AtomicUsize);
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+async fn exec(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let request_id = request_id(request.headers());
+    if !authorised(&state, request.headers()) {
+        return error(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong bearer token", &request_id);
+    }
+    let body = match to_bytes(request.into_body(), MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(_) => {
+            let message = format!("request body exceeds {MAX_BODY_BYTES} bytes");
+            return error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", &message, &request_id);
+        }
+    };
+    let exec_request: ExecRequest = match serde_json::from_slice(&body) {
+        Ok(parsed) => parsed,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", &e.to_string(), &request_id),
+    };
+    drop(body);
+
+    if state.admitted.fetch_add(1, Ordering::AcqRel) >= state.capacity {
+        state.admitted.fetch_sub(1, Ordering::AcqRel);
+        let mut response = error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", "too many executions queued", &request_id);
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    }
+    let _admitted = Admitted(&state.admitted);
+    let Ok(_permit) = state.running.acquire().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the server is stopping", &request_id);
+    };
+
+    let report = state.sandbox.execute(exec_request).await;
+    // One line per execution: never the code, context or data.
+    tracing::info!(
+        request_id = %request_id,
+        outcome = report.outcome_name(),
+        duration_us = report.metrics.duration_us,
+        fuel = report.metrics.fuel_consumed,
+        peak_memory_bytes = report.metrics.peak_memory_bytes,
+        warm = report.metrics.warm,
+        "exec"
+    );
+    let mut response = match serde_json::to_vec(&report) {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e.to_string(), &request_id),
+    };
+    set_request_id(&mut response, &request_id);
+    response
+}
+
+async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+    let body = json!({
+        "status": "ok",
+        "limits": state.sandbox.limits(),
+        "running": state.running.available_permits(),
+    });
+    axum::Json(body).into_response()
+}
+
+async fn not_found(headers: HeaderMap) -> Response {
+    error(StatusCode::NOT_FOUND, "not_found", "no such endpoint", &request_id(&headers))
+}
+
+fn authorised(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(expected) = &state.token_digest else { return true };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    // Comparing digests keeps the comparison time independent of the token's prefix.
+    presented.is_some_and(|token| digest(token) == *expected)
+}
+
+/// The caller's id when it is short and printable, otherwise a new one.
+fn request_id(headers: &HeaderMap) -> String {
+    headers
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 64 && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
+fn set_request_id(response: &mut Response, request_id: &str) {
+    if let Ok(value) = HeaderValue::from_str(request_id) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+}
+
+/// The JSON error envelope: `{"error": {"code", "message", "request_id"}}`.
+fn error(status: StatusCode, code: &str, message: &str, request_id: &str) -> Response {
+    let body = json!({ "error": { "code": code, "message": message, "request_id": request_id } });
+    let mut response = (status, axum::Json(body)).into_response();
+    set_request_id(&mut response, request_id);
+    response
+}
+
