@@ -1,1 +1,50 @@
-fn main() {}
+//! Build automation: `cargo xtask <up|test|bench|build>`.
+//!
+//! Each command installs what it needs (wasm targets through
+//! `rust-toolchain.toml`, componentize-py in a project-local venv), builds the
+//! Python runner and the native host, then does its job.
+
+mod python_runner;
+mod steps;
+
+use std::process::ExitCode;
+
+use anyhow::bail;
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  up      build everything and run the sandbox locally on 127.0.0.1:3000
+  test    build everything and run every test
+  bench   build everything and print the benchmark figures
+  build   build everything";
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(command) = args.first() else {
+        println!("{USAGE}");
+        return Ok(());
+    };
+    let rest = &args[1..];
+    match command.as_str() {
+        "build" => steps::build_all().map(drop),
+        "test" => steps::test(rest),
+        "up" => steps::up(rest),
+        "bench" => steps::bench(rest),
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown command {other:?}\n\n{USAGE}"),
+    }
+}

@@ -1,0 +1,81 @@
+//! Shared set-up: one sandbox per test binary, on one runtime.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use anypath_sandbox::{ExecError, ExecRequest, Failure, Report, Sandbox, SandboxConfig, Success};
+use serde_json::{Value, json};
+
+/// The runner built by `cargo xtask build` (or `ANYPATH_RUNNER`).
+pub fn runner_path() -> PathBuf {
+    let path = std::env::var_os("ANYPATH_RUNNER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/python-runner/runner.wasm"));
+    assert!(path.is_file(), "runner component {} is missing: run `cargo xtask test`", path.display());
+    path
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime"))
+}
+
+/// The shared sandbox, with default limits and a warm pool.
+pub fn sandbox() -> &'static Sandbox {
+    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+    SANDBOX.get_or_init(|| {
+        runtime().block_on(Sandbox::start(SandboxConfig::new(runner_path()))).expect("sandbox starts")
+    })
+}
+
+/// Runs one request on the shared sandbox.
+pub fn exec(request: ExecRequest) -> Report {
+    runtime().block_on(sandbox().execute(request))
+}
+
+/// Runs `code` with `ctx` and a `members` collection holding `docs`.
+pub fn run_with(code: &str, ctx: Value, docs: Value) -> Report {
+    let request = ExecRequest::new(code)
+        .with_ctx(&ctx)
+        .and_then(|r| r.with_collection("members", 3, &docs))
+        .expect("serialisable request");
+    exec(request)
+}
+
+/// Runs `code` with an empty context and an empty `members` collection.
+pub fn run(code: &str) -> Report {
+    run_with(code, json!({}), json!([]))
+}
+
+/// The success, or a panic that shows the failure.
+pub fn success(report: &Report) -> &Success {
+    match &report.outcome {
+        Ok(success) => success,
+        Err(failure) => panic!("expected success, got {failure:#?}"),
+    }
+}
+
+/// The failure, or a panic that shows the success.
+pub fn failure(report: &Report) -> &Failure {
+    match &report.outcome {
+        Ok(success) => panic!("expected a failure, got {success:#?}"),
+        Err(failure) => failure,
+    }
+}
+
+/// The error of a failed report.
+pub fn error(report: &Report) -> &ExecError {
+    &failure(report).error
+}
+
+/// The reply body as a JSON value.
+pub fn body(report: &Report) -> Value {
+    let raw = success(report).reply.body.as_ref().expect("a body");
+    serde_json::from_str(raw.get()).expect("body is JSON")
+}
+
+/// The journal as JSON values: `[{collection, op, id, document}]`.
+pub fn journal(report: &Report) -> Value {
+    serde_json::to_value(&success(report).mutations).expect("journal serialises")
+}

@@ -1,0 +1,82 @@
+//! The steps behind each xtask command.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+use crate::python_runner;
+
+/// The repository root (the parent of `xtask/`).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Prints a progress line for a step and how long the previous part took.
+pub fn step(message: &str) {
+    eprintln!("==> {message}");
+}
+
+/// Runs a command from the repository root, failing on a non-zero exit.
+pub fn run(command: &mut Command) -> anyhow::Result<()> {
+    let shown = format!("{command:?}");
+    let status = command.current_dir(root()).status().with_context(|| format!("starting {shown}"))?;
+    if !status.success() {
+        bail!("{shown} failed with {status}");
+    }
+    Ok(())
+}
+
+/// What a full build produced.
+pub struct Built {
+    pub runner: PathBuf,
+    pub binary: PathBuf,
+}
+
+/// Builds the runner component and the native host, and warms the artifact cache.
+pub fn build_all() -> anyhow::Result<Built> {
+    let started = Instant::now();
+    let runner = python_runner::build()?;
+    step("building the native host (release; the first build compiles wasmtime and takes minutes)");
+    run(Command::new(cargo()).args(["build", "--release", "--workspace", "--bins"]))?;
+    let binary = root().join("target/release/anypath");
+    step("compiling the runner component to native code (cached after the first time)");
+    run(Command::new(&binary).args(["sandbox", "precompile", "--runner"]).arg(&runner))?;
+    step(&format!("build finished in {:.1} s", started.elapsed().as_secs_f64()));
+    Ok(Built { runner, binary })
+}
+
+/// `cargo xtask test`: build, then every test of the workspace.
+pub fn test(extra: &[String]) -> anyhow::Result<()> {
+    let built = build_all()?;
+    step("running every test");
+    run(Command::new(cargo())
+        .args(["test", "--release", "--workspace"])
+        .args(extra)
+        .env("ANYPATH_RUNNER", &built.runner))
+}
+
+/// `cargo xtask up`: build, then serve on 127.0.0.1:3000 until Ctrl-C.
+pub fn up(extra: &[String]) -> anyhow::Result<()> {
+    let built = build_all()?;
+    step("serving on http://127.0.0.1:3000 (Ctrl-C stops)");
+    let mut command = Command::new(&built.binary);
+    command.args(["sandbox", "serve", "--listen", "127.0.0.1:3000", "--runner"]).arg(&built.runner);
+    if !extra.is_empty() {
+        command.args(extra);
+    }
+    run(&mut command)
+}
+
+/// `cargo xtask bench`: build, then the benchmark binary.
+pub fn bench(extra: &[String]) -> anyhow::Result<()> {
+    let built = build_all()?;
+    step("running the benchmarks");
+    run(Command::new(root().join("target/release/anypath-bench")).arg("--runner").arg(&built.runner).args(extra))
+}
+
+/// The cargo that runs this xtask, so the pinned toolchain is used throughout.
+pub fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
