@@ -146,7 +146,13 @@ class WitWorld(wit_world.WitWorld):
 
     def execute(self, input):
         collections = [(c.name, c.documents_json) for c in input.collections]
-        return _run(input.code, input.ctx_json, collections, input.limits, input.policy_gate)
+        try:
+            return _run(input.code, input.ctx_json, collections, input.limits, input.policy_gate)
+        except Err:
+            raise
+        except Exception as exc:  # a runner bug must come back as data, not a trap
+            empty = wit.CapturedOutput(stdout="", stdout_truncated=False, stderr="", stderr_truncated=False)
+            raise Err(wit.Failure(kind=wit.FailureKind_Internal(f"{type(exc).__name__}: {exc}"), output=empty))
 
 
 def _warm_up():

@@ -3,6 +3,8 @@
 import json
 import re
 
+from json_depth import MAX_DEPTH, too_deep
+
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
@@ -50,6 +52,8 @@ def _headers(headers):
 def _body(reply):
     if "body" not in reply or reply["body"] is None:
         return None
+    if too_deep(reply["body"]):
+        raise InvalidReply(f"REPLY body nests deeper than {MAX_DEPTH} levels")
     try:
         return json.dumps(reply["body"], allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError) as exc:

@@ -8,6 +8,8 @@ through these methods.
 
 import json
 
+from json_depth import MAX_DEPTH, too_deep
+
 _OPERATORS = ("contains", "icontains", "gte", "gt", "lte", "lt", "ne", "in")
 
 
@@ -33,6 +35,8 @@ def _key(doc_id):
 def _check_document(obj, what):
     if not isinstance(obj, dict):
         raise TypeError(f"{what} must be a dict, not {type(obj).__name__}")
+    if too_deep(obj):
+        raise ValueError(f"{what} nests deeper than {MAX_DEPTH} levels")
     try:
         json.dumps(obj, allow_nan=False)
     except (TypeError, ValueError) as exc:

@@ -330,6 +330,7 @@ fn convert_failure(kind: wit::FailureKind) -> ExecError {
         }
         wit::FailureKind::InvalidReply(message) => ExecError::InvalidReply { message },
         wit::FailureKind::OutputLimit(message) => ExecError::OutputLimit { message },
+        wit::FailureKind::Internal(message) => ExecError::Internal { message: format!("runner: {message}") },
     }
 }
 
