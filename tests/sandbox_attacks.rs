@@ -202,7 +202,7 @@ mod memory {
 
     #[test]
     fn deeply_nested_reply_is_refused_not_a_crash() {
-        let code = "x = []\nfor i in range(10000):\n    x = [x]\nREPLY = {'status': 200, 'body': x}";
+        let code = "x = []\nfor i in range(1000):\n    x = [x]\nREPLY = {'status': 200, 'body': x}";
         match error(&run(code)) {
             ExecError::InvalidReply { message } => assert!(message.contains("deeper than"), "{message}"),
             other => panic!("unexpected {other:?}"),
