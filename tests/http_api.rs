@@ -1,0 +1,241 @@
+//! `anypath sandbox serve` over real HTTP: the API, its errors, admission and logs.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::blocking::Client;
+use serde_json::{Value, json};
+
+/// A running `anypath sandbox serve` and the log lines it printed.
+struct Server {
+    child: Child,
+    base: String,
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    fn start(extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_anypath"))
+            .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--runner"])
+            .arg(common::runner_path())
+            .args(extra)
+            .env_remove("ANYPATH_SANDBOX_TOKEN")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the anypath binary starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (address_tx, address_rx) = std::sync::mpsc::channel();
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(entry) = serde_json::from_str::<Value>(&line) {
+                    if let Some(listen) = entry.get("listen").and_then(Value::as_str) {
+                        let _ = address_tx.send(listen.to_owned());
+                    }
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let address = address_rx.recv_timeout(Duration::from_secs(60)).expect("the server reports its address");
+        Server { child, base: format!("http://{address}"), logs }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn exec(&self, body: &Value) -> reqwest::blocking::Response {
+        Client::new().post(self.url("/v1/exec")).json(body).send().expect("request sent")
+    }
+
+    fn log_lines(&self) -> Vec<String> {
+        self.logs.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn assert_envelope(response: reqwest::blocking::Response, status: StatusCode, code: &str) -> Value {
+    assert_eq!(response.status(), status);
+    let request_id = response.headers().get("x-request-id").expect("x-request-id").to_str().unwrap().to_owned();
+    let body: Value = response.json().expect("JSON error body");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert_eq!(body["error"]["request_id"], request_id.as_str());
+    body
+}
+
+#[test]
+fn healthz_reports_ok_and_the_limits() {
+    let server = Server::start(&[], &[]);
+    let health: Value = reqwest::blocking::get(server.url("/healthz")).unwrap().json().unwrap();
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["limits"]["timeout_ms"], 5000);
+}
+
+#[test]
+fn exec_returns_reply_journal_and_metrics_and_echoes_the_request_id() {
+    let server = Server::start(&[], &[]);
+    let response = Client::new()
+        .post(server.url("/v1/exec"))
+        .header("x-request-id", "req-123")
+        .json(&json!({
+            "code": "new_id = store.insert(dict(ctx['body_json']))\nREPLY = {'status': 201, 'headers': {'Location': f'/members/{new_id}'}, 'body': store.get(new_id)}",
+            "ctx": {"body_json": {"name": "Alice"}},
+            "collections": [{"name": "members", "version": 4, "documents": [{"id": 1, "name": "x"}]}]
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["x-request-id"], "req-123");
+    let report: Value = response.json().unwrap();
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["reply"], json!({"status": 201, "headers": [["Location", "/members/2"]], "body": {"name": "Alice", "id": 2}}));
+    assert_eq!(report["mutations"], json!([{"collection": "members", "op": "insert", "id": 2, "document": {"name": "Alice", "id": 2}}]));
+    assert!(report["metrics"]["fuel_consumed"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_failed_block_is_a_typed_error_in_the_report() {
+    let server = Server::start(&[], &[]);
+    let report: Value = server.exec(&json!({"code": "import os"})).json().unwrap();
+    assert_eq!(report["ok"], false);
+    assert_eq!(report["error"]["kind"], "policy");
+    assert_eq!(report["error"]["node"], "Import");
+    assert_eq!(report["error"]["line"], 1);
+}
+
+#[test]
+fn malformed_json_and_missing_code_are_400() {
+    let server = Server::start(&[], &[]);
+    let response = Client::new().post(server.url("/v1/exec")).body("{not json").send().unwrap();
+    assert_envelope(response, StatusCode::BAD_REQUEST, "invalid_json");
+    assert_envelope(server.exec(&json!({"ctx": {}})), StatusCode::BAD_REQUEST, "invalid_json");
+}
+
+/// Boundary: the HTTP API cannot reach the test-only switch that disables the policy gate.
+#[test]
+fn the_policy_gate_cannot_be_switched_off_over_http() {
+    let server = Server::start(&[], &[]);
+    for field in ["policy_gate", "gate"] {
+        let body = assert_envelope(
+            server.exec(&json!({"code": "import os\nREPLY = {'status': 200}", field: false})),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        );
+        assert!(body["error"]["message"].as_str().unwrap().contains("unknown field"), "{body}");
+    }
+}
+
+#[test]
+fn a_request_cannot_raise_a_limit_over_http() {
+    let server = Server::start(&[], &[]);
+    let report: Value = server
+        .exec(&json!({"code": "while True:\n    pass", "limits": {"timeout_ms": 600000, "fuel": 30000000}}))
+        .json()
+        .unwrap();
+    assert_eq!(report["error"]["kind"], "fuel_exhausted");
+    let report: Value = server.exec(&json!({"code": "x = 1", "limits": {"max_code_bytes": 1}})).json().unwrap();
+    assert_eq!(report["error"]["kind"], "code_too_large");
+}
+
+#[test]
+fn body_over_the_limit_is_413() {
+    let server = Server::start(&[], &[]);
+    let huge = "x".repeat(33 << 20);
+    let response = Client::new().post(server.url("/v1/exec")).body(huge).send().unwrap();
+    assert_envelope(response, StatusCode::PAYLOAD_TOO_LARGE, "body_too_large");
+}
+
+#[test]
+fn unknown_paths_are_404_with_the_envelope() {
+    let server = Server::start(&[], &[]);
+    assert_envelope(reqwest::blocking::get(server.url("/v2/nothing")).unwrap(), StatusCode::NOT_FOUND, "not_found");
+}
+
+/// Boundary: the shared secret. Without the right bearer token nothing runs.
+#[test]
+fn a_configured_token_is_required() {
+    let server = Server::start(&[], &[("ANYPATH_SANDBOX_TOKEN", "s3cret")]);
+    let body = json!({"code": "REPLY = {'status': 200}"});
+    assert_envelope(server.exec(&body), StatusCode::UNAUTHORIZED, "unauthorized");
+    let wrong = Client::new().post(server.url("/v1/exec")).bearer_auth("s3cre").json(&body).send().unwrap();
+    assert_envelope(wrong, StatusCode::UNAUTHORIZED, "unauthorized");
+    let right = Client::new().post(server.url("/v1/exec")).bearer_auth("s3cret").json(&body).send().unwrap();
+    assert_eq!(right.status(), StatusCode::OK);
+    assert!(!server.log_lines().iter().any(|l| l.contains("s3cret")), "the token is never logged");
+}
+
+/// Boundary: bounded admission. Overload is refused at once, never queued without bound.
+#[test]
+fn overload_is_503_with_retry_after() {
+    let server = Server::start(&["--max-concurrent", "1", "--queue-depth", "0"], &[]);
+    let busy_url = server.url("/v1/exec");
+    let busy = std::thread::spawn(move || {
+        Client::new()
+            .post(busy_url)
+            .json(&json!({"code": "while True:\n    pass", "limits": {"timeout_ms": 1000}}))
+            .send()
+            .unwrap()
+            .json::<Value>()
+            .unwrap()
+    });
+    // Wait until the slow execution holds the only slot.
+    let mut refused = None;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(50));
+        let response = server.exec(&json!({"code": "REPLY = {'status': 200}"}));
+        if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+            refused = Some(response);
+            break;
+        }
+    }
+    let refused = refused.expect("a second request was refused while the slot was held");
+    assert_eq!(refused.headers()["retry-after"], "1");
+    assert_envelope(refused, StatusCode::SERVICE_UNAVAILABLE, "overloaded");
+    assert_eq!(busy.join().unwrap()["error"]["kind"], "timeout");
+    // Once the slot is free, work is admitted again.
+    assert_eq!(server.exec(&json!({"code": "REPLY = {'status': 200}"})).status(), StatusCode::OK);
+}
+
+#[test]
+fn one_log_line_per_execution_without_the_codes_data() {
+    let server = Server::start(&[], &[]);
+    let marker = "zq-private-7731";
+    let response = Client::new()
+        .post(server.url("/v1/exec"))
+        .header("x-request-id", "log-check-1")
+        .json(&json!({
+            "code": format!("secret = '{marker}'\nprint(secret)\nREPLY = {{'status': 200, 'body': ctx['v']}}"),
+            "ctx": {"v": marker},
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    std::thread::sleep(Duration::from_millis(200));
+    let lines = server.log_lines();
+    let exec_lines: Vec<Value> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["message"] == "exec")
+        .collect();
+    assert_eq!(exec_lines.len(), 1, "{lines:?}");
+    let line = &exec_lines[0];
+    assert_eq!(line["request_id"], "log-check-1");
+    assert_eq!(line["outcome"], "ok");
+    assert!(line["fuel"].as_u64().unwrap() > 0 && line["duration_us"].as_u64().unwrap() > 0);
+    assert!(!lines.iter().any(|l| l.contains(marker)), "data leaked into the log");
+}
