@@ -126,7 +126,8 @@ pub struct Failure {
 pub struct Metrics {
     /// Wall-clock time from request to result, in microseconds.
     pub duration_us: u64,
-    /// Fuel the call consumed.
+    /// Fuel the call consumed. After a timeout this can undercount: a tight
+    /// guest loop keeps its counter in a register until the next call.
     pub fuel_consumed: u64,
     /// Largest linear memory size seen, in bytes.
     pub peak_memory_bytes: u64,
