@@ -14,6 +14,7 @@ mod guest;
 pub mod limits;
 pub mod outcome;
 mod pool;
+mod recycler;
 pub mod request;
 mod sandbox;
 

@@ -1,7 +1,7 @@
 //! The wasmtime embedding: engine, pre-instantiated runner, limits, execution.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,7 @@ use crate::guest::GuestState;
 use crate::limits::Limits;
 use crate::outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, Reply, Report, Success};
 use crate::pool::WarmPool;
+use crate::recycler::Recycler;
 use crate::request::{ExecRequest, PolicyGate};
 
 /// How often the epoch advances; the deadline is checked at this granularity.
@@ -24,6 +25,8 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 const HOST_GRACE: Duration = Duration::from_millis(50);
 /// Deadline for warming a fresh instance (no tenant code runs then).
 const WARM_UP_BUDGET: Duration = Duration::from_secs(30);
+/// Linear memory kept mapped in a pool slot between instances.
+const KEEP_RESIDENT_BYTES: usize = 64 << 20;
 /// Largest memory cap the engine reserves room for, whatever the policy says.
 const MAX_MEMORY_CAP: u64 = 4 << 30;
 
@@ -78,7 +81,8 @@ pub struct Sandbox {
 pub(crate) struct Inner {
     pre: RunnerPre<GuestState>,
     limits: Limits,
-    pool: Option<WarmPool>,
+    pool: OnceLock<WarmPool>,
+    recycler: Recycler,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -109,12 +113,12 @@ impl Sandbox {
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
         spawn_epoch_ticker(engine, ticker_stop.clone());
-        let inner = Arc::new_cyclic(|weak| Inner {
-            pre,
-            limits: config.limits,
-            pool: (config.warm_instances > 0).then(|| WarmPool::start(weak.clone(), config.warm_instances)),
-            ticker_stop,
-        });
+        let recycler = Recycler::start().map_err(|e| StartError::Engine(wasmtime::Error::msg(e.to_string())))?;
+        let inner = Arc::new(Inner { pre, limits: config.limits, pool: OnceLock::new(), recycler, ticker_stop });
+        if config.warm_instances > 0 {
+            // Started only once `inner` exists, so the refill task can always reach it.
+            let _ = inner.pool.set(WarmPool::start(Arc::downgrade(&inner), config.warm_instances));
+        }
         Ok(Self { inner })
     }
 
@@ -160,6 +164,10 @@ fn engine_config(config: &SandboxConfig) -> Config {
         .max_component_instance_size(1 << 20)
         .max_core_instance_size(1 << 20)
         .table_elements(1 << 16)
+        // Restore touched pages by copy when a slot is reused instead of
+        // unmapping them: fresh copy-on-write faults cost a TLB shootdown each.
+        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+        .table_keep_resident(1 << 20)
         .max_memory_size(config.limits.memory_bytes.next_multiple_of(1 << 16) as usize);
     wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
     wasm
@@ -204,10 +212,11 @@ impl Inner {
     async fn run(&self, request: ExecRequest, limits: Limits, metrics: &mut Metrics) -> Result<Success, Failure> {
         let fail = |error| Failure { error, output: Output::default() };
         check_request(&request, &limits).map_err(fail)?;
-        let (mut instance, warm) = match self.pool.as_ref().and_then(WarmPool::take) {
+        let (instance, warm) = match self.pool.get().and_then(WarmPool::take) {
             Some(instance) => (instance, true),
             None => (self.start_instance(false).await.map_err(|e| fail(internal("starting an instance", &e)))?, false),
         };
+        let mut instance = self.recycler.lease(instance);
         metrics.warm = warm;
 
         let store = &mut instance.store;
@@ -221,7 +230,8 @@ impl Inner {
         store.set_fuel(limits.fuel).map_err(|e| fail(internal("setting fuel", &e)))?;
 
         let input = wit_input(&request, &limits);
-        let call = instance.runner.call_execute(&mut instance.store, &input);
+        let Instance { store, runner } = &mut *instance;
+        let call = runner.call_execute(store, &input);
         let result = tokio::time::timeout(limits.timeout() + HOST_GRACE, call).await;
 
         let store = &instance.store;
@@ -377,3 +387,4 @@ fn op(op: wit::MutationOp) -> MutationOp {
         wit::MutationOp::Delete => MutationOp::Delete,
     }
 }
+

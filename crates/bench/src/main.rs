@@ -1,0 +1,171 @@
+//! `anypath-bench`: latency and throughput of the sandbox, with a baseline.
+//!
+//! Each scenario runs a fixed block many times on fresh instances, at 1 and 2
+//! concurrent executions, and prints p50/p99 latency and executions per
+//! second. The same trivial block run through `python3 -I -c` is the baseline.
+
+mod scenarios;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use anypath_sandbox::{Sandbox, SandboxConfig};
+use clap::Parser;
+use hdrhistogram::Histogram;
+
+use scenarios::Scenario;
+
+#[derive(Parser)]
+#[command(about = "Sandbox latency and throughput against a python3 baseline")]
+struct Args {
+    /// The runner component.
+    #[arg(long, env = "ANYPATH_RUNNER")]
+    runner: PathBuf,
+    /// Executions per scenario and concurrency level.
+    #[arg(long, default_value_t = 2000)]
+    iterations: usize,
+    /// Runs of the python3 baseline.
+    #[arg(long, default_value_t = 100)]
+    baseline_runs: usize,
+    /// Run only scenarios whose name contains this text.
+    #[arg(long)]
+    only: Option<String>,
+    /// Instances kept started ahead of demand.
+    #[arg(long, default_value_t = 4)]
+    warm_instances: usize,
+}
+
+/// Latency percentiles and throughput of one measured run.
+struct Figures {
+    p50: Duration,
+    p99: Duration,
+    per_second: f64,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let mut config = SandboxConfig::new(&args.runner);
+    config.warm_instances = args.warm_instances;
+    let sandbox = Sandbox::start(config).await.context("starting the sandbox")?;
+    let scenarios = scenarios::all()?;
+    println!("anypath sandbox benchmark: {} executions per row, fresh instance each", args.iterations);
+    println!("{:<34} {:>5} {:>10} {:>10} {:>10}", "scenario", "conc", "p50", "p99", "exec/s");
+    let mut trivial_p50 = None;
+    for scenario in scenarios.iter().filter(|s| args.only.as_deref().is_none_or(|only| s.name.contains(only))) {
+        scenario.check(&sandbox).await?;
+        for concurrency in [1, 2] {
+            // Let the warm pool refill so every row starts from the same state.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let figures = measure(&sandbox, scenario, concurrency, args.iterations).await?;
+            println!(
+                "{:<34} {:>5} {:>10} {:>10} {:>10.0}",
+                scenario.name,
+                concurrency,
+                show(figures.p50),
+                show(figures.p99),
+                figures.per_second
+            );
+            if scenario.name == scenarios::TRIVIAL && concurrency == 1 {
+                trivial_p50 = Some(figures.p50);
+            }
+        }
+    }
+    let baseline = python_baseline(args.baseline_runs)?;
+    println!(
+        "{:<34} {:>5} {:>10} {:>10} {:>10.0}",
+        "baseline: python3 -I -c (trivial)",
+        1,
+        show(baseline.p50),
+        show(baseline.p99),
+        baseline.per_second
+    );
+    if let Some(ours) = trivial_p50 {
+        println!(
+            "ratio: python3 -I -c p50 / anypath trivial p50 = {:.1}x",
+            baseline.p50.as_secs_f64() / ours.as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+async fn measure(sandbox: &Sandbox, scenario: &Scenario, concurrency: usize, iterations: usize) -> anyhow::Result<Figures> {
+    let histogram = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for worker in 0..concurrency {
+        let (sandbox, scenario, histogram) = (sandbox.clone(), scenario.clone(), histogram.clone());
+        let count = iterations / concurrency + usize::from(worker < iterations % concurrency);
+        workers.push(tokio::spawn(async move {
+            for i in 0..count {
+                let request = scenario.request(i)?;
+                let began = Instant::now();
+                let report = sandbox.execute(request).await;
+                let elapsed = began.elapsed();
+                if let Err(failure) = report.outcome {
+                    bail!("{} failed: {:?}", scenario.name, failure.error);
+                }
+                histogram.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.record(elapsed.as_nanos() as u64)?;
+            }
+            Ok(())
+        }));
+    }
+    for worker in workers {
+        worker.await??;
+    }
+    let wall = started.elapsed();
+    let histogram = histogram.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+    Ok(Figures {
+        p50: Duration::from_nanos(histogram.value_at_quantile(0.5)),
+        p99: Duration::from_nanos(histogram.value_at_quantile(0.99)),
+        per_second: iterations as f64 / wall.as_secs_f64(),
+    })
+}
+
+/// The trivial block through a fresh `python3 -I -c` process each time.
+fn python_baseline(runs: usize) -> anyhow::Result<Figures> {
+    let python = python_executable()?;
+    let mut histogram = Histogram::<u64>::new(3)?;
+    let started = Instant::now();
+    for _ in 0..runs {
+        let began = Instant::now();
+        let status = std::process::Command::new(&python)
+            .args(["-I", "-c", scenarios::TRIVIAL_CODE])
+            .status()
+            .context("running python3 for the baseline")?;
+        if !status.success() {
+            bail!("python3 baseline failed with {status}");
+        }
+        histogram.record(began.elapsed().as_nanos() as u64)?;
+    }
+    Ok(Figures {
+        p50: Duration::from_nanos(histogram.value_at_quantile(0.5)),
+        p99: Duration::from_nanos(histogram.value_at_quantile(0.99)),
+        per_second: runs as f64 / started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The interpreter itself, not a version-manager shim in front of it, so the
+/// baseline measures CPython start-up and nothing else.
+fn python_executable() -> anyhow::Result<PathBuf> {
+    let output = std::process::Command::new("python3")
+        .args(["-I", "-c", "import sys; print(sys.executable)"])
+        .output()
+        .context("running python3 for the baseline")?;
+    let path = String::from_utf8(output.stdout)?.trim().to_owned();
+    if path.is_empty() {
+        bail!("python3 did not report its executable");
+    }
+    Ok(PathBuf::from(path))
+}
+
+fn show(d: Duration) -> String {
+    let micros = d.as_secs_f64() * 1e6;
+    if micros < 10_000.0 { format!("{micros:.0} us") } else { format!("{:.1} ms", micros / 1000.0) }
+}
