@@ -166,6 +166,12 @@ mod tests {
     }
 
     #[test]
+    fn the_example_policy_parses_to_the_defaults() {
+        let limits = Limits::from_policy_str(include_str!("../policy.example.toml")).unwrap();
+        assert_eq!(limits, Limits::default());
+    }
+
+    #[test]
     fn policy_file_rejects_unknown_keys_and_zero_limits() {
         assert!(matches!(
             Limits::from_policy_str("[limits]\nfuell = 1\n"),
