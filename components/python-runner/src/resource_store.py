@@ -150,14 +150,19 @@ class Collection:
             if all(test(d) for test in tests)
         ]
 
-    def list(self, limit=None, offset=0, sort=None):
+    def list(self, limit=None, offset=0, sort=None, filters=None):
         """A page: {"items": [...], "page": {"limit", "offset", "total"}}.
 
-        `sort` is a field name, "-field" for descending.
+        `sort` is a field name, "-field" for descending; `filters` are those of
+        `search` and apply before paging (`total` counts the matches).
         """
         limit = _non_negative(limit, "limit") if limit is not None else None
         offset = _non_negative(offset or 0, "offset")
-        docs = list(self._documents().values())
+        if filters:
+            tests = [_compile_filter(k, v) for k, v in filters.items()]
+            docs = [d for d in self._documents().values() if all(test(d) for test in tests)]
+        else:
+            docs = list(self._documents().values())
         if sort:
             field = sort.lstrip("-")
             present = [d for d in docs if d.get(field) is not None]

@@ -1,0 +1,15 @@
+//! The REST side of anypath, shared by the gateway, planner and store
+//! components and testable natively: the request context a block sees, the
+//! rule-based planner, name rules, and how a mutation journal is applied.
+
+pub mod context;
+pub mod error;
+pub mod journal;
+pub mod names;
+pub mod plan;
+pub mod rules;
+
+pub use context::RequestContext;
+pub use error::{ErrorEnvelope, RestError};
+pub use journal::{Collection, JournalError, MutationRecord};
+pub use plan::Plan;
