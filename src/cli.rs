@@ -28,6 +28,23 @@ enum Command {
     },
     /// Run one Python file in the sandbox and print the report as JSON.
     Exec(ExecArgs),
+    /// Run the Spin app in spin.toml with Spin's semantics (no Spin CLI needed).
+    Up(UpArgs),
+}
+
+#[derive(Args)]
+struct UpArgs {
+    /// Address to listen on, as in `spin up`.
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    listen: SocketAddr,
+    /// The Spin manifest.
+    #[arg(long = "from", short = 'f', default_value = "spin.toml")]
+    manifest: PathBuf,
+    /// SQLite file for key-value (default: .spin/sqlite_key_value.db beside the manifest).
+    #[arg(long)]
+    kv: Option<PathBuf>,
+    #[command(flatten)]
+    runner: RunnerArgs,
 }
 
 #[derive(Subcommand)]
@@ -107,7 +124,8 @@ impl RunnerArgs {
         Ok(config)
     }
 
-    async fn start(&self) -> anyhow::Result<Sandbox> {
+    /// Starts the sandbox these arguments describe.
+    pub async fn start(&self) -> anyhow::Result<Sandbox> {
         Ok(Sandbox::start(self.config()?).await.context("starting the sandbox")?)
     }
 }
@@ -133,6 +151,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             args.warm_instances = 0;
             args.start().await?;
             eprintln!("anypath: runner compiled and cached");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Up(args) => {
+            let options = crate::up::UpOptions { manifest: args.manifest, listen: args.listen, kv_path: args.kv };
+            crate::up::up(options, &args.runner).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Exec(args) => crate::exec_file::run(args.file, &args.ctx, &args.collections, &args.runner).await,

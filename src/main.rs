@@ -4,6 +4,7 @@ mod cli;
 mod exec_file;
 mod runner_path;
 mod serve;
+mod up;
 
 use clap::Parser;
 

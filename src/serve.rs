@@ -44,6 +44,16 @@ struct AppState {
 /// Serves until Ctrl-C or SIGTERM.
 pub async fn serve(sandbox: Sandbox, options: ServeOptions) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
+    serve_on(listener, sandbox, options, shutdown_signal()).await
+}
+
+/// Serves on an already bound listener until `shutdown` resolves.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    sandbox: Sandbox,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let max_concurrent = options.max_concurrent.max(1);
     let state = Arc::new(AppState {
         sandbox,
@@ -58,11 +68,12 @@ pub async fn serve(sandbox: Sandbox, options: ServeOptions) -> anyhow::Result<()
         .fallback(not_found)
         .with_state(state);
     tracing::info!(listen = %listener.local_addr()?, "sandbox serving");
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
     Ok(())
 }
 
-async fn shutdown_signal() {
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

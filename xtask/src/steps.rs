@@ -38,6 +38,7 @@ pub struct Built {
 pub fn build_all() -> anyhow::Result<Built> {
     let started = Instant::now();
     let runner = python_runner::build()?;
+    build_components()?;
     step("building the native host (release; the first build compiles wasmtime and takes minutes)");
     run(Command::new(cargo()).args(["build", "--release", "--workspace", "--bins"]))?;
     let binary = root().join("target/release/anypath");
@@ -45,6 +46,39 @@ pub fn build_all() -> anyhow::Result<Built> {
     run(Command::new(&binary).args(["sandbox", "precompile", "--runner"]).arg(&runner))?;
     step(&format!("build finished in {:.1} s", started.elapsed().as_secs_f64()));
     Ok(Built { runner, binary })
+}
+
+/// The WebAssembly target the Spin components are built for.
+const WASM_TARGET: &str = "wasm32-wasip2";
+
+/// Builds the Spin components (gateway, planner, store) for `wasm32-wasip2`.
+fn build_components() -> anyhow::Result<()> {
+    ensure_wasm_target()?;
+    step("building the Spin components (wasm32-wasip2)");
+    let status = Command::new(cargo())
+        .args(["build", "--release", "--target", WASM_TARGET])
+        .current_dir(root().join("components"))
+        .status()
+        .context("starting cargo for the components")?;
+    if !status.success() {
+        bail!("building the components failed with {status}");
+    }
+    Ok(())
+}
+
+/// Installs the wasm target when the toolchain lacks it (rust-toolchain.toml
+/// names it, but a toolchain installed earlier does not pick that up).
+fn ensure_wasm_target() -> anyhow::Result<()> {
+    let installed = Command::new("rustup").args(["target", "list", "--installed"]).current_dir(root()).output();
+    match installed {
+        Ok(out) if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == WASM_TARGET) => Ok(()),
+        Ok(_) => {
+            step(&format!("installing the {WASM_TARGET} target"));
+            run(Command::new("rustup").args(["target", "add", WASM_TARGET]))
+        }
+        // Without rustup the toolchain must already have the target; cargo will say if not.
+        Err(_) => Ok(()),
+    }
 }
 
 /// `cargo xtask test`: build, then every test of the workspace.
@@ -57,12 +91,12 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
         .env("ANYPATH_RUNNER", &built.runner))
 }
 
-/// `cargo xtask up`: build, then serve on 127.0.0.1:3000 until Ctrl-C.
+/// `cargo xtask up`: build, then run the app on 127.0.0.1:3000 until Ctrl-C.
 pub fn up(extra: &[String]) -> anyhow::Result<()> {
     let built = build_all()?;
-    step("serving on http://127.0.0.1:3000 (Ctrl-C stops)");
+    step("running the app on http://127.0.0.1:3000 (Ctrl-C stops)");
     let mut command = Command::new(&built.binary);
-    command.args(["sandbox", "serve", "--listen", "127.0.0.1:3000", "--runner"]).arg(&built.runner);
+    command.args(["up", "--listen", "127.0.0.1:3000", "--runner"]).arg(&built.runner);
     if !extra.is_empty() {
         command.args(extra);
     }

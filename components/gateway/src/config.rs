@@ -1,0 +1,46 @@
+//! Gateway settings from Spin variables.
+
+use std::time::Duration;
+
+use spin_sdk::variables;
+
+/// Everything the gateway reads from `spin.toml` variables.
+pub struct Config {
+    /// When non-empty, requests need `Authorization: Bearer <token>`.
+    pub auth_token: String,
+    /// `key:tenant` pairs separated by commas: an `X-API-Key` selects a tenant.
+    pub api_keys: Vec<(String, String)>,
+    /// Base URL of the sandbox host (`anypath sandbox serve`), from `sandbox_host`.
+    pub sandbox_url: String,
+    /// Shared secret for the sandbox host, if it requires one.
+    pub sandbox_token: String,
+    pub max_body_bytes: usize,
+    pub call_timeout: Duration,
+}
+
+fn var(name: &str) -> String {
+    variables::get(name).unwrap_or_default()
+}
+
+impl Config {
+    /// Reads the variables; unset optional ones take their defaults.
+    pub fn load() -> Self {
+        let api_keys = var("api_keys")
+            .split(',')
+            .filter_map(|pair| pair.split_once(':'))
+            .map(|(k, t)| (k.trim().to_owned(), t.trim().to_owned()))
+            .filter(|(k, t)| !k.is_empty() && !t.is_empty())
+            .collect();
+        Self {
+            auth_token: var("auth_token"),
+            api_keys,
+            sandbox_url: match var("sandbox_host").trim() {
+                "" => String::new(),
+                host => format!("http://{host}"),
+            },
+            sandbox_token: var("sandbox_token"),
+            max_body_bytes: var("max_body_bytes").parse().unwrap_or(1 << 20),
+            call_timeout: Duration::from_millis(var("call_timeout_ms").parse().unwrap_or(10_000)),
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! Serving the application: one fresh component instance per request, routed
+//! as Spin routes, with service chaining and the outbound allowlist.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Weak};
+
+use anyhow::anyhow;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
+
+use crate::kv::{KvAccess, KvDatabase};
+use crate::manifest::{Manifest, Route};
+use crate::outbound::AllowedHosts;
+use crate::platform::{self, PlatformView};
+use crate::routes::{Matched, Router};
+use crate::variables::Variables;
+
+/// Suffix of the hosts that reach a component in process.
+const INTERNAL_SUFFIX: &str = ".spin.internal";
+
+/// How to run an application.
+pub struct AppConfig {
+    pub manifest: PathBuf,
+    /// SQLite file for key-value (default: `.spin/sqlite_key_value.db` beside the manifest).
+    pub kv_path: Option<PathBuf>,
+    /// Variable values that win over the environment and defaults.
+    pub variable_overrides: HashMap<String, String>,
+}
+
+/// A loaded application, ready to serve requests.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<AppInner>,
+}
+
+struct AppInner {
+    components: HashMap<String, Loaded>,
+    router: Router,
+}
+
+struct Loaded {
+    pre: ProxyPre<ComponentState>,
+    allowed: AllowedHosts,
+    variables: Arc<BTreeMap<String, String>>,
+    kv: KvAccess,
+    private: bool,
+    raw_route: String,
+}
+
+/// Per-request state of one component instance.
+struct ComponentState {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    table: ResourceTable,
+    hooks: Hooks,
+    kv: KvAccess,
+    variables: Arc<BTreeMap<String, String>>,
+}
+
+/// Decides what a component's outbound requests may reach.
+struct Hooks {
+    app: Weak<AppInner>,
+    allowed: AllowedHosts,
+}
+
+impl WasiView for ComponentState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl WasiHttpView for ComponentState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.hooks }
+    }
+}
+
+type SendFuture = Box<
+    dyn Future<Output = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), HttpError>> + Send>), HttpError>>
+        + Send,
+>;
+
+impl WasiHttpHooks for Hooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ) -> SendFuture {
+        let uri = request.uri();
+        let scheme = uri.scheme_str().unwrap_or("http").to_owned();
+        let host = uri.host().unwrap_or_default().to_owned();
+        let port = uri.port_u16();
+        if !self.allowed.allows(&scheme, &host, port) {
+            // As in Spin: the component sees HttpRequestDenied.
+            tracing::warn!(%scheme, %host, "outbound request denied by allowed_outbound_hosts");
+            return Box::new(async { Err(HttpError::HttpRequestDenied) });
+        }
+        if let Some(component) = host.strip_suffix(INTERNAL_SUFFIX) {
+            let app = self.app.upgrade();
+            let component = component.to_owned();
+            return Box::new(async move {
+                let app = app.ok_or(HttpError::DestinationUnavailable)?;
+                let response = app
+                    .dispatch(&component, request, None, "internal")
+                    .await
+                    .map_err(|e| HttpError::InternalError(Some(format!("{e:#}"))))?;
+                let done: Box<dyn Future<Output = Result<(), HttpError>> + Send> = Box::new(async { Ok(()) });
+                Ok((response, done))
+            });
+        }
+        Box::new(async move {
+            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            let io: Box<dyn Future<Output = Result<(), HttpError>> + Send> = Box::new(io);
+            Ok((response.map(BodyExt::boxed_unsync), io))
+        })
+    }
+}
+
+impl App {
+    /// Loads the manifest, resolves variables, compiles every component.
+    pub fn load(config: &AppConfig) -> anyhow::Result<Self> {
+        let manifest = Manifest::load(&config.manifest)?;
+        let overrides = config.variable_overrides.clone();
+        let variables = Variables::resolve(&manifest.variables, |name| {
+            let key = name.trim_start_matches("SPIN_VARIABLE_").to_lowercase();
+            overrides.get(&key).cloned().or_else(|| std::env::var(name).ok())
+        })?;
+        let kv_path = config.kv_path.clone().unwrap_or_else(|| manifest.dir.join(".spin/sqlite_key_value.db"));
+        let needs_kv = manifest.components.values().any(|c| !c.key_value_stores.is_empty());
+        let db = if needs_kv { Some(KvDatabase::open(&kv_path)?) } else { None };
+
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true);
+        let engine = Engine::new(&wasm)?;
+        let private: Vec<&str> = manifest
+            .triggers
+            .iter()
+            .filter(|t| t.route == Route::Private)
+            .map(|t| t.component.as_str())
+            .collect();
+        let mut components = HashMap::new();
+        for trigger in &manifest.triggers {
+            let decl = &manifest.components[&trigger.component];
+            let source = manifest.dir.join(&decl.source);
+            let component = Component::from_file(&engine, &source).map_err(|e| {
+                anyhow!("loading component {:?} from {}: {e:#}", trigger.component, source.display())
+            })?;
+            let mut linker: Linker<ComponentState> = Linker::new(&engine);
+            wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+            wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+            platform::add_to_linker(&mut linker, |s: &mut ComponentState| PlatformView {
+                table: &mut s.table,
+                kv: &s.kv,
+                variables: &s.variables,
+            })?;
+            let pre = ProxyPre::new(linker.instantiate_pre(&component)?)?;
+            let expanded: Vec<String> = decl
+                .allowed_outbound_hosts
+                .iter()
+                .map(|h| variables.expand(h))
+                .collect::<Result<_, _>>()?;
+            let allowed = AllowedHosts::parse(expanded.iter().map(String::as_str))?;
+            let mut component_vars = BTreeMap::new();
+            for (name, template) in &decl.variables {
+                component_vars.insert(name.clone(), variables.expand(template)?);
+            }
+            let kv = KvAccess {
+                db: db.clone(),
+                granted: Arc::new(decl.key_value_stores.clone()),
+                defined: Arc::new(vec!["default".to_owned()]),
+            };
+            let raw_route = match &trigger.route {
+                Route::Public(r) => r.clone(),
+                Route::Private => "/...".to_owned(),
+            };
+            components.insert(
+                trigger.component.clone(),
+                Loaded {
+                    pre,
+                    allowed,
+                    variables: Arc::new(component_vars),
+                    kv,
+                    private: private.contains(&trigger.component.as_str()),
+                    raw_route,
+                },
+            );
+        }
+        let router = Router::new(&manifest.triggers);
+        Ok(Self { inner: Arc::new(AppInner { components, router }) })
+    }
+
+    /// Serves on `listener` until `shutdown` resolves.
+    pub async fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> anyhow::Result<()> {
+        let local = listener.local_addr()?;
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, client) = tokio::select! {
+                accepted = listener.accept() => accepted?,
+                () = &mut shutdown => return Ok(()),
+            };
+            let app = self.inner.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let app = app.clone();
+                    async move { Ok::<_, std::convert::Infallible>(app.handle_public(request, client, local).await) }
+                });
+                if let Err(error) = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(true)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await
+                {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+            });
+        }
+    }
+}
+
+type OutBody = UnsyncBoxBody<Bytes, HttpError>;
+
+fn plain(status: u16, message: &str) -> http::Response<OutBody> {
+    let body = http_body_util::Full::new(Bytes::from(message.to_owned())).map_err(|never| match never {}).boxed_unsync();
+    http::Response::builder()
+        .status(status)
+        .header("content-type", "text/plain")
+        .body(body)
+        .unwrap_or_else(|_| http::Response::new(http_body_util::Empty::new().map_err(|never| match never {}).boxed_unsync()))
+}
+
+impl AppInner {
+    async fn handle_public(
+        self: Arc<Self>,
+        request: http::Request<hyper::body::Incoming>,
+        client: SocketAddr,
+        local: SocketAddr,
+    ) -> http::Response<OutBody> {
+        let path = request.uri().path().to_owned();
+        let Some(matched) = self.router.route(&path) else {
+            return plain(404, "Not Found");
+        };
+        let full_url = format!("http://{local}{}", request.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/"));
+        let headers = SpinHeaders { matched, full_url, client: client.to_string() };
+        let request = request.map(|body| body.map_err(HttpError::Hyper).boxed_unsync());
+        let component = headers.matched.component.clone();
+        match self.dispatch(&component, request, Some(headers), "public").await {
+            Ok(response) => response,
+            Err(error) => {
+                tracing::error!(error = %format!("{error:#}"), component, "request failed");
+                plain(500, "Internal Server Error")
+            }
+        }
+    }
+
+    /// Runs `component` on `request` in a fresh instance and returns its response.
+    fn dispatch<'a>(
+        self: &'a Arc<Self>,
+        component: &'a str,
+        mut request: http::Request<WasiBody>,
+        headers: Option<SpinHeaders>,
+        via: &'static str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = anyhow::Result<http::Response<OutBody>>> + Send + 'a>> {
+        Box::pin(async move {
+            let loaded = self.components.get(component).ok_or_else(|| anyhow!("no component {component:?}"))?;
+            if via == "public" && loaded.private {
+                return Ok(plain(404, "Not Found"));
+            }
+            let headers = headers.unwrap_or_else(|| SpinHeaders::internal(component, &loaded.raw_route, request.uri()));
+            headers.apply(request.headers_mut());
+            let mut store = Store::new(
+                loaded.pre.engine(),
+                ComponentState {
+                    wasi: WasiCtx::builder().inherit_stdout().inherit_stderr().build(),
+                    http: WasiHttpCtx::new(),
+                    table: ResourceTable::new(),
+                    hooks: Hooks { app: Arc::downgrade(self), allowed: loaded.allowed.clone() },
+                    kv: loaded.kv.clone(),
+                    variables: loaded.variables.clone(),
+                },
+            );
+            let (sender, receiver) = tokio::sync::oneshot::channel();
+            let incoming = store.data_mut().http().new_incoming_request(Scheme::Http, request)?;
+            let out = store.data_mut().http().new_response_outparam(sender)?;
+            let pre = loaded.pre.clone();
+            let task = tokio::spawn(async move {
+                let proxy = pre.instantiate_async(&mut store).await?;
+                proxy.wasi_http_incoming_handler().call_handle(&mut store, incoming, out).await
+            });
+            match receiver.await {
+                Ok(Ok(response)) => Ok(response),
+                Ok(Err(code)) => Err(anyhow!("component {component:?} answered with an error: {code:?}")),
+                Err(_) => match task.await {
+                    Ok(Ok(())) => Err(anyhow!("component {component:?} never set a response")),
+                    Ok(Err(e)) => Err(anyhow!("component {component:?} failed: {e:#}")),
+                    Err(e) => Err(anyhow!("component {component:?} task failed: {e}")),
+                },
+            }
+        })
+    }
+}
+
+/// The request headers Spin adds for the component it routes to.
+struct SpinHeaders {
+    matched: Matched,
+    full_url: String,
+    client: String,
+}
+
+impl SpinHeaders {
+    fn internal(component: &str, raw_route: &str, uri: &http::Uri) -> Self {
+        let path = uri.path().to_owned();
+        Self {
+            matched: Matched {
+                component: component.to_owned(),
+                raw_route: raw_route.to_owned(),
+                base: String::new(),
+                path_info: path,
+            },
+            full_url: uri.to_string(),
+            client: "127.0.0.1:0".to_owned(),
+        }
+    }
+
+    fn apply(&self, headers: &mut http::HeaderMap) {
+        let route = self.matched.raw_route.trim_end_matches("/...");
+        let pairs = [
+            ("spin-full-url", self.full_url.clone()),
+            ("spin-path-info", self.matched.path_info.clone()),
+            ("spin-matched-route", self.matched.raw_route.clone()),
+            ("spin-base-path", "/".to_owned()),
+            ("spin-raw-component-route", self.matched.raw_route.clone()),
+            ("spin-component-route", route.to_owned()),
+            ("spin-client-addr", self.client.clone()),
+        ];
+        for (name, value) in pairs {
+            if let Ok(value) = http::HeaderValue::from_str(&value) {
+                headers.insert(name, value);
+            }
+        }
+    }
+}
+

@@ -1,0 +1,12 @@
+//! Runs a Spin application's HTTP components on wasmtime with Spin's
+//! semantics: routes (including `/...` and private components), Spin's request
+//! headers, service chaining to `*.spin.internal`, key-value on SQLite in
+//! Spin's layout, application variables and `allowed_outbound_hosts`.
+
+pub mod kv;
+pub mod manifest;
+pub mod outbound;
+pub mod platform;
+pub mod routes;
+pub mod variables;
+pub mod app;

@@ -1,0 +1,65 @@
+//! `anypath up`: run this repository's Spin app without the Spin CLI.
+//!
+//! The sandbox host starts in the same process on a loopback port, and the
+//! app's `sandbox_host` variable points at it (unless `SPIN_VARIABLE_SANDBOX_HOST`
+//! says otherwise). Ctrl-C stops both.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use anypath_spin_host::app::{App, AppConfig};
+use tokio::sync::watch;
+
+use crate::cli::RunnerArgs;
+use crate::serve::{ServeOptions, serve_on, shutdown_signal};
+
+/// Options of `anypath up`.
+pub struct UpOptions {
+    pub manifest: PathBuf,
+    pub listen: SocketAddr,
+    pub kv_path: Option<PathBuf>,
+}
+
+/// Runs the app until Ctrl-C or SIGTERM.
+pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
+    let sandbox = runner.start().await?;
+    let sandbox_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let sandbox_address = sandbox_listener.local_addr()?;
+    let (stop, stopped) = watch::channel(false);
+    let wait = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let sandbox_options = ServeOptions {
+        listen: sandbox_address,
+        token: None,
+        max_concurrent: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        queue_depth: 64,
+    };
+    let sandbox_task = tokio::spawn(serve_on(sandbox_listener, sandbox, sandbox_options, wait(stopped.clone())));
+
+    let mut overrides = HashMap::new();
+    if std::env::var_os("SPIN_VARIABLE_SANDBOX_HOST").is_none() {
+        overrides.insert("sandbox_host".to_owned(), sandbox_address.to_string());
+    }
+    let config = AppConfig { manifest: options.manifest.clone(), kv_path: options.kv_path, variable_overrides: overrides };
+    let app = tokio::task::spawn_blocking(move || App::load(&config))
+        .await
+        .context("loading the app")??;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("binding {}", options.listen))?;
+    tracing::info!(listen = %listener.local_addr()?, sandbox = %sandbox_address, manifest = %options.manifest.display(), "app serving");
+    let app_stopped = stopped.clone();
+    let served = app.serve(listener, wait(app_stopped));
+    tokio::pin!(served);
+    tokio::select! {
+        result = &mut served => result?,
+        () = shutdown_signal() => {}
+    }
+    let _ = stop.send(true);
+    let _ = sandbox_task.await;
+    tracing::info!("stopped");
+    Ok(())
+}
