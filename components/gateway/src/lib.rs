@@ -23,8 +23,10 @@ use outbound::{CallError, call};
 const PLANNER: &str = "http://planner.spin.internal/plan";
 const STORE_LOAD: &str = "http://store.spin.internal/load";
 const STORE_COMMIT: &str = "http://store.spin.internal/commit";
-/// Re-plans and re-runs after a version conflict before giving up.
-const MAX_CONFLICT_RETRIES: usize = 4;
+/// Re-runs after a version conflict before giving up. Every round lets at
+/// least one contender commit, so this bounds how many may race on one
+/// collection before anyone sees a 409.
+const MAX_CONFLICT_RETRIES: usize = 64;
 const ALLOW: &str = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
 const DEFAULT_TENANT: &str = "default";
 
@@ -117,7 +119,10 @@ fn serve(request: &Request, config: &Config, request_id: &str) -> Result<Outcome
     let ctx = RequestContext::build(&raw, &tenant).map_err(Failure::rest)?;
     let plan = plan(&ctx, config, request_id)?;
     let head = *request.method() == Method::Head;
-    for _attempt in 0..=MAX_CONFLICT_RETRIES {
+    for attempt in 0..=MAX_CONFLICT_RETRIES {
+        if attempt > 0 {
+            back_off(attempt);
+        }
         let collections = load(&tenant, &plan, config, request_id)?;
         let report = execute(&plan, &ctx, &collections, config, request_id)?;
         let mutations = report["mutations"].as_array().cloned().unwrap_or_default();
@@ -127,6 +132,13 @@ fn serve(request: &Request, config: &Config, request_id: &str) -> Result<Outcome
         return Ok(reply(&report["reply"], head, request_id));
     }
     Err(Failure::new(409, "conflict", "the data kept changing while this request ran; try again", "conflict"))
+}
+
+/// Sleeps a random 0..2*attempt ms (at most 20 ms) so conflicting writers spread out.
+fn back_off(attempt: usize) {
+    let ceiling_ms = (2 * attempt as u64).min(20);
+    let jitter_ns = wasi::random::random::get_random_u64() % (ceiling_ms * 1_000_000 + 1);
+    wasi::clocks::monotonic_clock::subscribe_duration(jitter_ns).block();
 }
 
 fn authorise(request: &Request, config: &Config) -> Result<(), Failure> {
@@ -255,7 +267,14 @@ fn reply(reply: &Value, head: bool, request_id: &str) -> Outcome {
         }
     }
     builder.header("x-request-id", request_id);
-    let body = &reply["body"];
+    let mut body = reply["body"].clone();
+    // Error bodies written by a block get the request id, like the gateway's own.
+    if status >= 400 {
+        if let Some(error) = body.get_mut("error").and_then(Value::as_object_mut) {
+            error.entry("request_id").or_insert_with(|| Value::String(request_id.to_owned()));
+        }
+    }
+    let body = &body;
     let response = if status == 204 || status == 304 || body.is_null() {
         builder.build()
     } else {

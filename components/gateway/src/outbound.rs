@@ -83,8 +83,11 @@ pub fn call(url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: D
     let _ = options.set_first_byte_timeout(Some(nanos));
     let _ = options.set_between_bytes_timeout(Some(nanos));
     let pending = outgoing_handler::handle(request, Some(options)).map_err(from_code)?;
-    write_body(&outgoing_body, body.unwrap_or_default())?;
-    OutgoingBody::finish(outgoing_body, None).map_err(from_code)?;
+    // A refused request (a host not allowed, say) closes the body stream; the
+    // reason then arrives on the response future, so it is read before the
+    // write error is reported.
+    let written = write_body(&outgoing_body, body.unwrap_or_default())
+        .and_then(|()| OutgoingBody::finish(outgoing_body, None).map_err(from_code));
 
     let deadline = wasi::clocks::monotonic_clock::subscribe_duration(nanos);
     let ready = pending.subscribe();
@@ -97,6 +100,7 @@ pub fn call(url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: D
         Some(Ok(Err(code))) => return Err(from_code(code)),
         Some(Err(())) | None => return Err(CallError::Transport("response unavailable".into())),
     };
+    written?;
     let status = response.status();
     let incoming = response.consume().map_err(|()| CallError::Transport("response body unavailable".into()))?;
     let stream = incoming.stream().map_err(|()| CallError::Transport("response stream unavailable".into()))?;

@@ -1,0 +1,265 @@
+//! The whole app through real HTTP against `anypath up`: REST semantics,
+//! tenants, persistence, concurrency and Spin's outbound allowlist.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::blocking::{Client, Response};
+use serde_json::{Value, json};
+
+/// A running `anypath up` with its own key-value file.
+struct App {
+    child: Child,
+    base: String,
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn temp_kv(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("anypath-app-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("kv.db")
+}
+
+impl App {
+    fn start(kv: &Path) -> Self {
+        Self::start_with(kv, "spin.toml", &[])
+    }
+
+    fn start_with(kv: &Path, manifest: &str, env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_anypath"))
+            .args(["up", "--listen", "127.0.0.1:0", "--from"])
+            .arg(repo().join(manifest))
+            .arg("--kv")
+            .arg(kv)
+            .arg("--runner")
+            .arg(common::runner_path())
+            .env_remove("SPIN_VARIABLE_AUTH_TOKEN")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("anypath up starts");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    if v["message"] == "app serving" {
+                        let _ = tx.send(v["listen"].as_str().unwrap_or_default().to_owned());
+                    }
+                }
+            }
+        });
+        let address = rx.recv_timeout(Duration::from_secs(120)).expect("the app reports its address");
+        App { child, base: format!("http://{address}") }
+    }
+
+    fn send(&self, method: &str, path: &str, body: Option<Value>) -> Response {
+        self.send_as(method, path, body, &[])
+    }
+
+    fn send_as(&self, method: &str, path: &str, body: Option<Value>, headers: &[(&str, &str)]) -> Response {
+        let mut request = Client::new().request(method.parse().unwrap(), format!("{}{path}", self.base));
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request.send().expect("request sent")
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn json_of(response: Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let text = response.text().unwrap();
+    (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap() })
+}
+
+fn assert_envelope(response: Response, status: u16, code: &str) {
+    assert_eq!(response.status().as_u16(), status);
+    let id = response.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let (_, body) = json_of(response);
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert_eq!(body["error"]["request_id"], id.as_str());
+}
+
+#[test]
+fn seed_minimal_examples_exactly_as_written() {
+    let kv = temp_kv("seed");
+    let app = App::start(&kv);
+    // 1. Create -> Get
+    let created = app.send("POST", "/members/", Some(json!({"name": "Alice"})));
+    assert_eq!(created.status(), 201);
+    assert_eq!(created.headers()["location"], "/members/1");
+    assert_eq!(json_of(created).1, json!({"id": 1, "name": "Alice"}));
+    assert_eq!(json_of(app.send("GET", "/members/1", None)), (StatusCode::OK, json!({"id": 1, "name": "Alice"})));
+    // 2. Search
+    app.send("POST", "/members/", Some(json!({"name": "hartmann", "team": "a"})));
+    let (status, found) = json_of(app.send("GET", "/members/search?name=hartmann", None));
+    assert_eq!((status, found), (StatusCode::OK, json!([{"id": 2, "name": "hartmann", "team": "a"}])));
+    // 3. Delete
+    let deleted = app.send("DELETE", "/members/1", None);
+    assert_eq!(deleted.status(), 204);
+    assert_eq!(deleted.text().unwrap(), "");
+    assert_eq!(app.send("GET", "/members/1", None).status(), 404);
+    // 4. List with paging
+    for i in 0..30 {
+        app.send("POST", "/members/", Some(json!({"name": format!("m{i}")})));
+    }
+    let (status, page) = json_of(app.send("GET", "/members/?limit=10&offset=20", None));
+    assert_eq!(status, 200);
+    assert_eq!(page["page"], json!({"limit": 10, "offset": 20, "total": 31}));
+    assert_eq!(page["items"].as_array().unwrap().len(), 10);
+}
+
+#[test]
+fn put_patch_sort_operators_string_ids_head_and_options() {
+    let kv = temp_kv("crud");
+    let app = App::start(&kv);
+    for (name, age) in [("Ann", 31), ("Bob", 25), ("Cy", 40)] {
+        app.send("POST", "/people/", Some(json!({"name": name, "age": age})));
+    }
+    assert_eq!(json_of(app.send("PUT", "/people/2", Some(json!({"name": "Bobby"})))).1, json!({"id": 2, "name": "Bobby"}));
+    assert_eq!(json_of(app.send("PATCH", "/people/1", Some(json!({"age": 32})))).1, json!({"id": 1, "name": "Ann", "age": 32}));
+    let (_, sorted) = json_of(app.send("GET", "/people?sort=-age", None));
+    let names: Vec<_> = sorted["items"].as_array().unwrap().iter().map(|d| d["name"].clone()).collect();
+    assert_eq!(names, vec![json!("Cy"), json!("Ann"), json!("Bobby")]);
+    let (_, over) = json_of(app.send("GET", "/people/search?age__gt=31&name__icontains=c", None));
+    assert_eq!(over, json!([{"id": 3, "name": "Cy", "age": 40}]));
+    let created = app.send("POST", "/people/", Some(json!({"id": "zed", "name": "Zed"})));
+    assert_eq!(created.headers()["location"], "/people/zed");
+    assert_eq!(json_of(app.send("GET", "/people/zed", None)).1["name"], "Zed");
+    assert_envelope(app.send("POST", "/people/", Some(json!({"id": "zed"}))), 409, "conflict");
+    let head = app.send("HEAD", "/people/1", None);
+    assert_eq!(head.status(), 200);
+    assert_eq!(head.text().unwrap(), "", "HEAD answers like GET without a body");
+    let options = app.send("OPTIONS", "/people/1", None);
+    assert_eq!(options.status(), 204);
+    assert!(options.headers()["allow"].to_str().unwrap().contains("PATCH"));
+}
+
+#[test]
+fn error_paths_use_one_envelope() {
+    let kv = temp_kv("errors");
+    let app = App::start(&kv);
+    assert_envelope(app.send("GET", "/members/404", None), 404, "not_found");
+    let malformed = Client::new()
+        .post(format!("{}/members/", app.base))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .unwrap();
+    assert_envelope(malformed, 400, "bad_request");
+    assert_envelope(app.send_as("GET", "/members/", None, &[("x-session-id", "../etc")]), 400, "bad_request");
+    assert_envelope(app.send("GET", "/bad%20name/", None), 400, "bad_request");
+    let huge = json!({"blob": "x".repeat(2 << 20)});
+    assert_envelope(app.send("POST", "/members/", Some(huge)), 413, "body_too_large");
+    assert_envelope(app.send("DELETE", "/members/", None), 405, "method_not_allowed");
+    // None of these wrote anything.
+    let (_, page) = json_of(app.send("GET", "/members/", None));
+    assert_eq!(page["page"]["total"], 0);
+}
+
+/// Boundary: the bearer token. With `auth_token` set, nothing runs without it.
+#[test]
+fn auth_token_is_required_when_configured() {
+    let kv = temp_kv("auth");
+    let app = App::start_with(&kv, "spin.toml", &[("SPIN_VARIABLE_AUTH_TOKEN", "t0ken")]);
+    assert_envelope(app.send("GET", "/members/", None), 401, "unauthorized");
+    assert_envelope(app.send_as("GET", "/members/", None, &[("authorization", "Bearer wrong")]), 401, "unauthorized");
+    assert_eq!(app.send_as("GET", "/members/", None, &[("authorization", "Bearer t0ken")]).status(), 200);
+}
+
+/// Boundary: tenants. Each tenant's collections live under its own keys.
+#[test]
+fn two_tenants_never_see_each_others_data() {
+    let kv = temp_kv("tenants");
+    let app = App::start(&kv);
+    let a = [("x-session-id", "tenant-a")];
+    let b = [("x-session-id", "tenant-b")];
+    app.send_as("POST", "/notes/", Some(json!({"text": "a's secret"})), &a);
+    assert_eq!(app.send_as("GET", "/notes/1", None, &b).status(), 404);
+    let (_, b_list) = json_of(app.send_as("GET", "/notes/", None, &b));
+    assert_eq!(b_list["page"]["total"], 0);
+    app.send_as("POST", "/notes/", Some(json!({"text": "b's"})), &b);
+    assert_eq!(json_of(app.send_as("GET", "/notes/1", None, &a)).1["text"], "a's secret");
+    assert_eq!(json_of(app.send_as("GET", "/notes/1", None, &b)).1["text"], "b's");
+}
+
+#[test]
+fn data_survives_a_restart() {
+    let kv = temp_kv("restart");
+    {
+        let app = App::start(&kv);
+        assert_eq!(app.send("POST", "/members/", Some(json!({"name": "Alice"}))).status(), 201);
+    }
+    let app = App::start(&kv);
+    assert_eq!(json_of(app.send("GET", "/members/1", None)).1, json!({"id": 1, "name": "Alice"}));
+}
+
+/// Boundary: versioned commits. Concurrent writers to a new collection lose nothing.
+#[test]
+fn fifty_concurrent_posts_to_a_new_collection_keep_every_record() {
+    let kv = temp_kv("race");
+    let app = App::start(&kv);
+    let base = app.base.clone();
+    let writers: Vec<_> = (0..50)
+        .map(|i| {
+            let url = format!("{base}/orders/");
+            std::thread::spawn(move || {
+                let response = Client::builder().timeout(Duration::from_secs(120)).build().unwrap().post(url).json(&json!({"n": i})).send().unwrap();
+                (response.status(), response.json::<Value>().unwrap())
+            })
+        })
+        .collect();
+    let mut ids = std::collections::BTreeSet::new();
+    for writer in writers {
+        let (status, body) = writer.join().unwrap();
+        assert_eq!(status, 201, "{body}");
+        ids.insert(body["id"].as_u64().unwrap());
+    }
+    assert_eq!(ids, (1..=50).collect());
+    let (_, page) = json_of(app.send("GET", "/orders/?limit=100", None));
+    assert_eq!(page["page"]["total"], 50);
+    let mut seen: Vec<u64> = page["items"].as_array().unwrap().iter().map(|d| d["n"].as_u64().unwrap()).collect();
+    seen.sort();
+    assert_eq!(seen, (0..50).collect::<Vec<_>>());
+}
+
+/// Boundary: `allowed_outbound_hosts`. A component calling a host it was not
+/// granted fails inside the component with HttpRequestDenied, as in Spin.
+#[test]
+fn a_denied_outbound_call_fails_inside_the_component() {
+    let kv = temp_kv("denied");
+    let app = App::start_with(&kv, "tests/fixtures/no-sandbox-egress.toml", &[]);
+    let response = app.send("GET", "/members/", None);
+    assert_eq!(response.status(), 503);
+    let (_, body) = json_of(response);
+    assert_eq!(body["error"]["code"], "sandbox_unavailable");
+    assert!(body["error"]["message"].as_str().unwrap().contains("HttpRequestDenied"), "{body}");
+}
+
+#[test]
+fn healthz_and_readyz() {
+    let kv = temp_kv("health");
+    let app = App::start(&kv);
+    assert_eq!(json_of(app.send("GET", "/healthz", None)).1["status"], "ok");
+    assert_eq!(json_of(app.send("GET", "/readyz", None)), (StatusCode::OK, json!({"status": "ready"})));
+}
