@@ -14,10 +14,11 @@ wasmtime::component::bindgen!({
     with: {
         "wasi:keyvalue/store.bucket": crate::kv::Bucket,
         "wasi:keyvalue/atomics.cas": crate::kv::Cas,
+        "fermyon:spin/key-value.store": crate::kv::Bucket,
     },
 });
 
-use fermyon::spin::variables;
+use fermyon::spin::{key_value, variables};
 use wasi::keyvalue::{atomics, store};
 
 /// What the platform interfaces need from a component's store state.
@@ -36,6 +37,7 @@ pub fn add_to_linker<T: Send + 'static>(
     store::add_to_linker::<T, Platform>(linker, view)?;
     atomics::add_to_linker::<T, Platform>(linker, view)?;
     variables::add_to_linker::<T, Platform>(linker, view)?;
+    key_value::add_to_linker::<T, Platform>(linker, view)?;
     Ok(())
 }
 
@@ -146,5 +148,59 @@ impl variables::Host for PlatformView<'_> {
             return Err(variables::Error::InvalidName(name));
         }
         self.variables.get(&name).cloned().ok_or(variables::Error::Undefined(name))
+    }
+}
+
+fn spin_error(e: KvError) -> key_value::Error {
+    match e {
+        KvError::NoSuchStore(_) => key_value::Error::NoSuchStore,
+        KvError::AccessDenied(_) => key_value::Error::AccessDenied,
+        other => key_value::Error::Other(other.to_string()),
+    }
+}
+
+impl PlatformView<'_> {
+    fn spin_store(&self, handle: &Resource<Bucket>) -> Result<&Bucket, key_value::Error> {
+        self.table.get(handle).map_err(|e| key_value::Error::Other(e.to_string()))
+    }
+}
+
+impl key_value::Host for PlatformView<'_> {}
+
+/// `fermyon:spin/key-value@2.0.0`, on the same database as `wasi:keyvalue`.
+impl key_value::HostStore for PlatformView<'_> {
+    fn open(&mut self, label: String) -> Result<Resource<Bucket>, key_value::Error> {
+        let db = self.kv.open(&label).map_err(spin_error)?;
+        self.table.push(Bucket { label, db }).map_err(|e| key_value::Error::Other(e.to_string()))
+    }
+
+    fn get(&mut self, store: Resource<Bucket>, key: String) -> Result<Option<Vec<u8>>, key_value::Error> {
+        let b = self.spin_store(&store)?;
+        b.db.get(&b.label, &key).map_err(spin_error)
+    }
+
+    fn set(&mut self, store: Resource<Bucket>, key: String, value: Vec<u8>) -> Result<(), key_value::Error> {
+        let b = self.spin_store(&store)?;
+        b.db.set(&b.label, &key, &value).map_err(spin_error)
+    }
+
+    fn delete(&mut self, store: Resource<Bucket>, key: String) -> Result<(), key_value::Error> {
+        let b = self.spin_store(&store)?;
+        b.db.delete(&b.label, &key).map_err(spin_error)
+    }
+
+    fn exists(&mut self, store: Resource<Bucket>, key: String) -> Result<bool, key_value::Error> {
+        let b = self.spin_store(&store)?;
+        b.db.get(&b.label, &key).map(|v| v.is_some()).map_err(spin_error)
+    }
+
+    fn get_keys(&mut self, store: Resource<Bucket>) -> Result<Vec<String>, key_value::Error> {
+        let b = self.spin_store(&store)?;
+        b.db.keys(&b.label).map_err(spin_error)
+    }
+
+    fn drop(&mut self, store: Resource<Bucket>) -> wasmtime::Result<()> {
+        self.table.delete(store)?;
+        Ok(())
     }
 }
