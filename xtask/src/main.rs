@@ -4,6 +4,7 @@
 //! `rust-toolchain.toml`, componentize-py in a project-local venv), builds the
 //! Python runner and the native host, then does its job.
 
+mod app_bench;
 mod python_runner;
 mod steps;
 

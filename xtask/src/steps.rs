@@ -107,7 +107,8 @@ pub fn up(extra: &[String]) -> anyhow::Result<()> {
 pub fn bench(extra: &[String]) -> anyhow::Result<()> {
     let built = build_all()?;
     step("running the benchmarks");
-    run(Command::new(root().join("target/release/anypath-bench")).arg("--runner").arg(&built.runner).args(extra))
+    run(Command::new(root().join("target/release/anypath-bench")).arg("--runner").arg(&built.runner).args(extra))?;
+    crate::app_bench::run_app_bench(&built.binary, &built.runner)
 }
 
 /// The cargo that runs this xtask, so the pinned toolchain is used throughout.
