@@ -3,9 +3,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -14,7 +13,7 @@ use serde_json::{Value, json};
 
 /// A running `anypath up` with its own key-value file.
 struct App {
-    child: Child,
+    _process: common::Spawned,
     base: String,
 }
 
@@ -35,7 +34,8 @@ impl App {
     }
 
     fn start_with(kv: &Path, manifest: &str, env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_anypath"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
+        command
             .args(["up", "--listen", "127.0.0.1:0", "--from"])
             .arg(repo().join(manifest))
             .arg("--kv")
@@ -43,24 +43,10 @@ impl App {
             .arg("--runner")
             .arg(common::runner_path())
             .env_remove("SPIN_VARIABLE_AUTH_TOKEN")
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("anypath up starts");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    if v["message"] == "app serving" {
-                        let _ = tx.send(v["listen"].as_str().unwrap_or_default().to_owned());
-                    }
-                }
-            }
-        });
-        let address = rx.recv_timeout(Duration::from_secs(120)).expect("the app reports its address");
-        App { child, base: format!("http://{address}") }
+            .envs(env.iter().copied());
+        let process = common::Spawned::start(&mut command, "app serving");
+        let base = format!("http://{}", process.address);
+        App { _process: process, base }
     }
 
     fn send(&self, method: &str, path: &str, body: Option<Value>) -> Response {
@@ -76,13 +62,6 @@ impl App {
             request = request.json(&body);
         }
         request.send().expect("request sent")
-    }
-}
-
-impl Drop for App {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

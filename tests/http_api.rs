@@ -2,50 +2,31 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
 
-/// A running `anypath sandbox serve` and the log lines it printed.
+/// A running `anypath sandbox serve`.
 struct Server {
-    child: Child,
+    process: common::Spawned,
     base: String,
-    logs: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
     fn start(extra: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_anypath"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
+        command
             .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--runner"])
             .arg(common::runner_path())
             .args(extra)
             .env_remove("ANYPATH_SANDBOX_TOKEN")
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the anypath binary starts");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let (address_tx, address_rx) = std::sync::mpsc::channel();
-        let sink = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(entry) = serde_json::from_str::<Value>(&line) {
-                    if let Some(listen) = entry.get("listen").and_then(Value::as_str) {
-                        let _ = address_tx.send(listen.to_owned());
-                    }
-                }
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let address = address_rx.recv_timeout(Duration::from_secs(60)).expect("the server reports its address");
-        Server { child, base: format!("http://{address}"), logs }
+            .envs(env.iter().copied());
+        let process = common::Spawned::start(&mut command, "sandbox serving");
+        let base = format!("http://{}", process.address);
+        Server { process, base }
     }
 
     fn url(&self, path: &str) -> String {
@@ -57,14 +38,7 @@ impl Server {
     }
 
     fn log_lines(&self) -> Vec<String> {
-        self.logs.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.log_lines()
     }
 }
 

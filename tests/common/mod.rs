@@ -79,3 +79,52 @@ pub fn body(report: &Report) -> Value {
 pub fn journal(report: &Report) -> Value {
     serde_json::to_value(&success(report).mutations).expect("journal serialises")
 }
+
+/// A process a test started: killed on drop, with the JSON log lines it wrote to stderr.
+pub struct Spawned {
+    child: std::process::Child,
+    /// The `listen` address from the log line announcing it serves.
+    pub address: String,
+    logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Spawned {
+    /// Starts `command` (stderr piped) and waits for a log line whose `message`
+    /// is `ready`, taking the address from its `listen` field.
+    pub fn start(command: &mut std::process::Command, ready: &str) -> Self {
+        use std::io::BufRead;
+        let mut child = command
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the anypath binary starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (found, address) = std::sync::mpsc::channel();
+        let (sink, ready) = (logs.clone(), ready.to_owned());
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(entry) = serde_json::from_str::<Value>(&line) {
+                    if entry["message"] == ready.as_str() {
+                        let _ = found.send(entry["listen"].as_str().unwrap_or_default().to_owned());
+                    }
+                }
+                sink.lock().expect("log lock").push(line);
+            }
+        });
+        let address = address.recv_timeout(std::time::Duration::from_secs(120)).expect("the process reports its address");
+        Self { child, address, logs }
+    }
+
+    /// Every stderr line so far.
+    pub fn log_lines(&self) -> Vec<String> {
+        self.logs.lock().expect("log lock").clone()
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
