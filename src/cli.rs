@@ -128,6 +128,13 @@ impl RunnerArgs {
     pub async fn start(&self) -> anyhow::Result<Sandbox> {
         Ok(Sandbox::start(self.config()?).await.context("starting the sandbox")?)
     }
+
+    /// Starts a sandbox with no warm pool, for one-off runs.
+    pub async fn start_cold(&self) -> anyhow::Result<Sandbox> {
+        let mut args = self.clone();
+        args.warm_instances = 0;
+        args.start().await
+    }
 }
 
 /// Runs the parsed command.
@@ -147,9 +154,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Sandbox { command: SandboxCommand::Precompile(args) } => {
-            let mut args = args;
-            args.warm_instances = 0;
-            args.start().await?;
+            args.start_cold().await?;
             eprintln!("anypath: runner compiled and cached");
             Ok(ExitCode::SUCCESS)
         }
@@ -159,14 +164,5 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Exec(args) => crate::exec_file::run(args.file, &args.ctx, &args.collections, &args.runner).await,
-    }
-}
-
-impl RunnerArgs {
-    /// Starts a sandbox with no warm pool, for one-off runs.
-    pub async fn start_cold(&self) -> anyhow::Result<Sandbox> {
-        let mut args = self.clone();
-        args.warm_instances = 0;
-        args.start().await
     }
 }

@@ -13,7 +13,7 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// Prints a progress line for a step and how long the previous part took.
+/// Prints a progress line for a step.
 pub fn step(message: &str) {
     eprintln!("==> {message}");
 }
