@@ -68,6 +68,8 @@ pub enum StartError {
     Link(wasmtime::Error),
     #[error("memory limit {0} bytes exceeds the supported maximum of {MAX_MEMORY_CAP}")]
     MemoryCap(u64),
+    #[error("cannot start a sandbox thread: {0}")]
+    Thread(std::io::Error),
 }
 
 /// Runs Python blocks, each in a fresh runner instance under the configured limits.
@@ -112,8 +114,8 @@ impl Sandbox {
         let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
-        spawn_epoch_ticker(engine, ticker_stop.clone());
-        let recycler = Recycler::start().map_err(|e| StartError::Engine(wasmtime::Error::msg(e.to_string())))?;
+        spawn_epoch_ticker(engine, ticker_stop.clone()).map_err(StartError::Thread)?;
+        let recycler = Recycler::start().map_err(StartError::Thread)?;
         let inner = Arc::new(Inner { pre, limits: config.limits, pool: OnceLock::new(), recycler, ticker_stop });
         if config.warm_instances > 0 {
             // Started only once `inner` exists, so the refill task can always reach it.
@@ -174,7 +176,7 @@ fn engine_config(config: &SandboxConfig) -> Config {
 }
 
 /// Advances the engine's epoch so running guests notice their deadline.
-fn spawn_epoch_ticker(engine: Engine, stop: Arc<AtomicBool>) {
+fn spawn_epoch_ticker(engine: Engine, stop: Arc<AtomicBool>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("anypath-epoch".into())
         .spawn(move || {
@@ -183,7 +185,7 @@ fn spawn_epoch_ticker(engine: Engine, stop: Arc<AtomicBool>) {
                 engine.increment_epoch();
             }
         })
-        .expect("spawning the epoch thread");
+        .map(drop)
 }
 
 impl Inner {
