@@ -242,3 +242,13 @@ fn healthz_and_readyz() {
     assert_eq!(json_of(app.send("GET", "/healthz", None)).1["status"], "ok");
     assert_eq!(json_of(app.send("GET", "/readyz", None)), (StatusCode::OK, json!({"status": "ready"})));
 }
+
+#[test]
+fn sandbox_host_down_is_503_and_not_ready() {
+    let kv = temp_kv("down");
+    // Port 9 (discard) on loopback: nothing listens there.
+    let app = App::start_with(&kv, "spin.toml", &[("SPIN_VARIABLE_SANDBOX_HOST", "127.0.0.1:9")]);
+    assert_envelope(app.send("GET", "/members/", None), 503, "sandbox_unavailable");
+    assert_eq!(app.send("GET", "/readyz", None).status(), 503);
+    assert_eq!(app.send("GET", "/healthz", None).status(), 200, "the gateway itself is alive");
+}
