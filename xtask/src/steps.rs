@@ -36,11 +36,18 @@ pub struct Built {
 
 /// Builds the runner component and the native host, and warms the artifact cache.
 pub fn build_all() -> anyhow::Result<Built> {
+    build_with(&["build", "--release", "--workspace", "--bins"])
+}
+
+/// Like [`build_all`], but the native build is `cargo <native...>`: the test
+/// build passes `test --no-run` so the binaries are built once, with the
+/// features the tests need, instead of twice.
+fn build_with(native: &[&str]) -> anyhow::Result<Built> {
     let started = Instant::now();
     let runner = python_runner::build()?;
     build_components()?;
     step("building the native host (release; the first build compiles wasmtime and takes minutes)");
-    run(Command::new(cargo()).args(["build", "--release", "--workspace", "--bins"]))?;
+    run(Command::new(cargo()).args(native))?;
     let binary = root().join("target/release/anypath");
     step("compiling the runner component to native code (cached after the first time)");
     run(Command::new(&binary).args(["sandbox", "precompile", "--runner"]).arg(&runner))?;
@@ -83,7 +90,7 @@ fn ensure_wasm_target() -> anyhow::Result<()> {
 
 /// `cargo xtask test`: build, then every test of the workspace.
 pub fn test(extra: &[String]) -> anyhow::Result<()> {
-    let built = build_all()?;
+    let built = build_with(&["test", "--release", "--workspace", "--no-run"])?;
     step("running every test");
     run(Command::new(cargo())
         .args(["test", "--release", "--workspace"])
