@@ -231,7 +231,7 @@ impl Inner {
         }
         store.set_fuel(limits.fuel).map_err(|e| fail(internal("setting fuel", &e)))?;
 
-        let input = wit_input(&request, &limits);
+        let input = wit_input(request, &limits);
         let Instance { store, runner } = &mut *instance;
         let call = runner.call_execute(store, &input);
         let result = tokio::time::timeout(limits.timeout() + HOST_GRACE, call).await;
@@ -255,7 +255,7 @@ impl Inner {
             return Err(Failure { error: ExecError::MemoryLimit { limit_bytes: limits.memory_bytes }, output });
         }
         match returned {
-            Ok(success) => convert_success(success, &request, &limits),
+            Ok(success) => convert_success(success, &input.collections, &limits),
             Err(failure) => Err(Failure { error: convert_failure(failure.kind), output: output_of(&failure.output) }),
         }
     }
@@ -293,25 +293,24 @@ fn internal(context: &str, error: &wasmtime::Error) -> ExecError {
     ExecError::Internal { message: format!("{context}: {error:#}") }
 }
 
-fn wit_input(request: &ExecRequest, limits: &Limits) -> wit::ExecInput {
+/// Moves the request's text into the guest input: documents can be megabytes,
+/// and the host needs nothing of them after the call but the collection names.
+fn wit_input(request: ExecRequest, limits: &Limits) -> wit::ExecInput {
+    let raw = |value: Box<serde_json::value::RawValue>| Box::<str>::from(value).into_string();
     wit::ExecInput {
-        code: request.code.clone(),
-        ctx_json: request.ctx.get().to_owned(),
+        policy_gate: request.gate == PolicyGate::Enforced,
+        code: request.code,
+        ctx_json: raw(request.ctx),
         collections: request
             .collections
-            .iter()
-            .map(|c| wit::Collection {
-                name: c.name.clone(),
-                version: c.version,
-                documents_json: c.documents.get().to_owned(),
-            })
+            .into_iter()
+            .map(|c| wit::Collection { name: c.name, version: c.version, documents_json: raw(c.documents) })
             .collect(),
         limits: wit::OutputLimits {
             stdout_bytes: limits.stdout_bytes,
             stderr_bytes: limits.stderr_bytes,
             result_bytes: limits.result_bytes,
         },
-        policy_gate: request.gate == PolicyGate::Enforced,
     }
 }
 
@@ -347,7 +346,7 @@ fn convert_failure(kind: wit::FailureKind) -> ExecError {
 }
 
 /// Re-checks what the guest returned: the host trusts no size or name it did not verify.
-fn convert_success(success: wit::Success, request: &ExecRequest, limits: &Limits) -> Result<Success, Failure> {
+fn convert_success(success: wit::Success, loaded: &[wit::Collection], limits: &Limits) -> Result<Success, Failure> {
     let output = output_of(&success.output);
     let fail = |error| Failure { error, output: output.clone() };
     if output.stdout.len() > limits.stdout_bytes as usize || output.stderr.len() > limits.stderr_bytes as usize {
@@ -356,7 +355,7 @@ fn convert_success(success: wit::Success, request: &ExecRequest, limits: &Limits
     let mut size = success.reply.body_json.as_ref().map_or(0, String::len);
     let mut mutations = Vec::with_capacity(success.mutations.len());
     for m in success.mutations {
-        if !request.collections.iter().any(|c| c.name == m.collection) {
+        if !loaded.iter().any(|c| c.name == m.collection) {
             return Err(fail(ExecError::Internal { message: format!("journal names unknown collection {:?}", m.collection) }));
         }
         size += m.document_json.as_ref().map_or(0, String::len);
