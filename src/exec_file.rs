@@ -18,7 +18,7 @@ pub async fn run(file: PathBuf, ctx: &str, collections: &[String], runner: &Runn
         let (name, path) = spec.split_once('=').context("--collection takes NAME=FILE")?;
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
         let documents = RawValue::from_string(text).with_context(|| format!("{path} is not valid JSON"))?;
-        request.collections.push(anypath_sandbox::CollectionInput { name: name.to_owned(), version: 0, documents });
+        request.collections.push(anypath_sandbox::CollectionInput::whole(name, 0, documents));
     }
     let sandbox = runner.start_cold().await?;
     let report = sandbox.execute(request).await;

@@ -54,6 +54,14 @@ pub async fn serve_on(
     options: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let app = router(sandbox, &options);
+    tracing::info!(listen = %listener.local_addr()?, "sandbox serving");
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    Ok(())
+}
+
+/// The sandbox's HTTP API (`/v1/exec`, `/healthz`) with its admission limits.
+pub fn router(sandbox: Sandbox, options: &ServeOptions) -> Router {
     let max_concurrent = options.max_concurrent.max(1);
     let state = Arc::new(AppState {
         sandbox,
@@ -62,14 +70,11 @@ pub async fn serve_on(
         admitted: AtomicUsize::new(0),
         capacity: max_concurrent + options.queue_depth,
     });
-    let app = Router::new()
+    Router::new()
         .route("/v1/exec", post(exec))
         .route("/healthz", get(healthz))
         .fallback(not_found)
-        .with_state(state);
-    tracing::info!(listen = %listener.local_addr()?, "sandbox serving");
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
-    Ok(())
+        .with_state(state)
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

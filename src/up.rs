@@ -2,18 +2,22 @@
 //!
 //! The sandbox host starts in the same process on a loopback port, and the
 //! app's `sandbox_host` variable points at it (unless `SPIN_VARIABLE_SANDBOX_HOST`
-//! says otherwise). Ctrl-C stops both.
+//! says otherwise). The gateway's calls to that address are handed to the
+//! sandbox's HTTP API in process, after the same outbound-host check, so the
+//! port serves only outside callers. Ctrl-C stops both.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use anypath_spin_host::app::{App, AppConfig};
+use anypath_spin_host::app::{App, AppConfig, LocalService};
+use http_body_util::BodyExt;
+use tower::ServiceExt;
 use tokio::sync::watch;
 
 use crate::cli::RunnerArgs;
-use crate::serve::{ServeOptions, serve_on, shutdown_signal};
+use crate::serve::{ServeOptions, router, serve_on, shutdown_signal};
 
 /// Options of `anypath up`.
 pub struct UpOptions {
@@ -37,13 +41,21 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         max_concurrent: std::thread::available_parallelism().map_or(2, |n| n.get()),
         queue_depth: 64,
     };
+    let local_sandbox = in_process(router(sandbox.clone(), &sandbox_options));
     let sandbox_task = tokio::spawn(serve_on(sandbox_listener, sandbox, sandbox_options, wait(stopped.clone())));
 
     let mut overrides = HashMap::new();
+    let mut local_services = HashMap::new();
     if std::env::var_os("SPIN_VARIABLE_SANDBOX_HOST").is_none() {
         overrides.insert("sandbox_host".to_owned(), sandbox_address.to_string());
+        local_services.insert(sandbox_address.to_string(), local_sandbox);
     }
-    let config = AppConfig { manifest: options.manifest.clone(), kv_path: options.kv_path, variable_overrides: overrides };
+    let config = AppConfig {
+        manifest: options.manifest.clone(),
+        kv_path: options.kv_path,
+        variable_overrides: overrides,
+        local_services,
+    };
     let app = tokio::task::spawn_blocking(move || App::load(&config))
         .await
         .context("loading the app")??;
@@ -62,4 +74,22 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     let _ = sandbox_task.await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Wraps an axum router as a service the app's components reach in process.
+fn in_process(router: axum::Router) -> LocalService {
+    std::sync::Arc::new(move |request| {
+        let router = router.clone();
+        Box::pin(async move {
+            let request = request.map(axum::body::Body::new);
+            let response = match router.oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            response.map(|body| {
+                body.map_err(|e| wasmtime_wasi_http::p2::bindings::http::types::ErrorCode::InternalError(Some(e.to_string())).into())
+                    .boxed_unsync()
+            })
+        })
+    })
 }

@@ -1,21 +1,28 @@
-//! The offline planner's blocks, run in the real sandbox, with each journal
-//! applied to an in-memory collection the way the store applies it: the
-//! seed's examples and the rest of the REST semantics, without Spin.
+//! The offline planner's blocks, run in the real sandbox, against an
+//! in-memory copy of the store's protocol: partial loads with reserved ids,
+//! a whole-collection re-run on `needs_data`, and journals committed through
+//! the same index check and apply as the store component. The seed's
+//! examples and the rest of the REST semantics, without Spin.
 
 mod common;
 
 use std::collections::HashMap;
 
 use anypath_rest::context::RawRequest;
-use anypath_rest::journal::MutationRecord;
-use anypath_rest::{Collection, RequestContext, rules};
-use anypath_sandbox::ExecRequest;
+use anypath_rest::journal::{MutationRecord, ReadCheck};
+use anypath_rest::plan::LoadSpec;
+use anypath_rest::{Index, RequestContext, rules};
+use anypath_sandbox::{ExecError, ExecRequest};
 use serde_json::{Value, json};
 
-/// A tenant's collections, kept between requests.
+/// A tenant's collections, kept between requests, stored as the store stores them.
 #[derive(Default)]
 struct Tenant {
-    collections: HashMap<String, Collection>,
+    collections: HashMap<String, Index>,
+    values: HashMap<String, Value>,
+    next_id: HashMap<String, i64>,
+    commits: usize,
+    whole_reruns: usize,
 }
 
 /// What a client would see: status, headers, JSON body.
@@ -26,7 +33,38 @@ struct Answer {
     body: Value,
 }
 
+/// One collection as loaded: the index read and the tags of the documents handed out.
+struct Loaded {
+    index: Index,
+    tags: HashMap<String, String>,
+}
+
 impl Tenant {
+    fn load(&mut self, spec: &LoadSpec, mut request: ExecRequest) -> (ExecRequest, Loaded) {
+        let index = self.collections.get(&spec.name).cloned().unwrap_or_default();
+        let wanted: Vec<String> = spec.ids.clone().unwrap_or_else(|| index.docs.keys().cloned().collect());
+        let (mut docs, mut absent, mut tags) = (Vec::new(), Vec::new(), HashMap::new());
+        for id in wanted {
+            match index.docs.get(&id) {
+                Some(tag) => {
+                    docs.push(self.values[tag].clone());
+                    tags.insert(id, tag.clone());
+                }
+                None => absent.push(id),
+            }
+        }
+        let reserved = spec.reserve_id.then(|| {
+            let counter = self.next_id.entry(spec.name.clone()).or_default();
+            *counter = (*counter + 1).max(index.max_int_id + 1);
+            *counter
+        });
+        request = match spec.ids {
+            Some(_) => request.with_partial_collection(&spec.name, &docs, absent, reserved).unwrap(),
+            None => request.with_collection(&spec.name, index.version, &docs).unwrap(),
+        };
+        (request, Loaded { index, tags })
+    }
+
     fn send(&mut self, method: &str, target: &str, body: Option<Value>) -> Answer {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         let body = body.map(|b| b.to_string()).unwrap_or_default();
@@ -37,19 +75,46 @@ impl Tenant {
             Ok(plan) => plan,
             Err(e) => return Answer { status: e.status(), headers: vec![], body: json!({"error": e.to_string()}) },
         };
-        let mut request = ExecRequest::new(plan.code.source()).with_ctx(&ctx).unwrap();
-        let mut versions = HashMap::new();
-        for name in plan.collections() {
-            let current = self.collections.get(name).cloned().unwrap_or_default();
-            versions.insert(name.to_owned(), current.version);
-            request = request.with_collection(name, current.version, &current.documents).unwrap();
-        }
-        let report = common::exec(request);
+        let mut specs = plan.load_specs(ctx.body_json.as_ref());
+        let (report, loaded) = loop {
+            let mut request = ExecRequest::new(plan.code.source()).with_ctx(&ctx).unwrap();
+            let mut loaded = HashMap::new();
+            for spec in &specs {
+                let (next, one) = self.load(spec, request);
+                request = next;
+                loaded.insert(spec.name.clone(), one);
+            }
+            let report = common::exec(request);
+            match &report.outcome {
+                Err(f) if matches!(f.error, ExecError::NeedsData { .. }) => {
+                    assert!(specs.iter().any(|s| s.ids.is_some()), "needs_data on a whole load");
+                    self.whole_reruns += 1;
+                    specs = specs.into_iter().map(|s| LoadSpec { ids: None, ..s }).collect();
+                }
+                _ => break (report, loaded),
+            }
+        };
         let success = common::success(&report);
         let journal: Vec<MutationRecord> = serde_json::from_value(common::journal(&report)).unwrap();
-        for (name, version) in versions {
+        for (name, one) in loaded {
             let entries: Vec<&MutationRecord> = journal.iter().filter(|m| m.collection == name).collect();
-            self.collections.entry(name).or_default().apply(version, &entries).expect("journal applies");
+            if entries.is_empty() {
+                continue;
+            }
+            let mut check = ReadCheck { expected_version: one.index.version, ..ReadCheck::default() };
+            if let Some(read) = success.reads.iter().find(|r| r.collection == name) {
+                check.scanned = read.scanned;
+                check.reads = read.ids.iter().map(|id| (id.clone(), one.tags.get(id).cloned())).collect();
+            }
+            let current = self.collections.get(&name).cloned().unwrap_or_default();
+            current.check(&name, &check).expect("nothing changed in between");
+            let applied = current.apply(&entries, &format!("c{}", self.commits)).expect("journal applies");
+            self.commits += 1;
+            self.values.extend(applied.writes);
+            for tag in applied.superseded {
+                self.values.remove(&tag);
+            }
+            self.collections.insert(name, applied.index);
         }
         let body = success.reply.body.as_ref().map(|b| serde_json::from_str(b.get()).unwrap()).unwrap_or(Value::Null);
         Answer { status: success.reply.status, headers: success.reply.headers.clone(), body }

@@ -8,10 +8,12 @@
 
 mod config;
 mod outbound;
+mod timing;
 
 use std::time::Instant;
 
 use anypath_rest::context::RawRequest;
+use anypath_rest::plan::LoadSpec;
 use anypath_rest::{ErrorEnvelope, Plan, RequestContext, RestError, names};
 use serde_json::{Value, json};
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
@@ -19,6 +21,7 @@ use spin_sdk::http_component;
 
 use config::Config;
 use outbound::{CallError, call};
+use timing::Timings;
 
 const PLANNER: &str = "http://planner.spin.internal/plan";
 const STORE_LOAD: &str = "http://store.spin.internal/load";
@@ -117,19 +120,34 @@ fn serve(request: &Request, config: &Config, request_id: &str) -> Result<Outcome
         client_ip: &client_ip,
     };
     let ctx = RequestContext::build(&raw, &tenant).map_err(Failure::rest)?;
-    let plan = plan(&ctx, config, request_id)?;
+    let mut timings = Timings::default();
+    let plan = timings.time("plan", || plan(&ctx, config, request_id))?;
     let head = *request.method() == Method::Head;
+    let mut specs = plan.load_specs(ctx.body_json.as_ref());
     for attempt in 0..=MAX_CONFLICT_RETRIES {
         if attempt > 0 {
             back_off(attempt);
         }
-        let collections = load(&tenant, &plan, config, request_id)?;
-        let report = execute(&plan, &ctx, &collections, config, request_id)?;
+        let collections = timings.time("load", || load(&tenant, &specs, config, request_id))?;
+        let report = match timings.time("exec", || execute(&plan, &ctx, &collections, config, request_id)) {
+            Err(Exec::NeedsData) if specs.iter().any(|s| s.ids.is_some()) => {
+                // The block reached past a partial load: run it again on whole collections.
+                specs = specs.into_iter().map(|s| LoadSpec { ids: None, ..s }).collect();
+                continue;
+            }
+            Err(Exec::NeedsData) => {
+                return Err(Failure::new(500, "sandbox_needs_data", "the block asked for data that was loaded whole", "internal"));
+            }
+            Err(Exec::Failed(failure)) => return Err(failure),
+            Ok(report) => report,
+        };
         let mutations = report["mutations"].as_array().cloned().unwrap_or_default();
-        if !mutations.is_empty() && !commit(&tenant, &collections, mutations, config, request_id)? {
+        if !mutations.is_empty() && !timings.time("commit", || commit(&tenant, &collections, &report, mutations, config, request_id))? {
             continue;
         }
-        return Ok(reply(&report["reply"], head, request_id));
+        let mut outcome = reply(&report["reply"], head, request_id);
+        outcome.response.set_header("server-timing", timings.header());
+        return Ok(outcome);
     }
     Err(Failure::new(409, "conflict", "the data kept changing while this request ran; try again", "conflict"))
 }
@@ -199,8 +217,8 @@ fn plan(ctx: &RequestContext, config: &Config, request_id: &str) -> Result<Plan,
     serde_json::from_slice(&answer.body).map_err(|e| Failure::new(502, "planner_failed", format!("invalid plan: {e}"), "upstream"))
 }
 
-fn load(tenant: &str, plan: &Plan, config: &Config, request_id: &str) -> Result<Vec<Value>, Failure> {
-    let body = json!({"tenant": tenant, "collections": plan.collections()});
+fn load(tenant: &str, specs: &[LoadSpec], config: &Config, request_id: &str) -> Result<Vec<Value>, Failure> {
+    let body = json!({"tenant": tenant, "collections": specs});
     let answer = internal(STORE_LOAD, &body, config, request_id).map_err(|e| unavailable("store", e))?;
     if answer.status != 200 {
         return Err(passed_on(&answer, "store"));
@@ -209,11 +227,37 @@ fn load(tenant: &str, plan: &Plan, config: &Config, request_id: &str) -> Result<
     Ok(loaded["collections"].as_array().cloned().unwrap_or_default())
 }
 
-fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], config: &Config, request_id: &str) -> Result<Value, Failure> {
-    if config.sandbox_url.is_empty() {
-        return Err(Failure::new(503, "sandbox_unavailable", "no sandbox_host is configured", "unavailable"));
+/// Why an execution gave no report to commit.
+enum Exec {
+    /// The block touched data outside a partial load.
+    NeedsData,
+    Failed(Failure),
+}
+
+impl From<Failure> for Exec {
+    fn from(failure: Failure) -> Self {
+        Self::Failed(failure)
     }
-    let body = json!({"code": plan.code.source(), "ctx": ctx, "collections": collections});
+}
+
+/// What the sandbox accepts of a loaded collection (the tags stay here).
+fn sandbox_view(loaded: &Value) -> Value {
+    json!({
+        "name": loaded["name"],
+        "version": loaded["version"],
+        "documents": loaded["documents"],
+        "complete": loaded["complete"],
+        "absent_ids": loaded["absent_ids"],
+        "reserved_id": loaded["reserved_id"],
+    })
+}
+
+fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], config: &Config, request_id: &str) -> Result<Value, Exec> {
+    if config.sandbox_url.is_empty() {
+        return Err(Failure::new(503, "sandbox_unavailable", "no sandbox_host is configured", "unavailable").into());
+    }
+    let views: Vec<Value> = collections.iter().map(sandbox_view).collect();
+    let body = json!({"code": plan.code.source(), "ctx": ctx, "collections": views});
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
     let bearer = format!("Bearer {}", config.sandbox_token);
     let mut headers = vec![("x-request-id", request_id)];
@@ -223,26 +267,43 @@ fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], config: &Co
     let url = format!("{}/v1/exec", config.sandbox_url);
     let answer = call(&url, Some(&bytes), &headers, config.call_timeout).map_err(|e| unavailable("sandbox", e))?;
     if answer.status != 200 {
-        return Err(passed_on(&answer, "sandbox"));
+        return Err(passed_on(&answer, "sandbox").into());
     }
     let report: Value = serde_json::from_slice(&answer.body).map_err(|e| Failure::new(502, "sandbox_failed", e.to_string(), "upstream"))?;
     if report["ok"] == json!(true) {
         return Ok(report);
     }
     let kind = report["error"]["kind"].as_str().unwrap_or("internal").to_owned();
+    if kind == "needs_data" {
+        return Err(Exec::NeedsData);
+    }
     let status = if matches!(kind.as_str(), "timeout" | "fuel_exhausted") { 504 } else { 500 };
     let message = report["error"]["message"].as_str().map(str::to_owned).unwrap_or_else(|| format!("the block failed: {kind}"));
-    Err(Failure::new(status, format!("sandbox_{kind}"), message, "sandbox_failed"))
+    Err(Failure::new(status, format!("sandbox_{kind}"), message, "sandbox_failed").into())
 }
 
-/// Commits the journal; `Ok(false)` means a version conflict (re-run).
-fn commit(tenant: &str, loaded: &[Value], mutations: Vec<Value>, config: &Config, request_id: &str) -> Result<bool, Failure> {
+/// Commits the journal with what the block read; `Ok(false)` means a conflict (re-run).
+fn commit(tenant: &str, loaded: &[Value], report: &Value, mutations: Vec<Value>, config: &Config, request_id: &str) -> Result<bool, Failure> {
+    let reads = report["reads"].as_array().map(Vec::as_slice).unwrap_or_default();
     let changes: Vec<Value> = loaded
         .iter()
         .filter_map(|c| {
             let name = c["name"].as_str()?;
             let own: Vec<Value> = mutations.iter().filter(|m| m["collection"] == name).cloned().collect();
-            (!own.is_empty()).then(|| json!({"name": name, "expected_version": c["version"], "mutations": own}))
+            let read = reads.iter().find(|r| r["collection"] == name);
+            if own.is_empty() && read.is_none() {
+                return None;
+            }
+            // Each id the block looked up, with the tag it had when loaded (null: absent).
+            let seen: serde_json::Map<String, Value> = read
+                .and_then(|r| r["ids"].as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|id| (id.to_owned(), c["tags"][id].clone()))
+                .collect();
+            let scanned = read.is_some_and(|r| r["scanned"] == json!(true));
+            Some(json!({"name": name, "expected_version": c["version"], "scanned": scanned, "reads": seen, "mutations": own}))
         })
         .collect();
     let answer = internal(STORE_COMMIT, &json!({"tenant": tenant, "changes": changes}), config, request_id)

@@ -56,13 +56,15 @@ def _run(code, ctx_json, collections, limits, gated):
     stderr = captured_output.CappedStream(limits.stderr_bytes)
     try:
         journal = []
-        result = _execute(code, ctx_json, collections, limits, gated, journal, stdout, stderr)
-        return wit.Success(reply=result, mutations=_mutations(journal), output=_output(stdout, stderr))
+        store = resource_store.Store(collections, journal)
+        result = _execute(code, ctx_json, store, limits, gated, journal, stdout, stderr)
+        return wit.Success(
+            reply=result, mutations=_mutations(journal), reads=_reads(store), output=_output(stdout, stderr))
     except _Failed as failed:
         raise Err(wit.Failure(kind=failed.kind, output=_output(stdout, stderr)))
 
 
-def _execute(code, ctx_json, collections, limits, gated, journal, stdout, stderr):
+def _execute(code, ctx_json, store, limits, gated, journal, stdout, stderr):
     try:
         tree = ast.parse(code, filename=_BLOCK_FILENAME, mode="exec")
         if gated:
@@ -75,7 +77,6 @@ def _execute(code, ctx_json, collections, limits, gated, journal, stdout, stderr
             node="SyntaxError", line=bad.lineno or 0, column=max((bad.offset or 1) - 1, 0),
             message=f"syntax error: {bad.msg}")))
 
-    store = resource_store.Store(collections, journal)
     namespace = restricted_env.block_globals(store, json.loads(ctx_json), gated)
     linecache.cache[_BLOCK_FILENAME] = (len(code), None, code.splitlines(True), _BLOCK_FILENAME)
     saved = sys.stdout, sys.stderr
@@ -83,9 +84,11 @@ def _execute(code, ctx_json, collections, limits, gated, journal, stdout, stderr
     try:
         exec(compile(tree, _BLOCK_FILENAME, "exec"), namespace)
     except BaseException as exc:  # the block's failure is data, reported to the caller
+        _check_needs_data(store)
         raise _Failed(wit.FailureKind_Exception(_exception_info(exc))) from None
     finally:
         sys.stdout, sys.stderr = saved
+    _check_needs_data(store)
 
     try:
         status, headers, body_json = reply.build(namespace, _MISSING)
@@ -93,6 +96,22 @@ def _execute(code, ctx_json, collections, limits, gated, journal, stdout, stderr
         raise _Failed(wit.FailureKind_InvalidReply(str(invalid)))
     _check_size(body_json, journal, limits.result_bytes)
     return wit.Reply(status=status, headers=headers, body_json=body_json)
+
+
+def _check_needs_data(store):
+    # Checked whether or not the block caught NeedsData: an answer computed
+    # from a partial view must never be returned.
+    for collection in store.loaded():
+        if collection.needs_data:
+            raise _Failed(wit.FailureKind_NeedsData(collection.needs_data))
+
+
+def _reads(store):
+    return [
+        wit.ReadSet(collection=c.name, scanned=c.scanned, ids=sorted(c.read_ids))
+        for c in store.loaded()
+        if c.name is not None and (c.scanned or c.read_ids)
+    ]
 
 
 def _check_size(body_json, journal, limit):
@@ -146,7 +165,10 @@ class WitWorld(wit_world.WitWorld):
         _warm_up()
 
     def execute(self, input):
-        collections = [(c.name, c.documents_json) for c in input.collections]
+        collections = [
+            resource_store.Loaded(c.name, c.documents_json, c.complete, c.absent_ids, c.reserved_id)
+            for c in input.collections
+        ]
         try:
             return _run(input.code, input.ctx_json, collections, input.limits, input.policy_gate)
         except Err:
@@ -159,7 +181,7 @@ class WitWorld(wit_world.WitWorld):
 def _warm_up():
     limits = wit.OutputLimits(stdout_bytes=1024, stderr_bytes=1024, result_bytes=1 << 20)
     docs = json.dumps([{"id": 1, "name": "ada", "age": 2}, {"id": "x", "name": "bo", "age": 1}])
-    _run(_WARM_UP_BLOCK, json.dumps({"path": "/warm"}), [("warm", docs)], limits, True)
+    _run(_WARM_UP_BLOCK, json.dumps({"path": "/warm"}), [resource_store.Loaded("warm", docs)], limits, True)
 
 
 # Exercise the parser, compiler and store now, so the snapshot holds their state.

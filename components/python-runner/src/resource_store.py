@@ -43,14 +43,64 @@ def _check_document(obj, what):
         raise ValueError(f"{what} is not JSON-serialisable: {exc}") from None
 
 
-class Collection:
-    """One named collection with the CRUD and query operations of `store`."""
+class NeedsData(BaseException):
+    """The block reached past a partial load.
 
-    def __init__(self, name, documents_json, journal):
+    A BaseException, so `except Exception` in a block does not swallow it; the
+    runner also checks `Collection.needs_data` after the block, so even a bare
+    `except:` cannot turn a partial view into a wrong answer.
+    """
+
+
+class Loaded:
+    """One collection as the caller loaded it (see `collection` in runner.wit)."""
+
+    def __init__(self, name, documents_json, complete=True, absent_ids=(), reserved_id=None):
         self.name = name
-        self._raw = documents_json
+        self.documents_json = documents_json
+        self.complete = complete
+        self.absent_ids = frozenset(absent_ids)
+        self.reserved_id = reserved_id
+
+
+class Collection:
+    """One named collection with the CRUD and query operations of `store`.
+
+    It records what the block read (whole-collection scans, looked-up ids),
+    so the store can re-check exactly that at commit time.
+    """
+
+    def __init__(self, loaded, journal):
+        self.name = loaded.name
+        self._raw = loaded.documents_json
         self._docs = None
         self._journal = journal
+        self._complete = loaded.complete
+        self._absent = loaded.absent_ids
+        self._reserved = loaded.reserved_id
+        self.scanned = False
+        self.read_ids = set()
+        self.needs_data = None
+
+    def _missing(self, what):
+        self.needs_data = f"{what} in '{self.name}' was not loaded"
+        raise NeedsData(self.needs_data)
+
+    def _scan(self):
+        """All documents, for an operation that depends on the whole collection."""
+        if not self._complete:
+            self._missing("the whole collection")
+        self.scanned = True
+        return self._documents()
+
+    def _point(self, doc_id):
+        """The documents and the key of `doc_id`, recording the lookup."""
+        key = _key(doc_id)
+        docs = self._documents()
+        if not self._complete and key not in docs and key not in self._absent:
+            self._missing(f"id {doc_id!r}")
+        self.read_ids.add(key)
+        return docs, key
 
     def _documents(self):
         # Parsed on first use: a block that never touches a collection never pays for it.
@@ -72,11 +122,12 @@ class Collection:
 
     def get_all(self):
         """Every document, in insertion order."""
-        return [_clone(d) for d in self._documents().values()]
+        return [_clone(d) for d in self._scan().values()]
 
     def get(self, doc_id):
         """The document with this id, or None."""
-        doc = self._documents().get(_key(doc_id))
+        docs, key = self._point(doc_id)
+        doc = docs.get(key)
         return None if doc is None else _clone(doc)
 
     def insert(self, obj):
@@ -85,13 +136,15 @@ class Collection:
         The id is also set on `obj` itself, so a block can return it as the body.
         """
         _check_document(obj, "document")
-        docs = self._documents()
         doc_id = obj.get("id")
         if doc_id is None:
-            doc_id = self._next_id(docs)
+            doc_id = self._new_id()
             obj["id"] = doc_id
-        elif _key(doc_id) in docs:
-            raise ValueError(f"id {doc_id!r} already exists in '{self.name}'")
+            docs = self._documents()
+        else:
+            docs, key = self._point(doc_id)
+            if key in docs:
+                raise ValueError(f"id {doc_id!r} already exists in '{self.name}'")
         stored = _clone(obj)
         docs[_key(doc_id)] = stored
         self._record("insert", doc_id, stored)
@@ -100,8 +153,7 @@ class Collection:
     def replace(self, doc_id, obj):
         """Replace the whole document; returns it, or None when there is none."""
         _check_document(obj, "document")
-        docs = self._documents()
-        key = _key(doc_id)
+        docs, key = self._point(doc_id)
         current = docs.get(key)
         if current is None:
             return None
@@ -114,8 +166,7 @@ class Collection:
     def patch(self, doc_id, delta):
         """Merge `delta` into the document (the id never changes); None when absent."""
         _check_document(delta, "delta")
-        docs = self._documents()
-        key = _key(doc_id)
+        docs, key = self._point(doc_id)
         current = docs.get(key)
         if current is None:
             return None
@@ -129,8 +180,8 @@ class Collection:
 
     def delete(self, doc_id):
         """Remove the document; True when it existed."""
-        docs = self._documents()
-        current = docs.pop(_key(doc_id), None)
+        docs, key = self._point(doc_id)
+        current = docs.pop(key, None)
         if current is None:
             return False
         self._record("delete", current["id"], None)
@@ -146,7 +197,7 @@ class Collection:
         tests = [_compile_filter(k, v) for k, v in filters.items()]
         return [
             _clone(d)
-            for d in self._documents().values()
+            for d in self._scan().values()
             if all(test(d) for test in tests)
         ]
 
@@ -160,9 +211,9 @@ class Collection:
         offset = _non_negative(offset or 0, "offset")
         if filters:
             tests = [_compile_filter(k, v) for k, v in filters.items()]
-            docs = [d for d in self._documents().values() if all(test(d) for test in tests)]
+            docs = [d for d in self._scan().values() if all(test(d) for test in tests)]
         else:
-            docs = list(self._documents().values())
+            docs = list(self._scan().values())
         if sort:
             field = sort.lstrip("-")
             present = [d for d in docs if d.get(field) is not None]
@@ -174,6 +225,17 @@ class Collection:
             "items": [_clone(d) for d in docs[offset:end]],
             "page": {"limit": limit, "offset": offset, "total": len(docs)},
         }
+
+    def _new_id(self):
+        """The reserved id when there is one, else one past the highest integer id."""
+        reserved = self._reserved
+        if reserved is not None:
+            self._reserved = None  # one reservation, one insert
+            docs = self._documents()
+            if str(reserved) not in docs and str(reserved) not in self.read_ids:
+                self.read_ids.add(str(reserved))
+                return reserved
+        return self._next_id(self._scan())
 
     def _next_id(self, docs):
         highest = 0
@@ -193,12 +255,16 @@ class Store(Collection):
     def __init__(self, collections, journal):
         if not collections:
             # A block may still run without data; touching `store` then fails clearly.
-            collections = [(None, None)]
-        (first, first_json), *others = collections
-        super().__init__(first, first_json, journal)
-        self._by_name = {first: self}
-        for name, documents_json in others:
-            self._by_name[name] = Collection(name, documents_json, journal)
+            collections = [Loaded(None, None)]
+        first, *others = collections
+        super().__init__(first, journal)
+        self._by_name = {first.name: self}
+        for loaded in others:
+            self._by_name[loaded.name] = Collection(loaded, journal)
+
+    def loaded(self):
+        """Every loaded collection, the default first."""
+        return list(self._by_name.values())
 
     def collection(self, name):
         """Another collection the plan loaded."""

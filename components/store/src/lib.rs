@@ -1,34 +1,51 @@
 //! The store component: per-tenant JSON collections on Spin key-value.
 //!
-//! Private, and the only component with a key-value grant. `POST /load`
-//! returns the named collections with their versions; `POST /commit` applies
-//! a mutation journal to a collection only if its version still matches, with
-//! a compare-and-swap, so concurrent writers can never lose an update. The
-//! first write to a new collection takes a creation ticket (an atomic
-//! increment), because on Spin's SQLite store a compare-and-swap on an absent
-//! key is an upsert.
+//! Private, and the only component with a key-value grant. Layout per
+//! collection (see `anypath_rest::journal`): an index value, one immutable
+//! value per document version, a counter for reserved ids and a creation
+//! ticket. `POST /load` reads what a plan needs (some ids or everything, plus
+//! a reserved id); `POST /commit` re-checks what the block read, writes the
+//! new document values, then swaps the index with a compare-and-swap, so a
+//! journal lands whole or not at all and no concurrent update is lost.
 
-use anypath_rest::journal::{Collection, JournalError, MutationRecord};
-use anypath_rest::{ErrorEnvelope, RestError, names};
+mod keys;
+
+use std::collections::BTreeMap;
+
+use anypath_rest::journal::{Index, JournalError, MutationRecord, ReadCheck};
+use anypath_rest::plan::LoadSpec;
+use anypath_rest::{ErrorEnvelope, RestError};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
 use spin_sdk::http_component;
 use spin_sdk::wit::wasi::keyvalue::{atomics, store};
 
+use keys::CollectionKeys;
+
 /// The key-value store label granted to this component in `spin.toml`.
 const STORE_LABEL: &str = "default";
+/// Index swaps retried when only unrelated documents changed in between.
+const MAX_SWAP_ATTEMPTS: usize = 64;
+/// Loads retried when a document value vanished under a concurrent commit.
+const MAX_LOAD_ATTEMPTS: usize = 8;
 
 #[derive(Deserialize)]
 struct LoadRequest {
     tenant: String,
-    collections: Vec<String>,
+    collections: Vec<LoadSpec>,
 }
 
 #[derive(Serialize)]
 struct Loaded {
     name: String,
     version: u64,
-    documents: Vec<serde_json::Value>,
+    complete: bool,
+    documents: Vec<Value>,
+    absent_ids: Vec<String>,
+    reserved_id: Option<i64>,
+    /// Tag of each loaded document, echoed back in the commit's read check.
+    tags: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -40,7 +57,9 @@ struct CommitRequest {
 #[derive(Deserialize)]
 struct Change {
     name: String,
-    expected_version: u64,
+    #[serde(flatten)]
+    check: ReadCheck,
+    #[serde(default)]
     mutations: Vec<MutationRecord>,
 }
 
@@ -59,6 +78,15 @@ impl From<RestError> for StoreError {
 impl From<store::Error> for StoreError {
     fn from(e: store::Error) -> Self {
         Self::Backend(format!("key-value: {e:?}"))
+    }
+}
+
+impl From<JournalError> for StoreError {
+    fn from(e: JournalError) -> Self {
+        match e {
+            JournalError::Conflict { .. } => Self::Rest(RestError::Conflict(e.to_string())),
+            JournalError::Inconsistent { .. } => Self::Rest(RestError::BadRequest(e.to_string())),
+        }
     }
 }
 
@@ -83,83 +111,170 @@ fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, StoreError> {
     serde_json::from_slice(body).map_err(|e| RestError::BadRequest(format!("invalid store request: {e}")).into())
 }
 
-/// `t/<tenant>/c/<collection>`: names are checked first, so no key leaves its tenant.
-fn key(tenant: &str, collection: &str) -> Result<String, StoreError> {
-    Ok(format!("anypath/v1/t/{}/c/{}", names::tenant(tenant)?, names::collection(collection)?))
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(value).map_err(|e| StoreError::Backend(e.to_string()))
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8], what: &str) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Backend(format!("stored {what} is corrupt: {e}")))
+}
+
+fn read_index(bucket: &store::Bucket, keys: &CollectionKeys) -> Result<Index, StoreError> {
+    match bucket.get(&keys.index())? {
+        Some(bytes) => decode(&bytes, "index"),
+        None => Ok(Index::default()),
+    }
 }
 
 fn load(request: LoadRequest) -> Result<Vec<u8>, StoreError> {
     let bucket = store::open(STORE_LABEL)?;
     let mut loaded = Vec::with_capacity(request.collections.len());
-    for name in request.collections {
-        let stored = match bucket.get(&key(&request.tenant, &name)?)? {
-            Some(bytes) => decode(&bytes)?,
-            None => Collection::default(),
-        };
-        loaded.push(Loaded { name, version: stored.version, documents: stored.documents });
+    for spec in request.collections {
+        let keys = CollectionKeys::new(&request.tenant, &spec.name)?;
+        loaded.push(load_one(&bucket, &keys, spec)?);
     }
-    serde_json::to_vec(&serde_json::json!({ "collections": loaded })).map_err(|e| StoreError::Backend(e.to_string()))
+    encode(&serde_json::json!({ "collections": loaded }))
 }
 
-fn decode(bytes: &[u8]) -> Result<Collection, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Backend(format!("stored collection is corrupt: {e}")))
+fn load_one(bucket: &store::Bucket, keys: &CollectionKeys, spec: LoadSpec) -> Result<Loaded, StoreError> {
+    for _ in 0..MAX_LOAD_ATTEMPTS {
+        let index = read_index(bucket, keys)?;
+        let wanted: Vec<String> = match &spec.ids {
+            Some(ids) => ids.clone(),
+            None => index.docs.keys().cloned().collect(),
+        };
+        let mut loaded = Loaded {
+            name: spec.name.clone(),
+            version: index.version,
+            complete: spec.ids.is_none(),
+            documents: Vec::with_capacity(wanted.len()),
+            absent_ids: Vec::new(),
+            reserved_id: None,
+            tags: BTreeMap::new(),
+        };
+        let mut vanished = false;
+        for id in wanted {
+            let Some(tag) = index.docs.get(&id) else {
+                loaded.absent_ids.push(id);
+                continue;
+            };
+            match bucket.get(&keys.document(tag))? {
+                Some(bytes) => loaded.documents.push(decode(&bytes, "document")?),
+                // Superseded by a commit after the index was read: read again.
+                None => {
+                    vanished = true;
+                    break;
+                }
+            }
+            loaded.tags.insert(id, tag.clone());
+        }
+        if vanished {
+            continue;
+        }
+        if spec.reserve_id {
+            loaded.reserved_id = Some(reserve_id(bucket, keys, &index)?);
+        }
+        return Ok(loaded);
+    }
+    Err(StoreError::Rest(RestError::Conflict(format!("{} kept changing while it was read", spec.name))))
+}
+
+/// A fresh integer id above every stored one: an atomic increment, so
+/// concurrent creates never share an id and never need to re-run.
+fn reserve_id(bucket: &store::Bucket, keys: &CollectionKeys, index: &Index) -> Result<i64, StoreError> {
+    let counter = keys.next_id();
+    let id = atomics::increment(bucket, &counter, 1)?;
+    if id > index.max_int_id {
+        return Ok(id);
+    }
+    // A client-chosen id moved the highest past the counter: jump over it.
+    Ok(atomics::increment(bucket, &counter, index.max_int_id - id + 1)?)
 }
 
 fn commit(request: CommitRequest) -> Result<Vec<u8>, StoreError> {
     let bucket = store::open(STORE_LABEL)?;
-    let mut versions = serde_json::Map::new();
+    let mut work = Vec::with_capacity(request.changes.len());
     for change in request.changes {
-        let key = key(&request.tenant, &change.name)?;
-        let entries: Vec<&MutationRecord> = change.mutations.iter().filter(|m| m.collection == change.name).collect();
-        if entries.len() != change.mutations.len() {
+        let keys = CollectionKeys::new(&request.tenant, &change.name)?;
+        if change.mutations.iter().any(|m| m.collection != change.name) {
             return Err(RestError::BadRequest("a change may only hold mutations of its own collection".into()).into());
         }
-        let version = commit_one(&bucket, &key, change.expected_version, &entries)?;
-        versions.insert(change.name, version.into());
+        work.push((keys, change));
     }
-    serde_json::to_vec(&serde_json::json!({ "versions": versions })).map_err(|e| StoreError::Backend(e.to_string()))
+    // Read-only collections are checked first: their reads must still hold
+    // when the writes land.
+    for (keys, change) in work.iter().filter(|(_, c)| c.mutations.is_empty()) {
+        read_index(&bucket, keys)?.check(&change.name, &change.check)?;
+    }
+    let mut versions = serde_json::Map::new();
+    for (keys, change) in work.iter().filter(|(_, c)| !c.mutations.is_empty()) {
+        let version = commit_one(&bucket, keys, change)?;
+        versions.insert(change.name.clone(), version.into());
+    }
+    encode(&serde_json::json!({ "versions": versions }))
 }
 
-fn conflict(message: String) -> StoreError {
-    StoreError::Rest(RestError::Conflict(message))
-}
-
-fn applied(collection: &mut Collection, expected: u64, entries: &[&MutationRecord]) -> Result<Vec<u8>, StoreError> {
-    collection.apply(expected, entries).map_err(|e| match e {
-        JournalError::VersionConflict { .. } => conflict(e.to_string()),
-        JournalError::Inconsistent { .. } => StoreError::Rest(RestError::BadRequest(e.to_string())),
-    })?;
-    serde_json::to_vec(collection).map_err(|e| StoreError::Backend(e.to_string()))
-}
-
-fn commit_one(bucket: &store::Bucket, key: &str, expected: u64, entries: &[&MutationRecord]) -> Result<u64, StoreError> {
-    let cas = atomics::Cas::new(bucket, key)?;
-    match cas.current()? {
-        Some(bytes) => {
-            let mut collection = decode(&bytes)?;
-            let encoded = applied(&mut collection, expected, entries)?;
+fn commit_one(bucket: &store::Bucket, keys: &CollectionKeys, change: &Change) -> Result<u64, StoreError> {
+    let entries: Vec<&MutationRecord> = change.mutations.iter().collect();
+    let prefix = format!("{:016x}", wasi::random::random::get_random_u64());
+    let mut written: Vec<String> = Vec::new();
+    let mut lost_ticket = false;
+    let result = (|| {
+        for _ in 0..MAX_SWAP_ATTEMPTS {
+            let cas = atomics::Cas::new(bucket, &keys.index())?;
+            let current = cas.current()?;
+            let index: Index = match &current {
+                Some(bytes) => decode(bytes, "index")?,
+                None => Index::default(),
+            };
+            index.check(&change.name, &change.check)?;
+            let applied = index.apply(&entries, &prefix)?;
+            if written.is_empty() {
+                for (tag, document) in &applied.writes {
+                    bucket.set(&keys.document(tag), &encode(document)?)?;
+                    written.push(tag.clone());
+                }
+            }
+            let encoded = encode(&applied.index)?;
+            if current.is_none() {
+                // A swap on an absent key is an upsert on Spin's SQLite store,
+                // so creation goes to whoever takes the first ticket; the
+                // others wait for its index to appear and then swap as usual.
+                if !lost_ticket && atomics::increment(bucket, &keys.ticket(), 1)? == 1 {
+                    bucket.set(&keys.index(), &encoded)?;
+                    return Ok(applied);
+                }
+                lost_ticket = true;
+                pause_ms(1);
+                continue;
+            }
             match atomics::swap(cas, &encoded) {
-                Ok(()) => Ok(collection.version),
-                Err(atomics::CasError::CasFailed(_)) => Err(conflict(format!("{key} changed during the commit"))),
-                Err(atomics::CasError::StoreError(e)) => Err(e.into()),
+                Ok(()) => return Ok(applied),
+                Err(atomics::CasError::CasFailed(_)) => continue,
+                Err(atomics::CasError::StoreError(e)) => return Err(e.into()),
             }
         }
-        None => {
-            if expected != 0 {
-                return Err(conflict(format!("{key} no longer exists")));
+        Err(StoreError::Rest(RestError::Conflict(format!("{} is too busy to commit to; try again", change.name))))
+    })();
+    match result {
+        Ok(applied) => {
+            // Readers holding the old index re-read when a value is gone.
+            for tag in &applied.superseded {
+                let _ = bucket.delete(&keys.document(tag));
             }
-            // Check the journal before taking the ticket: a refused journal must not
-            // consume the only ticket that may create this collection.
-            let mut collection = Collection::default();
-            let encoded = applied(&mut collection, 0, entries)?;
-            let ticket = atomics::increment(bucket, &format!("{key}/ticket"), 1)?;
-            if ticket != 1 {
-                return Err(conflict(format!("{key} is being created by another request")));
+            Ok(applied.index.version)
+        }
+        Err(e) => {
+            for tag in &written {
+                let _ = bucket.delete(&keys.document(tag));
             }
-            bucket.set(key, &encoded)?;
-            Ok(collection.version)
+            Err(e)
         }
     }
+}
+
+fn pause_ms(ms: u64) {
+    wasi::clocks::monotonic_clock::subscribe_duration(ms * 1_000_000).block();
 }
 
 fn json(status: u16, body: Vec<u8>) -> Response {

@@ -11,5 +11,5 @@ pub mod rules;
 
 pub use context::RequestContext;
 pub use error::{ErrorEnvelope, RestError};
-pub use journal::{Collection, JournalError, MutationRecord};
+pub use journal::{Index, JournalError, MutationRecord, ReadCheck};
 pub use plan::Plan;

@@ -53,16 +53,84 @@ impl Code {
     }
 }
 
+/// What to load of one collection for a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadSpec {
+    pub name: String,
+    /// Only these ids (keys as strings); none loads the whole collection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ids: Option<Vec<String>>,
+    /// Reserve a fresh integer id for an insert without one.
+    #[serde(default)]
+    pub reserve_id: bool,
+}
+
+impl LoadSpec {
+    /// The whole collection.
+    pub fn whole(name: &str) -> Self {
+        Self { name: name.to_owned(), ids: None, reserve_id: false }
+    }
+}
+
 impl Plan {
     /// Every collection the block needs, the default first.
     pub fn collections(&self) -> Vec<&str> {
         std::iter::once(self.resource.as_str()).chain(self.also_loads.iter().map(String::as_str)).collect()
+    }
+
+    /// The least each collection must be loaded with. Single-document actions
+    /// load just that document (a create: the client's id, or a reserved
+    /// one); everything else loads whole. A block that reaches further fails
+    /// with `needs_data` and the caller re-runs it on whole collections.
+    pub fn load_specs(&self, body: Option<&Value>) -> Vec<LoadSpec> {
+        let key = |id: &Value| crate::journal::id_key(id);
+        let primary = match self.action.as_str() {
+            "get" | "replace" | "patch" | "delete" => match self.id.as_ref().and_then(key) {
+                Some(id) => LoadSpec { name: self.resource.clone(), ids: Some(vec![id]), reserve_id: false },
+                None => LoadSpec::whole(&self.resource),
+            },
+            "create" => match body.and_then(|b| b.get("id")) {
+                Some(id) => match key(id) {
+                    Some(id) => LoadSpec { name: self.resource.clone(), ids: Some(vec![id]), reserve_id: false },
+                    None => LoadSpec::whole(&self.resource),
+                },
+                None => LoadSpec { name: self.resource.clone(), ids: Some(vec![]), reserve_id: true },
+            },
+            _ => LoadSpec::whole(&self.resource),
+        };
+        std::iter::once(primary).chain(self.also_loads.iter().map(|n| LoadSpec::whole(n))).collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plan(action: &str, id: Option<Value>) -> Plan {
+        Plan {
+            action: action.into(),
+            resource: "m".into(),
+            also_loads: vec!["o".into()],
+            id,
+            criteria: Map::new(),
+            payload: None,
+            response_hints: ResponseHints::default(),
+            code: Code::python("REPLY = {'status': 200}"),
+        }
+    }
+
+    #[test]
+    fn single_document_actions_load_one_document() {
+        let by_id = plan("get", Some(Value::from("7"))).load_specs(None);
+        assert_eq!(by_id[0].ids, Some(vec!["7".to_string()]));
+        assert_eq!(by_id[1], LoadSpec::whole("o"), "further collections load whole");
+        let create = plan("create", None).load_specs(Some(&serde_json::json!({"name": "a"})));
+        assert_eq!((create[0].ids.clone(), create[0].reserve_id), (Some(vec![]), true));
+        let own_id = plan("create", None).load_specs(Some(&serde_json::json!({"id": 9})));
+        assert_eq!((own_id[0].ids.clone(), own_id[0].reserve_id), (Some(vec!["9".to_string()]), false));
+        assert_eq!(plan("list", None).load_specs(None)[0], LoadSpec::whole("m"));
+        assert_eq!(plan("custom", Some(Value::from(1))).load_specs(None)[0], LoadSpec::whole("m"));
+    }
 
     #[test]
     fn fenced_source_round_trips() {

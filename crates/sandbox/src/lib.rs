@@ -20,6 +20,6 @@ mod sandbox;
 
 pub use artifact::ArtifactError;
 pub use limits::{LimitOverrides, Limits, PolicyError};
-pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, Reply, Report, Success};
+pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
 pub use request::{CollectionInput, ExecRequest};
 pub use sandbox::{Sandbox, SandboxConfig, StartError};

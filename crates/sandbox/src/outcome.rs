@@ -42,11 +42,23 @@ pub struct Output {
     pub stderr_truncated: bool,
 }
 
+/// What a block read of one collection; the store re-checks it at commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadSet {
+    pub collection: String,
+    /// The block depended on the whole collection (a list, search, count or
+    /// an id taken from the highest).
+    pub scanned: bool,
+    /// Ids (as strings) the block looked up, found or not.
+    pub ids: Vec<String>,
+}
+
 /// A completed execution.
 #[derive(Debug, Clone, Serialize)]
 pub struct Success {
     pub reply: Reply,
     pub mutations: Vec<Mutation>,
+    pub reads: Vec<ReadSet>,
     #[serde(flatten)]
     pub output: Output,
 }
@@ -91,6 +103,9 @@ pub enum ExecError {
     /// The host failed; not the block's fault.
     #[error("internal error: {message}")]
     Internal { message: String },
+    /// The block reached past a partial load; the caller reloads whole and re-runs.
+    #[error("needs data: {message}")]
+    NeedsData { message: String },
 }
 
 impl ExecError {
@@ -109,6 +124,7 @@ impl ExecError {
             Self::InvalidRequest { .. } => "invalid_request",
             Self::Trap { .. } => "trap",
             Self::Internal { .. } => "internal",
+            Self::NeedsData { .. } => "needs_data",
         }
     }
 }

@@ -36,6 +36,26 @@ pub struct CollectionInput {
     /// A JSON array of documents.
     #[serde(default = "empty_array")]
     pub documents: Box<RawValue>,
+    /// False when only some documents were loaded (see `absent_ids`).
+    #[serde(default = "yes")]
+    pub complete: bool,
+    /// Ids (as strings) that were looked up and found absent.
+    #[serde(default)]
+    pub absent_ids: Vec<String>,
+    /// An integer id reserved for this request's insert without an id.
+    #[serde(default)]
+    pub reserved_id: Option<i64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl CollectionInput {
+    /// A whole collection: every document, no reservation.
+    pub fn whole(name: impl Into<String>, version: u64, documents: Box<RawValue>) -> Self {
+        Self { name: name.into(), version, documents, complete: true, absent_ids: Vec::new(), reserved_id: None }
+    }
 }
 
 /// Whether the AST policy gate and restricted builtins apply.
@@ -80,10 +100,26 @@ impl ExecRequest {
         version: u64,
         documents: &impl serde::Serialize,
     ) -> Result<Self, serde_json::Error> {
+        self.collections.push(CollectionInput::whole(name, version, serde_json::value::to_raw_value(documents)?));
+        Ok(self)
+    }
+
+    /// Adds a partially loaded collection: `documents` plus the ids found
+    /// absent, and optionally an id reserved for an insert.
+    pub fn with_partial_collection(
+        mut self,
+        name: impl Into<String>,
+        documents: &impl serde::Serialize,
+        absent_ids: Vec<String>,
+        reserved_id: Option<i64>,
+    ) -> Result<Self, serde_json::Error> {
         self.collections.push(CollectionInput {
             name: name.into(),
-            version,
+            version: 0,
             documents: serde_json::value::to_raw_value(documents)?,
+            complete: false,
+            absent_ids,
+            reserved_id,
         });
         Ok(self)
     }

@@ -14,7 +14,7 @@ use crate::bindings::anypath::runner::types as wit;
 use crate::bindings::{Runner, RunnerPre};
 use crate::guest::GuestState;
 use crate::limits::Limits;
-use crate::outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, Reply, Report, Success};
+use crate::outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
 use crate::pool::WarmPool;
 use crate::recycler::Recycler;
 use crate::request::{ExecRequest, PolicyGate};
@@ -304,7 +304,14 @@ fn wit_input(request: ExecRequest, limits: &Limits) -> wit::ExecInput {
         collections: request
             .collections
             .into_iter()
-            .map(|c| wit::Collection { name: c.name, version: c.version, documents_json: raw(c.documents) })
+            .map(|c| wit::Collection {
+                name: c.name,
+                version: c.version,
+                documents_json: raw(c.documents),
+                complete: c.complete,
+                absent_ids: c.absent_ids,
+                reserved_id: c.reserved_id,
+            })
             .collect(),
         limits: wit::OutputLimits {
             stdout_bytes: limits.stdout_bytes,
@@ -342,6 +349,7 @@ fn convert_failure(kind: wit::FailureKind) -> ExecError {
         wit::FailureKind::InvalidReply(message) => ExecError::InvalidReply { message },
         wit::FailureKind::OutputLimit(message) => ExecError::OutputLimit { message },
         wit::FailureKind::Internal(message) => ExecError::Internal { message: format!("runner: {message}") },
+        wit::FailureKind::NeedsData(message) => ExecError::NeedsData { message },
     }
 }
 
@@ -377,7 +385,14 @@ fn convert_success(success: wit::Success, loaded: &[wit::Collection], limits: &L
         .map(RawValue::from_string)
         .transpose()
         .map_err(|e| fail(ExecError::InvalidReply { message: format!("body is not JSON: {e}") }))?;
-    Ok(Success { reply: Reply { status: success.reply.status, headers: success.reply.headers, body }, mutations, output })
+    let mut reads = Vec::with_capacity(success.reads.len());
+    for r in success.reads {
+        if !loaded.iter().any(|c| c.name == r.collection) {
+            return Err(fail(ExecError::Internal { message: format!("read set names unknown collection {:?}", r.collection) }));
+        }
+        reads.push(ReadSet { collection: r.collection, scanned: r.scanned, ids: r.ids });
+    }
+    Ok(Success { reply: Reply { status: success.reply.status, headers: success.reply.headers, body }, mutations, reads, output })
 }
 
 fn op(op: wit::MutationOp) -> MutationOp {

@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
@@ -36,7 +36,19 @@ pub struct AppConfig {
     pub kv_path: Option<PathBuf>,
     /// Variable values that win over the environment and defaults.
     pub variable_overrides: HashMap<String, String>,
+    /// Services in this process, by `host:port`: an outbound request to one
+    /// (still subject to `allowed_outbound_hosts`) is handed over without a socket.
+    pub local_services: HashMap<String, LocalService>,
 }
+
+/// The response body a [`LocalService`] answers with.
+pub type OutBody = UnsyncBoxBody<Bytes, HttpError>;
+/// A service in this process that components reach by an ordinary URL.
+pub type LocalService = Arc<
+    dyn Fn(http::Request<WasiBody>) -> std::pin::Pin<Box<dyn Future<Output = http::Response<OutBody>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// A loaded application, ready to serve requests.
 #[derive(Clone)]
@@ -47,6 +59,7 @@ pub struct App {
 struct AppInner {
     components: HashMap<String, Loaded>,
     router: Router,
+    local_services: HashMap<String, LocalService>,
 }
 
 struct Loaded {
@@ -120,6 +133,14 @@ impl WasiHttpHooks for Hooks {
                 Ok((response, done))
             });
         }
+        let authority = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+        if let Some(service) = self.app.upgrade().and_then(|app| app.local_services.get(&authority).cloned()) {
+            return Box::new(async move {
+                let response = service(request).await;
+                let done: Box<dyn Future<Output = Result<(), HttpError>> + Send> = Box::new(async { Ok(()) });
+                Ok((response, done))
+            });
+        }
         Box::new(async move {
             let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
             let io: Box<dyn Future<Output = Result<(), HttpError>> + Send> = Box::new(io);
@@ -141,9 +162,7 @@ impl App {
         let needs_kv = manifest.components.values().any(|c| !c.key_value_stores.is_empty());
         let db = if needs_kv { Some(KvDatabase::open(&kv_path)?) } else { None };
 
-        let mut wasm = Config::new();
-        wasm.wasm_component_model(true);
-        let engine = Engine::new(&wasm)?;
+        let engine = Engine::new(&engine_config())?;
         let private: Vec<&str> = manifest
             .triggers
             .iter()
@@ -198,7 +217,8 @@ impl App {
             );
         }
         let router = Router::new(&manifest.triggers);
-        Ok(Self { inner: Arc::new(AppInner { components, router }) })
+        let local_services = config.local_services.clone();
+        Ok(Self { inner: Arc::new(AppInner { components, router, local_services }) })
     }
 
     /// Serves on `listener` until `shutdown` resolves.
@@ -232,7 +252,6 @@ impl App {
     }
 }
 
-type OutBody = UnsyncBoxBody<Bytes, HttpError>;
 
 fn plain(status: u16, message: &str) -> http::Response<OutBody> {
     let body = http_body_util::Full::new(Bytes::from(message.to_owned())).map_err(|never| match never {}).boxed_unsync();
@@ -312,6 +331,32 @@ impl AppInner {
             }
         })
     }
+}
+
+/// Spin's engine settings: the pooling allocator with a small resident
+/// slice per slot, so a fresh instance per request costs no new mappings.
+fn engine_config() -> Config {
+    const MB: usize = 1 << 20;
+    const MAX_INSTANCES: u32 = 1_000;
+    let mut pooling = PoolingAllocationConfig::default();
+    pooling
+        .total_component_instances(MAX_INSTANCES)
+        .total_memories(MAX_INSTANCES)
+        .total_tables(2 * MAX_INSTANCES)
+        .total_stacks(MAX_INSTANCES)
+        .total_core_instances(4 * MAX_INSTANCES)
+        .table_elements(100_000)
+        .max_component_instance_size(10 * MB)
+        .max_core_instance_size(10 * MB)
+        .max_core_instances_per_component(200)
+        .max_tables_per_component(64)
+        .max_memories_per_component(32)
+        .max_memory_size(4 << 30)
+        .linear_memory_keep_resident(2 * MB)
+        .table_keep_resident(MB / 2);
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    wasm
 }
 
 /// The request headers Spin adds for the component it routes to.

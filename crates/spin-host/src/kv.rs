@@ -51,77 +51,101 @@ impl KvDatabase {
 
     /// The value under `key`.
     pub fn get(&self, store: &str, key: &str) -> Result<Option<Vec<u8>>, KvError> {
-        let conn = self.lock()?;
-        Ok(conn
-            .query_row("SELECT value FROM spin_key_value WHERE store = ?1 AND key = ?2", params![store, key], |r| r.get(0))
-            .optional()?)
+        blocking(|| {
+            let conn = self.lock()?;
+            Ok(conn
+                .query_row("SELECT value FROM spin_key_value WHERE store = ?1 AND key = ?2", params![store, key], |r| r.get(0))
+                .optional()?)
+        })
     }
 
     /// Stores `value` under `key`.
     pub fn set(&self, store: &str, key: &str, value: &[u8]) -> Result<(), KvError> {
-        let conn = self.lock()?;
-        conn.execute(
-            "INSERT INTO spin_key_value (store, key, value) VALUES (?1, ?2, ?3)
-             ON CONFLICT (store, key) DO UPDATE SET value = excluded.value",
-            params![store, key, value],
-        )?;
-        Ok(())
+        blocking(|| {
+            let conn = self.lock()?;
+            conn.execute(
+                "INSERT INTO spin_key_value (store, key, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (store, key) DO UPDATE SET value = excluded.value",
+                params![store, key, value],
+            )?;
+            Ok(())
+        })
     }
 
     /// Removes `key` (absent is fine).
     pub fn delete(&self, store: &str, key: &str) -> Result<(), KvError> {
-        self.lock()?.execute("DELETE FROM spin_key_value WHERE store = ?1 AND key = ?2", params![store, key])?;
-        Ok(())
+        blocking(|| {
+            self.lock()?.execute("DELETE FROM spin_key_value WHERE store = ?1 AND key = ?2", params![store, key])?;
+            Ok(())
+        })
     }
 
     /// Every key of `store`.
     pub fn keys(&self, store: &str) -> Result<Vec<String>, KvError> {
-        let conn = self.lock()?;
-        let mut statement = conn.prepare("SELECT key FROM spin_key_value WHERE store = ?1 ORDER BY key")?;
-        let keys = statement.query_map(params![store], |r| r.get(0))?.collect::<Result<Vec<String>, _>>()?;
-        Ok(keys)
+        blocking(|| {
+            let conn = self.lock()?;
+            let mut statement = conn.prepare("SELECT key FROM spin_key_value WHERE store = ?1 ORDER BY key")?;
+            let keys = statement.query_map(params![store], |r| r.get(0))?.collect::<Result<Vec<String>, _>>()?;
+            Ok(keys)
+        })
     }
 
     /// Adds `delta` to the 8-byte little-endian integer under `key` (absent counts as 0).
     pub fn increment(&self, store: &str, key: &str, delta: i64) -> Result<i64, KvError> {
-        let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
-        let current: Option<Vec<u8>> = tx
-            .query_row("SELECT value FROM spin_key_value WHERE store = ?1 AND key = ?2", params![store, key], |r| r.get(0))
-            .optional()?;
-        let current = match current {
-            None => 0,
-            Some(bytes) => i64::from_le_bytes(
-                bytes.try_into().map_err(|_| KvError::Other(format!("{key} does not hold an 8-byte counter")))?,
-            ),
-        };
-        let next = current.checked_add(delta).ok_or_else(|| KvError::Other("counter overflow".into()))?;
-        tx.execute(
-            "INSERT INTO spin_key_value (store, key, value) VALUES (?1, ?2, ?3)
-             ON CONFLICT (store, key) DO UPDATE SET value = excluded.value",
-            params![store, key, next.to_le_bytes().to_vec()],
-        )?;
-        tx.commit()?;
-        Ok(next)
+        blocking(|| {
+            let mut conn = self.lock()?;
+            let tx = conn.transaction()?;
+            let current: Option<Vec<u8>> = tx
+                .query_row("SELECT value FROM spin_key_value WHERE store = ?1 AND key = ?2", params![store, key], |r| r.get(0))
+                .optional()?;
+            let current = match current {
+                None => 0,
+                Some(bytes) => i64::from_le_bytes(
+                    bytes.try_into().map_err(|_| KvError::Other(format!("{key} does not hold an 8-byte counter")))?,
+                ),
+            };
+            let next = current.checked_add(delta).ok_or_else(|| KvError::Other("counter overflow".into()))?;
+            tx.execute(
+                "INSERT INTO spin_key_value (store, key, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (store, key) DO UPDATE SET value = excluded.value",
+                params![store, key, next.to_le_bytes().to_vec()],
+            )?;
+            tx.commit()?;
+            Ok(next)
+        })
     }
 
     /// Writes `value` only if `key` still holds `expected` (`None`: still absent).
     pub fn swap_if(&self, store: &str, key: &str, expected: Option<&[u8]>, value: &[u8]) -> Result<bool, KvError> {
-        let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
-        let current: Option<Vec<u8>> = tx
-            .query_row("SELECT value FROM spin_key_value WHERE store = ?1 AND key = ?2", params![store, key], |r| r.get(0))
-            .optional()?;
-        if current.as_deref() != expected {
-            return Ok(false);
+        blocking(|| {
+            let mut conn = self.lock()?;
+            let tx = conn.transaction()?;
+            let current: Option<Vec<u8>> = tx
+                .query_row("SELECT value FROM spin_key_value WHERE store = ?1 AND key = ?2", params![store, key], |r| r.get(0))
+                .optional()?;
+            if current.as_deref() != expected {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT INTO spin_key_value (store, key, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (store, key) DO UPDATE SET value = excluded.value",
+                params![store, key, value],
+            )?;
+            tx.commit()?;
+            Ok(true)
+        })
+    }
+}
+
+/// Runs a database call. On a multi-threaded runtime the worker first hands
+/// its other tasks to its peers (as Spin does), so a commit's fsync never
+/// stalls them.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
         }
-        tx.execute(
-            "INSERT INTO spin_key_value (store, key, value) VALUES (?1, ?2, ?3)
-             ON CONFLICT (store, key) DO UPDATE SET value = excluded.value",
-            params![store, key, value],
-        )?;
-        tx.commit()?;
-        Ok(true)
+        _ => f(),
     }
 }
 
