@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use anyhow::bail;
+use anypath_rest::context::RawRequest;
+use anypath_rest::{RequestContext, rules};
 use anypath_sandbox::{ExecRequest, Sandbox};
 use serde_json::{Value, json};
 
@@ -18,19 +20,30 @@ const DELETE: &str = "REPLY = {'status': 204} if store.delete(ctx['segments'][1]
 #[derive(Clone)]
 pub struct Scenario {
     pub name: &'static str,
-    blocks: Vec<(&'static str, Value)>,
-    documents: Option<Arc<Value>>,
+    blocks: Vec<(String, Value, Load)>,
+}
+
+/// What a block gets of the `members` collection.
+#[derive(Clone)]
+enum Load {
+    Nothing,
+    Whole(Arc<Value>),
+    /// As the app loads for a single-document plan: some documents, a reserved id.
+    Partial { documents: Value, reserved_id: Option<i64> },
 }
 
 impl Scenario {
     /// The `i`th request of this scenario.
     pub fn request(&self, i: usize) -> anyhow::Result<ExecRequest> {
-        let (code, ctx) = &self.blocks[i % self.blocks.len()];
-        let mut request = ExecRequest::new(*code).with_ctx(ctx)?;
-        if let Some(documents) = &self.documents {
-            request = request.with_collection("members", 1, documents.as_ref())?;
-        }
-        Ok(request)
+        let (code, ctx, load) = &self.blocks[i % self.blocks.len()];
+        let request = ExecRequest::new(code.as_str()).with_ctx(ctx)?;
+        Ok(match load {
+            Load::Nothing => request,
+            Load::Whole(documents) => request.with_collection("members", 1, documents.as_ref())?,
+            Load::Partial { documents, reserved_id } => {
+                request.with_partial_collection("members", documents, vec![], *reserved_id)?
+            }
+        })
     }
 
     /// Runs each block once and checks the status, so the figures measure working code.
@@ -54,21 +67,42 @@ fn members(count: usize) -> Arc<Value> {
     Arc::new(Value::Array(docs))
 }
 
+/// The rule planner's block and context for `method path` with `body`.
+fn planned(method: &str, path: &str, body: Option<Value>) -> anyhow::Result<(String, Value)> {
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let headers = vec![("content-type".to_string(), "application/json".to_string())];
+    let raw = RawRequest { method, path, query: "", headers: &headers, body: body.as_bytes(), client_ip: "127.0.0.1" };
+    let ctx = RequestContext::build(&raw, "bench")?;
+    let plan = rules::plan(&ctx)?;
+    Ok((plan.code.source().to_owned(), serde_json::to_value(&ctx)?))
+}
+
 /// Every scenario, in the order printed.
 pub fn all() -> anyhow::Result<Vec<Scenario>> {
     let by_id = |id: usize| json!({"method": "GET", "path": format!("/members/{id}"), "segments": ["members", id.to_string()]});
+    let whole = |n| Load::Whole(members(n));
+    let (get_code, get_ctx) = planned("GET", "/members/9876", None)?;
+    let (post_code, post_ctx) = planned("POST", "/members/", Some(json!({"name": "Alice", "age": 31})))?;
+    let one = json!([{"id": 9876, "name": "member 9876", "email": "m9876@example.com", "age": 46}]);
     Ok(vec![
-        Scenario { name: TRIVIAL, blocks: vec![(TRIVIAL_CODE, json!({}))], documents: None },
+        Scenario { name: TRIVIAL, blocks: vec![(TRIVIAL_CODE.into(), json!({}), Load::Nothing)] },
         Scenario {
             name: "CRUD, 100-record collection",
             blocks: vec![
-                (CREATE, json!({"method": "POST", "path": "/members/", "segments": ["members"], "body_json": {"name": "Alice"}})),
-                (READ, by_id(42)),
-                (UPDATE, json!({"method": "PATCH", "path": "/members/42", "segments": ["members", "42"], "body_json": {"age": 33}})),
-                (DELETE, by_id(7)),
+                (CREATE.into(), json!({"method": "POST", "path": "/members/", "segments": ["members"], "body_json": {"name": "Alice"}}), whole(100)),
+                (READ.into(), by_id(42), whole(100)),
+                (UPDATE.into(), json!({"method": "PATCH", "path": "/members/42", "segments": ["members", "42"], "body_json": {"age": 33}}), whole(100)),
+                (DELETE.into(), by_id(7), whole(100)),
             ],
-            documents: Some(members(100)),
         },
-        Scenario { name: "get by id, 10,000-record collection", blocks: vec![(READ, by_id(9876))], documents: Some(members(10_000)) },
+        Scenario { name: "get by id, 10,000 records, all sent", blocks: vec![(READ.into(), by_id(9876), whole(10_000))] },
+        Scenario {
+            name: "get by id, as the app loads it",
+            blocks: vec![(get_code, get_ctx, Load::Partial { documents: one, reserved_id: None })],
+        },
+        Scenario {
+            name: "create, as the app loads it",
+            blocks: vec![(post_code, post_ctx, Load::Partial { documents: json!([]), reserved_id: Some(10_001) })],
+        },
     ])
 }
