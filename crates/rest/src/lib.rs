@@ -5,9 +5,13 @@
 pub mod context;
 pub mod error;
 pub mod journal;
+pub mod llm;
 pub mod names;
 pub mod plan;
+pub mod plan_check;
+pub mod prompt;
 pub mod rules;
+pub mod shape;
 
 pub use context::RequestContext;
 pub use error::{ErrorEnvelope, RestError};

@@ -1,0 +1,190 @@
+//! The two LLM wire formats the planner speaks: OpenAI-compatible Chat
+//! Completions (OpenAI, Azure OpenAI, Ollama, vLLM, llama.cpp, LM Studio) and
+//! Anthropic Messages. Only request building and response parsing live here;
+//! the planner component sends the bytes.
+
+use serde_json::{Value, json};
+
+/// Which API a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    OpenAi,
+    Anthropic,
+}
+
+/// An unknown provider name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown llm_provider {0:?} (expected openai or anthropic)")]
+pub struct UnknownProvider(pub String);
+
+impl std::str::FromStr for Provider {
+    type Err = UnknownProvider;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "openai" | "openai-compatible" | "ollama" | "azure" => Ok(Self::OpenAi),
+            "anthropic" => Ok(Self::Anthropic),
+            other => Err(UnknownProvider(other.to_owned())),
+        }
+    }
+}
+
+/// Settings of one completion call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub provider: Provider,
+    pub model: String,
+    pub temperature: f64,
+    pub max_tokens: u32,
+}
+
+/// One turn of the conversation after the system prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn {
+    /// `user` or `assistant`.
+    pub role: &'static str,
+    pub content: String,
+}
+
+/// An HTTP request to make: path (after the base URL), headers, JSON body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpCall {
+    pub path: &'static str,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+/// The model's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    pub text: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// Why a provider answer could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LlmError {
+    #[error("the provider answered {status}: {message}")]
+    Status { status: u16, message: String },
+    #[error("the provider's answer is not what its API defines: {0}")]
+    Malformed(String),
+}
+
+/// Builds the request for `system` plus `turns`.
+pub fn request(settings: &Settings, api_key: &str, system: &str, turns: &[Turn]) -> HttpCall {
+    let messages: Vec<Value> = turns.iter().map(|t| json!({"role": t.role, "content": t.content})).collect();
+    match settings.provider {
+        Provider::OpenAi => {
+            let mut all = vec![json!({"role": "system", "content": system})];
+            all.extend(messages);
+            let body = json!({
+                "model": settings.model,
+                "messages": all,
+                "temperature": settings.temperature,
+                "max_tokens": settings.max_tokens,
+            });
+            let mut headers = vec![("content-type", "application/json".to_owned())];
+            if !api_key.is_empty() {
+                headers.push(("authorization", format!("Bearer {api_key}")));
+            }
+            HttpCall { path: "/v1/chat/completions", headers, body: body.to_string().into_bytes() }
+        }
+        Provider::Anthropic => {
+            let body = json!({
+                "model": settings.model,
+                "system": system,
+                "messages": messages,
+                "temperature": settings.temperature,
+                "max_tokens": settings.max_tokens,
+            });
+            let headers = vec![
+                ("content-type", "application/json".to_owned()),
+                ("x-api-key", api_key.to_owned()),
+                ("anthropic-version", "2023-06-01".to_owned()),
+            ];
+            HttpCall { path: "/v1/messages", headers, body: body.to_string().into_bytes() }
+        }
+    }
+}
+
+/// Parses a provider's HTTP answer into the text and token counts.
+pub fn response(provider: Provider, status: u16, body: &[u8]) -> Result<Completion, LlmError> {
+    let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    if !(200..300).contains(&status) {
+        let message = parsed["error"]["message"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned());
+        return Err(LlmError::Status { status, message });
+    }
+    let tokens = |v: &Value| v.as_u64().unwrap_or(0);
+    match provider {
+        Provider::OpenAi => {
+            let text = parsed["choices"][0]["message"]["content"]
+                .as_str()
+                .ok_or_else(|| LlmError::Malformed("no choices[0].message.content".into()))?;
+            Ok(Completion {
+                text: text.to_owned(),
+                input_tokens: tokens(&parsed["usage"]["prompt_tokens"]),
+                output_tokens: tokens(&parsed["usage"]["completion_tokens"]),
+            })
+        }
+        Provider::Anthropic => {
+            let blocks = parsed["content"].as_array().ok_or_else(|| LlmError::Malformed("no content array".into()))?;
+            let text: String = blocks.iter().filter(|b| b["type"] == "text").filter_map(|b| b["text"].as_str()).collect();
+            if text.is_empty() {
+                return Err(LlmError::Malformed("no text content".into()));
+            }
+            Ok(Completion {
+                text,
+                input_tokens: tokens(&parsed["usage"]["input_tokens"]),
+                output_tokens: tokens(&parsed["usage"]["output_tokens"]),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(provider: Provider) -> Settings {
+        Settings { provider, model: "m".into(), temperature: 0.0, max_tokens: 100 }
+    }
+
+    #[test]
+    fn openai_puts_the_system_prompt_first_and_uses_a_bearer_key() {
+        let call = request(&settings(Provider::OpenAi), "k", "sys", &[Turn { role: "user", content: "u".into() }]);
+        let body: Value = serde_json::from_slice(&call.body).unwrap();
+        assert_eq!(call.path, "/v1/chat/completions");
+        assert_eq!(body["messages"][0], json!({"role": "system", "content": "sys"}));
+        assert_eq!(body["messages"][1], json!({"role": "user", "content": "u"}));
+        assert!(call.headers.contains(&("authorization", "Bearer k".into())));
+        let keyless = request(&settings(Provider::OpenAi), "", "sys", &[]);
+        assert!(!keyless.headers.iter().any(|(n, _)| *n == "authorization"), "a local server needs no key");
+    }
+
+    #[test]
+    fn anthropic_sends_system_apart_with_its_headers() {
+        let call = request(&settings(Provider::Anthropic), "k", "sys", &[Turn { role: "user", content: "u".into() }]);
+        let body: Value = serde_json::from_slice(&call.body).unwrap();
+        assert_eq!((call.path, &body["system"]), ("/v1/messages", &json!("sys")));
+        assert!(call.headers.contains(&("x-api-key", "k".into())));
+        assert!(call.headers.iter().any(|(n, _)| *n == "anthropic-version"));
+    }
+
+    #[test]
+    fn answers_parse_with_token_counts_and_errors_keep_the_message() {
+        let openai = br#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":7,"completion_tokens":2}}"#;
+        assert_eq!(response(Provider::OpenAi, 200, openai).unwrap(), Completion { text: "hi".into(), input_tokens: 7, output_tokens: 2 });
+        let anthropic = br#"{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"usage":{"input_tokens":3,"output_tokens":1}}"#;
+        assert_eq!(response(Provider::Anthropic, 200, anthropic).unwrap().text, "ab");
+        let refused = br#"{"error":{"message":"bad key"}}"#;
+        assert_eq!(
+            response(Provider::OpenAi, 401, refused),
+            Err(LlmError::Status { status: 401, message: "bad key".into() })
+        );
+        assert!(matches!(response(Provider::Anthropic, 200, b"{}"), Err(LlmError::Malformed(_))));
+    }
+}
