@@ -16,6 +16,10 @@ pub struct Config {
     pub sandbox_token: String,
     pub max_body_bytes: usize,
     pub call_timeout: Duration,
+    /// For the planner call, which may wait on the LLM.
+    pub plan_timeout: Duration,
+    /// Limits to lower for every execution (`exec_fuel`, `exec_timeout_ms`), as sandbox JSON.
+    pub exec_limits: Option<serde_json::Value>,
 }
 
 fn var(name: &str) -> String {
@@ -41,6 +45,18 @@ impl Config {
             sandbox_token: var("sandbox_token"),
             max_body_bytes: var("max_body_bytes").parse().unwrap_or(1 << 20),
             call_timeout: Duration::from_millis(var("call_timeout_ms").parse().unwrap_or(10_000)),
+            plan_timeout: Duration::from_millis(var("planner_timeout_ms").parse().unwrap_or(120_000)),
+            exec_limits: exec_limits(),
         }
     }
+}
+
+fn exec_limits() -> Option<serde_json::Value> {
+    let mut limits = serde_json::Map::new();
+    for (variable, field) in [("exec_fuel", "fuel"), ("exec_timeout_ms", "timeout_ms")] {
+        if let Ok(n) = var(variable).trim().parse::<u64>() {
+            limits.insert(field.to_owned(), n.into());
+        }
+    }
+    (!limits.is_empty()).then_some(serde_json::Value::Object(limits))
 }

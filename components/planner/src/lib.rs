@@ -1,22 +1,183 @@
 //! The planner component: turns a request context into a plan and one Python block.
 //!
-//! Private (reachable only by service chaining). `POST /plan` with a
-//! `RequestContext` answers the `Plan`, or an error envelope whose status says
-//! why no plan exists.
+//! Private (reachable only by service chaining) and the only component
+//! allowed to reach the LLM host. `GET /status` tells the mode; `POST /plan`
+//! answers a plan from the seed's rules, from the plan cache (kept by the
+//! store) or from the LLM. An LLM answer that is not a valid plan comes back
+//! as `{"ok": false, "problem", "answer"}`, so the gateway can ask for a
+//! repair with the reason.
 
-use anypath_rest::{ErrorEnvelope, RequestContext, RestError, rules};
-use spin_sdk::http::{IntoResponse, Request, Response};
+mod config;
+
+use anypath_rest::llm::{self, Completion, LlmError, Turn};
+use anypath_rest::plan_check::parse_plan;
+use anypath_rest::prompt::{self, CollectionSummary, PROMPT_VERSION};
+use anypath_rest::{ErrorEnvelope, Plan, RequestContext, RestError, names, rules, shape};
+use http_client::{CallError, call};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use spin_sdk::http::{IntoResponse, Method, Request, Response};
 use spin_sdk::http_component;
+
+use config::{Config, Mode};
+
+const STORE_PLAN_GET: &str = "http://store.spin.internal/plan-cache/get";
+const STORE_DESCRIBE: &str = "http://store.spin.internal/describe";
+/// Collections described to the model: those the path names, at most this many.
+const MAX_DESCRIBED: usize = 4;
+
+#[derive(Deserialize)]
+struct PlanRequest {
+    tenant: String,
+    ctx: RequestContext,
+    /// Earlier answers of this request that failed, with what went wrong.
+    #[serde(default)]
+    repairs: Vec<Repair>,
+    /// A cached plan just failed: do not serve it again.
+    #[serde(default)]
+    skip_cache: bool,
+}
+
+#[derive(Deserialize)]
+struct Repair {
+    answer: String,
+    problem: String,
+}
+
+/// LLM use of one planning call, for the gateway's log line.
+#[derive(Default, Serialize)]
+struct Usage {
+    llm_calls: u32,
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+/// Why no answer could be produced at all.
+struct Failure {
+    status: u16,
+    code: &'static str,
+    message: String,
+}
+
+impl From<RestError> for Failure {
+    fn from(e: RestError) -> Self {
+        Self { status: e.status(), code: e.code(), message: e.to_string() }
+    }
+}
 
 #[http_component]
 fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
     let request_id = request.header("x-request-id").and_then(|v| v.as_str()).unwrap_or("-").to_owned();
-    let result = serde_json::from_slice::<RequestContext>(request.body())
-        .map_err(|e| RestError::BadRequest(format!("invalid request context: {e}")))
-        .and_then(|ctx| rules::plan(&ctx));
+    let config = Config::load();
+    let result = match (request.method(), request.path()) {
+        (Method::Get, "/status") => Ok(status(&config)),
+        (Method::Post, "/plan") => serde_json::from_slice::<PlanRequest>(request.body())
+            .map_err(|e| Failure::from(RestError::BadRequest(format!("invalid plan request: {e}"))))
+            .and_then(|r| plan(&config, r, &request_id)),
+        _ => Err(RestError::NotFound(format!("no planner endpoint {}", request.path())).into()),
+    };
     Ok(match result {
-        Ok(plan) => json(200, &serde_json::to_vec(&plan)?),
-        Err(error) => json(error.status(), &serde_json::to_vec(&ErrorEnvelope::from_error(&error, &request_id))?),
+        Ok(body) => json(200, &serde_json::to_vec(&body)?),
+        Err(f) => json(f.status, &serde_json::to_vec(&ErrorEnvelope::new(f.code, f.message, &request_id))?),
+    })
+}
+
+fn status(config: &Config) -> Value {
+    json!({
+        "planner_mode": config.mode.name(),
+        "reason": config.mode_reason,
+        "llm_host": config.host,
+        "model": config.model(),
+        "prompt_version": PROMPT_VERSION,
+        "llm_ready": config.mode == Mode::Rules || (config.settings.is_ok() && !config.base_url.is_empty()),
+    })
+}
+
+/// A request the seed's rules answer as well as a model would: a collection
+/// path, `/search`, or a generated-looking id, with a method the rules map.
+fn conventional(ctx: &RequestContext) -> bool {
+    let shape_ok = match ctx.segments.as_slice() {
+        [_] => true,
+        [_, second] => second == "search" || shape::is_id_like(second),
+        _ => false,
+    };
+    shape_ok && rules::plan(ctx).is_ok()
+}
+
+fn plan(config: &Config, request: PlanRequest, request_id: &str) -> Result<Value, Failure> {
+    let use_rules = match config.mode {
+        Mode::Rules => true,
+        Mode::Llm => false,
+        Mode::Auto => conventional(&request.ctx),
+    };
+    if use_rules {
+        let plan = rules::plan(&request.ctx)?;
+        return Ok(json!({"ok": true, "source": "rules", "plan": plan, "usage": Usage::default()}));
+    }
+    let settings = config.settings.as_ref().map_err(|e| unconfigured(e.clone()))?;
+    if config.base_url.is_empty() {
+        return Err(unconfigured("llm_host is not set".into()));
+    }
+    let cache_key = shape::cache_key(&request.tenant, &request.ctx, PROMPT_VERSION, &settings.model);
+    if !request.skip_cache && request.repairs.is_empty() {
+        if let Some(plan) = cached(config, &request.tenant, &cache_key, request_id) {
+            return Ok(json!({"ok": true, "source": "cache", "plan": plan, "cache_key": cache_key, "usage": Usage::default()}));
+        }
+    }
+    let described = describe(config, &request.tenant, &request.ctx, request_id);
+    let mut turns = vec![prompt::request_turn(&request.ctx, &described)];
+    for repair in &request.repairs {
+        turns.extend(prompt::repair_turns(&repair.answer, &repair.problem));
+    }
+    let completion = complete(config, settings, &turns, request_id)?;
+    let usage = Usage { llm_calls: 1, input_tokens: completion.input_tokens, output_tokens: completion.output_tokens };
+    Ok(match parse_plan(&completion.text) {
+        Ok(plan) => json!({"ok": true, "source": "llm", "plan": plan, "answer": completion.text, "cache_key": cache_key, "usage": usage}),
+        Err(problem) => json!({"ok": false, "problem": problem.to_string(), "answer": completion.text, "usage": usage}),
+    })
+}
+
+fn unconfigured(message: String) -> Failure {
+    Failure { status: 503, code: "planner_unconfigured", message }
+}
+
+/// The cached plan for `key`; any failure is a miss.
+fn cached(config: &Config, tenant: &str, key: &str, request_id: &str) -> Option<Plan> {
+    let body = serde_json::to_vec(&json!({"tenant": tenant, "key": key})).ok()?;
+    let answer = call(STORE_PLAN_GET, Some(&body), &[("x-request-id", request_id)], config.call_timeout).ok()?;
+    let found: Value = serde_json::from_slice(&answer.body).ok().filter(|_| answer.status == 200)?;
+    serde_json::from_value(found.get("plan")?.clone()).ok()
+}
+
+/// What the tenant's collections named in the path look like; empty on failure.
+fn describe(config: &Config, tenant: &str, ctx: &RequestContext, request_id: &str) -> Vec<CollectionSummary> {
+    let names: Vec<&str> = ctx
+        .segments
+        .iter()
+        .map(String::as_str)
+        .filter(|s| names::collection(s).is_ok() && !shape::is_id_like(s))
+        .take(MAX_DESCRIBED)
+        .collect();
+    let Ok(body) = serde_json::to_vec(&json!({"tenant": tenant, "collections": names})) else { return vec![] };
+    match call(STORE_DESCRIBE, Some(&body), &[("x-request-id", request_id)], config.call_timeout) {
+        Ok(answer) if answer.status == 200 => serde_json::from_slice(&answer.body).unwrap_or_default(),
+        _ => vec![],
+    }
+}
+
+fn complete(config: &Config, settings: &llm::Settings, turns: &[Turn], request_id: &str) -> Result<Completion, Failure> {
+    let http = llm::request(settings, &config.api_key, prompt::SYSTEM, turns);
+    let url = format!("{}{}", config.base_url, http.path);
+    let mut headers: Vec<(&str, &str)> = http.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    headers.push(("x-request-id", request_id));
+    let answer = call(&url, Some(&http.body), &headers, config.timeout).map_err(|e| match e {
+        CallError::Timeout => Failure { status: 504, code: "llm_timeout", message: "the LLM did not answer in time".into() },
+        other => Failure { status: 502, code: "llm_unavailable", message: format!("the LLM is unreachable: {other}") },
+    })?;
+    llm::response(settings.provider, answer.status, &answer.body).map_err(|e| match e {
+        LlmError::Status { .. } | LlmError::Malformed(_) => {
+            Failure { status: 502, code: "llm_failed", message: e.to_string() }
+        }
     })
 }
 

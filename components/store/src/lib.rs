@@ -3,12 +3,15 @@
 //! Private, and the only component with a key-value grant. Layout per
 //! collection (see `anypath_rest::journal`): an index value, one immutable
 //! value per document version, a counter for reserved ids and a creation
-//! ticket. `POST /load` reads what a plan needs (some ids or everything, plus
+//! ticket. Also the plan cache (`/plan-cache/get|put|evict`) and `/describe`
+//! (a short summary of collections for the planner's prompt). `POST /load` reads what a plan needs (some ids or everything, plus
 //! a reserved id); `POST /commit` re-checks what the block read, writes the
 //! new document values, then swaps the index with a compare-and-swap, so a
 //! journal lands whole or not at all and no concurrent update is lost.
 
+mod describe;
 mod keys;
+mod plans;
 
 use std::collections::BTreeMap;
 
@@ -63,8 +66,12 @@ struct Change {
     mutations: Vec<MutationRecord>,
 }
 
+fn open() -> Result<store::Bucket, StoreError> {
+    Ok(store::open(STORE_LABEL)?)
+}
+
 /// Why a request to the store failed.
-enum StoreError {
+pub(crate) enum StoreError {
     Rest(RestError),
     Backend(String),
 }
@@ -96,6 +103,12 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
     let result = match (request.method(), request.path()) {
         (Method::Post, "/load") => parse(request.body()).and_then(load),
         (Method::Post, "/commit") => parse(request.body()).and_then(commit),
+        (Method::Post, "/describe") => parse(request.body()).and_then(|r| describe::describe(&open()?, r)).and_then(|v| encode(&v)),
+        (Method::Post, "/plan-cache/get") => parse(request.body()).and_then(|r| plans::get(&open()?, r)).and_then(|v| encode(&v)),
+        (Method::Post, "/plan-cache/put") => parse(request.body()).and_then(|r| plans::put(&open()?, r)).and_then(|v| encode(&v)),
+        (Method::Post, "/plan-cache/evict") => {
+            parse(request.body()).and_then(|r| plans::evict(&open()?, r)).and_then(|v| encode(&v))
+        }
         _ => Err(StoreError::Rest(RestError::NotFound(format!("no store endpoint {}", request.path())))),
     };
     Ok(match result {
@@ -119,7 +132,7 @@ fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8], what: &str) -> Result<T, S
     serde_json::from_slice(bytes).map_err(|e| StoreError::Backend(format!("stored {what} is corrupt: {e}")))
 }
 
-fn read_index(bucket: &store::Bucket, keys: &CollectionKeys) -> Result<Index, StoreError> {
+pub(crate) fn read_index(bucket: &store::Bucket, keys: &CollectionKeys) -> Result<Index, StoreError> {
     match bucket.get(&keys.index())? {
         Some(bytes) => decode(&bytes, "index"),
         None => Ok(Index::default()),

@@ -18,6 +18,11 @@ fn segment_shape(segment: &str) -> Option<&'static str> {
     }
 }
 
+/// Whether a path segment looks like a generated id (an integer or a UUID).
+pub fn is_id_like(segment: &str) -> bool {
+    segment_shape(segment).is_some()
+}
+
 fn is_uuid(s: &str) -> bool {
     s.len() == 36
         && s.char_indices().all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { c == '-' } else { c.is_ascii_hexdigit() })

@@ -32,6 +32,9 @@ impl AllowedHosts {
     pub fn parse<'a>(entries: impl IntoIterator<Item = &'a str>) -> Result<Self, InvalidEntry> {
         let mut parsed = Vec::new();
         for entry in entries {
+            if entry.trim().is_empty() {
+                continue;
+            }
             let (scheme, rest) = entry.split_once("://").ok_or_else(|| InvalidEntry(entry.to_owned()))?;
             let rest = rest.trim_end_matches('/');
             if rest.is_empty() {

@@ -9,6 +9,7 @@ use wasi::http::outgoing_handler;
 use wasi::http::types::{ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme};
 
 /// An answer from an outbound call.
+#[derive(Debug)]
 pub struct Answer {
     pub status: u16,
     pub body: Vec<u8>,
@@ -44,7 +45,8 @@ fn from_code(code: ErrorCode) -> CallError {
     }
 }
 
-/// `POST url` with a JSON body (or `GET` when `body` is `None`).
+/// `POST url` with a body (or `GET` when `body` is `None`); the body is JSON
+/// unless `headers` name another content type.
 pub fn call(url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: Duration) -> Result<Answer, CallError> {
     let (scheme, rest) = url
         .split_once("://")
@@ -59,7 +61,7 @@ pub fn call(url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: D
             .append(&name.to_string(), &value.as_bytes().to_vec())
             .map_err(|e| CallError::BadUrl(format!("header {name}: {e:?}")))?;
     }
-    if body.is_some() {
+    if body.is_some() && !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
         let _ = fields.append(&"content-type".to_string(), &b"application/json".to_vec());
     }
     let request = OutgoingRequest::new(fields);

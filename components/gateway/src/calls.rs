@@ -1,0 +1,31 @@
+//! Calls to the other components, by service chaining.
+
+use std::time::Duration;
+
+use http_client::{Answer, CallError, call};
+use serde_json::Value;
+
+use crate::failure::Failure;
+
+pub const PLANNER_PLAN: &str = "http://planner.spin.internal/plan";
+pub const PLANNER_STATUS: &str = "http://planner.spin.internal/status";
+pub const STORE_LOAD: &str = "http://store.spin.internal/load";
+pub const STORE_COMMIT: &str = "http://store.spin.internal/commit";
+pub const STORE_PLAN_PUT: &str = "http://store.spin.internal/plan-cache/put";
+pub const STORE_PLAN_EVICT: &str = "http://store.spin.internal/plan-cache/evict";
+
+/// `POST url` with a JSON body and the request id.
+pub fn post(url: &str, body: &Value, timeout: Duration, request_id: &str) -> Result<Answer, CallError> {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    call(url, Some(&bytes), &[("x-request-id", request_id)], timeout)
+}
+
+/// `POST url`, answering the JSON body of a 200 or the failure `what` caused.
+pub fn post_json(url: &str, body: &Value, what: &str, timeout: Duration, request_id: &str) -> Result<Value, Failure> {
+    let answer = post(url, body, timeout, request_id).map_err(|e| Failure::unavailable(what, e))?;
+    if answer.status != 200 {
+        return Err(Failure::passed_on(&answer, what));
+    }
+    serde_json::from_slice(&answer.body)
+        .map_err(|e| Failure::new(502, format!("{what}_failed"), format!("the {what} answered invalid JSON: {e}"), "upstream"))
+}

@@ -1,0 +1,182 @@
+//! Runs one plan: load what it needs, execute the block in the sandbox,
+//! commit the journal with what the block read; re-run on a conflict.
+
+use anypath_rest::plan::LoadSpec;
+use anypath_rest::{Plan, RequestContext};
+use http_client::call;
+use serde_json::{Value, json};
+
+use crate::calls::{STORE_COMMIT, STORE_LOAD, post, post_json};
+use crate::config::Config;
+use crate::failure::Failure;
+use crate::timing::Timings;
+
+/// Re-runs after a conflict before giving up. Every round lets at least one
+/// contender commit, so this bounds how many may race on one document.
+const MAX_CONFLICT_RETRIES: usize = 64;
+
+/// Sandbox failures that are the block's fault: worth a repair by the model.
+const BLOCK_FAULTS: &[&str] =
+    &["policy", "exception", "invalid_reply", "fuel_exhausted", "timeout", "memory_limit", "output_limit", "code_too_large"];
+
+/// Why a plan produced no report.
+pub enum RunError {
+    /// The block itself failed; `problem` is what the model is told.
+    Block { failure: Failure, problem: String },
+    /// Anything else: storage, transport, conflicts.
+    Other(Failure),
+}
+
+impl From<Failure> for RunError {
+    fn from(failure: Failure) -> Self {
+        Self::Other(failure)
+    }
+}
+
+/// What an execution ended in.
+enum Exec {
+    Report(Value),
+    /// The block touched data outside a partial load.
+    NeedsData,
+}
+
+/// Runs `plan` to a committed report (`reply`, `mutations`, ...).
+pub fn run(plan: &Plan, ctx: &RequestContext, tenant: &str, config: &Config, request_id: &str, timings: &mut Timings) -> Result<Value, RunError> {
+    let mut specs = plan.load_specs(ctx.body_json.as_ref());
+    for attempt in 0..=MAX_CONFLICT_RETRIES {
+        if attempt > 0 {
+            back_off(attempt);
+        }
+        let collections = timings.time("store", || load(tenant, &specs, config, request_id))?;
+        let report = match timings.time("exec", || execute(plan, ctx, &collections, config, request_id))? {
+            Exec::NeedsData if specs.iter().any(|s| s.ids.is_some()) => {
+                // The block reached past a partial load: run it again on whole collections.
+                specs = specs.into_iter().map(|s| LoadSpec { ids: None, ..s }).collect();
+                continue;
+            }
+            Exec::NeedsData => {
+                return Err(Failure::internal("the block asked for data that was loaded whole").into());
+            }
+            Exec::Report(report) => report,
+        };
+        let mutations = report["mutations"].as_array().cloned().unwrap_or_default();
+        if !mutations.is_empty() && !timings.time("store", || commit(tenant, &collections, &report, mutations, config, request_id))? {
+            continue;
+        }
+        return Ok(report);
+    }
+    Err(Failure::new(409, "conflict", "the data kept changing while this request ran; try again", "conflict").into())
+}
+
+/// Sleeps a random 0..2*attempt ms (at most 20 ms) so conflicting writers spread out.
+fn back_off(attempt: usize) {
+    let ceiling_ms = (2 * attempt as u64).min(20);
+    let jitter_ns = wasi::random::random::get_random_u64() % (ceiling_ms * 1_000_000 + 1);
+    wasi::clocks::monotonic_clock::subscribe_duration(jitter_ns).block();
+}
+
+fn load(tenant: &str, specs: &[LoadSpec], config: &Config, request_id: &str) -> Result<Vec<Value>, Failure> {
+    let loaded = post_json(STORE_LOAD, &json!({"tenant": tenant, "collections": specs}), "store", config.call_timeout, request_id)?;
+    Ok(loaded["collections"].as_array().cloned().unwrap_or_default())
+}
+
+/// What the sandbox accepts of a loaded collection (the tags stay here).
+fn sandbox_view(loaded: &Value) -> Value {
+    json!({
+        "name": loaded["name"],
+        "version": loaded["version"],
+        "documents": loaded["documents"],
+        "complete": loaded["complete"],
+        "absent_ids": loaded["absent_ids"],
+        "reserved_id": loaded["reserved_id"],
+    })
+}
+
+fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], config: &Config, request_id: &str) -> Result<Exec, RunError> {
+    if config.sandbox_url.is_empty() {
+        return Err(Failure::new(503, "sandbox_unavailable", "no sandbox_host is configured", "unavailable").into());
+    }
+    let views: Vec<Value> = collections.iter().map(sandbox_view).collect();
+    let mut body = json!({"code": plan.code.source(), "ctx": ctx, "collections": views});
+    if let Some(limits) = &config.exec_limits {
+        body["limits"] = limits.clone();
+    }
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    let bearer = format!("Bearer {}", config.sandbox_token);
+    let mut headers = vec![("x-request-id", request_id)];
+    if !config.sandbox_token.is_empty() {
+        headers.push(("authorization", bearer.as_str()));
+    }
+    let url = format!("{}/v1/exec", config.sandbox_url);
+    let answer = call(&url, Some(&bytes), &headers, config.call_timeout).map_err(|e| Failure::unavailable("sandbox", e))?;
+    if answer.status != 200 {
+        return Err(Failure::passed_on(&answer, "sandbox").into());
+    }
+    let report: Value = serde_json::from_slice(&answer.body)
+        .map_err(|e| Failure::new(502, "sandbox_failed", e.to_string(), "upstream"))?;
+    if report["ok"] == json!(true) {
+        return Ok(Exec::Report(report));
+    }
+    let error = &report["error"];
+    let kind = error["kind"].as_str().unwrap_or("internal").to_owned();
+    if kind == "needs_data" {
+        return Ok(Exec::NeedsData);
+    }
+    let status = if matches!(kind.as_str(), "timeout" | "fuel_exhausted") { 504 } else { 500 };
+    let message = error["message"].as_str().map(str::to_owned).unwrap_or_else(|| format!("the block failed: {kind}"));
+    let failure = Failure::new(status, format!("sandbox_{kind}"), message.clone(), "sandbox_failed");
+    if !BLOCK_FAULTS.contains(&kind.as_str()) {
+        return Err(failure.into());
+    }
+    Err(RunError::Block { failure, problem: describe_fault(&kind, error, &message) })
+}
+
+/// The sandbox's verdict in words the model can act on.
+fn describe_fault(kind: &str, error: &Value, message: &str) -> String {
+    match kind {
+        "policy" => format!(
+            "the policy gate refused the code at line {}: {message}",
+            error["line"].as_u64().unwrap_or(0)
+        ),
+        "exception" => format!(
+            "the code raised {}: {message}\n{}",
+            error["type_name"].as_str().unwrap_or("an exception"),
+            error["traceback"].as_str().unwrap_or("")
+        ),
+        "fuel_exhausted" | "timeout" => format!("the code ran past its limit ({kind}); it must finish quickly, without unbounded loops"),
+        other => format!("{other}: {message}"),
+    }
+}
+
+/// Commits the journal with what the block read; `Ok(false)` means a conflict (re-run).
+fn commit(tenant: &str, loaded: &[Value], report: &Value, mutations: Vec<Value>, config: &Config, request_id: &str) -> Result<bool, Failure> {
+    let reads = report["reads"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let changes: Vec<Value> = loaded
+        .iter()
+        .filter_map(|c| {
+            let name = c["name"].as_str()?;
+            let own: Vec<Value> = mutations.iter().filter(|m| m["collection"] == name).cloned().collect();
+            let read = reads.iter().find(|r| r["collection"] == name);
+            if own.is_empty() && read.is_none() {
+                return None;
+            }
+            // Each id the block looked up, with the tag it had when loaded (null: absent).
+            let seen: serde_json::Map<String, Value> = read
+                .and_then(|r| r["ids"].as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|id| (id.to_owned(), c["tags"][id].clone()))
+                .collect();
+            let scanned = read.is_some_and(|r| r["scanned"] == json!(true));
+            Some(json!({"name": name, "expected_version": c["version"], "scanned": scanned, "reads": seen, "mutations": own}))
+        })
+        .collect();
+    let answer = post(STORE_COMMIT, &json!({"tenant": tenant, "changes": changes}), config.call_timeout, request_id)
+        .map_err(|e| Failure::unavailable("store", e))?;
+    match answer.status {
+        200 => Ok(true),
+        409 => Ok(false),
+        _ => Err(Failure::passed_on(&answer, "store")),
+    }
+}

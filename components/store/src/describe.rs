@@ -1,0 +1,43 @@
+//! What a tenant's collections look like, for the planner's prompt: count,
+//! a few ids and the field types of a few documents. Kept small on purpose.
+
+use std::collections::BTreeMap;
+
+use anypath_rest::prompt::{CollectionSummary, type_name};
+use serde::Deserialize;
+use serde_json::Value;
+use spin_sdk::wit::wasi::keyvalue::store;
+
+use crate::keys::CollectionKeys;
+use crate::{StoreError, read_index};
+
+/// Ids and documents sampled per collection.
+const SAMPLES: usize = 3;
+
+#[derive(Deserialize)]
+pub struct DescribeRequest {
+    tenant: String,
+    collections: Vec<String>,
+}
+
+pub fn describe(bucket: &store::Bucket, request: DescribeRequest) -> Result<Vec<CollectionSummary>, StoreError> {
+    let mut out = Vec::with_capacity(request.collections.len());
+    for name in request.collections {
+        let keys = CollectionKeys::new(&request.tenant, &name)?;
+        let index = read_index(bucket, &keys)?;
+        let mut fields = BTreeMap::new();
+        let mut sample_ids = Vec::new();
+        for tag in index.docs.values().take(SAMPLES) {
+            let Some(bytes) = bucket.get(&keys.document(tag))? else { continue };
+            let Ok(Value::Object(doc)) = serde_json::from_slice::<Value>(&bytes) else { continue };
+            if let Some(id) = doc.get("id") {
+                sample_ids.push(id.clone());
+            }
+            for (field, value) in &doc {
+                fields.entry(field.clone()).or_insert_with(|| type_name(value).to_owned());
+            }
+        }
+        out.push(CollectionSummary { name, count: index.docs.len() as u64, sample_ids, fields });
+    }
+    Ok(out)
+}
