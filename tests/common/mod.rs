@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+pub mod app;
+pub mod fake_llm;
+
 use anypath_sandbox::{ExecError, ExecRequest, Failure, Report, Sandbox, SandboxConfig, Success};
 use serde_json::{Value, json};
 

@@ -62,7 +62,8 @@ pub fn cacheable(plan: &Plan, ctx: &RequestContext) -> bool {
     ctx.segments.iter().filter(|s| segment_shape(s).is_some()).all(|value| !mentions(source, value))
 }
 
-/// `value` as a literal token of `source`: quoted, or a whole number.
+/// `value` as a literal token of `source`: quoted, or a whole number that
+/// is not a subscript (`ctx['segments'][1]` reads the path, it does not hard-code it).
 fn mentions(source: &str, value: &str) -> bool {
     if source.contains(&format!("'{value}'")) || source.contains(&format!("\"{value}\"")) {
         return true;
@@ -71,7 +72,8 @@ fn mentions(source: &str, value: &str) -> bool {
     source.match_indices(value).any(|(i, _)| {
         let before = source[..i].chars().next_back();
         let after = source[i + value.len()..].chars().next();
-        !word(before) && !word(after)
+        let subscript = before == Some('[') && after == Some(']');
+        !word(before) && !word(after) && !subscript
     })
 }
 
@@ -119,5 +121,8 @@ mod tests {
         assert!(!cacheable(&plan("REPLY = {'status': 200, 'body': store.get(12)}"), &request));
         assert!(!cacheable(&plan("REPLY = {'status': 200, 'body': store.get('12')}"), &request));
         assert!(cacheable(&plan("x = 120\nREPLY = {'status': 200, 'v': 1.12}"), &request));
+        let one = ctx("GET", "/members/1", "", "");
+        assert!(cacheable(&plan("REPLY = {'status': 200, 'body': store.get(ctx['segments'][1])}"), &one));
+        assert!(!cacheable(&plan("REPLY = {'status': 200, 'body': store.get(1)}"), &one));
     }
 }

@@ -1,0 +1,77 @@
+//! A running `anypath up` for whole-app tests, and helpers for its answers.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use reqwest::StatusCode;
+use reqwest::blocking::{Client, Response};
+use serde_json::Value;
+
+/// A running `anypath up` with its own key-value file.
+pub struct App {
+    pub process: super::Spawned,
+    pub base: String,
+}
+
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn temp_kv(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("anypath-app-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("kv.db")
+}
+
+impl App {
+    pub fn start(kv: &Path) -> Self {
+        Self::start_with(kv, "spin.toml", &[])
+    }
+
+    pub fn start_with(kv: &Path, manifest: &str, env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
+        command
+            .args(["up", "--listen", "127.0.0.1:0", "--from"])
+            .arg(repo().join(manifest))
+            .arg("--kv")
+            .arg(kv)
+            .arg("--runner")
+            .arg(super::runner_path())
+            .env_remove("SPIN_VARIABLE_AUTH_TOKEN")
+            .envs(env.iter().copied());
+        let process = super::Spawned::start(&mut command, "app serving");
+        let base = format!("http://{}", process.address);
+        App { process, base }
+    }
+
+    pub fn send(&self, method: &str, path: &str, body: Option<Value>) -> Response {
+        self.send_as(method, path, body, &[])
+    }
+
+    pub fn send_as(&self, method: &str, path: &str, body: Option<Value>, headers: &[(&str, &str)]) -> Response {
+        let mut request = Client::new().request(method.parse().unwrap(), format!("{}{path}", self.base));
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request.send().expect("request sent")
+    }
+}
+
+pub fn json_of(response: Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let text = response.text().unwrap();
+    (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap() })
+}
+
+pub fn assert_envelope(response: Response, status: u16, code: &str) {
+    assert_eq!(response.status().as_u16(), status);
+    let id = response.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let (_, body) = json_of(response);
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert_eq!(body["error"]["request_id"], id.as_str());
+}
+

@@ -1,0 +1,170 @@
+//! A scripted fake LLM provider over real HTTP, speaking OpenAI Chat
+//! Completions (`/v1/chat/completions`) and Anthropic Messages
+//! (`/v1/messages`). Each call takes the next scripted reply; an `Oracle`
+//! reply answers with the seed rules' plan for the request in the prompt,
+//! like a model that always gets CRUD right. Every call is recorded.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use anypath_rest::context::RawRequest;
+use anypath_rest::{RequestContext, rules};
+use axum::Json;
+use axum::extract::State;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// One scripted answer.
+#[derive(Clone)]
+pub enum Reply {
+    /// This text, as the model's message.
+    Text(String),
+    /// The rules' plan for the request, as clean JSON.
+    Oracle,
+}
+
+/// One recorded call: which API, and the request body.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub api: &'static str,
+    pub body: Value,
+}
+
+impl Call {
+    /// Every message text of the call, the system prompt included.
+    pub fn text(&self) -> String {
+        self.body.to_string()
+    }
+}
+
+#[derive(Default)]
+struct Script {
+    replies: VecDeque<Reply>,
+    /// Used when the queue is empty.
+    fallback: Option<Reply>,
+    calls: Vec<Call>,
+}
+
+/// The running fake; stops with the test process.
+pub struct FakeLlm {
+    /// `host:port`.
+    pub address: String,
+    script: Arc<Mutex<Script>>,
+}
+
+impl FakeLlm {
+    /// Starts on a free loopback port with `replies` queued.
+    pub fn start(replies: Vec<Reply>) -> Self {
+        let script = Arc::new(Mutex::new(Script { replies: replies.into(), ..Script::default() }));
+        let state = script.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                tx.send(listener.local_addr().expect("address").to_string()).expect("report address");
+                let app = axum::Router::new()
+                    .route("/v1/chat/completions", post(openai))
+                    .route("/v1/messages", post(anthropic))
+                    .with_state(state);
+                axum::serve(listener, app).await.expect("serve");
+            });
+        });
+        let address = rx.recv().expect("fake LLM address");
+        Self { address, script }
+    }
+
+    /// Answers every call beyond the queue with `reply`.
+    pub fn otherwise(self, reply: Reply) -> Self {
+        self.script.lock().expect("script").fallback = Some(reply);
+        self
+    }
+
+    /// Queues more replies.
+    pub fn push(&self, replies: Vec<Reply>) {
+        self.script.lock().expect("script").replies.extend(replies);
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.script.lock().expect("script").calls.clone()
+    }
+
+    /// The `SPIN_VARIABLE_*` settings that point the planner here.
+    pub fn env(&self, provider: &str, mode: &str) -> Vec<(String, String)> {
+        [
+            ("SPIN_VARIABLE_LLM_PROVIDER", provider),
+            ("SPIN_VARIABLE_LLM_SCHEME", "http"),
+            ("SPIN_VARIABLE_LLM_HOST", self.address.as_str()),
+            ("SPIN_VARIABLE_LLM_MODEL", "fake-model"),
+            ("SPIN_VARIABLE_LLM_API_KEY", "test-key"),
+            ("SPIN_VARIABLE_PLANNER_MODE", mode),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+}
+
+fn answer(script: &Arc<Mutex<Script>>, api: &'static str, body: Value) -> String {
+    let mut script = script.lock().expect("script");
+    script.calls.push(Call { api, body: body.clone() });
+    let reply = script.replies.pop_front().or_else(|| script.fallback.clone()).unwrap_or(Reply::Text("I have no plan.".into()));
+    match reply {
+        Reply::Text(text) => text,
+        Reply::Oracle => oracle(&body),
+    }
+}
+
+/// The rules' plan for the request context in the first user message.
+fn oracle(body: &Value) -> String {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let user = messages.iter().find(|m| m["role"] == "user").and_then(|m| m["content"].as_str()).unwrap_or("");
+    let start = user.find('{').unwrap_or(0);
+    let mut stream = serde_json::Deserializer::from_str(&user[start..]).into_iter::<Value>();
+    let request = stream.next().and_then(Result::ok).unwrap_or(Value::Null);
+    let query: Vec<String> = request["query"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .flat_map(|(k, vs)| vs.as_array().cloned().unwrap_or_default().into_iter().map(move |v| format!("{k}={}", v.as_str().unwrap_or(""))))
+        .collect();
+    let body = if request["body_json"].is_null() { String::new() } else { request["body_json"].to_string() };
+    let headers = vec![("content-type".to_string(), "application/json".to_string())];
+    let query = query.join("&");
+    let raw = RawRequest {
+        method: request["method"].as_str().unwrap_or("GET"),
+        path: request["path"].as_str().unwrap_or("/"),
+        query: &query,
+        headers: &headers,
+        body: body.as_bytes(),
+        client_ip: "",
+    };
+    match RequestContext::build(&raw, "oracle").map_err(|e| e.to_string()).and_then(|ctx| rules::plan(&ctx).map_err(|e| e.to_string())) {
+        Ok(plan) => serde_json::to_string(&plan).expect("plan serialises"),
+        Err(e) => format!("I cannot plan this: {e}"),
+    }
+}
+
+fn tokens(body: &Value) -> u64 {
+    body.to_string().len() as u64 / 4
+}
+
+async fn openai(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>) -> Json<Value> {
+    let input = tokens(&body);
+    let text = answer(&script, "openai", body);
+    Json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": input, "completion_tokens": text.len() / 4},
+    }))
+}
+
+async fn anthropic(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>) -> Json<Value> {
+    let input = tokens(&body);
+    let text = answer(&script, "anthropic", body);
+    Json(json!({
+        "type": "message",
+        "content": [{"type": "text", "text": text}],
+        "usage": {"input_tokens": input, "output_tokens": text.len() / 4},
+    }))
+}

@@ -1,0 +1,266 @@
+//! The LLM planner through real HTTP: `anypath up` with its planner pointed
+//! at a scripted fake provider (both APIs). Plans in prose and fences, plans
+//! that break the schema, blocks the gate refuses, blocks that raise or never
+//! end, the repair loop and its limit, custom actions over two collections,
+//! the plan cache, and which component may reach the LLM at all.
+
+mod common;
+
+use std::path::Path;
+
+use common::app::{App, json_of, repo, temp_kv};
+use common::fake_llm::{FakeLlm, Reply};
+use reqwest::blocking::Response;
+use serde_json::{Value, json};
+
+fn start(fake: &FakeLlm, provider: &str, mode: &str, name: &str, extra: &[(&str, &str)]) -> App {
+    let env = fake.env(provider, mode);
+    let mut pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    pairs.extend_from_slice(extra);
+    App::start_with(&temp_kv(name), "spin.toml", &pairs)
+}
+
+/// A plan as a model would write it.
+fn plan(action: &str, resource: &str, also_loads: &[&str], code: &str) -> String {
+    json!({
+        "action": action,
+        "resource": resource,
+        "also_loads": also_loads,
+        "id": null,
+        "criteria": {},
+        "payload": null,
+        "response_hints": {},
+        "code": {"language": "python", "block": format!("```python\n{code}\n```")},
+    })
+    .to_string()
+}
+
+fn header(response: &Response, name: &str) -> String {
+    response.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned()
+}
+
+const CREATE: &str = "obj = dict(ctx['body_json'])\nnew_id = store.insert(obj)\nREPLY = {'status': 201, 'headers': {'Location': '/members/' + str(new_id)}, 'body': obj}";
+
+#[test]
+fn the_seed_examples_pass_in_llm_mode() {
+    let fake = FakeLlm::start(vec![]).otherwise(Reply::Oracle);
+    let app = start(&fake, "openai", "llm", "llm-seed", &[]);
+    let created = app.send("POST", "/members/", Some(json!({"name": "Alice"})));
+    assert_eq!(header(&created, "x-anypath-plan"), "llm");
+    assert_eq!(header(&created, "location"), "/members/1");
+    assert!(header(&created, "server-timing").contains("plan;dur="), "{}", header(&created, "server-timing"));
+    assert_eq!(json_of(created).1, json!({"id": 1, "name": "Alice"}));
+    assert_eq!(json_of(app.send("GET", "/members/1", None)).1, json!({"id": 1, "name": "Alice"}));
+    app.send("POST", "/members/", Some(json!({"name": "hartmann"})));
+    assert_eq!(json_of(app.send("GET", "/members/search?name=hartmann", None)).1, json!([{"id": 2, "name": "hartmann"}]));
+    assert_eq!(app.send("DELETE", "/members/1", None).status(), 204);
+    assert_eq!(app.send("GET", "/members/1", None).status(), 404);
+    let page = json_of(app.send("GET", "/members/?limit=10&offset=0", None)).1;
+    assert_eq!(page["page"]["total"], 1);
+    // Every request went to the model or its cache; none to the rules.
+    let health = json_of(app.send("GET", "/healthz", None)).1;
+    assert_eq!(health["planner_mode"], "llm");
+    assert!(fake.calls().iter().all(|c| c.api == "openai"));
+    let prompt = fake.calls()[0].text();
+    assert!(prompt.contains("You are a REST Planner") && prompt.contains("fake-model"), "{prompt}");
+    assert!(!prompt.contains("test-key"), "the API key travels in a header, never in the prompt");
+}
+
+#[test]
+fn prose_and_fences_around_the_json_are_accepted_over_the_anthropic_api() {
+    let wrapped = format!("Here is the plan you asked for:\n```json\n{}\n```\nHope this helps!", plan("create", "members", &[], CREATE));
+    let fake = FakeLlm::start(vec![Reply::Text(wrapped)]);
+    let app = start(&fake, "anthropic", "llm", "llm-prose", &[]);
+    let created = app.send("POST", "/members/", Some(json!({"name": "Ada"})));
+    assert_eq!(created.status(), 201);
+    assert_eq!(fake.calls().len(), 1);
+    assert_eq!(fake.calls()[0].api, "anthropic");
+    assert!(fake.calls()[0].body["system"].as_str().unwrap().contains("REST Planner"));
+}
+
+#[test]
+fn invalid_plans_are_repaired_with_their_reason() {
+    let wrong_schema = json!({"action": "create", "resource": 7, "code": {"language": "python", "block": CREATE}}).to_string();
+    let two_blocks = plan("create", "members", &[], CREATE).replace("```\"", &format!("```\\n```python\\n{}\\n```\"", "x = 1"));
+    let fake = FakeLlm::start(vec![
+        Reply::Text(wrong_schema),
+        Reply::Text(two_blocks),
+        Reply::Text(plan("create", "members", &[], CREATE)),
+    ]);
+    let app = start(&fake, "openai", "llm", "llm-repair-plan", &[]);
+    let created = app.send("POST", "/members/", Some(json!({"name": "Ada"})));
+    assert_eq!(created.status(), 201, "{:?}", json_of(created));
+    let calls = fake.calls();
+    assert_eq!(calls.len(), 3, "one plan and two repairs");
+    assert!(calls[1].text().contains("resource must be a string"), "the first repair names the defect");
+    assert!(calls[2].text().contains("exactly one Python code block, found 2"), "the second repair names its defect");
+    let log = app.process.log_lines().join("\n");
+    assert!(log.contains("\"repairs\":2") && log.contains("\"llm_calls\":3"), "{log}");
+}
+
+#[test]
+fn a_refused_import_and_a_raising_block_are_repaired_with_the_traceback() {
+    let fake = FakeLlm::start(vec![
+        Reply::Text(plan("create", "members", &[], &format!("import os\n{CREATE}"))),
+        Reply::Text(plan("create", "members", &[], "obj = dict(ctx['body_json'])\nREPLY = {'status': 201, 'body': obj['missing']}")),
+        Reply::Text(plan("create", "members", &[], CREATE)),
+    ]);
+    let app = start(&fake, "openai", "llm", "llm-repair-code", &[]);
+    let created = app.send("POST", "/members/", Some(json!({"name": "Ada"})));
+    assert_eq!(created.status(), 201);
+    let calls = fake.calls();
+    assert_eq!(calls.len(), 3);
+    assert!(calls[1].text().contains("policy gate refused"), "{}", calls[1].text());
+    assert!(calls[2].text().contains("KeyError") && calls[2].text().contains("Traceback"), "{}", calls[2].text());
+}
+
+/// Boundary: a failed attempt writes nothing. Each block inserts first and
+/// then fails (raises, runs out of fuel, is refused); after two repairs the
+/// answer is 502 with the reasons, and the collection is still empty.
+#[test]
+fn three_failed_attempts_answer_502_and_write_nothing() {
+    let insert = "store.insert({'name': 'ghost'})\n";
+    let fake = FakeLlm::start(vec![
+        Reply::Text(plan("create", "members", &[], &format!("{insert}raise ValueError('nope')\nREPLY = {{}}"))),
+        Reply::Text(plan("create", "members", &[], &format!("{insert}n = 0\nwhile True:\n    n += 1\nREPLY = {{}}"))),
+        Reply::Text(plan("create", "members", &[], &format!("{insert}import socket\nREPLY = {{}}"))),
+    ])
+    .otherwise(Reply::Oracle);
+    let app = start(&fake, "openai", "llm", "llm-give-up", &[("SPIN_VARIABLE_EXEC_FUEL", "300000000")]);
+    let failed = app.send("POST", "/members/", Some(json!({"name": "Ada"})));
+    assert_eq!(failed.status(), 502);
+    let request_id = header(&failed, "x-request-id");
+    let body = json_of(failed).1;
+    assert_eq!(body["error"]["code"], "plan_failed");
+    assert_eq!(body["error"]["request_id"], request_id.as_str());
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("ValueError") && message.contains("fuel_exhausted") && message.contains("policy"), "{message}");
+    assert_eq!(fake.calls().len(), 3);
+    let page = json_of(app.send("GET", "/members/", None)).1;
+    assert_eq!(page["page"]["total"], 0, "nothing was written: {page}");
+}
+
+#[test]
+fn the_cache_serves_the_same_shape_without_the_model() {
+    let fake = FakeLlm::start(vec![]).otherwise(Reply::Oracle);
+    let app = start(&fake, "openai", "llm", "llm-cache", &[]);
+    app.send("POST", "/members/", Some(json!({"name": "A"})));
+    app.send("POST", "/members/", Some(json!({"name": "B"})));
+    let calls = fake.calls().len();
+    assert_eq!(calls, 1, "the second create has the first one's shape");
+    let first = app.send("GET", "/members/1", None);
+    assert_eq!(header(&first, "x-anypath-plan"), "llm");
+    let second = app.send("GET", "/members/2", None);
+    assert_eq!(header(&second, "x-anypath-plan"), "cache");
+    assert_eq!(json_of(second).1["name"], "B", "the cached plan reads the id from ctx");
+    assert_eq!(fake.calls().len(), calls + 1, "no call for the second GET");
+    let other_shape = app.send("GET", "/members/search?name=A", None);
+    assert_eq!(header(&other_shape, "x-anypath-plan"), "llm");
+    assert_eq!(fake.calls().len(), calls + 2, "a different shape asks the model again");
+    let other_tenant = app.send_as("GET", "/members/1", None, &[("x-session-id", "someone-else")]);
+    assert_eq!(header(&other_tenant, "x-anypath-plan"), "llm", "tenants never share cached plans");
+}
+
+#[test]
+fn a_cached_plan_that_fails_is_evicted_and_replanned() {
+    let average = "docs = store.get_all()\nREPLY = {'status': 200, 'body': {'average': sum(d['total'] for d in docs) / len(docs)}}";
+    let guarded = "docs = store.get_all()\nREPLY = {'status': 200, 'body': {'average': (sum(d['total'] for d in docs) / len(docs)) if docs else 0}}";
+    let fake = FakeLlm::start(vec![
+        Reply::Oracle,
+        Reply::Text(plan("custom", "orders", &[], average)),
+        Reply::Oracle,
+        Reply::Text(plan("custom", "orders", &[], guarded)),
+    ]);
+    let app = start(&fake, "openai", "llm", "llm-evict", &[]);
+    app.send("POST", "/orders/", Some(json!({"total": 10})));
+    let stats = app.send("GET", "/orders/stats", None);
+    assert_eq!((header(&stats, "x-anypath-plan"), json_of(stats).1), ("llm".into(), json!({"average": 10.0})));
+    assert_eq!(app.send("DELETE", "/orders/1", None).status(), 204);
+    let after = app.send("GET", "/orders/stats", None);
+    assert_eq!(header(&after, "x-anypath-plan"), "llm", "the cached plan divided by zero and was replaced");
+    assert_eq!(json_of(after).1, json!({"average": 0}));
+    assert_eq!(fake.calls().len(), 4);
+    assert_eq!(header(&app.send("GET", "/orders/stats", None), "x-anypath-plan"), "cache");
+}
+
+#[test]
+fn custom_actions_can_change_state_and_read_two_collections() {
+    let promote = "mid = ctx['segments'][1]\nupdated = store.patch(mid, {'role': 'admin'})\nREPLY = {'status': 200, 'body': updated} if updated is not None else {'status': 404, 'body': {'error': {'code': 'not_found', 'message': 'no member'}}}";
+    let orders_of = "mid = int(ctx['segments'][1])\nmine = [o for o in store.collection('orders').get_all() if o.get('member_id') == mid]\nREPLY = {'status': 200, 'body': mine}";
+    let older = "age = int(ctx['query']['age__gt'][0])\nREPLY = {'status': 200, 'body': [m['name'] for m in store.search({'age__gt': age})]}";
+    // The second POST /orders/ has the first one's shape: the cache serves it.
+    let fake = FakeLlm::start(vec![
+        Reply::Oracle,
+        Reply::Oracle,
+        Reply::Text(plan("custom", "members", &[], promote)),
+        Reply::Oracle,
+        Reply::Text(plan("custom", "members", &["orders"], orders_of)),
+        Reply::Text(plan("custom", "members", &[], older)),
+    ]);
+    let app = start(&fake, "openai", "llm", "llm-custom", &[]);
+    app.send("POST", "/members/", Some(json!({"name": "Ada", "age": 36})));
+    app.send("POST", "/orders/", Some(json!({"member_id": 1, "total": 5})));
+    app.send("POST", "/orders/", Some(json!({"member_id": 2, "total": 7})));
+    let promoted = app.send("POST", "/members/1/promote", None);
+    assert_eq!(json_of(promoted).1, json!({"id": 1, "name": "Ada", "age": 36, "role": "admin"}));
+    assert_eq!(json_of(app.send("GET", "/members/1", None)).1["role"], "admin", "the custom action was committed");
+    assert_eq!(json_of(app.send("GET", "/members/1/orders", None)).1, json!([{"id": 1, "member_id": 1, "total": 5}]));
+    assert_eq!(json_of(app.send("GET", "/members?age__gt=30", None)).1, json!(["Ada"]));
+    assert_eq!(fake.calls().len(), 6, "every scripted plan was used once, in order");
+}
+
+#[test]
+fn auto_mode_uses_rules_for_crud_and_the_model_for_the_rest() {
+    let fake = FakeLlm::start(vec![Reply::Text(plan("custom", "members", &[], "REPLY = {'status': 200, 'body': {'n': len(store.get_all())}}"))]);
+    let app = start(&fake, "openai", "", "llm-auto", &[]);
+    assert_eq!(json_of(app.send("GET", "/healthz", None)).1["planner_mode"], "auto", "a key and a host select auto");
+    let created = app.send("POST", "/members/", Some(json!({"name": "Ada"})));
+    assert_eq!(header(&created, "x-anypath-plan"), "rules");
+    assert_eq!(header(&app.send("GET", "/members/1", None), "x-anypath-plan"), "rules");
+    assert_eq!(fake.calls().len(), 0);
+    let count = app.send("GET", "/members/count", None);
+    assert_eq!(header(&count, "x-anypath-plan"), "llm");
+    assert_eq!(json_of(count).1, json!({"n": 1}));
+}
+
+/// Boundary: `allowed_outbound_hosts` in this repository's `spin.toml`. With
+/// the LLM host configured, only the planner's allowlist admits it; the
+/// gateway and the store are refused by the same check `anypath up` applies
+/// to every outbound request. (Generated code has no network at all: see
+/// `sandbox_attacks`.)
+#[test]
+fn only_the_planner_may_reach_the_llm_host() {
+    use anypath_spin_host::manifest::Manifest;
+    use anypath_spin_host::outbound::AllowedHosts;
+    use anypath_spin_host::variables::Variables;
+
+    let manifest = Manifest::load(&repo().join("spin.toml")).unwrap();
+    let variables = Variables::resolve(&manifest.variables, |name| match name {
+        "SPIN_VARIABLE_LLM_SCHEME" => Some("http".into()),
+        "SPIN_VARIABLE_LLM_HOST" => Some("127.0.0.1:9911".into()),
+        _ => None,
+    })
+    .unwrap();
+    for (name, component) in &manifest.components {
+        let expanded: Vec<String> = component.allowed_outbound_hosts.iter().map(|h| variables.expand(h).unwrap()).collect();
+        let allowed = AllowedHosts::parse(expanded.iter().map(String::as_str)).unwrap();
+        assert_eq!(allowed.allows("http", "127.0.0.1", Some(9911)), name == "planner", "{name}: {expanded:?}");
+        assert!(!allowed.allows("https", "api.openai.com", None), "{name} must not reach a provider that is not configured");
+    }
+    assert!(Path::new(&repo().join("spin.toml")).exists());
+}
+
+#[test]
+fn the_docs_are_served() {
+    let fake = FakeLlm::start(vec![]);
+    let app = start(&fake, "openai", "rules", "llm-docs", &[]);
+    let spec: Value = json_of(app.send("GET", "/openapi.json", None)).1;
+    assert_eq!(spec["openapi"], "3.1.0");
+    assert!(spec["paths"]["/{collection}/"]["post"]["description"].as_str().unwrap().contains("POST /members/"));
+    for page in ["/docs", "/redoc"] {
+        let response = app.send("GET", page, None);
+        assert_eq!(response.status(), 200);
+        assert!(header(&response, "content-type").starts_with("text/html"));
+        assert!(response.text().unwrap().contains("/openapi.json"));
+    }
+}
