@@ -109,6 +109,25 @@ mod tests {
     use super::*;
     use crate::context::RawRequest;
 
+    /// The prompt is paid on every LLM call: both parts are held to a budget.
+    #[test]
+    fn the_prompt_stays_small() {
+        assert!(SYSTEM.len() < 3_000, "system prompt is {} characters", SYSTEM.len());
+        let headers = vec![("content-type".to_string(), "application/json".to_string())];
+        let body = br#"{"name": "Alice", "age": 31}"#;
+        let raw = RawRequest { method: "POST", path: "/members/", query: "", headers: &headers, body, client_ip: "" };
+        let ctx = RequestContext::build(&raw, "t").unwrap();
+        let fields = [("id", "integer"), ("name", "string"), ("age", "integer")];
+        let members = CollectionSummary {
+            name: "members".into(),
+            count: 1200,
+            sample_ids: vec![json!(1), json!(2), json!(3)],
+            fields: fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        };
+        let turn = request_turn(&ctx, &[members]);
+        assert!(turn.content.len() < 600, "request turn is {} characters: {}", turn.content.len(), turn.content);
+    }
+
     #[test]
     fn the_request_turn_names_the_request_and_existing_collections_only() {
         let headers = vec![("authorization".to_string(), "Bearer secret".to_string())];
