@@ -264,3 +264,52 @@ fn the_docs_are_served() {
         assert!(response.text().unwrap().contains("/openapi.json"));
     }
 }
+
+/// Journals over two collections under contention: moves in both directions
+/// (so the plans name the collections in opposite orders) all land exactly
+/// once, and the total never changes.
+#[test]
+fn concurrent_moves_between_two_collections_each_apply_once() {
+    let mover = |from: &str, to: &str| {
+        format!(
+            "mid = ctx['segments'][1]\nsrc = store.get(mid)\nother = store.collection('{to}')\ndst = other.get(mid)\n\
+             store.patch(mid, {{'balance': src['balance'] - 1}})\nother.patch(mid, {{'balance': dst['balance'] + 1}})\n\
+             REPLY = {{'status': 200, 'body': {{'{from}': src['balance'] - 1}}}}"
+        )
+    };
+    let fake = FakeLlm::start(vec![
+        Reply::Oracle,
+        Reply::Oracle,
+        Reply::Text(plan("custom", "acct_a", &["acct_b"], &mover("acct_a", "acct_b"))),
+        Reply::Text(plan("custom", "acct_b", &["acct_a"], &mover("acct_b", "acct_a"))),
+    ])
+    .otherwise(Reply::Oracle);
+    let app = start(&fake, "openai", "llm", "llm-moves", &[]);
+    assert_eq!(app.send("POST", "/acct_a/", Some(json!({"id": 1, "balance": 100}))).status(), 201);
+    assert_eq!(app.send("POST", "/acct_b/", Some(json!({"id": 1, "balance": 100}))).status(), 201);
+    // One of each first, so both plans are cached before the burst.
+    assert_eq!(app.send("POST", "/acct_a/1/move", None).status(), 200);
+    assert_eq!(app.send("POST", "/acct_b/1/move", None).status(), 200);
+    let base = app.base.clone();
+    let movers: Vec<_> = (0..24)
+        .map(|i| {
+            let url = format!("{base}/{}/1/move", if i % 2 == 0 { "acct_a" } else { "acct_b" });
+            std::thread::spawn(move || {
+                let client = reqwest::blocking::Client::builder().timeout(std::time::Duration::from_secs(120)).build().unwrap();
+                let response = client.post(url).send().unwrap();
+                let status = response.status().as_u16();
+                if status != 200 {
+                    eprintln!("{}", response.text().unwrap_or_default());
+                }
+                status
+            })
+        })
+        .collect();
+    for mover in movers {
+        assert_eq!(mover.join().unwrap(), 200);
+    }
+    assert_eq!(fake.calls().len(), 4, "the burst was served from the cache");
+    let a = json_of(app.send("GET", "/acct_a/1", None)).1;
+    let b = json_of(app.send("GET", "/acct_b/1", None)).1;
+    assert_eq!((a["balance"].clone(), b["balance"].clone()), (json!(100), json!(100)), "13 moves each way: a={a} b={b}");
+}

@@ -214,11 +214,15 @@ fn commit(request: CommitRequest) -> Result<Vec<u8>, StoreError> {
         }
         work.push((keys, change));
     }
-    // Read-only collections are checked first: their reads must still hold
-    // when the writes land.
-    for (keys, change) in work.iter().filter(|(_, c)| c.mutations.is_empty()) {
+    // Every read is checked before anything is written, and collections are
+    // written in name order, so two journals over the same collections meet
+    // at the first one and the loser writes nothing. (Each collection's
+    // change is atomic; a journal over several is not atomic against a crash
+    // between two of them.)
+    for (keys, change) in &work {
         read_index(&bucket, keys)?.check(&change.name, &change.check)?;
     }
+    work.sort_by(|(_, a), (_, b)| a.name.cmp(&b.name));
     let mut versions = serde_json::Map::new();
     for (keys, change) in work.iter().filter(|(_, c)| !c.mutations.is_empty()) {
         let version = commit_one(&bucket, keys, change)?;

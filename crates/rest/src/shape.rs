@@ -62,8 +62,9 @@ pub fn cacheable(plan: &Plan, ctx: &RequestContext) -> bool {
     ctx.segments.iter().filter(|s| segment_shape(s).is_some()).all(|value| !mentions(source, value))
 }
 
-/// `value` as a literal token of `source`: quoted, or a whole number that
-/// is not a subscript (`ctx['segments'][1]` reads the path, it does not hard-code it).
+/// `value` as a literal token of `source`: quoted, or a whole number in the
+/// place of an argument or operand (`get(12)`, `f(a, 12)`, `== 12`). Numbers
+/// in arithmetic or subscripts (`n - 1`, `ctx['segments'][1]`) are not ids.
 fn mentions(source: &str, value: &str) -> bool {
     if source.contains(&format!("'{value}'")) || source.contains(&format!("\"{value}\"")) {
         return true;
@@ -72,8 +73,8 @@ fn mentions(source: &str, value: &str) -> bool {
     source.match_indices(value).any(|(i, _)| {
         let before = source[..i].chars().next_back();
         let after = source[i + value.len()..].chars().next();
-        let subscript = before == Some('[') && after == Some(']');
-        !word(before) && !word(after) && !subscript
+        let operand = source[..i].trim_end().chars().next_back().is_some_and(|c| matches!(c, '(' | ',' | '='));
+        !word(before) && !word(after) && operand
     })
 }
 
@@ -124,5 +125,7 @@ mod tests {
         let one = ctx("GET", "/members/1", "", "");
         assert!(cacheable(&plan("REPLY = {'status': 200, 'body': store.get(ctx['segments'][1])}"), &one));
         assert!(!cacheable(&plan("REPLY = {'status': 200, 'body': store.get(1)}"), &one));
+        assert!(!cacheable(&plan("doc = [d for d in store.get_all() if d['id'] == 1]\nREPLY = {'status': 200}"), &one));
+        assert!(cacheable(&plan("d = store.get(ctx['segments'][1])\nREPLY = {'status': 200, 'body': d['n'] - 1}"), &one));
     }
 }
