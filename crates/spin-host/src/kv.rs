@@ -7,6 +7,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+/// Inserts or overwrites one value.
+const UPSERT: &str = "INSERT INTO spin_key_value (store, key, value) VALUES (?1, ?2, ?3)
+     ON CONFLICT (store, key) DO UPDATE SET value = excluded.value";
+
 /// A key-value failure, before it is mapped to a WIT error.
 #[derive(Debug, thiserror::Error)]
 pub enum KvError {
@@ -62,12 +66,7 @@ impl KvDatabase {
     /// Stores `value` under `key`.
     pub fn set(&self, store: &str, key: &str, value: &[u8]) -> Result<(), KvError> {
         blocking(|| {
-            let conn = self.lock()?;
-            conn.execute(
-                "INSERT INTO spin_key_value (store, key, value) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (store, key) DO UPDATE SET value = excluded.value",
-                params![store, key, value],
-            )?;
+            self.lock()?.execute(UPSERT, params![store, key, value])?;
             Ok(())
         })
     }
@@ -92,12 +91,7 @@ impl KvDatabase {
 
     /// Adds `delta` to the 8-byte little-endian integer under `key` (absent counts as 0).
     pub fn increment(&self, store: &str, key: &str, delta: i64) -> Result<i64, KvError> {
-        blocking(|| {
-            let mut conn = self.lock()?;
-            let tx = conn.transaction()?;
-            let current: Option<Vec<u8>> = tx
-                .query_row("SELECT value FROM spin_key_value WHERE store = ?1 AND key = ?2", params![store, key], |r| r.get(0))
-                .optional()?;
+        self.update(store, key, |current| {
             let current = match current {
                 None => 0,
                 Some(bytes) => i64::from_le_bytes(
@@ -105,34 +99,38 @@ impl KvDatabase {
                 ),
             };
             let next = current.checked_add(delta).ok_or_else(|| KvError::Other("counter overflow".into()))?;
-            tx.execute(
-                "INSERT INTO spin_key_value (store, key, value) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (store, key) DO UPDATE SET value = excluded.value",
-                params![store, key, next.to_le_bytes().to_vec()],
-            )?;
-            tx.commit()?;
-            Ok(next)
+            Ok((Some(next.to_le_bytes().to_vec()), next))
         })
     }
 
     /// Writes `value` only if `key` still holds `expected` (`None`: still absent).
     pub fn swap_if(&self, store: &str, key: &str, expected: Option<&[u8]>, value: &[u8]) -> Result<bool, KvError> {
+        self.update(store, key, |current| {
+            let matches = current.as_deref() == expected;
+            Ok((matches.then(|| value.to_vec()), matches))
+        })
+    }
+
+    /// Reads `key` and writes what `decide` returns, in one transaction
+    /// (`None`: write nothing).
+    fn update<T>(
+        &self,
+        store: &str,
+        key: &str,
+        decide: impl FnOnce(Option<Vec<u8>>) -> Result<(Option<Vec<u8>>, T), KvError>,
+    ) -> Result<T, KvError> {
         blocking(|| {
             let mut conn = self.lock()?;
             let tx = conn.transaction()?;
             let current: Option<Vec<u8>> = tx
                 .query_row("SELECT value FROM spin_key_value WHERE store = ?1 AND key = ?2", params![store, key], |r| r.get(0))
                 .optional()?;
-            if current.as_deref() != expected {
-                return Ok(false);
+            let (write, answer) = decide(current)?;
+            if let Some(value) = write {
+                tx.execute(UPSERT, params![store, key, value])?;
+                tx.commit()?;
             }
-            tx.execute(
-                "INSERT INTO spin_key_value (store, key, value) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (store, key) DO UPDATE SET value = excluded.value",
-                params![store, key, value],
-            )?;
-            tx.commit()?;
-            Ok(true)
+            Ok(answer)
         })
     }
 }
