@@ -34,8 +34,8 @@ pub fn plan(ctx: &RequestContext) -> Result<Plan, RestError> {
         ("GET", false, false) => ("list", LIST.to_owned()),
         ("GET", true, _) => ("get", with_resource(GET, &resource)),
         ("POST", false, false) => ("create", with_resource(CREATE, &resource)),
-        ("PUT", true, _) => ("replace", with_resource(REPLACE, &resource)),
-        ("PATCH", true, _) => ("patch", with_resource(PATCH, &resource)),
+        ("PUT", true, _) => ("replace", with_resource(&UPDATE.replace("METHOD", "replace"), &resource)),
+        ("PATCH", true, _) => ("patch", with_resource(&UPDATE.replace("METHOD", "patch"), &resource)),
         ("DELETE", true, _) => ("delete", with_resource(DELETE, &resource)),
         _ => return Err(RestError::MethodNotAllowed(format!("{} is not supported on {}", ctx.method, ctx.path))),
     };
@@ -94,18 +94,12 @@ else:
     else:
         REPLY = {"status": 201, "headers": {"Location": "/{RESOURCE}/" + str(new_id)}, "body": obj}"#;
 
-const REPLACE: &str = r#"payload = ctx.get("body_json")
+/// PUT and PATCH: `METHOD` is `replace` or `patch`.
+const UPDATE: &str = r#"payload = ctx.get("body_json")
 if not isinstance(payload, dict):
     REPLY = NEED_OBJECT
 else:
-    obj = store.replace(ctx["segments"][1], payload)
-    REPLY = NOT_FOUND if obj is None else {"status": 200, "body": obj}"#;
-
-const PATCH: &str = r#"payload = ctx.get("body_json")
-if not isinstance(payload, dict):
-    REPLY = NEED_OBJECT
-else:
-    obj = store.patch(ctx["segments"][1], payload)
+    obj = store.METHOD(ctx["segments"][1], payload)
     REPLY = NOT_FOUND if obj is None else {"status": 200, "body": obj}"#;
 
 const DELETE: &str = r#"if store.delete(ctx["segments"][1]):
