@@ -291,7 +291,7 @@ fn concurrent_moves_between_two_collections_each_apply_once() {
     assert_eq!(app.send("POST", "/acct_a/1/move", None).status(), 200);
     assert_eq!(app.send("POST", "/acct_b/1/move", None).status(), 200);
     let base = app.base.clone();
-    let movers: Vec<_> = (0..24)
+    let movers: Vec<_> = (0..48)
         .map(|i| {
             let url = format!("{base}/{}/1/move", if i % 2 == 0 { "acct_a" } else { "acct_b" });
             std::thread::spawn(move || {
@@ -311,5 +311,5 @@ fn concurrent_moves_between_two_collections_each_apply_once() {
     assert_eq!(fake.calls().len(), 4, "the burst was served from the cache");
     let a = json_of(app.send("GET", "/acct_a/1", None)).1;
     let b = json_of(app.send("GET", "/acct_b/1", None)).1;
-    assert_eq!((a["balance"].clone(), b["balance"].clone()), (json!(100), json!(100)), "13 moves each way: a={a} b={b}");
+    assert_eq!((a["balance"].clone(), b["balance"].clone()), (json!(100), json!(100)), "25 moves each way: a={a} b={b}");
 }

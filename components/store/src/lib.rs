@@ -12,10 +12,11 @@
 mod describe;
 mod keys;
 mod plans;
+mod transaction;
 
 use std::collections::BTreeMap;
 
-use anypath_rest::journal::{Index, JournalError, MutationRecord, ReadCheck};
+use anypath_rest::journal::{Applied, Index, JournalError, MutationRecord, ReadCheck};
 use anypath_rest::plan::LoadSpec;
 use anypath_rest::{ErrorEnvelope, RestError};
 use serde::{Deserialize, Serialize};
@@ -25,6 +26,7 @@ use spin_sdk::http_component;
 use spin_sdk::wit::wasi::keyvalue::{atomics, store};
 
 use keys::CollectionKeys;
+use transaction::Transaction;
 
 /// The key-value store label granted to this component in `spin.toml`.
 const STORE_LABEL: &str = "default";
@@ -124,17 +126,19 @@ fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, StoreError> {
     serde_json::from_slice(body).map_err(|e| RestError::BadRequest(format!("invalid store request: {e}")).into())
 }
 
-fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(value).map_err(|e| StoreError::Backend(e.to_string()))
 }
 
-fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8], what: &str) -> Result<T, StoreError> {
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8], what: &str) -> Result<T, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| StoreError::Backend(format!("stored {what} is corrupt: {e}")))
 }
 
+/// The index as readers see it (a multi-collection commit under way shows
+/// its result only once decided).
 pub(crate) fn read_index(bucket: &store::Bucket, keys: &CollectionKeys) -> Result<Index, StoreError> {
     match bucket.get(&keys.index())? {
-        Some(bytes) => decode(&bytes, "index"),
+        Some(bytes) => transaction::visible(bucket, keys, decode(&bytes, "index")?),
         None => Ok(Index::default()),
     }
 }
@@ -214,83 +218,161 @@ fn commit(request: CommitRequest) -> Result<Vec<u8>, StoreError> {
         }
         work.push((keys, change));
     }
-    // Every read is checked before anything is written, and collections are
-    // written in name order, so two journals over the same collections meet
-    // at the first one and the loser writes nothing. (Each collection's
-    // change is atomic; a journal over several is not atomic against a crash
-    // between two of them.)
+    // Every read is checked before anything is written (collections the
+    // block only read are checked here and not locked).
     for (keys, change) in &work {
         read_index(&bucket, keys)?.check(&change.name, &change.check)?;
     }
+    work.retain(|(_, c)| !c.mutations.is_empty());
     work.sort_by(|(_, a), (_, b)| a.name.cmp(&b.name));
     let mut versions = serde_json::Map::new();
-    for (keys, change) in work.iter().filter(|(_, c)| !c.mutations.is_empty()) {
-        let version = commit_one(&bucket, keys, change)?;
-        versions.insert(change.name.clone(), version.into());
+    match work.as_slice() {
+        [] => {}
+        [(keys, change)] => {
+            let version = commit_one(&bucket, keys, change)?;
+            versions.insert(change.name.clone(), version.into());
+        }
+        _ => {
+            for (name, version) in commit_many(&bucket, work)? {
+                versions.insert(name, version.into());
+            }
+        }
     }
     encode(&serde_json::json!({ "versions": versions }))
 }
 
+/// A random prefix for the tags of the document values one commit writes.
+fn tag_prefix() -> String {
+    format!("{:016x}", wasi::random::random::get_random_u64())
+}
+
+/// One collection's journal, committed by one index swap.
 fn commit_one(bucket: &store::Bucket, keys: &CollectionKeys, change: &Change) -> Result<u64, StoreError> {
-    let entries: Vec<&MutationRecord> = change.mutations.iter().collect();
-    let prefix = format!("{:016x}", wasi::random::random::get_random_u64());
-    let mut written: Vec<String> = Vec::new();
-    let mut lost_ticket = false;
-    let result = (|| {
-        for _ in 0..MAX_SWAP_ATTEMPTS {
-            let cas = atomics::Cas::new(bucket, &keys.index())?;
-            let current = cas.current()?;
-            let index: Index = match &current {
-                Some(bytes) => decode(bytes, "index")?,
-                None => Index::default(),
-            };
-            index.check(&change.name, &change.check)?;
-            let applied = index.apply(&entries, &prefix)?;
-            if written.is_empty() {
-                for (tag, document) in &applied.writes {
-                    bucket.set(&keys.document(tag), &encode(document)?)?;
-                    written.push(tag.clone());
-                }
-            }
-            let encoded = encode(&applied.index)?;
-            if current.is_none() {
-                // A swap on an absent key is an upsert on Spin's SQLite store,
-                // so creation goes to whoever takes the first ticket; the
-                // others wait for its index to appear and then swap as usual.
-                if !lost_ticket && atomics::increment(bucket, &keys.ticket(), 1)? == 1 {
-                    bucket.set(&keys.index(), &encoded)?;
-                    return Ok(applied);
-                }
-                lost_ticket = true;
-                pause_ms(1);
-                continue;
-            }
-            match atomics::swap(cas, &encoded) {
-                Ok(()) => return Ok(applied),
-                Err(atomics::CasError::CasFailed(_)) => continue,
-                Err(atomics::CasError::StoreError(e)) => return Err(e.into()),
-            }
-        }
-        Err(StoreError::Rest(RestError::Conflict(format!("{} is too busy to commit to; try again", change.name))))
-    })();
-    match result {
-        Ok(applied) => {
-            // Readers holding the old index re-read when a value is gone.
-            for tag in &applied.superseded {
-                let _ = bucket.delete(&keys.document(tag));
-            }
-            Ok(applied.index.version)
+    let mut written = Vec::new();
+    match swap_in(bucket, keys, change, &tag_prefix(), &mut written, |_, next| next) {
+        Ok(swapped) => {
+            forget(bucket, keys, &swapped.applied.superseded);
+            Ok(swapped.applied.index.version)
         }
         Err(e) => {
-            for tag in &written {
-                let _ = bucket.delete(&keys.document(tag));
-            }
+            forget(bucket, keys, &written);
             Err(e)
         }
     }
 }
 
-fn pause_ms(ms: u64) {
+/// Journals over several collections: locked in name order, then one commit point.
+fn commit_many(bucket: &store::Bucket, work: Vec<(CollectionKeys, Change)>) -> Result<Vec<(String, u64)>, StoreError> {
+    let mut tx = Transaction::begin(bucket, &work[0].0)?;
+    let mut written: Vec<(usize, Vec<String>)> = Vec::new();
+    let mut results = Vec::new();
+    for (i, (keys, change)) in work.iter().enumerate() {
+        let mut tags = Vec::new();
+        let swapped = swap_in(bucket, keys, change, &tag_prefix(), &mut tags, |before, next| tx.lock(before, next));
+        written.push((i, tags));
+        match swapped {
+            Ok(swapped) => {
+                results.push((change.name.clone(), swapped.applied.index.version, swapped.applied.superseded));
+                tx.locked.push(transaction::Locked { keys: keys.clone(), bytes: swapped.bytes, before: swapped.before });
+            }
+            Err(e) => {
+                tx.abort(bucket)?;
+                for (i, tags) in &written {
+                    forget(bucket, &work[*i].0, tags);
+                }
+                return Err(e);
+            }
+        }
+    }
+    if !tx.commit(bucket)? {
+        for (i, tags) in &written {
+            forget(bucket, &work[*i].0, tags);
+        }
+        return Err(StoreError::Rest(RestError::Conflict("the commit was aborted after waiting too long; try again".into())));
+    }
+    Ok(results
+        .into_iter()
+        .zip(&work)
+        .map(|((name, version, superseded), (keys, _))| {
+            forget(bucket, keys, &superseded);
+            (name, version)
+        })
+        .collect())
+}
+
+/// What one index swap did.
+struct Swapped {
+    /// The committed state the journal was applied to.
+    before: Index,
+    applied: Applied,
+    /// The index value swapped in.
+    bytes: Vec<u8>,
+}
+
+/// The compare-and-swap loop on one collection's index: settles other
+/// transactions' locks, re-checks the reads, applies the journal, writes
+/// the document values (once, into `written`), and swaps in what `make`
+/// builds from the committed state and the applied index.
+fn swap_in(
+    bucket: &store::Bucket,
+    keys: &CollectionKeys,
+    change: &Change,
+    prefix: &str,
+    written: &mut Vec<String>,
+    make: impl Fn(&Index, Index) -> Index,
+) -> Result<Swapped, StoreError> {
+    let entries: Vec<&MutationRecord> = change.mutations.iter().collect();
+    let mut lost_ticket = false;
+    for _ in 0..MAX_SWAP_ATTEMPTS {
+        let cas = atomics::Cas::new(bucket, &keys.index())?;
+        let current = cas.current()?;
+        let before: Index = match &current {
+            Some(bytes) => decode(bytes, "index")?,
+            None => Index::default(),
+        };
+        if let (Some(bytes), Some(_)) = (&current, &before.lock) {
+            transaction::settle(bucket, keys, bytes, &before)?;
+            continue;
+        }
+        before.check(&change.name, &change.check)?;
+        let applied = before.apply(&entries, prefix)?;
+        if written.is_empty() {
+            for (tag, document) in &applied.writes {
+                bucket.set(&keys.document(tag), &encode(document)?)?;
+                written.push(tag.clone());
+            }
+        }
+        let bytes = encode(&make(&before, applied.index.clone()))?;
+        if current.is_none() {
+            // A swap on an absent key is an upsert on Spin's SQLite store,
+            // so creation goes to whoever takes the first ticket; the
+            // others wait for its index to appear and then swap as usual.
+            if !lost_ticket && atomics::increment(bucket, &keys.ticket(), 1)? == 1 {
+                bucket.set(&keys.index(), &bytes)?;
+                return Ok(Swapped { before, applied, bytes });
+            }
+            lost_ticket = true;
+            pause_ms(1);
+            continue;
+        }
+        match atomics::swap(cas, &bytes) {
+            Ok(()) => return Ok(Swapped { before, applied, bytes }),
+            Err(atomics::CasError::CasFailed(_)) => continue,
+            Err(atomics::CasError::StoreError(e)) => return Err(e.into()),
+        }
+    }
+    Err(StoreError::Rest(RestError::Conflict(format!("{} is too busy to commit to; try again", change.name))))
+}
+
+/// Removes document values no index names (superseded, or of a failed commit).
+/// Readers holding an old index re-read when a value is gone.
+fn forget(bucket: &store::Bucket, keys: &CollectionKeys, tags: &[String]) {
+    for tag in tags {
+        let _ = bucket.delete(&keys.document(tag));
+    }
+}
+
+pub(crate) fn pause_ms(ms: u64) {
     wasi::clocks::monotonic_clock::subscribe_duration(ms * 1_000_000).block();
 }
 

@@ -66,6 +66,23 @@ pub struct Index {
     pub max_int_id: i64,
     /// Document id key to the tag of its stored value, in insertion order.
     pub docs: IndexMap<String, String>,
+    /// Set while a journal over several collections is being committed:
+    /// the fields above stay the committed state until the transaction's
+    /// decision says `commit`, then `next` replaces them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<Lock>,
+}
+
+/// A collection's part in a multi-collection commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lock {
+    /// The transaction, whose decision (`pending`, `commit`, `abort`) is stored apart.
+    pub tx: String,
+    /// The index once the transaction commits.
+    pub next: Box<Index>,
+    /// Wall-clock milliseconds when the lock was taken; a lock left pending
+    /// for too long may be aborted by anyone.
+    pub since_ms: u64,
 }
 
 /// What a block read of one collection, with the tags it saw.
@@ -143,6 +160,7 @@ impl Index {
         }
 
         let mut index = self.clone();
+        index.lock = None;
         index.version += 1;
         index.max_int_id = max_int_id;
         let mut writes = Vec::new();
@@ -176,6 +194,7 @@ mod tests {
             version,
             max_int_id: 1,
             docs: docs.iter().map(|(k, t)| (k.to_string(), t.to_string())).collect(),
+            lock: None,
         }
     }
 
@@ -220,6 +239,17 @@ mod tests {
         let scan = ReadCheck { expected_version: 5, scanned: true, reads: BTreeMap::new() };
         assert!(now.check("m", &scan).is_err(), "a scan needs the same version");
         assert_eq!(now.check("m", &ReadCheck { expected_version: 7, ..scan }), Ok(()));
+    }
+
+    #[test]
+    fn an_unlocked_index_stores_no_lock_field_and_applying_drops_a_lock() {
+        let mut locked = index(&[("1", "a")], 2);
+        assert!(!serde_json::to_string(&locked).unwrap().contains("lock"));
+        locked.lock = Some(Lock { tx: "t".into(), next: Box::new(index(&[], 3)), since_ms: 0 });
+        let back: Index = serde_json::from_str(&serde_json::to_string(&locked).unwrap()).unwrap();
+        assert_eq!(back, locked);
+        let e = entry(Op::Delete, json!(1), None);
+        assert_eq!(locked.apply(&[&e], "t").unwrap().index.lock, None);
     }
 
     #[test]

@@ -15,5 +15,5 @@ pub mod shape;
 
 pub use context::RequestContext;
 pub use error::{ErrorEnvelope, RestError};
-pub use journal::{Index, JournalError, MutationRecord, ReadCheck};
+pub use journal::{Index, JournalError, Lock, MutationRecord, ReadCheck};
 pub use plan::Plan;

@@ -1,0 +1,161 @@
+//! Commits of a journal over several collections, all or nothing.
+//!
+//! Key-value stores swap one key at a time, so such a commit is a two-phase
+//! commit with the decision in a key of its own. The committer writes the
+//! decision `pending`, then locks each collection's index in name order (the
+//! lock carries the index to come), then swaps the decision to `commit`
+//! (the commit point: a swap on an existing key is strict on every Spin
+//! store), then replaces each lock by its index. Until the decision says
+//! `commit`, readers see every collection as it was; after, as it will be.
+//! A lock whose transaction is pending for longer than `LOCK_TIMEOUT_MS`
+//! may be aborted by anyone (the same strict swap, so the committer and an
+//! aborter can never both win); whoever meets a decided lock finishes it.
+
+use anypath_rest::{Index, Lock};
+use spin_sdk::wit::wasi::keyvalue::{atomics, store};
+
+use crate::keys::CollectionKeys;
+use crate::{StoreError, decode, encode, pause_ms};
+
+/// How long a transaction may hold its locks before others may abort it.
+const LOCK_TIMEOUT_MS: u64 = 10_000;
+
+const PENDING: &[u8] = b"pending";
+const COMMIT: &[u8] = b"commit";
+const ABORT: &[u8] = b"abort";
+
+/// What a transaction's decision key says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Pending,
+    Commit,
+    /// Aborted, or gone (a transaction deletes its key only once no lock of
+    /// it is left, so a lock without a decision was abandoned before it).
+    Abort,
+}
+
+pub fn decision(bucket: &store::Bucket, keys: &CollectionKeys, tx: &str) -> Result<Decision, StoreError> {
+    Ok(match bucket.get(&keys.transaction(tx))?.as_deref() {
+        Some(PENDING) => Decision::Pending,
+        Some(COMMIT) => Decision::Commit,
+        _ => Decision::Abort,
+    })
+}
+
+/// Wall-clock milliseconds.
+pub fn now_ms() -> u64 {
+    let now = wasi::clocks::wall_clock::now();
+    now.seconds * 1000 + u64::from(now.nanoseconds / 1_000_000)
+}
+
+/// The index as readers must see it: the committed state, or the locked
+/// transaction's result once its decision is `commit`.
+pub fn visible(bucket: &store::Bucket, keys: &CollectionKeys, mut index: Index) -> Result<Index, StoreError> {
+    match index.lock.take() {
+        Some(lock) if decision(bucket, keys, &lock.tx)? == Decision::Commit => Ok(*lock.next),
+        _ => Ok(index),
+    }
+}
+
+/// Swaps `to` in where `from` is; a lost race is fine (someone else moved on).
+fn replace(bucket: &store::Bucket, keys: &CollectionKeys, from: &[u8], to: &Index) -> Result<(), StoreError> {
+    let cas = atomics::Cas::new(bucket, &keys.index())?;
+    if cas.current()?.as_deref() == Some(from) {
+        match atomics::swap(cas, &encode(to)?) {
+            Ok(()) | Err(atomics::CasError::CasFailed(_)) => {}
+            Err(atomics::CasError::StoreError(e)) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Swaps `to` into the decision key if it still says `pending`.
+fn decide(bucket: &store::Bucket, key: &str, to: &[u8]) -> Result<bool, StoreError> {
+    let cas = atomics::Cas::new(bucket, key)?;
+    if cas.current()?.as_deref() != Some(PENDING) {
+        return Ok(false);
+    }
+    match atomics::swap(cas, to) {
+        Ok(()) => Ok(true),
+        Err(atomics::CasError::CasFailed(_)) => Ok(false),
+        Err(atomics::CasError::StoreError(e)) => Err(e.into()),
+    }
+}
+
+/// Finishes or waits out another transaction's lock found in `bytes`.
+/// Returns once the caller should read the index again.
+pub fn settle(bucket: &store::Bucket, keys: &CollectionKeys, bytes: &[u8], index: &Index) -> Result<(), StoreError> {
+    let Some(lock) = &index.lock else { return Ok(()) };
+    let mut outcome = decision(bucket, keys, &lock.tx)?;
+    if outcome == Decision::Pending {
+        if now_ms().saturating_sub(lock.since_ms) < LOCK_TIMEOUT_MS {
+            pause_ms(2);
+            return Ok(());
+        }
+        decide(bucket, &keys.transaction(&lock.tx), ABORT)?;
+        outcome = decision(bucket, keys, &lock.tx)?;
+    }
+    match outcome {
+        Decision::Commit => replace(bucket, keys, bytes, &lock.next),
+        Decision::Abort => replace(bucket, keys, bytes, &Index { lock: None, ..index.clone() }),
+        Decision::Pending => Ok(()),
+    }
+}
+
+/// One collection locked by this transaction.
+pub struct Locked {
+    pub keys: CollectionKeys,
+    /// The index value holding the lock.
+    pub bytes: Vec<u8>,
+    /// The committed state under the lock.
+    pub before: Index,
+}
+
+/// A transaction under way.
+pub struct Transaction {
+    pub id: String,
+    key: String,
+    pub locked: Vec<Locked>,
+}
+
+impl Transaction {
+    /// Writes the `pending` decision; nothing is locked yet.
+    pub fn begin(bucket: &store::Bucket, any: &CollectionKeys) -> Result<Self, StoreError> {
+        let id = format!("{:016x}{:016x}", wasi::random::random::get_random_u64(), wasi::random::random::get_random_u64());
+        let key = any.transaction(&id);
+        bucket.set(&key, PENDING)?;
+        Ok(Self { id, key, locked: Vec::new() })
+    }
+
+    /// The index to swap in to lock a collection whose committed state is `before`.
+    pub fn lock(&self, before: &Index, next: Index) -> Index {
+        Index { lock: Some(Lock { tx: self.id.clone(), next: Box::new(next), since_ms: now_ms() }), ..before.clone() }
+    }
+
+    /// The commit point. False when someone aborted the transaction first.
+    pub fn commit(self, bucket: &store::Bucket) -> Result<bool, StoreError> {
+        if !decide(bucket, &self.key, COMMIT)? {
+            self.abort(bucket)?;
+            return Ok(false);
+        }
+        for locked in &self.locked {
+            let index: Index = decode(&locked.bytes, "index")?;
+            if let Some(lock) = &index.lock {
+                replace(bucket, &locked.keys, &locked.bytes, &lock.next)?;
+            }
+        }
+        // Only now no lock of this transaction is left to need the decision.
+        let _ = bucket.delete(&self.key);
+        Ok(true)
+    }
+
+    /// Releases every lock, restoring the committed state.
+    pub fn abort(self, bucket: &store::Bucket) -> Result<(), StoreError> {
+        decide(bucket, &self.key, ABORT)?;
+        for locked in &self.locked {
+            replace(bucket, &locked.keys, &locked.bytes, &locked.before)?;
+        }
+        let _ = bucket.delete(&self.key);
+        Ok(())
+    }
+}
