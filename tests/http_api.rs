@@ -200,7 +200,7 @@ fn one_log_line_per_execution_without_the_codes_data() {
         .send()
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    std::thread::sleep(Duration::from_millis(200));
+    assert!(server.process.wait_for_log(|l| l.contains("log-check-1")).is_some(), "no exec log line");
     let lines = server.log_lines();
     let exec_lines: Vec<Value> = lines
         .iter()

@@ -94,8 +94,9 @@ fn invalid_plans_are_repaired_with_their_reason() {
     assert_eq!(calls.len(), 3, "one plan and two repairs");
     assert!(calls[1].text().contains("resource must be a string"), "the first repair names the defect");
     assert!(calls[2].text().contains("exactly one Python code block, found 2"), "the second repair names its defect");
-    let log = app.process.log_lines().join("\n");
-    assert!(log.contains("\"repairs\":2") && log.contains("\"llm_calls\":3"), "{log}");
+    let line = app.process.wait_for_log(|l| l.contains("\"llm_calls\":3"));
+    let line = line.unwrap_or_else(|| panic!("no log line with the LLM calls: {:?}", app.process.log_lines()));
+    assert!(line.contains("\"repairs\":2") && line.contains("\"input_tokens\":"), "{line}");
 }
 
 #[test]

@@ -123,6 +123,21 @@ impl Spawned {
     pub fn log_lines(&self) -> Vec<String> {
         self.logs.lock().expect("log lock").clone()
     }
+
+    /// Waits (up to 10 s) for a stderr line that satisfies `wanted`: lines
+    /// arrive on a reader thread, after the response the test already has.
+    pub fn wait_for_log(&self, wanted: impl Fn(&str) -> bool) -> Option<String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(line) = self.log_lines().into_iter().find(|l| wanted(l)) {
+                return Some(line);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Spawned {
