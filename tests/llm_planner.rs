@@ -61,6 +61,7 @@ fn the_seed_examples_pass_in_llm_mode() {
     let health = json_of(app.send("GET", "/healthz", None)).1;
     assert_eq!(health["planner_mode"], "llm");
     assert!(fake.calls().iter().all(|c| c.api == "openai"));
+    assert!(fake.calls().iter().all(|c| c.content_length), "every call declares its length instead of chunking");
     let prompt = fake.calls()[0].text();
     assert!(prompt.contains("You are a REST Planner") && prompt.contains("fake-model"), "{prompt}");
     assert!(!prompt.contains("test-key"), "the API key travels in a header, never in the prompt");

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use anypath_rest::context::RawRequest;
 use anypath_rest::{RequestContext, rules};
 use axum::Json;
+use axum::http::HeaderMap;
 use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
@@ -28,6 +29,9 @@ pub enum Reply {
 pub struct Call {
     pub api: &'static str,
     pub body: Value,
+    /// Whether the request declared its length (small local model servers
+    /// cannot read a chunked request body).
+    pub content_length: bool,
 }
 
 impl Call {
@@ -106,9 +110,10 @@ impl FakeLlm {
     }
 }
 
-fn answer(script: &Arc<Mutex<Script>>, api: &'static str, body: Value) -> String {
+fn answer(script: &Arc<Mutex<Script>>, api: &'static str, headers: &HeaderMap, body: Value) -> String {
     let mut script = script.lock().expect("script");
-    script.calls.push(Call { api, body: body.clone() });
+    let content_length = headers.contains_key(axum::http::header::CONTENT_LENGTH);
+    script.calls.push(Call { api, body: body.clone(), content_length });
     let reply = script.replies.pop_front().or_else(|| script.fallback.clone()).unwrap_or(Reply::Text("I have no plan.".into()));
     match reply {
         Reply::Text(text) => text,
@@ -150,18 +155,18 @@ fn tokens(body: &Value) -> u64 {
     body.to_string().len() as u64 / 4
 }
 
-async fn openai(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>) -> Json<Value> {
+async fn openai(State(script): State<Arc<Mutex<Script>>>, headers: HeaderMap, Json(body): Json<Value>) -> Json<Value> {
     let input = tokens(&body);
-    let text = answer(&script, "openai", body);
+    let text = answer(&script, "openai", &headers, body);
     Json(json!({
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": input, "completion_tokens": text.len() / 4},
     }))
 }
 
-async fn anthropic(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>) -> Json<Value> {
+async fn anthropic(State(script): State<Arc<Mutex<Script>>>, headers: HeaderMap, Json(body): Json<Value>) -> Json<Value> {
     let input = tokens(&body);
-    let text = answer(&script, "anthropic", body);
+    let text = answer(&script, "anthropic", &headers, body);
     Json(json!({
         "type": "message",
         "content": [{"type": "text", "text": text}],

@@ -61,6 +61,11 @@ pub fn call(url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: D
             .append(&name.to_string(), &value.as_bytes().to_vec())
             .map_err(|e| CallError::BadUrl(format!("header {name}: {e:?}")))?;
     }
+    if let Some(bytes) = body {
+        // A declared length instead of chunked encoding: some servers (small
+        // local model servers among them) cannot read a chunked request body.
+        let _ = fields.append(&"content-length".to_string(), &bytes.len().to_string().into_bytes());
+    }
     if body.is_some() && !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
         let _ = fields.append(&"content-type".to_string(), &b"application/json".to_vec());
     }
