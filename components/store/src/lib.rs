@@ -3,11 +3,13 @@
 //! Private, and the only component with a key-value grant. Layout per
 //! collection (see `anypath_rest::journal`): an index value, one immutable
 //! value per document version, a counter for reserved ids and a creation
-//! ticket. Also the plan cache (`/plan-cache/get|put|evict`) and `/describe`
-//! (a short summary of collections for the planner's prompt). `POST /load` reads what a plan needs (some ids or everything, plus
-//! a reserved id); `POST /commit` re-checks what the block read, writes the
-//! new document values, then swaps the index with a compare-and-swap, so a
-//! journal lands whole or not at all and no concurrent update is lost.
+//! ticket. `POST /load` reads what a plan needs (some ids or everything,
+//! plus a reserved id); `POST /commit` re-checks what the block read, writes
+//! the new document values, then swaps the index with a compare-and-swap (a
+//! journal over several collections goes through `transaction`), so a
+//! journal lands whole or not at all and no concurrent update is lost. Also
+//! the plan cache (`/plan-cache/get|put|evict`) and `/describe` (a short
+//! summary of collections for the planner's prompt).
 
 mod describe;
 mod keys;
