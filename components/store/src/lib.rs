@@ -220,9 +220,9 @@ fn commit(request: CommitRequest) -> Result<Vec<u8>, StoreError> {
         }
         work.push((keys, change));
     }
-    // Every read is checked before anything is written (collections the
-    // block only read are checked here and not locked).
-    for (keys, change) in &work {
+    // Collections the block only read are checked here and not locked; the
+    // others are checked inside `swap_in`, against the index they replace.
+    for (keys, change) in work.iter().filter(|(_, c)| c.mutations.is_empty()) {
         read_index(&bucket, keys)?.check(&change.name, &change.check)?;
     }
     work.retain(|(_, c)| !c.mutations.is_empty());
