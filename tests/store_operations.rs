@@ -259,10 +259,13 @@ fn invalid_replies_are_typed() {
     for (code, needle) in [
         ("x = 1", "did not assign REPLY"),
         ("REPLY = [200]", "must be a dict"),
-        ("REPLY = {'status': 99}", "100 to 599"),
+        ("REPLY = {'status': 99}", "200 to 599"),
+        ("REPLY = {'status': 101}", "200 to 599"),
         ("REPLY = {'status': 200, 'body': {1, 2}}", "not JSON-serialisable"),
         ("REPLY = {'status': 200, 'body': float('nan')}", "not JSON-serialisable"),
-        ("REPLY = {'status': 200, 'headers': {'X-A': 'a\\r\\nSet-Cookie: x'}}", "line break"),
+        ("REPLY = {'status': 200, 'headers': {'X-A': 'a\\r\\nSet-Cookie: x'}}", "visible ASCII"),
+        ("REPLY = {'status': 200, 'headers': {'Location': '/t/caf\u{e9}'}}", "quote_segment"),
+        ("REPLY = {'status': 200, 'headers': {'Bad Name': 'x'}}", "not a valid token"),
         ("REPLY = {'status': 200, 'extra': 1}", "unknown keys"),
     ] {
         match error(&run(code)) {

@@ -2,7 +2,8 @@
 //! Completions (`/v1/chat/completions`) and Anthropic Messages
 //! (`/v1/messages`). Each call takes the next scripted reply; an `Oracle`
 //! reply answers with the seed rules' plan for the request in the prompt,
-//! like a model that always gets CRUD right. Every call is recorded.
+//! like a model that always gets CRUD right, and declines every other
+//! request with a plan that answers 404. Every call is recorded.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -20,7 +21,8 @@ use serde_json::{Value, json};
 pub enum Reply {
     /// This text, as the model's message.
     Text(String),
-    /// The rules' plan for the request, as clean JSON.
+    /// The rules' plan for the request, as clean JSON; where no rule fits,
+    /// a custom plan answering 404 (a model that finds no such action).
     Oracle,
 }
 
@@ -147,8 +149,18 @@ fn oracle(body: &Value) -> String {
     };
     match RequestContext::build(&raw, "oracle").map_err(|e| e.to_string()).and_then(|ctx| rules::plan(&ctx).map_err(|e| e.to_string())) {
         Ok(plan) => serde_json::to_string(&plan).expect("plan serialises"),
-        Err(e) => format!("I cannot plan this: {e}"),
+        Err(_) => decline(request["segments"][0].as_str().unwrap_or("none")),
     }
+}
+
+/// A custom plan that answers 404 with the error envelope.
+fn decline(resource: &str) -> String {
+    let code = "REPLY = {'status': 404, 'body': {'error': {'code': 'not_found', 'message': 'no action ' + ctx['method'] + ' ' + ctx['path']}}}";
+    json!({
+        "action": "custom", "resource": resource, "also_loads": [], "id": null, "criteria": {}, "payload": null,
+        "response_hints": {}, "code": {"language": "python", "block": format!("```python\n{code}\n```")},
+    })
+    .to_string()
 }
 
 fn tokens(body: &Value) -> u64 {

@@ -1,7 +1,7 @@
-//! `/openapi.json` (served from this component) and the `/docs` (Swagger
-//! UI) and `/redoc` pages, which load their UI assets from a CDN.
+//! `/openapi.json` (built for the planner's current mode) and the `/docs`
+//! (Swagger UI) and `/redoc` pages, which load their UI assets from a CDN.
 
-const OPENAPI: &str = include_str!("openapi.json");
+use anypath_rest::surface::{self, Planning};
 
 const SWAGGER: &str = r##"<!doctype html>
 <html><head><meta charset="utf-8"><title>anypath API</title>
@@ -17,12 +17,12 @@ const REDOC: &str = r##"<!doctype html>
 <script src="https://cdn.jsdelivr.net/npm/redoc@2/bundles/redoc.standalone.js"></script>
 </body></html>"##;
 
-/// The content type and body of a documentation path, if `path` is one.
-pub fn page(path: &str) -> Option<(&'static str, Vec<u8>)> {
+/// The content type and body of a documentation path (`/openapi.json`,
+/// `/docs` or `/redoc`); `planning` is asked only for the spec.
+pub fn page(path: &str, planning: impl FnOnce() -> Planning) -> (&'static str, Vec<u8>) {
     match path {
-        "/openapi.json" => Some(("application/json", OPENAPI.as_bytes().to_vec())),
-        "/docs" | "/docs/" => Some(("text/html; charset=utf-8", SWAGGER.as_bytes().to_vec())),
-        "/redoc" | "/redoc/" => Some(("text/html; charset=utf-8", REDOC.as_bytes().to_vec())),
-        _ => None,
+        "/docs" => ("text/html; charset=utf-8", SWAGGER.as_bytes().to_vec()),
+        "/redoc" => ("text/html; charset=utf-8", REDOC.as_bytes().to_vec()),
+        _ => ("application/json", serde_json::to_vec(&surface::openapi(planning())).unwrap_or_default()),
     }
 }

@@ -10,11 +10,20 @@ pub struct Failure {
     pub message: String,
     /// A short word for the log line.
     pub detail: &'static str,
+    /// The `Allow` header of a 405.
+    pub allow: Option<String>,
 }
 
 impl Failure {
     pub fn new(status: u16, code: impl Into<String>, message: impl Into<String>, detail: &'static str) -> Self {
-        Self { status, code: code.into(), message: message.into(), detail }
+        Self { status, code: code.into(), message: message.into(), detail, allow: None }
+    }
+
+    /// A 405 for `method`, listing the methods that `path` accepts.
+    pub fn method_not_allowed(method: &str, path: &str, allowed: &[&str]) -> Self {
+        let mut failure = Self::rest(RestError::MethodNotAllowed(format!("{method} is not supported on {path}")));
+        failure.allow = Some(anypath_rest::surface::allow_header(allowed));
+        failure
     }
 
     pub fn rest(error: RestError) -> Self {

@@ -4,7 +4,9 @@
 //! context, asks the planner for a plan, loads the plan's collections from
 //! the store, runs the block on the sandbox host, commits the journal with a
 //! version check (re-running on a conflict), and maps `REPLY` to the HTTP
-//! response. It also answers `/healthz` and `/readyz`.
+//! response. It also answers `/healthz`, `/readyz` and the documentation
+//! paths, and decides `OPTIONS` and `405` from the shape of the path and the
+//! planner's mode (`anypath_rest::surface`), exactly as `/openapi.json` says.
 
 mod calls;
 mod config;
@@ -17,7 +19,8 @@ mod timing;
 use std::time::Instant;
 
 use anypath_rest::context::RawRequest;
-use anypath_rest::{ErrorEnvelope, RequestContext, RestError, names};
+use anypath_rest::surface::{self, Planning, Shape};
+use anypath_rest::{ErrorEnvelope, RequestContext, RestError, names, reply::ReplyError};
 use serde_json::{Value, json};
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
 use spin_sdk::http_component;
@@ -29,7 +32,6 @@ use http_client::call;
 use planning::{Usage, plan_and_run};
 use timing::Timings;
 
-const ALLOW: &str = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
 const DEFAULT_TENANT: &str = "default";
 
 /// A finished response plus what the log line needs.
@@ -37,6 +39,30 @@ struct Outcome {
     response: Response,
     status: u16,
     detail: &'static str,
+}
+
+/// What a request committed, for the log line: `[{collection, op, id}]`.
+#[derive(Default)]
+struct Committed(Vec<Value>);
+
+impl Committed {
+    fn from_report(report: &Value) -> Self {
+        let mutations = report["mutations"].as_array().into_iter().flatten();
+        Self(mutations.map(|m| json!({"collection": m["collection"], "op": m["op"], "id": m["id"]})).collect())
+    }
+
+    /// `members: insert 3, replace 4`, or `nothing`.
+    fn describe(&self) -> String {
+        if self.0.is_empty() {
+            return "nothing".into();
+        }
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|m| format!("{}: {} {}", m["collection"].as_str().unwrap_or("?"), m["op"].as_str().unwrap_or("?"), m["id"]))
+            .collect();
+        parts.join(", ")
+    }
 }
 
 #[http_component]
@@ -48,51 +74,97 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
     let path = request.path().to_owned();
     let mut usage = Usage::default();
     let mut source = String::new();
-    let outcome = route(&request, &config, &request_id, &mut usage, &mut source);
-    // One JSON line per request; never headers, bodies or data.
+    let mut committed = Committed::default();
+    let outcome = if surface::RESERVED_PATHS.contains(&path.as_str()) {
+        reserved(&request, &config, &request_id)
+    } else {
+        serve(&request, &config, &request_id, &mut usage, &mut source, &mut committed)
+            .unwrap_or_else(|failure| error_outcome(failure, &request_id))
+    };
+    // One JSON line per request; never headers, bodies or data, but which documents it committed.
     eprintln!(
         "{}",
         json!({"request_id": request_id, "method": method, "path": path, "status": outcome.status,
                "detail": outcome.detail, "plan": source, "llm_calls": usage.llm_calls, "repairs": usage.repairs,
-               "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+               "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens, "committed": committed.0,
                "duration_ms": started.elapsed().as_secs_f64() * 1e3})
     );
     Ok(outcome.response)
 }
 
-fn route(request: &Request, config: &Config, request_id: &str, usage: &mut Usage, source: &mut String) -> Outcome {
-    let documentation = if *request.method() == Method::Get { docs::page(request.path()) } else { None };
-    if let Some((content_type, body)) = documentation {
-        let response = Response::builder().status(200).header("content-type", content_type).body(body).build();
-        return Outcome { response, status: 200, detail: "docs" };
-    }
-    match request.path() {
-        "/healthz" => health(config, request_id),
-        "/readyz" => ready(config, request_id),
-        _ => match serve(request, config, request_id, usage, source) {
-            Ok(outcome) => outcome,
-            Err(failure) => error_outcome(failure, request_id),
+/// The gateway's own paths: `GET` and `HEAD` answer, `OPTIONS` lists those, anything else is a 405.
+fn reserved(request: &Request, config: &Config, request_id: &str) -> Outcome {
+    let methods = surface::allowed(Shape::Reserved, Planning::Rules);
+    let mut outcome = match request.method() {
+        Method::Get | Method::Head => match request.path() {
+            "/healthz" => health(config, request_id),
+            "/readyz" => ready(config, request_id),
+            path => {
+                let (content_type, body) = docs::page(path, || planning(config, request_id));
+                let response = Response::builder()
+                    .status(200)
+                    .header("content-type", content_type)
+                    .header("x-request-id", request_id)
+                    .body(body)
+                    .build();
+                Outcome { response, status: 200, detail: "docs" }
+            }
         },
+        Method::Options => options(methods, request_id),
+        other => error_outcome(Failure::method_not_allowed(&other.to_string(), request.path(), methods), request_id),
+    };
+    if *request.method() == Method::Head {
+        let length = outcome.response.body().len();
+        outcome.response = without_body(outcome.response, length);
     }
+    outcome
+}
+
+/// The same response with an empty body, keeping status and headers (for `HEAD`).
+fn without_body(response: Response, length: usize) -> Response {
+    let mut builder = Response::builder();
+    builder.status(*response.status());
+    for (name, value) in response.headers() {
+        if let Some(value) = value.as_str() {
+            builder.header(name, value);
+        }
+    }
+    builder.header("content-length", length.to_string());
+    builder.build()
+}
+
+fn options(methods: &[&str], request_id: &str) -> Outcome {
+    let mut response = Response::builder().status(204).header("allow", surface::allow_header(methods)).build();
+    response.set_header("x-request-id", request_id);
+    Outcome { response, status: 204, detail: "options" }
+}
+
+/// Whether a model plans beyond the rules, as the planner says; the rules
+/// when it cannot say (the narrower answer is the safe one).
+fn planning(config: &Config, request_id: &str) -> Planning {
+    let status = planner_status(config, request_id);
+    Planning::from_mode(status["planner_mode"].as_str().unwrap_or("rules"))
 }
 
 fn error_outcome(failure: Failure, request_id: &str) -> Outcome {
     let envelope = ErrorEnvelope::new(&failure.code, failure.message, request_id);
     let mut outcome = respond(failure.status, &serde_json::to_value(envelope).unwrap_or(Value::Null), request_id, failure.detail);
-    if failure.status == 405 {
-        outcome.response.set_header("allow", ALLOW);
+    if let Some(allow) = failure.allow {
+        outcome.response.set_header("allow", &allow);
     }
     outcome
 }
 
-fn serve(request: &Request, config: &Config, request_id: &str, usage: &mut Usage, source: &mut String) -> Result<Outcome, Failure> {
+fn serve(
+    request: &Request,
+    config: &Config,
+    request_id: &str,
+    usage: &mut Usage,
+    source: &mut String,
+    committed: &mut Committed,
+) -> Result<Outcome, Failure> {
     authorise(request, config)?;
     let tenant = tenant(request, config)?;
-    if *request.method() == Method::Options {
-        let mut response = Response::builder().status(204).header("allow", ALLOW).build();
-        response.set_header("x-request-id", request_id);
-        return Ok(Outcome { response, status: 204, detail: "options" });
-    }
     if request.body().len() > config.max_body_bytes {
         return Err(Failure::rest(RestError::BodyTooLarge { limit: config.max_body_bytes }));
     }
@@ -115,14 +187,49 @@ fn serve(request: &Request, config: &Config, request_id: &str, usage: &mut Usage
         body: request.body(),
         client_ip: &client_ip,
     };
-    let ctx = RequestContext::build(&raw, &tenant).map_err(Failure::rest)?;
+    let mut ctx = RequestContext::build(&raw, &tenant).map_err(Failure::rest)?;
+    if let Some(outcome) = check_method(&ctx, request.path(), config, request_id)? {
+        return Ok(outcome);
+    }
+    names::body_id(ctx.body_json.as_mut()).map_err(Failure::rest)?;
     let mut timings = Timings::default();
     let served = plan_and_run(&ctx, &tenant, config, request_id, &mut timings, usage)?;
     source.clone_from(&served.source);
-    let mut outcome = reply(&served.report["reply"], *request.method() == Method::Head, request_id);
+    *committed = Committed::from_report(&served.report);
+    let mut outcome = reply(&served.report["reply"], *request.method() == Method::Head, request_id).map_err(|e| {
+        // The changes are committed: say so, rather than let the request look failed and unwritten.
+        let message = format!("the request's changes were committed ({}), but its reply cannot be sent: {e}", committed.describe());
+        Failure::new(500, "reply_failed", message, "committed_reply_failed")
+    })?;
     outcome.response.set_header("x-anypath-plan", &served.source);
     outcome.response.set_header("server-timing", timings.header());
     Ok(outcome)
+}
+
+/// Answers `OPTIONS`, a path no planner serves (404) and a method the path
+/// does not accept (405); `None` lets the request go on to be planned. The
+/// planner's mode is asked only when the rules alone would refuse.
+fn check_method(ctx: &RequestContext, path: &str, config: &Config, request_id: &str) -> Result<Option<Outcome>, Failure> {
+    let shape = Shape::of(path, &ctx.segments);
+    let Some(collection) = ctx.segments.first() else {
+        return Err(Failure::rest(RestError::NotFound("no collection in the path: try /<collection>/".into())));
+    };
+    names::collection(collection).map_err(Failure::rest)?;
+    let method = ctx.method.as_str();
+    if method != "OPTIONS" && surface::allowed(shape, Planning::Rules).contains(&method) {
+        return Ok(None);
+    }
+    let methods = surface::allowed(shape, planning(config, request_id));
+    if methods.is_empty() {
+        return Err(Failure::rest(RestError::NotFound(format!("no rule plans {path}; an LLM planner would interpret it"))));
+    }
+    if method == "OPTIONS" {
+        return Ok(Some(options(methods, request_id)));
+    }
+    if !methods.contains(&method) {
+        return Err(Failure::method_not_allowed(method, path, methods));
+    }
+    Ok(None)
 }
 
 fn authorise(request: &Request, config: &Config) -> Result<(), Failure> {
@@ -154,16 +261,13 @@ fn tenant(request: &Request, config: &Config) -> Result<String, Failure> {
 }
 
 /// Maps REPLY to the response: JSON body, the block's headers, none for HEAD or 204.
-fn reply(reply: &Value, head: bool, request_id: &str) -> Outcome {
-    let status = reply["status"].as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or(500);
+fn reply(reply: &Value, head: bool, request_id: &str) -> Result<Outcome, ReplyError> {
+    let checked = anypath_rest::reply::head(reply)?;
+    let status = checked.status;
     let mut builder = Response::builder();
     builder.status(status);
-    for pair in reply["headers"].as_array().into_iter().flatten() {
-        if let (Some(name), Some(value)) = (pair[0].as_str(), pair[1].as_str()) {
-            if !matches!(name.to_ascii_lowercase().as_str(), "content-length" | "transfer-encoding" | "connection" | "x-request-id") {
-                builder.header(name, value);
-            }
-        }
+    for (name, value) in &checked.headers {
+        builder.header(name, value);
     }
     builder.header("x-request-id", request_id);
     let mut body = reply["body"].clone();
@@ -177,7 +281,9 @@ fn reply(reply: &Value, head: bool, request_id: &str) -> Outcome {
     let response = if status == 204 || status == 304 || body.is_null() {
         builder.build()
     } else {
-        builder.header("content-type", "application/json");
+        if !checked.has_content_type() {
+            builder.header("content-type", "application/json");
+        }
         let bytes = serde_json::to_vec(body).unwrap_or_default();
         if head {
             builder.header("content-length", bytes.len().to_string());
@@ -186,7 +292,7 @@ fn reply(reply: &Value, head: bool, request_id: &str) -> Outcome {
             builder.body(bytes).build()
         }
     };
-    Outcome { response, status, detail: "ok" }
+    Ok(Outcome { response, status, detail: "ok" })
 }
 
 fn respond(status: u16, body: &Value, request_id: &str, detail: &'static str) -> Outcome {
@@ -199,13 +305,18 @@ fn respond(status: u16, body: &Value, request_id: &str, detail: &'static str) ->
     Outcome { response, status, detail }
 }
 
-/// Liveness, with the planner's mode (`rules`, `llm`, `auto`) and why.
-fn health(config: &Config, request_id: &str) -> Outcome {
-    let planner = match call(PLANNER_STATUS, None, &[("x-request-id", request_id)], config.call_timeout) {
+/// The planner's `/status`, or `{"error"}` saying why there is none.
+fn planner_status(config: &Config, request_id: &str) -> Value {
+    match call(PLANNER_STATUS, None, &[("x-request-id", request_id)], config.call_timeout) {
         Ok(answer) if answer.status == 200 => serde_json::from_slice(&answer.body).unwrap_or(Value::Null),
         Ok(answer) => json!({"error": format!("the planner answered {}", answer.status)}),
         Err(e) => json!({"error": e.to_string()}),
-    };
+    }
+}
+
+/// Liveness, with the planner's mode (`rules`, `llm`, `auto`) and why.
+fn health(config: &Config, request_id: &str) -> Outcome {
+    let planner = planner_status(config, request_id);
     let mode = planner["planner_mode"].clone();
     respond(200, &json!({"status": "ok", "planner_mode": mode, "planner": planner}), request_id, "health")
 }

@@ -5,7 +5,9 @@ import re
 
 from json_depth import MAX_DEPTH, too_deep
 
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# What every HTTP stack accepts in a field value: visible ASCII, space and tab.
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 
 
 class InvalidReply(Exception):
@@ -26,8 +28,9 @@ def build(namespace, missing):
 
 
 def _status(status):
-    if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
-        raise InvalidReply(f"REPLY status must be an integer from 100 to 599, not {status!r}")
+    # 1xx are interim answers in HTTP, never a final one.
+    if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
+        raise InvalidReply(f"REPLY status must be an integer from 200 to 599, not {status!r}")
     return status
 
 
@@ -38,13 +41,16 @@ def _headers(headers):
         raise InvalidReply("REPLY headers must be a dict")
     result = []
     for name, value in headers.items():
-        if not isinstance(name, str) or not _HEADER_NAME.match(name):
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
             raise InvalidReply(f"REPLY header name {name!r} is not a valid token")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise InvalidReply(f"REPLY header {name} must be a string or number")
         text = str(value)
-        if "\r" in text or "\n" in text or "\0" in text:
-            raise InvalidReply(f"REPLY header {name} contains a line break")
+        if not _HEADER_VALUE.fullmatch(text):
+            raise InvalidReply(
+                f"REPLY header {name} must be visible ASCII, spaces or tabs "
+                "(percent-encode ids in paths with quote_segment)"
+            )
         result.append((name, text))
     return result
 

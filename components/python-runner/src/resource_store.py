@@ -8,6 +8,7 @@ through these methods.
 
 import json
 
+import document_ids
 from json_depth import MAX_DEPTH, too_deep
 
 _OPERATORS = ("contains", "icontains", "gte", "gt", "lte", "lt", "ne", "in")
@@ -142,6 +143,7 @@ class Collection:
             obj["id"] = doc_id
             docs = self._documents()
         else:
+            document_ids.check_new(doc_id)
             docs, key = self._point(doc_id)
             if key in docs:
                 raise ValueError(f"id {doc_id!r} already exists in '{self.name}'")

@@ -19,6 +19,7 @@ import types
 import typing
 import uuid
 
+from document_ids import quote_segment
 from policy_gate import ALLOWED_MODULES, DENIED_NAMES
 
 _SAFE_BUILTIN_NAMES = (
@@ -103,4 +104,5 @@ def block_globals(store, ctx, gated):
         "__name__": "__block__",
         "store": store,
         "ctx": ctx,
+        "quote_segment": quote_segment,
     }

@@ -61,7 +61,8 @@ impl RequestContext {
         let segments = path
             .split('/')
             .filter(|s| !s.is_empty())
-            .map(|s| url::form_urlencoded::parse(format!("x={s}").as_bytes()).map(|(_, v)| v.into_owned()).next().unwrap_or_default())
+            // Percent-decoding only: in a path, `+` is a plus sign, not a space.
+            .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned())
             .collect();
         let mut query: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (key, value) in url::form_urlencoded::parse(raw.query.as_bytes()) {
@@ -129,6 +130,12 @@ mod tests {
         assert_eq!(ctx.query["tag"], vec!["a", "b"]);
         assert_eq!(ctx.headers.keys().collect::<Vec<_>>(), vec!["x-trace"]);
         assert_eq!(ctx.session.id, "t1");
+    }
+
+    #[test]
+    fn segments_are_percent_decoded_and_plus_stays_a_plus() {
+        let ctx = RequestContext::build(&raw("/things/caf%C3%A9/a%2Fb/x+y/%20", "", &[], b""), "t").unwrap();
+        assert_eq!(ctx.segments, vec!["things", "café", "a/b", "x+y", " "]);
     }
 
     #[test]

@@ -10,8 +10,10 @@ pub mod names;
 pub mod plan;
 pub mod plan_check;
 pub mod prompt;
+pub mod reply;
 pub mod rules;
 pub mod shape;
+pub mod surface;
 
 pub use context::RequestContext;
 pub use error::{ErrorEnvelope, RestError};

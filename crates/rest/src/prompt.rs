@@ -8,7 +8,7 @@ use crate::RequestContext;
 use crate::llm::Turn;
 
 /// Bumped whenever the prompt changes, so cached plans of the old prompt are not reused.
-pub const PROMPT_VERSION: &str = "p1";
+pub const PROMPT_VERSION: &str = "p2";
 
 /// The system prompt: role, schema, rules and the store API.
 pub const SYSTEM: &str = r#"You are a REST Planner. For each HTTP request context, infer the intended action over a resource collection and produce:
@@ -37,6 +37,7 @@ Rules:
 - Read ids, query values and the body from ctx; never write them into the code as literals, so the plan works for any id.
 - If the body lacks an id on create, call store.insert(payload) and use the returned id.
 - The code must end by assigning REPLY = {"status": int, "headers": {...}, "body": <json>}. Do not print.
+- Put an id into a path with quote_segment(id): {"Location": "/members/" + quote_segment(new_id)}.
 - Missing documents answer 404 with {"error": {"code": "not_found", "message": "..."}}.
 
 ctx: {"method", "path", "segments": [...], "query": {"key": ["value", ...]}, "headers": {...}, "body_json": <json or null>}.

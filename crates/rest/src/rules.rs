@@ -92,7 +92,7 @@ else:
         status = 409 if "already exists" in str(exc) else 400
         REPLY = {"status": status, "body": {"error": {"code": "conflict" if status == 409 else "bad_request", "message": str(exc)}}}
     else:
-        REPLY = {"status": 201, "headers": {"Location": "/{RESOURCE}/" + str(new_id)}, "body": obj}"#;
+        REPLY = {"status": 201, "headers": {"Location": "/{RESOURCE}/" + quote_segment(new_id)}, "body": obj}"#;
 
 /// PUT and PATCH: `METHOD` is `replace` or `patch`.
 const UPDATE: &str = r#"payload = ctx.get("body_json")
