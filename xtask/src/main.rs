@@ -1,12 +1,14 @@
 //! Build automation: `cargo xtask <up|test|bench|build>`.
 //!
 //! Each command installs what it needs (wasm targets through
-//! `rust-toolchain.toml`, componentize-py in a project-local venv), builds the
-//! Python runner and the native host, then does its job.
+//! `rust-toolchain.toml`, componentize-py and, for the tests, schemathesis in
+//! a project-local venv), builds the Python runner and the native host, then
+//! does its job.
 
 mod app_bench;
 mod python_runner;
 mod steps;
+mod venv;
 
 use std::process::ExitCode;
 

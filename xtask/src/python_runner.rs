@@ -3,13 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use sha2::{Digest, Sha256};
 
 use crate::steps::{root, run, step};
-
-/// The componentize-py release the runner is built and tested with.
-const COMPONENTIZE_PY: &str = "0.25.1";
+use crate::venv::{self, COMPONENTIZE_PY};
 const PYTHON_SOURCES: &str = "components/python-runner/src";
 const WIT_DIR: &str = "wit";
 
@@ -24,7 +22,7 @@ pub fn build() -> anyhow::Result<PathBuf> {
         step("python runner is up to date");
         return Ok(output);
     }
-    let componentize = ensure_componentize_py(&root)?;
+    let componentize = venv::ensure(&COMPONENTIZE_PY)?;
     std::fs::create_dir_all(&out_dir)?;
     step("building the python runner component with componentize-py (about 15 s)");
     let partial = out_dir.join("runner.wasm.partial");
@@ -34,37 +32,6 @@ pub fn build() -> anyhow::Result<PathBuf> {
     std::fs::rename(&partial, &output)?;
     std::fs::write(&stamp_path, stamp)?;
     Ok(output)
-}
-
-/// Creates `.venv` and installs the pinned componentize-py when missing.
-fn ensure_componentize_py(root: &Path) -> anyhow::Result<PathBuf> {
-    let venv = root.join(".venv");
-    let bin = venv.join("bin/componentize-py");
-    if installed_version(&bin).as_deref() == Some(COMPONENTIZE_PY) {
-        return Ok(bin);
-    }
-    if !venv.join("bin/pip").is_file() {
-        step("creating the project-local python venv in .venv");
-        run(Command::new(python()).args(["-m", "venv"]).arg(&venv))?;
-    }
-    step(&format!("installing componentize-py {COMPONENTIZE_PY} into .venv"));
-    run(Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check"])
-        .arg(format!("componentize-py=={COMPONENTIZE_PY}")))?;
-    match installed_version(&bin) {
-        Some(v) if v == COMPONENTIZE_PY => Ok(bin),
-        other => bail!("componentize-py {COMPONENTIZE_PY} expected in .venv, found {other:?}"),
-    }
-}
-
-fn installed_version(bin: &Path) -> Option<String> {
-    let output = Command::new(bin).arg("--version").output().ok()?;
-    let text = String::from_utf8(output.stdout).ok()?;
-    text.split_whitespace().last().map(str::to_owned)
-}
-
-fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
 /// Hash of every input that shapes the component.
@@ -80,7 +47,7 @@ fn input_digest(root: &Path) -> anyhow::Result<String> {
     }
     files.sort();
     let mut digest = Sha256::new();
-    digest.update(COMPONENTIZE_PY.as_bytes());
+    digest.update(COMPONENTIZE_PY.version.as_bytes());
     for file in files {
         digest.update(file.strip_prefix(root).unwrap_or(&file).to_string_lossy().as_bytes());
         digest.update(std::fs::read(&file)?);

@@ -91,11 +91,13 @@ fn ensure_wasm_target() -> anyhow::Result<()> {
 /// `cargo xtask test`: build, then every test of the workspace.
 pub fn test(extra: &[String]) -> anyhow::Result<()> {
     let built = build_with(&["test", "--release", "--workspace", "--no-run"])?;
+    let schemathesis = crate::venv::ensure(&crate::venv::SCHEMATHESIS)?;
     step("running every test");
     run(Command::new(cargo())
         .args(["test", "--release", "--workspace"])
         .args(extra)
-        .env("ANYPATH_RUNNER", &built.runner))
+        .env("ANYPATH_RUNNER", &built.runner)
+        .env("ANYPATH_SCHEMATHESIS", schemathesis))
 }
 
 /// `cargo xtask up`: build, then run the app on 127.0.0.1:3000 until Ctrl-C.
