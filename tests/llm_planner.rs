@@ -315,3 +315,93 @@ fn concurrent_moves_between_two_collections_each_apply_once() {
     let b = json_of(app.send("GET", "/acct_b/1", None)).1;
     assert_eq!((a["balance"].clone(), b["balance"].clone()), (json!(100), json!(100)), "25 moves each way: a={a} b={b}");
 }
+
+/// Structured output on an OpenAI-compatible server: the plan's JSON Schema
+/// first; a server that refuses it is asked again with `json_object`, and
+/// later requests start from what worked.
+#[test]
+fn a_refused_json_schema_falls_back_to_json_object_and_is_remembered() {
+    let fake = FakeLlm::start(vec![Reply::Refuse(400, "'response_format' of type 'json_schema' is not supported".into())])
+        .otherwise(Reply::Oracle);
+    let app = start(&fake, "openai", "llm", "llm-fallback", &[]);
+    let created = app.send("POST", "/members/", Some(json!({"name": "Ada"})));
+    assert_eq!(created.status(), 201, "{:?}", json_of(created));
+    let calls = fake.calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].body["response_format"]["type"], "json_schema");
+    assert_eq!(calls[0].body["response_format"]["json_schema"]["schema"]["required"][0], "action");
+    assert_eq!(calls[1].body["response_format"], json!({"type": "json_object"}));
+    assert_eq!(app.send("GET", "/members/1", None).status(), 200);
+    assert_eq!(fake.calls()[2].body["response_format"], json!({"type": "json_object"}), "the fallback is remembered");
+    let line = app.process.wait_for_log(|l| l.contains("\"llm_calls\":2")).expect("the refused call is counted");
+    assert!(line.contains("\"repairs\":0"), "a refused format is not a repair: {line}");
+}
+
+/// A refusal that is not about the output format is an LLM failure, not a fallback.
+#[test]
+fn an_unrelated_provider_error_is_a_502_without_fallback() {
+    let fake = FakeLlm::start(vec![Reply::Refuse(401, "invalid api key".into())]).otherwise(Reply::Oracle);
+    let app = start(&fake, "openai", "llm", "llm-refused-key", &[]);
+    let failed = app.send("POST", "/members/", Some(json!({"name": "Ada"})));
+    assert_eq!(failed.status(), 502);
+    assert_eq!(json_of(failed).1["error"]["code"], "llm_failed");
+    assert_eq!(fake.calls().len(), 1);
+}
+
+/// On Anthropic the schema travels as a forced tool call; its input is the plan.
+#[test]
+fn anthropic_plans_arrive_as_a_forced_tool_call() {
+    let fake = FakeLlm::start(vec![]).otherwise(Reply::Oracle);
+    let app = start(&fake, "anthropic", "llm", "llm-tool", &[]);
+    let created = app.send("POST", "/members/", Some(json!({"name": "Ada"})));
+    assert_eq!(created.status(), 201);
+    let call = &fake.calls()[0];
+    assert_eq!(call.body["tool_choice"]["type"], "tool");
+    assert_eq!(call.body["tools"][0]["name"], call.body["tool_choice"]["name"]);
+    assert_eq!(call.body["tools"][0]["input_schema"]["properties"]["code"]["required"], json!(["language", "block"]));
+}
+
+/// The worked example that precedes the request has the request's shape.
+#[test]
+fn the_prompt_carries_the_worked_example_for_the_request() {
+    let fake = FakeLlm::start(vec![]).otherwise(Reply::Oracle);
+    let app = start(&fake, "openai", "llm", "llm-examples", &[]);
+    app.send("POST", "/members/", Some(json!({"name": "Ada"})));
+    app.send("GET", "/members/search?name=Ada", None);
+    let calls = fake.calls();
+    let example_of = |call: &common::fake_llm::Call| call.body["messages"][1]["content"].as_str().unwrap_or("").to_owned();
+    assert!(example_of(&calls[0]).contains("\"method\":\"POST\"") && example_of(&calls[0]).contains("/books/"), "{}", example_of(&calls[0]));
+    assert!(example_of(&calls[1]).contains("/books/search"), "{}", example_of(&calls[1]));
+    let answer = calls[0].body["messages"][2]["content"].as_str().unwrap();
+    assert!(answer.contains("store.insert(obj)") && answer.contains("quote_segment(new_id)"), "{answer}");
+}
+
+/// A repair names the defect and shows the line to write instead.
+#[test]
+fn repairs_teach_the_pattern_that_fixes_the_defect() {
+    let returns_an_id = "obj = dict(ctx['body_json'])\nREPLY = store.insert(obj)";
+    let fake = FakeLlm::start(vec![Reply::Text(plan("create", "members", &[], returns_an_id)), Reply::Oracle]);
+    let app = start(&fake, "openai", "llm", "llm-teach", &[]);
+    let created = app.send("POST", "/members/", Some(json!({"name": "Ada"})));
+    assert_eq!(created.status(), 201);
+    let repair = fake.calls()[1].text();
+    assert!(repair.contains("must be a dict") && repair.contains("The correct pattern") && repair.contains("REPLY = {'status': 201"), "{repair}");
+}
+
+/// Plans are normalised before they run: a custom plan naming its resource
+/// again in also_loads, with the id as a string of digits, runs (it used to
+/// reach the sandbox as it was and answer 500).
+#[test]
+fn a_plan_naming_its_collection_twice_is_normalised_not_a_500() {
+    let promote = "updated = store.patch(ctx['segments'][1], {'role': 'admin'})\nREPLY = {'status': 200, 'body': updated}";
+    let twice = json!({
+        "action": "custom", "resource": "members", "also_loads": ["members", "members"], "id": "1",
+        "code": {"language": "python", "block": format!("```python\n{promote}\n```")},
+    });
+    let fake = FakeLlm::start(vec![Reply::Oracle, Reply::Text(twice.to_string())]);
+    let app = start(&fake, "openai", "llm", "llm-normalise", &[]);
+    assert_eq!(app.send("POST", "/members/", Some(json!({"name": "Ada"}))).status(), 201);
+    let promoted = app.send("POST", "/members/1/promote", None);
+    assert_eq!(json_of(promoted), (reqwest::StatusCode::OK, json!({"id": 1, "name": "Ada", "role": "admin"})));
+    assert_eq!(fake.calls().len(), 2, "no repair was needed");
+}

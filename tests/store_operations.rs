@@ -170,6 +170,30 @@ fn list_without_arguments_returns_everything_and_rejects_negative_paging() {
     assert!(matches!(error(&report), anypath_sandbox::ExecError::Exception { type_name, .. } if type_name == "ValueError"));
 }
 
+/// A block may hand the query's values over as they are: lists of strings.
+#[test]
+fn paging_and_search_accept_the_query_form() {
+    let page = query("REPLY = {'status': 200, 'body': store.list(limit=['2'], offset=['1'], sort=['age'])['page']}");
+    assert_eq!(page, json!({"limit": 2, "offset": 1, "total": 4}));
+    let ctx = json!({"query": {"limit": ["1"], "offset": [" 2 "], "sort": ["-age"]}});
+    let report = run_with("q = ctx['query']\nREPLY = {'status': 200, 'body': store.list(limit=q.get('limit'), offset=q.get('offset'), sort=q.get('sort'))}", ctx, people());
+    assert_eq!(body(&report)["items"][0]["name"], "Zed");
+    assert_eq!(query("REPLY = {'status': 200, 'body': store.list(limit=[], offset=None)['page']}"), json!({"limit": null, "offset": 0, "total": 4}));
+    assert_eq!(names("{'name': ['hartmann'], 'age__gt': ['30']}"), json!(["hartmann"]));
+    for (code, needle) in [
+        ("store.list(limit=['1', '2'])", "expected one value"),
+        ("store.list(limit='ten')", "limit must be an integer"),
+        ("store.list(limit=2.5)", "limit must be an integer"),
+        ("store.list(offset=True)", "offset must be an integer"),
+        ("store.list(sort=[3])", "sort must be a field name"),
+    ] {
+        match error(&run_with(&format!("{code}\nREPLY = {{'status': 200}}"), json!({}), people())) {
+            anypath_sandbox::ExecError::Exception { message, .. } => assert!(message.contains(needle), "{code}: {message}"),
+            other => panic!("{code}: unexpected {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn first_write_creates_a_collection_that_did_not_exist() {
     let report = run("REPLY = {'status': 200, 'body': [store.get_all(), store.insert({'a': 1}), store.get_all()]}");

@@ -24,6 +24,8 @@ pub enum Reply {
     /// The rules' plan for the request, as clean JSON; where no rule fits,
     /// a custom plan answering 404 (a model that finds no such action).
     Oracle,
+    /// An HTTP error with this status and message, as a server refusing a parameter.
+    Refuse(u16, String),
 }
 
 /// One recorded call: which API, and the request body.
@@ -112,21 +114,29 @@ impl FakeLlm {
     }
 }
 
-fn answer(script: &Arc<Mutex<Script>>, api: &'static str, headers: &HeaderMap, body: Value) -> String {
+fn answer(script: &Arc<Mutex<Script>>, api: &'static str, headers: &HeaderMap, body: Value) -> Result<String, (u16, String)> {
     let mut script = script.lock().expect("script");
     let content_length = headers.contains_key(axum::http::header::CONTENT_LENGTH);
     script.calls.push(Call { api, body: body.clone(), content_length });
     let reply = script.replies.pop_front().or_else(|| script.fallback.clone()).unwrap_or(Reply::Text("I have no plan.".into()));
     match reply {
-        Reply::Text(text) => text,
-        Reply::Oracle => oracle(&body),
+        Reply::Text(text) => Ok(text),
+        Reply::Oracle => Ok(oracle(&body)),
+        Reply::Refuse(status, message) => Err((status, message)),
     }
 }
 
-/// The rules' plan for the request context in the first user message.
+/// The rules' plan for the request context in the last request message
+/// (worked examples come before it, repairs after it).
 fn oracle(body: &Value) -> String {
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    let user = messages.iter().find(|m| m["role"] == "user").and_then(|m| m["content"].as_str()).unwrap_or("");
+    let user = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .filter(|text| text.starts_with("Request context:"))
+        .last()
+        .unwrap_or("");
     let start = user.find('{').unwrap_or(0);
     let mut stream = serde_json::Deserializer::from_str(&user[start..]).into_iter::<Value>();
     let request = stream.next().and_then(Result::ok).unwrap_or(Value::Null);
@@ -167,21 +177,41 @@ fn tokens(body: &Value) -> u64 {
     body.to_string().len() as u64 / 4
 }
 
-async fn openai(State(script): State<Arc<Mutex<Script>>>, headers: HeaderMap, Json(body): Json<Value>) -> Json<Value> {
-    let input = tokens(&body);
-    let text = answer(&script, "openai", &headers, body);
-    Json(json!({
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": input, "completion_tokens": text.len() / 4},
-    }))
+type Answer = (axum::http::StatusCode, Json<Value>);
+
+fn refused(status: u16, message: String) -> Answer {
+    let status = axum::http::StatusCode::from_u16(status).expect("a scripted status");
+    (status, Json(json!({"error": {"message": message, "type": "invalid_request_error"}})))
 }
 
-async fn anthropic(State(script): State<Arc<Mutex<Script>>>, headers: HeaderMap, Json(body): Json<Value>) -> Json<Value> {
+async fn openai(State(script): State<Arc<Mutex<Script>>>, headers: HeaderMap, Json(body): Json<Value>) -> Answer {
     let input = tokens(&body);
-    let text = answer(&script, "anthropic", &headers, body);
-    Json(json!({
+    let text = match answer(&script, "openai", &headers, body) {
+        Ok(text) => text,
+        Err((status, message)) => return refused(status, message),
+    };
+    (axum::http::StatusCode::OK, Json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": input, "completion_tokens": text.len() / 4},
+    })))
+}
+
+/// Anthropic Messages; a forced tool call is answered as a `tool_use` block
+/// whose input is the scripted JSON object, as the real API does.
+async fn anthropic(State(script): State<Arc<Mutex<Script>>>, headers: HeaderMap, Json(body): Json<Value>) -> Answer {
+    let input = tokens(&body);
+    let forced_tool = body["tool_choice"]["name"].as_str().map(str::to_owned);
+    let text = match answer(&script, "anthropic", &headers, body) {
+        Ok(text) => text,
+        Err((status, message)) => return refused(status, message),
+    };
+    let block = match (forced_tool, serde_json::from_str::<Value>(&text)) {
+        (Some(name), Ok(object @ Value::Object(_))) => json!({"type": "tool_use", "id": "toolu_1", "name": name, "input": object}),
+        _ => json!({"type": "text", "text": text}),
+    };
+    (axum::http::StatusCode::OK, Json(json!({
         "type": "message",
-        "content": [{"type": "text", "text": text}],
+        "content": [block],
         "usage": {"input_tokens": input, "output_tokens": text.len() / 4},
-    }))
+    })))
 }

@@ -2,7 +2,7 @@
 //! most two repairs when the LLM's plan is invalid or its block fails. A
 //! failed attempt writes nothing: only a block that succeeds is committed.
 
-use anypath_rest::{Plan, RequestContext, shape};
+use anypath_rest::{Plan, RequestContext, lessons, shape};
 use serde_json::{Value, json};
 
 use crate::calls::{PLANNER_PLAN, STORE_PLAN_EVICT, STORE_PLAN_PUT, post, post_json};
@@ -83,7 +83,8 @@ pub fn plan_and_run(
         } else {
             format!("invalid plan: {}", answer["problem"].as_str().unwrap_or("unknown"))
         };
-        problems.push(problem.clone());
+        // The client hears what failed; the model also gets the pattern that fixes it.
+        problems.push(lessons::untaught(&problem).to_owned());
         if usage.repairs >= MAX_REPAIRS {
             return Err(Failure::new(
                 502,

@@ -2,7 +2,7 @@
 //! commit the journal with what the block read; re-run on a conflict.
 
 use anypath_rest::plan::LoadSpec;
-use anypath_rest::{Plan, RequestContext};
+use anypath_rest::{Plan, RequestContext, lessons};
 use http_client::call;
 use serde_json::{Value, json};
 
@@ -109,6 +109,13 @@ fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], config: &Co
     }
     let url = format!("{}/v1/exec", config.sandbox_url);
     let answer = call(&url, Some(&bytes), &headers, config.call_timeout).map_err(|e| Failure::unavailable("sandbox", e))?;
+    if answer.status == 400 {
+        // The request was built from the plan (its code, its collections): a
+        // plan the sandbox refuses is the plan's defect, repaired like one.
+        let failure = Failure::passed_on(&answer, "sandbox");
+        let problem = format!("the sandbox refused the plan: {}", failure.message);
+        return Err(RunError::Block { failure, problem });
+    }
     if answer.status != 200 {
         return Err(Failure::passed_on(&answer, "sandbox").into());
     }
@@ -131,8 +138,13 @@ fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], config: &Co
     Err(RunError::Block { failure, problem: describe_fault(&kind, error, &message) })
 }
 
-/// The sandbox's verdict in words the model can act on.
+/// The sandbox's verdict in words the model can act on, with the pattern that fixes it.
 fn describe_fault(kind: &str, error: &Value, message: &str) -> String {
+    let type_name = error["type_name"].as_str().unwrap_or("");
+    lessons::teach(&state_fault(kind, error, message), lessons::for_block_fault(kind, type_name, message))
+}
+
+fn state_fault(kind: &str, error: &Value, message: &str) -> String {
     match kind {
         "policy" => format!(
             "the policy gate refused the code at line {}: {message}",

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use anypath_rest::llm::{Provider, Settings};
+use anypath_rest::llm::{OutputMode, Provider, Settings};
 use spin_sdk::variables;
 
 /// How plans are made.
@@ -37,6 +37,9 @@ pub struct Config {
     pub host: String,
     pub api_key: String,
     pub settings: Result<Settings, String>,
+    /// `llm_structured_output`: a fixed mode, or `None` for auto (strongest
+    /// the server accepts, remembered).
+    pub output_mode: Option<OutputMode>,
     pub timeout: Duration,
     pub call_timeout: Duration,
 }
@@ -92,6 +95,7 @@ impl Config {
             host,
             api_key,
             settings,
+            output_mode: OutputMode::from_name(&var("llm_structured_output")),
             timeout: Duration::from_millis(var("llm_timeout_ms").parse().unwrap_or(60_000)),
             call_timeout: Duration::from_millis(var("call_timeout_ms").parse().unwrap_or(10_000)),
         }

@@ -8,11 +8,12 @@
 //! repair with the reason.
 
 mod config;
+mod output_mode;
 
-use anypath_rest::llm::{self, Completion, LlmError, Turn};
-use anypath_rest::plan_check::parse_plan;
+use anypath_rest::llm::{self, Completion, LlmError, OutputMode, Turn};
+use anypath_rest::plan_check::{bind_to_path, parse_plan};
 use anypath_rest::prompt::{self, CollectionSummary, PROMPT_VERSION};
-use anypath_rest::{ErrorEnvelope, Plan, RequestContext, RestError, names, rules, shape};
+use anypath_rest::{ErrorEnvelope, Plan, RequestContext, RestError, lessons, names, rules, shape};
 use http_client::{CallError, call};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -89,6 +90,7 @@ fn status(config: &Config) -> Value {
         "llm_host": config.host,
         "model": config.model(),
         "prompt_version": PROMPT_VERSION,
+        "structured_output": config.output_mode.map_or("auto", OutputMode::name),
         "llm_ready": config.mode == Mode::Rules || (config.settings.is_ok() && !config.base_url.is_empty()),
     })
 }
@@ -125,16 +127,52 @@ fn plan(config: &Config, request: PlanRequest, request_id: &str) -> Result<Value
         }
     }
     let described = describe(config, &request.tenant, &request.ctx, request_id);
-    let mut turns = vec![prompt::request_turn(&request.ctx, &described)];
-    for repair in &request.repairs {
-        turns.extend(prompt::repair_turns(&repair.answer, &repair.problem));
-    }
-    let completion = complete(config, settings, &turns, request_id)?;
-    let usage = Usage { llm_calls: 1, input_tokens: completion.input_tokens, output_tokens: completion.output_tokens };
+    let repairs: Vec<(String, String)> = request.repairs.into_iter().map(|r| (r.answer, r.problem)).collect();
+    let turns = prompt::conversation(&request.ctx, &described, &repairs);
+    let mut usage = Usage::default();
+    let completion = complete_in_best_mode(config, settings, &turns, request_id, &mut usage)?;
     Ok(match parse_plan(&completion.text) {
-        Ok(plan) => json!({"ok": true, "source": "llm", "plan": plan, "answer": completion.text, "cache_key": cache_key, "usage": usage}),
-        Err(problem) => json!({"ok": false, "problem": problem.to_string(), "answer": completion.text, "usage": usage}),
+        Ok(mut plan) => {
+            bind_to_path(&mut plan, &request.ctx);
+            json!({"ok": true, "source": "llm", "plan": plan, "answer": completion.text, "cache_key": cache_key, "usage": usage})
+        }
+        Err(problem) => {
+            let taught = lessons::teach(&problem.to_string(), lessons::for_plan_error(&problem));
+            json!({"ok": false, "problem": taught, "answer": completion.text, "usage": usage})
+        }
     })
+}
+
+/// One completion in the strongest output mode the server accepts: starts
+/// from the configured or remembered mode, steps down on a refusal, and
+/// remembers the mode that worked.
+fn complete_in_best_mode(
+    config: &Config,
+    settings: &llm::Settings,
+    turns: &[Turn],
+    request_id: &str,
+    usage: &mut Usage,
+) -> Result<Completion, Failure> {
+    let first = output_mode::starting(config, settings, request_id);
+    let mut mode = first;
+    loop {
+        usage.llm_calls += 1;
+        match complete(config, settings, turns, mode, request_id) {
+            Ok(completion) => {
+                usage.input_tokens += completion.input_tokens;
+                usage.output_tokens += completion.output_tokens;
+                if mode != first {
+                    output_mode::remember(config, settings, mode, request_id);
+                }
+                return Ok(completion);
+            }
+            Err(Refusal::Mode(error)) => match mode.fallback(settings.provider) {
+                Some(weaker) if config.output_mode.is_none() => mode = weaker,
+                _ => return Err(llm_failed(&error)),
+            },
+            Err(Refusal::Other(failure)) => return Err(failure),
+        }
+    }
 }
 
 fn unconfigured(message: String) -> Failure {
@@ -165,19 +203,29 @@ fn describe(config: &Config, tenant: &str, ctx: &RequestContext, request_id: &st
     }
 }
 
-fn complete(config: &Config, settings: &llm::Settings, turns: &[Turn], request_id: &str) -> Result<Completion, Failure> {
-    let http = llm::request(settings, &config.api_key, prompt::SYSTEM, turns);
+/// Why a completion failed: the server refused the output mode, or anything else.
+enum Refusal {
+    Mode(LlmError),
+    Other(Failure),
+}
+
+fn llm_failed(error: &LlmError) -> Failure {
+    Failure { status: 502, code: "llm_failed", message: error.to_string() }
+}
+
+fn complete(config: &Config, settings: &llm::Settings, turns: &[Turn], mode: OutputMode, request_id: &str) -> Result<Completion, Refusal> {
+    let http = llm::request(settings, &config.api_key, prompt::SYSTEM, turns, mode);
     let url = format!("{}{}", config.base_url, http.path);
     let mut headers: Vec<(&str, &str)> = http.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
     headers.push(("x-request-id", request_id));
-    let answer = call(&url, Some(&http.body), &headers, config.timeout).map_err(|e| match e {
-        CallError::Timeout => Failure { status: 504, code: "llm_timeout", message: "the LLM did not answer in time".into() },
-        other => Failure { status: 502, code: "llm_unavailable", message: format!("the LLM is unreachable: {other}") },
+    let answer = call(&url, Some(&http.body), &headers, config.timeout).map_err(|e| {
+        Refusal::Other(match e {
+            CallError::Timeout => Failure { status: 504, code: "llm_timeout", message: "the LLM did not answer in time".into() },
+            other => Failure { status: 502, code: "llm_unavailable", message: format!("the LLM is unreachable: {other}") },
+        })
     })?;
-    llm::response(settings.provider, answer.status, &answer.body).map_err(|e| match e {
-        LlmError::Status { .. } | LlmError::Malformed(_) => {
-            Failure { status: 502, code: "llm_failed", message: e.to_string() }
-        }
+    llm::response(settings.provider, answer.status, &answer.body).map_err(|e| {
+        if mode != OutputMode::Free && e.refuses_output_mode() { Refusal::Mode(e) } else { Refusal::Other(llm_failed(&e)) }
     })
 }
 

@@ -192,7 +192,8 @@ class Collection:
     def search(self, filters):
         """Documents matching every filter: `field=value` or `field__op=value`.
 
-        Operators: contains, icontains, gt, gte, lt, lte, ne, in.
+        Operators: contains, icontains, gt, gte, lt, lte, ne, in. A value in
+        the query's form (a one-element list of text) stands for that text.
         """
         if not isinstance(filters, dict):
             raise TypeError("filters must be a dict")
@@ -207,10 +208,15 @@ class Collection:
         """A page: {"items": [...], "page": {"limit", "offset", "total"}}.
 
         `sort` is a field name, "-field" for descending; `filters` are those of
-        `search` and apply before paging (`total` counts the matches).
+        `search` and apply before paging (`total` counts the matches). `limit`,
+        `offset` and `sort` may be given as ctx['query'] holds them (`['10']`).
         """
+        limit = _query_value(limit)
         limit = _non_negative(limit, "limit") if limit is not None else None
-        offset = _non_negative(offset or 0, "offset")
+        offset = _non_negative(_query_value(offset) or 0, "offset")
+        sort = _query_value(sort)
+        if sort is not None and not isinstance(sort, str):
+            raise TypeError(f"sort must be a field name, '-field' for descending, not {sort!r}")
         if filters:
             tests = [_compile_filter(k, v) for k, v in filters.items()]
             docs = [d for d in self._scan().values() if all(test(d) for test in tests)]
@@ -280,7 +286,21 @@ class Store(Collection):
         return list(self._by_name)
 
 
+def _query_value(value):
+    """A query parameter as the block may pass it: `['10']` (how ctx['query']
+    holds it), `'10'` or `10`. An empty list is no value."""
+    if isinstance(value, (list, tuple)):
+        if len(value) > 1:
+            raise ValueError(f"expected one value, got {len(value)}: {list(value)!r}")
+        return value[0] if value else None
+    return value
+
+
 def _non_negative(value, what):
+    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{what} must be an integer, not {value!r}")
+    if isinstance(value, str):
+        value = value.strip()
     try:
         number = int(value)
     except (TypeError, ValueError):
@@ -306,6 +326,9 @@ def _compile_filter(key, expected):
         if tail in _OPERATORS:
             field, op = head, tail
     test = _TESTS[op]
+    if op != "in" and isinstance(expected, list) and len(expected) == 1 and isinstance(expected[0], str):
+        # ctx['query'] passed as it is: each value is a one-element list of text.
+        expected = expected[0]
 
     def matches(doc):
         if field not in doc:

@@ -8,11 +8,13 @@
 //! the new document values, then swaps the index with a compare-and-swap (a
 //! journal over several collections goes through `transaction`), so a
 //! journal lands whole or not at all and no concurrent update is lost. Also
-//! the plan cache (`/plan-cache/get|put|evict`) and `/describe` (a short
+//! the plan cache (`/plan-cache/get|put|evict`), the planner memo
+//! (`/planner-memo/get|put`) and `/describe` (a short
 //! summary of collections for the planner's prompt).
 
 mod describe;
 mod keys;
+mod memo;
 mod plans;
 mod transaction;
 
@@ -110,6 +112,8 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
         (Method::Post, "/describe") => parse(request.body()).and_then(|r| describe::describe(&open()?, r)).and_then(|v| encode(&v)),
         (Method::Post, "/plan-cache/get") => parse(request.body()).and_then(|r| plans::get(&open()?, r)).and_then(|v| encode(&v)),
         (Method::Post, "/plan-cache/put") => parse(request.body()).and_then(|r| plans::put(&open()?, r)).and_then(|v| encode(&v)),
+        (Method::Post, "/planner-memo/get") => parse(request.body()).and_then(|r| memo::get(&open()?, r)).and_then(|v| encode(&v)),
+        (Method::Post, "/planner-memo/put") => parse(request.body()).and_then(|r| memo::put(&open()?, r)).and_then(|v| encode(&v)),
         (Method::Post, "/plan-cache/evict") => {
             parse(request.body()).and_then(|r| plans::evict(&open()?, r)).and_then(|v| encode(&v))
         }

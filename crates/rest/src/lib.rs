@@ -4,11 +4,14 @@
 
 pub mod context;
 pub mod error;
+pub mod examples;
 pub mod journal;
+pub mod lessons;
 pub mod llm;
 pub mod names;
 pub mod plan;
 pub mod plan_check;
+pub mod plan_schema;
 pub mod prompt;
 pub mod reply;
 pub mod rules;

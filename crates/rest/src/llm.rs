@@ -5,6 +5,8 @@
 
 use serde_json::{Value, json};
 
+use crate::plan_schema::{SCHEMA_NAME, plan_json_schema};
+
 /// Which API a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Provider {
@@ -36,6 +38,59 @@ pub struct Settings {
     pub model: String,
     pub temperature: f64,
     pub max_tokens: u32,
+}
+
+/// How the answer is held to the plan's shape, strongest first. A server
+/// that refuses one is asked again with the next, and the planner remembers
+/// what worked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputMode {
+    /// OpenAI-compatible: `response_format` with the plan's JSON Schema;
+    /// Anthropic: a forced tool call whose input schema is the plan's.
+    Schema,
+    /// OpenAI-compatible `response_format: {"type": "json_object"}`.
+    JsonObject,
+    /// Nothing but the prompt.
+    Free,
+}
+
+impl OutputMode {
+    /// Every mode, strongest first.
+    pub const ALL: [Self; 3] = [Self::Schema, Self::JsonObject, Self::Free];
+
+    /// The name used in settings and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Schema => "json_schema",
+            Self::JsonObject => "json_object",
+            Self::Free => "none",
+        }
+    }
+
+    /// The mode called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name.trim())
+    }
+
+    /// The weaker mode to try when a server refuses this one (Anthropic has no JSON mode).
+    pub fn fallback(self, provider: Provider) -> Option<Self> {
+        match (self, provider) {
+            (Self::Schema, Provider::OpenAi) => Some(Self::JsonObject),
+            (Self::Schema, Provider::Anthropic) | (Self::JsonObject, _) => Some(Self::Free),
+            (Self::Free, _) => None,
+        }
+    }
+}
+
+/// Where what a server accepts is remembered: 64 hex digits of its URL and model.
+pub fn memo_key(base_url: &str, model: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for part in ["output_mode", base_url, model] {
+        hash.update(part.as_bytes());
+        hash.update([0u8]);
+    }
+    hex::encode(hash.finalize())
 }
 
 /// One turn of the conversation after the system prompt.
@@ -71,19 +126,47 @@ pub enum LlmError {
     Malformed(String),
 }
 
-/// Builds the request for `system` plus `turns`.
-pub fn request(settings: &Settings, api_key: &str, system: &str, turns: &[Turn]) -> HttpCall {
+impl LlmError {
+    /// Whether this looks like a server refusing the structured-output
+    /// parameters (rather than the key, the model or its load): then the
+    /// request is worth sending again with a weaker [`OutputMode`].
+    pub fn refuses_output_mode(&self) -> bool {
+        let Self::Status { status, message } = self else { return false };
+        let message = message.to_ascii_lowercase();
+        let names_it = ["response_format", "json_schema", "json_object", "schema", "grammar", "tool"]
+            .iter()
+            .any(|word| message.contains(word));
+        match status {
+            400 | 415 | 422 | 501 => names_it || message.contains("not supported") || message.contains("unsupported"),
+            500 => names_it,
+            _ => false,
+        }
+    }
+}
+
+/// Builds the request for `system` plus `turns`, asking for `mode`.
+pub fn request(settings: &Settings, api_key: &str, system: &str, turns: &[Turn], mode: OutputMode) -> HttpCall {
     let messages: Vec<Value> = turns.iter().map(|t| json!({"role": t.role, "content": t.content})).collect();
     match settings.provider {
         Provider::OpenAi => {
             let mut all = vec![json!({"role": "system", "content": system})];
             all.extend(messages);
-            let body = json!({
+            let mut body = json!({
                 "model": settings.model,
                 "messages": all,
                 "temperature": settings.temperature,
                 "max_tokens": settings.max_tokens,
             });
+            match mode {
+                OutputMode::Schema => {
+                    body["response_format"] = json!({
+                        "type": "json_schema",
+                        "json_schema": {"name": SCHEMA_NAME, "schema": plan_json_schema(), "strict": false},
+                    });
+                }
+                OutputMode::JsonObject => body["response_format"] = json!({"type": "json_object"}),
+                OutputMode::Free => {}
+            }
             let mut headers = vec![("content-type", "application/json".to_owned())];
             if !api_key.is_empty() {
                 headers.push(("authorization", format!("Bearer {api_key}")));
@@ -91,13 +174,21 @@ pub fn request(settings: &Settings, api_key: &str, system: &str, turns: &[Turn])
             HttpCall { path: "/v1/chat/completions", headers, body: body.to_string().into_bytes() }
         }
         Provider::Anthropic => {
-            let body = json!({
+            let mut body = json!({
                 "model": settings.model,
                 "system": system,
                 "messages": messages,
                 "temperature": settings.temperature,
                 "max_tokens": settings.max_tokens,
             });
+            if mode == OutputMode::Schema {
+                body["tools"] = json!([{
+                    "name": SCHEMA_NAME,
+                    "description": "Submit the plan for the request.",
+                    "input_schema": plan_json_schema(),
+                }]);
+                body["tool_choice"] = json!({"type": "tool", "name": SCHEMA_NAME});
+            }
             let headers = vec![
                 ("content-type", "application/json".to_owned()),
                 ("x-api-key", api_key.to_owned()),
@@ -132,7 +223,12 @@ pub fn response(provider: Provider, status: u16, body: &[u8]) -> Result<Completi
         }
         Provider::Anthropic => {
             let blocks = parsed["content"].as_array().ok_or_else(|| LlmError::Malformed("no content array".into()))?;
-            let text: String = blocks.iter().filter(|b| b["type"] == "text").filter_map(|b| b["text"].as_str()).collect();
+            // A forced tool call carries the plan as its input object.
+            let tool_input = blocks.iter().find(|b| b["type"] == "tool_use").map(|b| b["input"].to_string());
+            let text: String = match tool_input {
+                Some(input) => input,
+                None => blocks.iter().filter(|b| b["type"] == "text").filter_map(|b| b["text"].as_str()).collect(),
+            };
             if text.is_empty() {
                 return Err(LlmError::Malformed("no text content".into()));
             }
@@ -155,19 +251,19 @@ mod tests {
 
     #[test]
     fn openai_puts_the_system_prompt_first_and_uses_a_bearer_key() {
-        let call = request(&settings(Provider::OpenAi), "k", "sys", &[Turn { role: "user", content: "u".into() }]);
+        let call = request(&settings(Provider::OpenAi), "k", "sys", &[Turn { role: "user", content: "u".into() }], OutputMode::Free);
         let body: Value = serde_json::from_slice(&call.body).unwrap();
         assert_eq!(call.path, "/v1/chat/completions");
         assert_eq!(body["messages"][0], json!({"role": "system", "content": "sys"}));
         assert_eq!(body["messages"][1], json!({"role": "user", "content": "u"}));
         assert!(call.headers.contains(&("authorization", "Bearer k".into())));
-        let keyless = request(&settings(Provider::OpenAi), "", "sys", &[]);
+        let keyless = request(&settings(Provider::OpenAi), "", "sys", &[], OutputMode::Free);
         assert!(!keyless.headers.iter().any(|(n, _)| *n == "authorization"), "a local server needs no key");
     }
 
     #[test]
     fn anthropic_sends_system_apart_with_its_headers() {
-        let call = request(&settings(Provider::Anthropic), "k", "sys", &[Turn { role: "user", content: "u".into() }]);
+        let call = request(&settings(Provider::Anthropic), "k", "sys", &[Turn { role: "user", content: "u".into() }], OutputMode::Free);
         let body: Value = serde_json::from_slice(&call.body).unwrap();
         assert_eq!((call.path, &body["system"]), ("/v1/messages", &json!("sys")));
         assert!(call.headers.contains(&("x-api-key", "k".into())));
@@ -186,5 +282,51 @@ mod tests {
             Err(LlmError::Status { status: 401, message: "bad key".into() })
         );
         assert!(matches!(response(Provider::Anthropic, 200, b"{}"), Err(LlmError::Malformed(_))));
+    }
+
+    #[test]
+    fn structured_output_follows_the_mode() {
+        let body = |provider, mode| -> Value {
+            serde_json::from_slice(&request(&settings(provider), "k", "s", &[], mode).body).unwrap()
+        };
+        let schema = body(Provider::OpenAi, OutputMode::Schema);
+        assert_eq!(schema["response_format"]["type"], "json_schema");
+        assert_eq!(schema["response_format"]["json_schema"]["schema"], plan_json_schema());
+        assert_eq!(body(Provider::OpenAi, OutputMode::JsonObject)["response_format"], json!({"type": "json_object"}));
+        assert!(body(Provider::OpenAi, OutputMode::Free).get("response_format").is_none());
+        let tool = body(Provider::Anthropic, OutputMode::Schema);
+        assert_eq!(tool["tool_choice"], json!({"type": "tool", "name": SCHEMA_NAME}));
+        assert_eq!(tool["tools"][0]["input_schema"], plan_json_schema());
+        assert!(body(Provider::Anthropic, OutputMode::Free).get("tools").is_none());
+    }
+
+    #[test]
+    fn fallbacks_step_down_to_free_text() {
+        assert_eq!(OutputMode::Schema.fallback(Provider::OpenAi), Some(OutputMode::JsonObject));
+        assert_eq!(OutputMode::JsonObject.fallback(Provider::OpenAi), Some(OutputMode::Free));
+        assert_eq!(OutputMode::Schema.fallback(Provider::Anthropic), Some(OutputMode::Free));
+        assert_eq!(OutputMode::Free.fallback(Provider::OpenAi), None);
+        for mode in OutputMode::ALL {
+            assert_eq!(OutputMode::from_name(mode.name()), Some(mode));
+        }
+    }
+
+    #[test]
+    fn only_a_refused_format_is_a_reason_to_fall_back() {
+        let refused = |status: u16, message: &str| LlmError::Status { status, message: message.into() }.refuses_output_mode();
+        assert!(refused(400, "'response_format' of type 'json_schema' is not supported with this model"));
+        assert!(refused(500, "JSON schema conversion failed"));
+        assert!(refused(422, "unsupported parameter"));
+        assert!(!refused(401, "invalid api key: response_format"));
+        assert!(!refused(400, "maximum context length exceeded"));
+        assert!(!refused(500, "model is loading"));
+        assert!(!LlmError::Malformed("x".into()).refuses_output_mode());
+    }
+
+    #[test]
+    fn a_forced_tool_call_answers_with_its_input() {
+        let answer = br#"{"content":[{"type":"tool_use","name":"rest_plan","input":{"action":"get"}}],"usage":{}}"#;
+        let text = response(Provider::Anthropic, 200, answer).unwrap().text;
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), json!({"action": "get"}));
     }
 }

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use crate::RequestContext;
 use crate::names;
 use crate::plan::{Code, Plan};
 
@@ -37,6 +38,7 @@ pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
         object.retain(|key, v| !(v.is_null() && matches!(key.as_str(), "criteria" | "also_loads" | "response_hints")));
     }
     let mut plan: Plan = serde_json::from_value(value).map_err(|e| PlanError::Schema(e.to_string()))?;
+    normalise(&mut plan);
     names::collection(&plan.resource).map_err(|e| PlanError::Schema(format!("resource: {e}")))?;
     if plan.also_loads.len() > MAX_ALSO_LOADS {
         return Err(PlanError::Schema(format!("also_loads names more than {MAX_ALSO_LOADS} collections")));
@@ -56,6 +58,47 @@ pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
     }
     plan.code = Code::python(&source);
     Ok(plan)
+}
+
+/// Repairs what a model gets wrong in form but not in meaning, as the rules
+/// would have written it: `/members` or `members.json` for `members`, an
+/// action in capitals, the resource (or a name twice) in `also_loads`, an id
+/// given as a string of digits for the integer the store keys by.
+fn normalise(plan: &mut Plan) {
+    let bare = |name: &str| name.trim().trim_matches('/').trim_end_matches(".json").to_owned();
+    plan.resource = bare(&plan.resource);
+    plan.action = plan.action.trim().to_ascii_lowercase();
+    let mut seen = vec![plan.resource.clone()];
+    plan.also_loads = std::mem::take(&mut plan.also_loads)
+        .into_iter()
+        .map(|name| bare(&name))
+        .filter(|name| {
+            let fresh = !seen.contains(name);
+            seen.push(name.clone());
+            fresh
+        })
+        .collect();
+    if let Some(Value::String(text)) = &plan.id {
+        if let Ok(number) = text.parse::<i64>() {
+            // Only the canonical spelling: "007" stays a string id.
+            if number.to_string() == *text {
+                plan.id = Some(Value::from(number));
+            }
+        }
+    }
+}
+
+/// Holds a CRUD plan on a CRUD path (`/c/` or `/c/<id>`) to the collection
+/// that path names: a small model copies the collection of a worked example.
+/// A custom action, or a longer path, may name any collection.
+pub fn bind_to_path(plan: &mut Plan, ctx: &RequestContext) {
+    let crud = ACTIONS.iter().take(ACTIONS.len() - 1).any(|a| *a == plan.action);
+    if let (true, [first] | [first, _]) = (crud, ctx.segments.as_slice()) {
+        if plan.resource != *first && names::collection(first).is_ok() {
+            plan.also_loads.retain(|name| name != first);
+            plan.resource = first.clone();
+        }
+    }
 }
 
 /// The first JSON object in `text` that looks like a plan: the whole text,
@@ -163,5 +206,32 @@ mod tests {
         let text = PLAN.replace(r#""action": "get""#, r#""action": "custom", "also_loads": ["orders"]"#);
         let plan = parse_plan(&text).unwrap();
         assert_eq!(plan.collections(), vec!["members", "orders"]);
+    }
+
+    #[test]
+    fn form_is_normalised_as_the_rules_write_it() {
+        let text = PLAN
+            .replace(r#""action": "get""#, r#""action": " GET ""#)
+            .replace(r#""resource": "members""#, r#""resource": "/members.json", "also_loads": ["members", "orders", "orders/"]"#)
+            .replace(r#""id": "1""#, r#""id": "12""#);
+        let plan = parse_plan(&text).unwrap();
+        assert_eq!((plan.action.as_str(), plan.resource.as_str()), ("get", "members"));
+        assert_eq!(plan.also_loads, vec!["orders".to_string()], "the resource and repeats are dropped");
+        assert_eq!(plan.id, Some(Value::from(12)));
+        let padded = parse_plan(&PLAN.replace(r#""id": "1""#, r#""id": "007""#)).unwrap();
+        assert_eq!(padded.id, Some(Value::from("007")), "only canonical digits become an integer");
+    }
+
+    #[test]
+    fn crud_plans_use_the_collection_of_their_path() {
+        use crate::context::RawRequest;
+        let raw = RawRequest { method: "GET", path: "/members/1", query: "", headers: &[], body: b"", client_ip: "" };
+        let ctx = RequestContext::build(&raw, "t").unwrap();
+        let mut copied = parse_plan(&PLAN.replace(r#""resource": "members""#, r#""resource": "books", "also_loads": ["members"]"#)).unwrap();
+        bind_to_path(&mut copied, &ctx);
+        assert_eq!((copied.resource.as_str(), copied.also_loads.len()), ("members", 0));
+        let mut custom = parse_plan(&PLAN.replace(r#""action": "get""#, r#""action": "custom""#).replace("members", "books")).unwrap();
+        bind_to_path(&mut custom, &ctx);
+        assert_eq!(custom.resource, "books", "a custom action may use another collection");
     }
 }

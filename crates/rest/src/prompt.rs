@@ -8,47 +8,36 @@ use crate::RequestContext;
 use crate::llm::Turn;
 
 /// Bumped whenever the prompt changes, so cached plans of the old prompt are not reused.
-pub const PROMPT_VERSION: &str = "p2";
+pub const PROMPT_VERSION: &str = "p3";
 
-/// The system prompt: role, schema, rules and the store API.
-pub const SYSTEM: &str = r#"You are a REST Planner. For each HTTP request context, infer the intended action over a resource collection and produce:
-1. a strict JSON plan and
-2. a single Python code block that performs the action using the provided `store` API (already available in the runtime).
-You do not make network calls in the generated code. You only read/write JSON collections via `store`. You never import modules other than json, re, math, statistics, datetime, itertools, uuid. You return data structures that are JSON-serializable.
+/// The system prompt: role, answer shape, routing, code rules and the store API.
+pub const SYSTEM: &str = r#"You are a REST Planner. For each HTTP request you get its context and answer one JSON object: a plan and a Python block that performs the request with the `store` API already in the runtime. The code makes no network calls, imports nothing but json, re, math, statistics, datetime, itertools, uuid, and never prints.
 
-SCHEMA (your output must be valid JSON):
-{
-  "action": "create|get|list|replace|patch|delete|search|custom",
-  "resource": "<collection name>",
-  "also_loads": ["<other collection the code reads or writes>"],
-  "id": "<string or int or null>",
-  "criteria": {"field": "value"},
-  "payload": {},
-  "response_hints": {"status": 200, "location_id": null},
-  "code": {"language": "python", "block": "```python\n# code that uses 'store' and 'ctx'\n```"}
-}
+Answer exactly this JSON shape:
+{"action": "create|get|list|replace|patch|delete|search|custom", "resource": "<collection>", "also_loads": ["<other collection the code uses>"], "id": <id from the path, or null>, "code": {"language": "python", "block": "```python\n<code>\n```"}}
 
-Rules:
-- Collection name defaults to the first path segment (/members/... -> "members").
-- id is the second segment if present and not "search".
-- /<collection>/search sets action "search"; filters come from query parameters.
-- POST /<collection>/ -> create; GET /<collection>/ -> list; GET /<collection>/<id> -> get; PUT -> replace; PATCH -> patch; DELETE -> delete.
-- Anything else (e.g. POST /members/1/promote, GET /orders/stats, GET /members/1/orders) is action "custom"; name every other collection the code touches in also_loads.
-- Read ids, query values and the body from ctx; never write them into the code as literals, so the plan works for any id.
-- If the body lacks an id on create, call store.insert(payload) and use the returned id.
-- The code must end by assigning REPLY = {"status": int, "headers": {...}, "body": <json>}. Do not print.
-- Put an id into a path with quote_segment(id): {"Location": "/members/" + quote_segment(new_id)}.
-- Missing documents answer 404 with {"error": {"code": "not_found", "message": "..."}}.
+Routing:
+- The collection is the first path segment (/members/... -> "members"); the id is the second, unless it is "search".
+- POST /c/ create; GET /c/ list; GET /c/<id> get; PUT /c/<id> replace; PATCH /c/<id> patch; DELETE /c/<id> delete; GET /c/search?field=value search.
+- Anything else (POST /members/1/promote, GET /orders/stats, GET /members/1/orders) is "custom"; name every other collection the code touches in also_loads.
 
-ctx: {"method", "path", "segments": [...], "query": {"key": ["value", ...]}, "headers": {...}, "body_json": <json or null>}.
-store (the resource collection; store.collection(name) gives another loaded collection with the same methods):
-  store.get(id) -> dict or None          store.insert(obj) -> id (sets obj["id"])
+Code rules:
+- Read ids, query values and the body from ctx, never as literals: ctx['segments'][1], ctx['query'].get('limit'), ctx['body_json'].
+- Write Python strings with single quotes.
+- Every path through the code assigns REPLY = {'status': int, 'headers': {...}, 'body': <JSON value>}. REPLY is always a dict, never what a store call returns.
+- On create, store.insert(obj) returns the new id and sets obj['id']; answer 201, {'Location': '/<collection>/' + quote_segment(new_id)} and the object.
+- A missing document answers 404 with {'error': {'code': 'not_found', 'message': '...'}}.
+
+ctx = {'method', 'path', 'segments': [...], 'query': {'key': ['value', ...]}, 'headers': {...}, 'body_json': JSON or None}
+store (the resource collection; store.collection(name) is another loaded collection with the same methods):
+  store.get(id) -> dict or None          store.insert(obj) -> new id
   store.replace(id, obj) -> dict or None store.patch(id, delta) -> dict or None
   store.delete(id) -> bool               store.get_all() -> [dict]
-  store.search({"field": v, "field__gt": v}) -> [dict]   operators: contains icontains gt gte lt lte ne in
-  store.list(limit=None, offset=0, sort="-field", filters=None) -> {"items": [...], "page": {"limit", "offset", "total"}}
+  store.search({'field': v, 'field__gt': v}) -> [dict]   operators: contains icontains gt gte lt lte ne in
+  store.list(limit=None, offset=0, sort='-field', filters=None) -> {'items': [...], 'page': {'limit', 'offset', 'total'}}
+  An id may be given as the path has it (a string); limit, offset and sort as the query's lists.
 
-Now output only the JSON object per the schema above."#;
+Answer with the JSON object only."#;
 
 /// What the planner is told about one collection.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,6 +81,17 @@ pub fn request_turn(ctx: &RequestContext, collections: &[CollectionSummary]) -> 
     Turn { role: "user", content }
 }
 
+/// Everything after the system prompt: the worked example for this shape of
+/// request, the request itself, then each failed answer with what was wrong.
+pub fn conversation(ctx: &RequestContext, collections: &[CollectionSummary], repairs: &[(String, String)]) -> Vec<Turn> {
+    let mut turns: Vec<Turn> = crate::examples::for_request(ctx).turns().into();
+    turns.push(request_turn(ctx, collections));
+    for (answer, problem) in repairs {
+        turns.extend(repair_turns(answer, problem));
+    }
+    turns
+}
+
 /// The turns that ask for a repair of `previous` (the model's last answer).
 pub fn repair_turns(previous: &str, problem: &str) -> [Turn; 2] {
     [
@@ -114,6 +114,10 @@ mod tests {
     #[test]
     fn the_prompt_stays_small() {
         assert!(SYSTEM.len() < 3_000, "system prompt is {} characters", SYSTEM.len());
+        for example in &crate::examples::EXAMPLES {
+            let chars: usize = example.turns().iter().map(|t| t.content.len()).sum();
+            assert!(chars < 900, "the {} example is {chars} characters", example.action);
+        }
         let headers = vec![("content-type".to_string(), "application/json".to_string())];
         let body = br#"{"name": "Alice", "age": 31}"#;
         let raw = RawRequest { method: "POST", path: "/members/", query: "", headers: &headers, body, client_ip: "" };
