@@ -75,3 +75,47 @@ pub fn assert_envelope(response: Response, status: u16, code: &str) {
     assert_eq!(body["error"]["request_id"], id.as_str());
 }
 
+
+/// The `anypath` binary, Spin manifest and runner component an app runs with.
+pub struct Build {
+    pub binary: PathBuf,
+    pub manifest: PathBuf,
+    pub runner: PathBuf,
+}
+
+impl Build {
+    /// This build, or another one (to measure an older build) named by
+    /// `ANYPATH_UP_BIN`, `ANYPATH_UP_MANIFEST` and `ANYPATH_UP_RUNNER`, each
+    /// optional; a manifest's relative paths resolve from its own directory.
+    pub fn from_env() -> Self {
+        let chosen = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let build = Build {
+            binary: chosen("ANYPATH_UP_BIN").unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_anypath"))),
+            manifest: chosen("ANYPATH_UP_MANIFEST").unwrap_or_else(|| repo().join("spin.toml")),
+            runner: chosen("ANYPATH_UP_RUNNER").unwrap_or_else(super::runner_path),
+        };
+        for path in [&build.binary, &build.manifest, &build.runner] {
+            assert!(path.is_file(), "{} is missing", path.display());
+        }
+        build
+    }
+}
+
+impl App {
+    /// Starts `build` with its own key-value file and `env` on top of the test's environment.
+    pub fn start_build(kv: &Path, build: &Build, env: &[(String, String)]) -> Self {
+        let mut command = Command::new(&build.binary);
+        command
+            .args(["up", "--listen", "127.0.0.1:0", "--from"])
+            .arg(&build.manifest)
+            .arg("--kv")
+            .arg(kv)
+            .arg("--runner")
+            .arg(&build.runner)
+            .env_remove("SPIN_VARIABLE_AUTH_TOKEN")
+            .envs(env.iter().map(|(k, v)| (k, v)));
+        let process = super::Spawned::start(&mut command, "app serving");
+        let base = format!("http://{}", process.address);
+        App { process, base }
+    }
+}

@@ -1,11 +1,13 @@
-//! Build automation: `cargo xtask <up|test|bench|build>`.
+//! Build automation: `cargo xtask <up|test|bench|build|model>`.
 //!
 //! Each command installs what it needs (wasm targets through
-//! `rust-toolchain.toml`, componentize-py and, for the tests, schemathesis in
-//! a project-local venv), builds the Python runner and the native host, then
-//! does its job.
+//! `rust-toolchain.toml`, componentize-py and, for the tests, schemathesis
+//! and the llama.cpp server xllamacpp in a project-local venv, plus a small
+//! local model in the user's cache directory), builds the Python runner and
+//! the native host, then does its job.
 
 mod app_bench;
+mod model;
 mod python_runner;
 mod steps;
 mod venv;
@@ -20,7 +22,8 @@ commands:
   up      build everything and run the sandbox locally on 127.0.0.1:3000
   test    build everything and run every test
   bench   build everything and print the benchmark figures
-  build   build everything";
+  build   build everything
+  model   install the local model server and the small model the tests plan with";
 
 fn main() -> ExitCode {
     match run() {
@@ -44,6 +47,7 @@ fn run() -> anyhow::Result<()> {
         "test" => steps::test(rest),
         "up" => steps::up(rest),
         "bench" => steps::bench(rest),
+        "model" => steps::model(),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

@@ -92,12 +92,32 @@ fn ensure_wasm_target() -> anyhow::Result<()> {
 pub fn test(extra: &[String]) -> anyhow::Result<()> {
     let built = build_with(&["test", "--release", "--workspace", "--no-run"])?;
     let schemathesis = crate::venv::ensure(&crate::venv::SCHEMATHESIS)?;
+    let (python, model) = small_model()?;
     step("running every test");
     run(Command::new(cargo())
         .args(["test", "--release", "--workspace"])
         .args(extra)
         .env("ANYPATH_RUNNER", &built.runner)
-        .env("ANYPATH_SCHEMATHESIS", schemathesis))
+        .env("ANYPATH_SCHEMATHESIS", schemathesis)
+        .env("ANYPATH_PYTHON", python)
+        .env("ANYPATH_LLM_MODEL", model))
+}
+
+/// The venv's Python with the llama.cpp server, and the small model's path:
+/// what `tests/small_model.rs` runs a real model with.
+fn small_model() -> anyhow::Result<(PathBuf, PathBuf)> {
+    let python = crate::venv::ensure_library(&crate::venv::XLLAMACPP)?;
+    let model = crate::model::ensure_small_model()?;
+    Ok((python, model))
+}
+
+/// `cargo xtask model`: install the model server and the small model, and
+/// print the settings the small-model test reads.
+pub fn model() -> anyhow::Result<()> {
+    let (python, model) = small_model()?;
+    println!("ANYPATH_PYTHON={}", python.display());
+    println!("ANYPATH_LLM_MODEL={}", model.display());
+    Ok(())
 }
 
 /// `cargo xtask up`: build, then run the app on 127.0.0.1:3000 until Ctrl-C.

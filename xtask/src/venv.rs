@@ -1,9 +1,9 @@
-//! The project-local Python venv (`.venv`) and the pinned tools installed into it.
+//! The project-local Python venv (`.venv`) and the pinned tools and libraries installed into it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 
 use crate::steps::{root, run, step};
 
@@ -21,25 +21,90 @@ pub const COMPONENTIZE_PY: Tool = Tool { package: "componentize-py", version: "0
 /// The API fuzzer the test suite runs against `/openapi.json`.
 pub const SCHEMATHESIS: Tool = Tool { package: "schemathesis", version: "4.32.5", command: "schemathesis" };
 
+/// A Python library from PyPI, pinned to one release and to the hashes of its files.
+pub struct Library {
+    pub package: &'static str,
+    pub version: &'static str,
+    /// sha256 of each distribution file pip may install; any other is refused.
+    pub sha256: &'static [&'static str],
+}
+
+/// llama.cpp's HTTP server as a Python library: serves the small model the
+/// planner tests run against. Its only wheel pinned here is the CPU build
+/// for Linux x86_64 (manylinux2014, CPython >= 3.10); it has no runtime
+/// dependencies.
+pub const XLLAMACPP: Library = Library {
+    package: "xllamacpp",
+    version: "2026.10.11549",
+    sha256: &["c54e7d13520ecc989c63dc99d55de3065e2f343a91f43f053d16b5e62077c261"],
+};
+
 /// The tool's command in `.venv`, installing the pinned release when it is missing or another.
 pub fn ensure(tool: &Tool) -> anyhow::Result<PathBuf> {
-    let venv = root().join(".venv");
-    let bin = venv.join("bin").join(tool.command);
+    let bin = venv_dir().join("bin").join(tool.command);
     if installed_version(&bin).as_deref() == Some(tool.version) {
         return Ok(bin);
     }
-    if !venv.join("bin/pip").is_file() {
-        step("creating the project-local python venv in .venv");
-        run(Command::new(python()).args(["-m", "venv"]).arg(&venv))?;
-    }
+    ensure_venv()?;
     step(&format!("installing {} {} into .venv", tool.package, tool.version));
-    run(Command::new(venv.join("bin/pip"))
+    run(Command::new(venv_dir().join("bin/pip"))
         .args(["install", "--quiet", "--disable-pip-version-check"])
         .arg(format!("{}=={}", tool.package, tool.version)))?;
     match installed_version(&bin) {
         Some(v) if v == tool.version => Ok(bin),
         other => bail!("{} {} expected in .venv, found {other:?}", tool.package, tool.version),
     }
+}
+
+/// The venv's Python, with the pinned library installed: only a file whose
+/// hash is pinned is accepted, and nothing else is pulled in.
+pub fn ensure_library(library: &Library) -> anyhow::Result<PathBuf> {
+    let python = ensure_venv()?;
+    if library_version(&python, library.package).as_deref() == Some(library.version) {
+        return Ok(python);
+    }
+    step(&format!("installing {} {} into .venv (hash-pinned)", library.package, library.version));
+    let requirements = std::env::temp_dir().join(format!("anypath-{}-{}.txt", library.package, std::process::id()));
+    let hashes: Vec<String> = library.sha256.iter().map(|h| format!("--hash=sha256:{h}")).collect();
+    std::fs::write(&requirements, format!("{}=={} {}\n", library.package, library.version, hashes.join(" ")))
+        .with_context(|| format!("writing {}", requirements.display()))?;
+    let installed = run(Command::new(venv_dir().join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "--require-hashes", "--no-deps", "-r"])
+        .arg(&requirements));
+    let _ = std::fs::remove_file(&requirements);
+    installed.with_context(|| format!("installing {} {} from PyPI", library.package, library.version))?;
+    match library_version(&python, library.package) {
+        Some(v) if v == library.version => Ok(python),
+        other => bail!("{} {} expected in .venv, found {other:?}", library.package, library.version),
+    }
+}
+
+/// `.venv/bin/python`, creating the venv when it is missing.
+pub fn ensure_venv() -> anyhow::Result<PathBuf> {
+    let venv = venv_dir();
+    if !venv.join("bin/pip").is_file() {
+        step("creating the project-local python venv in .venv");
+        run(Command::new(python()).args(["-m", "venv"]).arg(&venv))?;
+    }
+    Ok(venv.join("bin/python"))
+}
+
+/// The project-local venv.
+pub fn venv_dir() -> PathBuf {
+    root().join(".venv")
+}
+
+/// The installed version of a library, as its metadata says.
+fn library_version(python: &Path, package: &str) -> Option<String> {
+    let output = Command::new(python)
+        .args(["-c", "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))", package])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    String::from_utf8(output.stdout).ok().map(|v| v.trim().to_owned())
 }
 
 /// The last word of `<command> --version`.

@@ -92,7 +92,9 @@ pub const EXAMPLES: [Example; 8] = [
         path: "/books/7/lend",
         query: "",
         body: r#"{"reader": "Ann"}"#,
-        code: "body = ctx['body_json'] or {}\nobj = store.patch(ctx['segments'][1], {'lent_to': body.get('reader'), 'available': False})\nif obj is None:\n    REPLY = NOT_FOUND\nelse:\n    REPLY = {'status': 200, 'body': obj}",
+        // Read, change, write back: a small model keeps this shape even where
+        // it would otherwise pick `replace` over `patch` and drop fields.
+        code: "body = ctx['body_json'] or {}\nobj = store.get(ctx['segments'][1])\nif obj is None:\n    REPLY = NOT_FOUND\nelse:\n    obj.update({'lent_to': body.get('reader'), 'available': False})\n    store.replace(ctx['segments'][1], obj)\n    REPLY = {'status': 200, 'body': obj}",
     },
 ];
 
