@@ -32,6 +32,11 @@ pub fn sandbox() -> &'static Sandbox {
     })
 }
 
+/// Runs `future` on the shared runtime.
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    runtime().block_on(future)
+}
+
 /// Runs one request on the shared sandbox.
 pub fn exec(request: ExecRequest) -> Report {
     runtime().block_on(sandbox().execute(request))

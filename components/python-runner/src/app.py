@@ -18,6 +18,8 @@ from componentize_py_types import Err
 from wit_world.imports import types as wit
 
 import captured_output
+import cell
+import cell_stdlib  # noqa: F401  (imported for the snapshot)
 import policy_gate
 import reply
 import resource_store
@@ -176,6 +178,19 @@ class WitWorld(wit_world.WitWorld):
         except Exception as exc:  # a runner bug must come back as data, not a trap
             empty = wit.CapturedOutput(stdout="", stdout_truncated=False, stderr="", stderr_truncated=False)
             raise Err(wit.Failure(kind=wit.FailureKind_Internal(f"{type(exc).__name__}: {exc}"), output=empty))
+
+    def run_cell(self, input):
+        return _run_cell(input)
+
+
+def _run_cell(input):
+    stdout, stderr, error = cell.run(input.code, dict(input.env), input.stdout_bytes, input.stderr_bytes)
+    info = None
+    exit_code = 0
+    if error is not None:
+        type_name, message, trace, exit_code = error
+        info = wit.ExceptionInfo(type_name=type_name, message=message, traceback=trace)
+    return wit.CellOutput(output=_output(stdout, stderr), error=info, exit_code=exit_code)
 
 
 def _warm_up():

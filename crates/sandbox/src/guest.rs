@@ -1,10 +1,14 @@
 //! Per-instance host state: an empty WASI context and the memory guard.
 
+use std::path::Path;
 use std::time::Instant;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+/// Where a session's directory appears inside the guest.
+pub const SESSION_DIR: &str = "/mnt/data";
 
 /// Largest table a guest may grow to; CPython needs tens of thousands of entries.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
@@ -22,11 +26,19 @@ impl GuestState {
     /// A WASI context with no preopened directories, no environment, no
     /// arguments, no stdio and no network: the guest can reach nothing outside.
     pub(crate) fn new(memory_cap: u64, deadline: Instant) -> Self {
-        let wasi = WasiCtxBuilder::new()
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
+        Self::build(WasiCtxBuilder::new(), memory_cap, deadline)
+    }
+
+    /// The same, plus one directory the guest sees at `/mnt/data`, read and
+    /// write: a code-interpreter session's files. Nothing above it is reachable.
+    pub(crate) fn with_session_dir(memory_cap: u64, deadline: Instant, dir: &Path) -> wasmtime::Result<Self> {
+        let mut builder = WasiCtxBuilder::new();
+        builder.preopened_dir(dir, SESSION_DIR, FsPerms::ReadWrite)?;
+        Ok(Self::build(builder, memory_cap, deadline))
+    }
+
+    fn build(mut builder: WasiCtxBuilder, memory_cap: u64, deadline: Instant) -> Self {
+        let wasi = builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false).build();
         Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline }
     }
 }

@@ -6,12 +6,15 @@
 //! block's `REPLY` plus a journal of mutations. This crate owns the wasmtime
 //! side: a fresh instance per execution, an empty WASI context (no files,
 //! environment, network or stdio), a fuel budget, a memory cap and an epoch
-//! deadline that also cuts calls blocked in the host.
+//! deadline that also cuts calls blocked in the host. Code-interpreter
+//! sessions keep one instance alive between runs (`live`), with a directory
+//! of their own at `/mnt/data` and no gate.
 
 mod artifact;
 mod bindings;
 mod guest;
 pub mod limits;
+pub mod live;
 pub mod outcome;
 mod pool;
 mod recycler;
@@ -20,6 +23,7 @@ mod sandbox;
 
 pub use artifact::ArtifactError;
 pub use limits::{LimitOverrides, Limits, PolicyError};
+pub use live::{CellReport, CellRequest, LiveInstance};
 pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
 pub use request::{CollectionInput, ExecRequest};
 pub use sandbox::{Sandbox, SandboxConfig, StartError};

@@ -22,7 +22,7 @@ use crate::request::{ExecRequest, PolicyGate};
 /// How often the epoch advances; the deadline is checked at this granularity.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Extra wall-clock time granted past the guest deadline before the call is dropped.
-const HOST_GRACE: Duration = Duration::from_millis(50);
+pub(crate) const HOST_GRACE: Duration = Duration::from_millis(50);
 /// Deadline for warming a fresh instance (no tenant code runs then).
 const WARM_UP_BUDGET: Duration = Duration::from_secs(30);
 /// Linear memory kept mapped in a pool slot between instances.
@@ -77,12 +77,12 @@ pub enum StartError {
 /// Cheap to clone; clones share the engine and the warm pool.
 #[derive(Clone)]
 pub struct Sandbox {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 pub(crate) struct Inner {
     pre: RunnerPre<GuestState>,
-    limits: Limits,
+    pub(crate) limits: Limits,
     pool: OnceLock<WarmPool>,
     recycler: Recycler,
     ticker_stop: Arc<AtomicBool>,
@@ -90,8 +90,8 @@ pub(crate) struct Inner {
 
 /// A started instance that has served no request yet.
 pub(crate) struct Instance {
-    store: Store<GuestState>,
-    runner: Runner,
+    pub(crate) store: Store<GuestState>,
+    pub(crate) runner: Runner,
 }
 
 impl Sandbox {
@@ -192,6 +192,11 @@ impl Inner {
     /// Starts and warms a fresh instance. No tenant code or data touches it.
     pub(crate) async fn start_instance(&self, warm: bool) -> wasmtime::Result<Instance> {
         let state = GuestState::new(self.limits.memory_bytes, Instant::now() + WARM_UP_BUDGET);
+        self.start_instance_with(state, warm).await
+    }
+
+    /// Starts an instance on `state` (a session's, with its directory).
+    pub(crate) async fn start_instance_with(&self, state: GuestState, warm: bool) -> wasmtime::Result<Instance> {
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.memory);
         store.set_fuel(u64::MAX)?;
@@ -289,7 +294,7 @@ fn invalid(message: &str) -> ExecError {
     ExecError::InvalidRequest { message: message.to_owned() }
 }
 
-fn internal(context: &str, error: &wasmtime::Error) -> ExecError {
+pub(crate) fn internal(context: &str, error: &wasmtime::Error) -> ExecError {
     ExecError::Internal { message: format!("{context}: {error:#}") }
 }
 
@@ -321,7 +326,7 @@ fn wit_input(request: ExecRequest, limits: &Limits) -> wit::ExecInput {
     }
 }
 
-fn trap_error(error: &wasmtime::Error, limits: &Limits, memory_refused: bool) -> ExecError {
+pub(crate) fn trap_error(error: &wasmtime::Error, limits: &Limits, memory_refused: bool) -> ExecError {
     match error.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => ExecError::FuelExhausted { budget: limits.fuel },
         Some(Trap::Interrupt) => ExecError::Timeout { timeout_ms: limits.timeout_ms },
@@ -331,7 +336,7 @@ fn trap_error(error: &wasmtime::Error, limits: &Limits, memory_refused: bool) ->
     }
 }
 
-fn output_of(output: &wit::CapturedOutput) -> Output {
+pub(crate) fn output_of(output: &wit::CapturedOutput) -> Output {
     Output {
         stdout: output.stdout.clone(),
         stdout_truncated: output.stdout_truncated,

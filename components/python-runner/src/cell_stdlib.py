@@ -1,0 +1,28 @@
+"""The standard library a code-interpreter cell can import.
+
+componentize-py snapshots the runner after importing it, and only modules
+imported then exist in the component: this module imports the parts of the
+standard library that work under WASI, so analysis code finds them. A module
+that does not import here (no WASI support) is simply absent.
+"""
+
+import importlib
+
+MODULES = (
+    "abc argparse array ast base64 binascii bisect calendar cmath codecs collections collections.abc "
+    "colorsys contextlib copy csv dataclasses datetime decimal difflib encodings.idna enum errno fnmatch fractions "
+    "functools glob graphlib gzip hashlib heapq hmac html html.parser http http.client io ipaddress "
+    "itertools json keyword locale logging lzma bz2 math mimetypes numbers operator os pathlib pickle "
+    "pprint queue random re reprlib secrets shlex shutil socket sqlite3 statistics string stringprep "
+    "struct tarfile tempfile textwrap time timeit tomllib traceback types typing unicodedata "
+    "urllib urllib.parse urllib.request uuid warnings weakref xml.dom.minidom xml.etree.ElementTree "
+    "zipfile zlib"
+).split()
+
+AVAILABLE = []
+for _name in MODULES:
+    try:
+        importlib.import_module(_name)
+        AVAILABLE.append(_name)
+    except Exception:  # absent under WASI: a cell that imports it gets ModuleNotFoundError
+        pass

@@ -1,0 +1,188 @@
+//! Live instances for code-interpreter sessions: one runner instance kept
+//! between runs, so the session's Python globals persist, with fuel, memory
+//! cap and deadline applied afresh to every run.
+//!
+//! A trap (fuel, deadline, memory) leaves a component instance unusable, so
+//! the instance is then dropped and the next run starts a fresh one on the
+//! same directory: the files stay, the in-memory state is reset, as when a
+//! notebook kernel restarts. Both reports say so.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::bindings::anypath::runner::types as wit;
+use crate::guest::GuestState;
+use crate::limits::{LimitOverrides, Limits};
+use crate::outcome::{ExecError, Metrics, Output};
+use crate::sandbox::{HOST_GRACE, Instance, Sandbox, internal, output_of, trap_error};
+
+/// One run of code in a session.
+#[derive(Debug, Clone, Default)]
+pub struct CellRequest {
+    pub code: String,
+    /// The environment the code sees; nothing of the host's reaches it.
+    pub env: Vec<(String, String)>,
+    /// Lower limits for this run (never higher than the session's).
+    pub limits: LimitOverrides,
+}
+
+/// What one run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellReport {
+    /// 0 when the code ran to its end.
+    pub exit_code: i32,
+    #[serde(flatten)]
+    pub output: Output,
+    /// The code's own frames, when it raised.
+    pub traceback: Option<String>,
+    /// Why the run failed: `exception` or a limit (`fuel_exhausted`, ...).
+    pub error: Option<ExecError>,
+    /// The in-memory state is not what earlier runs left: this run started a
+    /// fresh instance after a trap, or trapped and lost it.
+    pub state_reset: bool,
+    pub metrics: Metrics,
+}
+
+/// A session's runner instance, started on first use.
+pub struct LiveInstance {
+    sandbox: Sandbox,
+    dir: Option<PathBuf>,
+    limits: Limits,
+    instance: Option<Instance>,
+    /// Runs have been made and then their state lost.
+    lost_state: bool,
+}
+
+impl Sandbox {
+    /// A live instance whose code sees `dir` (when given) at `/mnt/data`,
+    /// under `limits` (narrowed to the sandbox's own). Nothing starts yet.
+    pub fn live_instance(&self, dir: Option<PathBuf>, limits: &LimitOverrides) -> LiveInstance {
+        let limits = self.limits().narrowed_by(limits);
+        LiveInstance { sandbox: self.clone(), dir, limits, instance: None, lost_state: false }
+    }
+}
+
+impl LiveInstance {
+    /// Whether an instance is running (and holds state).
+    pub fn is_live(&self) -> bool {
+        self.instance.is_some()
+    }
+
+    /// Linear memory the instance holds now, in bytes (0 when none is live).
+    pub fn memory_bytes(&self) -> u64 {
+        self.instance.as_ref().map_or(0, |i| i.store.data().memory.largest)
+    }
+
+    /// Drops the instance and its state; the next run starts fresh.
+    pub fn reset(&mut self) {
+        if self.instance.take().is_some() {
+            self.lost_state = true;
+        }
+    }
+
+    /// Runs `request`. Never panics on guest behaviour.
+    pub async fn run(&mut self, request: CellRequest) -> CellReport {
+        let started = Instant::now();
+        let limits = self.limits.narrowed_by(&request.limits);
+        let mut metrics = Metrics { warm: self.instance.is_some(), ..Metrics::default() };
+        let state_reset = self.lost_state && self.instance.is_none();
+        let mut report = match self.run_in_instance(request, &limits, &mut metrics).await {
+            Ok(report) => report,
+            Err(error) => failed(error, Output::default()),
+        };
+        if self.instance.is_none() {
+            // A trap dropped the instance: whatever this run built is gone too.
+            self.lost_state = true;
+            report.state_reset = true;
+        }
+        report.state_reset |= state_reset;
+        metrics.duration_us = started.elapsed().as_micros() as u64;
+        report.metrics = metrics;
+        report
+    }
+
+    async fn run_in_instance(&mut self, request: CellRequest, limits: &Limits, metrics: &mut Metrics) -> Result<CellReport, ExecError> {
+        let code_bytes = request.code.len() as u64;
+        if code_bytes > limits.max_code_bytes {
+            return Err(ExecError::CodeTooLarge { size_bytes: code_bytes, limit_bytes: limits.max_code_bytes });
+        }
+        if self.instance.is_none() {
+            self.instance = Some(self.start().await?);
+        }
+        let Some(instance) = self.instance.as_mut() else {
+            return Err(ExecError::Internal { message: "no instance after start".into() });
+        };
+        let store = &mut instance.store;
+        let state = store.data_mut();
+        state.memory.reset(limits.memory_bytes);
+        state.deadline = Instant::now() + limits.timeout();
+        store.set_fuel(limits.fuel).map_err(|e| internal("setting fuel", &e))?;
+        let input = wit::CellInput {
+            code: request.code,
+            env: request.env,
+            stdout_bytes: limits.stdout_bytes,
+            stderr_bytes: limits.stderr_bytes,
+        };
+        let Instance { store, runner } = instance;
+        let result = tokio::time::timeout(limits.timeout() + HOST_GRACE, runner.call_run_cell(&mut *store, &input)).await;
+        metrics.fuel_consumed = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        metrics.peak_memory_bytes = store.data().memory.peak;
+        let memory_refused = store.data().memory.refused;
+        let output = match result {
+            Err(_elapsed) => {
+                self.instance = None;
+                return Err(ExecError::Timeout { timeout_ms: limits.timeout_ms });
+            }
+            Ok(Err(trap)) => {
+                self.instance = None;
+                return Err(trap_error(&trap, limits, memory_refused));
+            }
+            Ok(Ok(output)) => output,
+        };
+        let captured = output_of(&output.output);
+        if memory_refused {
+            // The code caught MemoryError; the cap was still breached, and
+            // CPython may be left in a state nobody should build on.
+            self.instance = None;
+            return Ok(failed(ExecError::MemoryLimit { limit_bytes: limits.memory_bytes }, captured));
+        }
+        if captured.stdout.len() > limits.stdout_bytes as usize || captured.stderr.len() > limits.stderr_bytes as usize {
+            return Ok(failed(ExecError::OutputLimit { message: "captured output exceeds its cap".into() }, captured));
+        }
+        Ok(match output.error {
+            None => CellReport {
+                exit_code: output.exit_code,
+                output: captured,
+                traceback: None,
+                error: None,
+                state_reset: false,
+                metrics: Metrics::default(),
+            },
+            Some(e) => CellReport {
+                exit_code: if output.exit_code == 0 { 1 } else { output.exit_code },
+                output: captured,
+                traceback: Some(e.traceback.clone()),
+                error: Some(ExecError::Exception { type_name: e.type_name, message: e.message, traceback: e.traceback }),
+                state_reset: false,
+                metrics: Metrics::default(),
+            },
+        })
+    }
+
+    async fn start(&self) -> Result<Instance, ExecError> {
+        let inner = &self.sandbox.inner;
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        let state = match &self.dir {
+            Some(dir) => GuestState::with_session_dir(self.limits.memory_bytes, deadline, dir)
+                .map_err(|e| internal("opening the session directory", &e))?,
+            None => GuestState::new(self.limits.memory_bytes, deadline),
+        };
+        inner.start_instance_with(state, false).await.map_err(|e| internal("starting a session instance", &e))
+    }
+}
+
+fn failed(error: ExecError, output: Output) -> CellReport {
+    CellReport { exit_code: 1, output, traceback: None, error: Some(error), state_reset: false, metrics: Metrics::default() }
+}

@@ -1,0 +1,107 @@
+//! Code-interpreter cells in a live instance: state that persists between
+//! runs, the session directory at /mnt/data, and a trap that resets state
+//! but keeps files. The instance is the only boundary here (no gate).
+
+mod common;
+
+use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, LiveInstance};
+
+fn live(dir: &std::path::Path) -> LiveInstance {
+    common::sandbox().live_instance(Some(dir.to_path_buf()), &LimitOverrides::default())
+}
+
+fn run(instance: &mut LiveInstance, code: &str) -> CellReport {
+    common::block_on(instance.run(CellRequest { code: code.into(), ..CellRequest::default() }))
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("anypath-cells-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[test]
+fn variables_imports_and_functions_survive_between_runs() {
+    let dir = temp_dir("state");
+    let mut session = live(&dir);
+    let first = run(&mut session, "import statistics\nx = 41\ndef double(v):\n    return v * 2\nprint('defined')");
+    assert_eq!((first.exit_code, first.output.stdout.as_str(), first.state_reset), (0, "defined\n", false), "{first:?}");
+    let second = run(&mut session, "print(double(x + 1), statistics.mean([1, 2, 3]))");
+    assert_eq!(second.output.stdout, "84 2\n", "{second:?}");
+    assert!(second.metrics.warm, "the second run reuses the live instance");
+    let mut other = live(&temp_dir("state-other"));
+    let isolated = run(&mut other, "print(x)");
+    assert_eq!(isolated.error.as_ref().map(|e| e.kind()), Some("exception"), "two sessions never share state");
+    assert!(isolated.traceback.as_deref().unwrap_or("").contains("NameError"), "{isolated:?}");
+}
+
+#[test]
+fn the_session_directory_is_the_working_directory() {
+    let dir = temp_dir("files");
+    std::fs::write(dir.join("in.csv"), "region,amount\nnorth,3\nsouth,4\nnorth,5\n").expect("upload");
+    let mut session = live(&dir);
+    let code = "import csv, os\nrows = list(csv.DictReader(open('in.csv')))\ntotal = sum(int(r['amount']) for r in rows if r['region'] == 'north')\nopen('out.txt', 'w').write(str(total))\nprint(os.getcwd(), total)";
+    let report = run(&mut session, code);
+    assert_eq!(report.output.stdout, "/mnt/data 8\n", "{report:?}");
+    assert_eq!(std::fs::read_to_string(dir.join("out.txt")).expect("written by the code"), "8");
+}
+
+/// Boundary: the WebAssembly instance's WASI context. Code without a gate
+/// reaches no host file outside its directory, no network and no host
+/// environment.
+#[test]
+fn code_reaches_nothing_outside_its_directory() {
+    let dir = temp_dir("escape");
+    let mut session = live(&dir);
+    for (code, what) in [
+        ("open('/etc/passwd').read()", "an absolute host path"),
+        ("open('../../etc/passwd').read()", "a relative path upward"),
+        ("open('/mnt/data/../../etc/hostname').read()", "dot-dot from the session directory"),
+        ("import os\nos.listdir('/proc/self')", "/proc"),
+        ("import os\nos.symlink('/etc/passwd', 'link')\nopen('link').read()", "a symlink it made"),
+        ("import socket\nsocket.create_connection(('127.0.0.1', 22))", "a socket"),
+        ("import urllib.request\nurllib.request.urlopen('http://127.0.0.1:1/')", "urllib"),
+        ("import http.client\nhttp.client.HTTPConnection('127.0.0.1', 1).request('GET', '/')", "http.client"),
+    ] {
+        let report = run(&mut session, code);
+        assert_ne!(report.exit_code, 0, "{what}: {report:?}");
+        // The module is there; the instance refuses the access itself.
+        assert!(!report.traceback.as_deref().unwrap_or("").contains("ModuleNotFoundError"), "{what}: {report:?}");
+    }
+    let env = run(&mut session, "import os\nprint(sorted(os.environ))");
+    assert_eq!(env.output.stdout, "[]\n", "no host environment: {env:?}");
+    let passed = common::block_on(session.run(CellRequest {
+        code: "import os\nprint(os.environ['MODE'])".into(),
+        env: vec![("MODE".into(), "test".into())],
+        ..CellRequest::default()
+    }));
+    assert_eq!(passed.output.stdout, "test\n");
+}
+
+#[test]
+fn a_fuel_bomb_resets_state_and_keeps_files() {
+    let dir = temp_dir("reset");
+    let mut session = live(&dir);
+    run(&mut session, "kept = 1\nopen('notes.txt', 'w').write('still here')");
+    let bomb = common::block_on(session.run(CellRequest {
+        code: "while True:\n    pass".into(),
+        limits: LimitOverrides { fuel: Some(200_000_000), ..LimitOverrides::default() },
+        ..CellRequest::default()
+    }));
+    assert_eq!(bomb.error.as_ref().map(|e| e.kind()), Some("fuel_exhausted"), "{bomb:?}");
+    assert!(bomb.state_reset);
+    let after = run(&mut session, "print(open('notes.txt').read(), 'kept' in globals())");
+    assert_eq!((after.output.stdout.as_str(), after.state_reset), ("still here False\n", true), "{after:?}");
+    let next = run(&mut session, "print(1)");
+    assert!(!next.state_reset, "only the first run after the trap reports the reset");
+}
+
+#[test]
+fn the_usual_standard_library_is_there() {
+    let mut session = live(&temp_dir("stdlib"));
+    let code = "import cell_stdlib\nmissing = [m for m in ('csv', 'json', 'statistics', 'pathlib', 'io', 'zipfile', 're', 'datetime', 'decimal', 'random') if m not in cell_stdlib.AVAILABLE]\nprint(missing, len(cell_stdlib.AVAILABLE), sorted(set(cell_stdlib.MODULES) - set(cell_stdlib.AVAILABLE)))";
+    let report = run(&mut session, code);
+    assert!(report.output.stdout.starts_with("[] "), "{report:?}");
+    eprintln!("{}", report.output.stdout);
+}
