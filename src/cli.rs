@@ -88,6 +88,54 @@ struct ServeArgs {
     /// Requests allowed to wait for a slot; beyond that the answer is 503.
     #[arg(long, default_value_t = 32)]
     queue_depth: usize,
+    /// `key:tenant` pairs separated by commas; an `X-API-Key` header selects
+    /// the tenant of a code-interpreter call.
+    #[arg(long, env = "ANYPATH_API_KEYS", hide_env_values = true, default_value = "")]
+    api_keys: String,
+    #[command(flatten)]
+    interpreter: InterpreterArgs,
+}
+
+/// How the code interpreter keeps sessions.
+#[derive(Args, Clone)]
+pub struct InterpreterArgs {
+    /// Where session directories live.
+    #[arg(long, env = "ANYPATH_DATA_DIR", default_value = "anypath-data")]
+    data_dir: PathBuf,
+    /// Idle minutes after which a session and its files are removed.
+    #[arg(long, default_value_t = 15)]
+    session_ttl_minutes: u64,
+    /// The longest idle TTL a session may ask for, in minutes.
+    #[arg(long, default_value_t = 240)]
+    max_session_ttl_minutes: u64,
+    /// Live Python instances kept at once; the least recently used idle one gives way.
+    #[arg(long, default_value_t = 16)]
+    max_live_sessions: usize,
+}
+
+impl InterpreterArgs {
+    /// The interpreter configuration these arguments describe.
+    pub fn config(&self) -> anypath_interpreter::InterpreterConfig {
+        let mut config = anypath_interpreter::InterpreterConfig::new(&self.data_dir);
+        config.default_ttl = std::time::Duration::from_secs(self.session_ttl_minutes * 60);
+        config.max_ttl = std::time::Duration::from_secs(self.max_session_ttl_minutes.max(self.session_ttl_minutes) * 60);
+        config.max_live = self.max_live_sessions.max(1);
+        config
+    }
+}
+
+/// `key:tenant,key:tenant` as pairs; a malformed entry is an error, not ignored.
+fn parse_api_keys(text: &str) -> anyhow::Result<Vec<(String, String)>> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| match entry.split_once(':') {
+            Some((key, tenant)) if !key.is_empty() && anypath_interpreter::names::tenant(tenant).is_ok() => {
+                Ok((key.to_owned(), tenant.to_owned()))
+            }
+            _ => anyhow::bail!("--api-keys entry {entry:?} is not key:tenant (tenant of A-Z, a-z, 0-9, '-', '_')"),
+        })
+        .collect()
 }
 
 #[derive(Args)]
@@ -149,6 +197,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .max_concurrent
                     .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
                 queue_depth: args.queue_depth,
+                api_keys: parse_api_keys(&args.api_keys)?,
+                interpreter: Some(std::sync::Arc::new(
+                    anypath_interpreter::Interpreter::new(sandbox.clone(), args.interpreter.config())
+                        .context("starting the code interpreter")?,
+                )),
             };
             crate::serve::serve(sandbox, options).await?;
             Ok(ExitCode::SUCCESS)

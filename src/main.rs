@@ -3,6 +3,7 @@
 mod cli;
 mod exec_file;
 mod runner_path;
+mod interpreter_api;
 mod serve;
 mod up;
 

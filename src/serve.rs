@@ -1,13 +1,16 @@
 //! `anypath sandbox serve`: the sandbox as an HTTP JSON API.
 //!
-//! `POST /v1/exec` runs one block; `GET /healthz` reports readiness and limits.
+//! `POST /v1/exec` runs one block; `GET /healthz` reports readiness and limits;
+//! with a code interpreter, `/v1/sessions/...` serves it (`interpreter_api`).
 //! Admission is bounded: at most `max_concurrent` executions run and at most
 //! `queue_depth` wait; anything beyond is answered 503 with `Retry-After`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
+use anypath_interpreter::Interpreter;
 use anypath_sandbox::{ExecRequest, Sandbox};
 use axum::Router;
 use axum::body::to_bytes;
@@ -31,14 +34,40 @@ pub struct ServeOptions {
     pub token: Option<String>,
     pub max_concurrent: usize,
     pub queue_depth: usize,
+    /// `key:tenant` pairs: an `X-API-Key` header selects the tenant of a
+    /// code-interpreter call. Without any, every caller is tenant `default`.
+    pub api_keys: Vec<(String, String)>,
+    /// The code interpreter, when this service offers it.
+    pub interpreter: Option<Arc<Interpreter>>,
 }
 
-struct AppState {
+pub(crate) struct AppState {
     sandbox: Sandbox,
     token_digest: Option<[u8; 32]>,
-    running: Semaphore,
+    /// Digest of each API key, and its tenant.
+    api_keys: Vec<([u8; 32], String)>,
+    pub(crate) interpreter: Option<Arc<Interpreter>>,
+    pub(crate) running: Semaphore,
     admitted: AtomicUsize,
     capacity: usize,
+}
+
+/// How often expired sessions are swept.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+impl AppState {
+    /// The caller's tenant: the one its `X-API-Key` maps to; `default` for a
+    /// caller with the bearer token, or for anyone when neither keys nor a
+    /// token are configured; none (401) otherwise.
+    pub(crate) fn tenant(&self, headers: &HeaderMap) -> Option<String> {
+        if let Some(presented) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+            let presented = digest(presented);
+            return self.api_keys.iter().find(|(key, _)| *key == presented).map(|(_, tenant)| tenant.clone());
+        }
+        let open = self.token_digest.is_none() && self.api_keys.is_empty();
+        let bearer = self.token_digest.is_some() && authorised(self, headers);
+        (open || bearer).then(|| "default".to_owned())
+    }
 }
 
 /// Serves until Ctrl-C or SIGTERM.
@@ -66,15 +95,36 @@ pub fn router(sandbox: Sandbox, options: &ServeOptions) -> Router {
     let state = Arc::new(AppState {
         sandbox,
         token_digest: options.token.as_deref().map(digest),
+        api_keys: options.api_keys.iter().map(|(key, tenant)| (digest(key), tenant.clone())).collect(),
+        interpreter: options.interpreter.clone(),
         running: Semaphore::new(max_concurrent),
         admitted: AtomicUsize::new(0),
         capacity: max_concurrent + options.queue_depth,
     });
+    if let Some(interpreter) = &options.interpreter {
+        spawn_sweeper(Arc::downgrade(interpreter));
+    }
     Router::new()
         .route("/v1/exec", post(exec))
         .route("/healthz", get(healthz))
+        .merge(crate::interpreter_api::routes())
         .fallback(not_found)
         .with_state(state)
+}
+
+/// Removes expired sessions every [`SWEEP_EVERY`] until the interpreter is gone.
+fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        loop {
+            tick.tick().await;
+            let Some(interpreter) = interpreter.upgrade() else { return };
+            let removed = tokio::task::spawn_blocking(move || interpreter.sweep()).await.unwrap_or(0);
+            if removed > 0 {
+                tracing::info!(removed, "expired sessions removed");
+            }
+        }
+    });
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
@@ -177,7 +227,7 @@ fn authorised(state: &AppState, headers: &HeaderMap) -> bool {
 }
 
 /// The caller's id when it is short and printable, otherwise a new one.
-fn request_id(headers: &HeaderMap) -> String {
+pub(crate) fn request_id(headers: &HeaderMap) -> String {
     headers
         .get(REQUEST_ID)
         .and_then(|v| v.to_str().ok())
@@ -186,14 +236,14 @@ fn request_id(headers: &HeaderMap) -> String {
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
 }
 
-fn set_request_id(response: &mut Response, request_id: &str) {
+pub(crate) fn set_request_id(response: &mut Response, request_id: &str) {
     if let Ok(value) = HeaderValue::from_str(request_id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
 }
 
 /// The JSON error envelope: `{"error": {"code", "message", "request_id"}}`.
-fn error(status: StatusCode, code: &str, message: &str, request_id: &str) -> Response {
+pub(crate) fn error(status: StatusCode, code: &str, message: &str, request_id: &str) -> Response {
     let body = json!({ "error": { "code": code, "message": message, "request_id": request_id } });
     let mut response = (status, axum::Json(body)).into_response();
     set_request_id(&mut response, request_id);

@@ -40,6 +40,8 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         token: None,
         max_concurrent: std::thread::available_parallelism().map_or(2, |n| n.get()),
         queue_depth: 64,
+        api_keys: Vec::new(),
+        interpreter: None,
     };
     let local_sandbox = in_process(router(sandbox.clone(), &sandbox_options));
     let sandbox_task = tokio::spawn(serve_on(sandbox_listener, sandbox, sandbox_options, wait(stopped.clone())));

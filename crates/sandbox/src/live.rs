@@ -109,7 +109,9 @@ impl LiveInstance {
             return Err(ExecError::CodeTooLarge { size_bytes: code_bytes, limit_bytes: limits.max_code_bytes });
         }
         if self.instance.is_none() {
-            self.instance = Some(self.start().await?);
+            // Owned arguments: a borrow of `self` held across the await would
+            // make the future require `LiveInstance: Sync`, which a Store is not.
+            self.instance = Some(start(self.sandbox.clone(), self.dir.clone(), self.limits.memory_bytes).await?);
         }
         let Some(instance) = self.instance.as_mut() else {
             return Err(ExecError::Internal { message: "no instance after start".into() });
@@ -170,17 +172,17 @@ impl LiveInstance {
             },
         })
     }
+}
 
-    async fn start(&self) -> Result<Instance, ExecError> {
-        let inner = &self.sandbox.inner;
-        let deadline = Instant::now() + std::time::Duration::from_secs(30);
-        let state = match &self.dir {
-            Some(dir) => GuestState::with_session_dir(self.limits.memory_bytes, deadline, dir)
-                .map_err(|e| internal("opening the session directory", &e))?,
-            None => GuestState::new(self.limits.memory_bytes, deadline),
-        };
-        inner.start_instance_with(state, false).await.map_err(|e| internal("starting a session instance", &e))
-    }
+/// Starts an instance seeing `dir` at /mnt/data, under `memory_cap`.
+async fn start(sandbox: Sandbox, dir: Option<PathBuf>, memory_cap: u64) -> Result<Instance, ExecError> {
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    let state = match &dir {
+        Some(dir) => GuestState::with_session_dir(memory_cap, deadline, dir)
+            .map_err(|e| internal("opening the session directory", &e))?,
+        None => GuestState::new(memory_cap, deadline),
+    };
+    sandbox.inner.start_instance_with(state, false).await.map_err(|e| internal("starting a session instance", &e))
 }
 
 fn failed(error: ExecError, output: Output) -> CellReport {

@@ -1,0 +1,54 @@
+//! Why an interpreter call failed; each kind maps to one HTTP status.
+
+use crate::names::NameError;
+
+/// A failed interpreter call.
+#[derive(Debug, thiserror::Error)]
+pub enum InterpreterError {
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error("no session {0:?} (it was closed, expired or never created)")]
+    NoSuchSession(String),
+    #[error("no file {0:?} in the session")]
+    NoSuchFile(String),
+    #[error("{0:?} exists; pass overwrite to replace it")]
+    Exists(String),
+    #[error("{0:?} is not a plain file")]
+    NotAFile(String),
+    #[error("session {0:?} is running other code; try again when it finishes")]
+    Busy(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{what}: {source}")]
+    Io { what: &'static str, source: std::io::Error },
+}
+
+impl InterpreterError {
+    pub(crate) fn io(what: &'static str, source: std::io::Error) -> Self {
+        Self::Io { what, source }
+    }
+
+    /// The HTTP status this error answers with.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::Name(_) | Self::Invalid(_) | Self::NotAFile(_) => 400,
+            Self::NoSuchSession(_) | Self::NoSuchFile(_) => 404,
+            Self::Exists(_) | Self::Busy(_) => 409,
+            Self::Io { .. } => 500,
+        }
+    }
+
+    /// The stable error code of the JSON envelope.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Name(_) => "invalid_name",
+            Self::Invalid(_) => "invalid_request",
+            Self::NotAFile(_) => "not_a_file",
+            Self::NoSuchSession(_) => "no_such_session",
+            Self::NoSuchFile(_) => "no_such_file",
+            Self::Exists(_) => "file_exists",
+            Self::Busy(_) => "session_busy",
+            Self::Io { .. } => "storage_failed",
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! anypath's code interpreter: sessions with live Python state, session
+//! files and runs, on the same sandbox (engine, limits, logging) as the REST
+//! executor. Transports (the HTTP API, MCP) are thin layers over
+//! [`Interpreter`], one call per tool.
+
+pub mod error;
+pub mod files;
+pub mod names;
+pub mod sessions;
+
+pub use error::InterpreterError;
+pub use files::{FileInfo, SessionFiles};
+pub use sessions::{Interpreter, InterpreterConfig, RunReport, RunRequest, SessionInfo};

@@ -1,0 +1,395 @@
+//! The code interpreter's core: sessions named by the client and scoped by
+//! tenant, each with a directory and a live instance, an idle TTL, explicit
+//! close, a bound on live instances (least recently used idle ones give theirs
+//! up; their files stay) and one run at a time.
+//!
+//! Every tool an agent uses is one call here: `upload_file`, `run_python`,
+//! `list_files`, `read_file`, `close_session`.
+//!
+//! On disk: `<root>/sessions/<tenant>/<session_id>/meta.json` (TTL and last
+//! use) beside `data/`, the directory the code sees at /mnt/data. A restart
+//! finds the files again; what is past its TTL is removed at start.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, LiveInstance, Sandbox};
+use serde::{Deserialize, Serialize};
+
+use crate::error::InterpreterError;
+use crate::files::{FileInfo, SessionFiles};
+use crate::names;
+
+/// Environment a run may pass: this many variables, each name and value bounded.
+const MAX_ENV_VARS: usize = 64;
+const MAX_ENV_VALUE_BYTES: usize = 4096;
+
+/// How the interpreter keeps sessions.
+#[derive(Debug, Clone)]
+pub struct InterpreterConfig {
+    /// Where session directories live.
+    pub root: PathBuf,
+    /// Idle time after which a session is removed, unless it asks for another.
+    pub default_ttl: Duration,
+    /// The longest idle TTL a session may ask for.
+    pub max_ttl: Duration,
+    /// Live instances kept at once; beyond it the least recently used idle one is dropped.
+    pub max_live: usize,
+    /// How long a run waits for the session's previous run before `Busy`.
+    pub busy_wait: Duration,
+}
+
+impl InterpreterConfig {
+    /// Defaults: 15 minutes idle TTL, at most 4 hours, 16 live instances, 10 s wait.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            default_ttl: Duration::from_secs(15 * 60),
+            max_ttl: Duration::from_secs(4 * 3600),
+            max_live: 16,
+            busy_wait: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What a client sees of a session.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionInfo {
+    pub session_id: String,
+    pub ttl_seconds: u64,
+    /// Seconds until the session expires if it stays idle.
+    pub expires_in_seconds: u64,
+    /// Whether a live instance holds Python state now.
+    pub live: bool,
+}
+
+/// One run asked of a session.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct RunRequest {
+    pub code: String,
+    /// Environment variables the code sees; the host's never reach it.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Lower limits for this run.
+    #[serde(default)]
+    pub limits: LimitOverrides,
+}
+
+/// What a run reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub run_id: String,
+    pub session_id: String,
+    #[serde(flatten)]
+    pub cell: CellReport,
+    /// Files the run created or changed (none after a failed run).
+    pub artifacts: Vec<FileInfo>,
+}
+
+/// The code interpreter: sessions over one sandbox.
+pub struct Interpreter {
+    sandbox: Sandbox,
+    config: InterpreterConfig,
+    sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
+}
+
+struct Session {
+    tenant: String,
+    id: String,
+    home: PathBuf,
+    files: SessionFiles,
+    ttl: Duration,
+    last_used: Mutex<Instant>,
+    live: tokio::sync::Mutex<LiveInstance>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    ttl_seconds: u64,
+    last_used_unix: u64,
+}
+
+impl Interpreter {
+    /// The interpreter over `sandbox`; removes what an earlier process left past its TTL.
+    pub fn new(sandbox: Sandbox, config: InterpreterConfig) -> Result<Self, InterpreterError> {
+        std::fs::create_dir_all(config.root.join("sessions")).map_err(|e| InterpreterError::io("creating the session root", e))?;
+        let interpreter = Self { sandbox, config, sessions: Mutex::new(HashMap::new()) };
+        interpreter.sweep_disk();
+        Ok(interpreter)
+    }
+
+    /// Creates the session, or returns it; `ttl` is capped by the server's maximum.
+    pub fn open_session(&self, tenant: &str, session_id: &str, ttl: Option<Duration>) -> Result<SessionInfo, InterpreterError> {
+        let session = self.session(tenant, session_id, true, ttl)?;
+        Ok(self.info(&session))
+    }
+
+    /// The session as it is, without creating it.
+    pub fn session_info(&self, tenant: &str, session_id: &str) -> Result<SessionInfo, InterpreterError> {
+        let session = self.session(tenant, session_id, false, None)?;
+        Ok(self.info(&session))
+    }
+
+    /// Removes the session: its instance, its directory, its files.
+    pub async fn close_session(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
+        let session = self.session(tenant, session_id, false, None)?;
+        let _running = session.live.lock().await;
+        self.forget(&session);
+        Ok(())
+    }
+
+    /// Writes a file into the session (created on first use).
+    pub fn upload_file(&self, tenant: &str, session_id: &str, filename: &str, bytes: &[u8], overwrite: bool) -> Result<FileInfo, InterpreterError> {
+        let session = self.session(tenant, session_id, true, None)?;
+        session.files.write(filename, bytes, overwrite)
+    }
+
+    /// Every file of the session.
+    pub fn list_files(&self, tenant: &str, session_id: &str) -> Result<Vec<FileInfo>, InterpreterError> {
+        self.session(tenant, session_id, false, None)?.files.list()
+    }
+
+    /// One file's bytes.
+    pub fn read_file(&self, tenant: &str, session_id: &str, path: &str) -> Result<(FileInfo, Vec<u8>), InterpreterError> {
+        self.session(tenant, session_id, false, None)?.files.read(path)
+    }
+
+    /// Deletes one file.
+    pub fn delete_file(&self, tenant: &str, session_id: &str, path: &str) -> Result<(), InterpreterError> {
+        self.session(tenant, session_id, false, None)?.files.delete(path)
+    }
+
+    /// Runs code in the session (created on first use), one run at a time.
+    pub async fn run_python(&self, tenant: &str, session_id: &str, request: RunRequest) -> Result<RunReport, InterpreterError> {
+        let env = checked_env(request.env)?;
+        let session = self.session(tenant, session_id, true, None)?;
+        let mut live = tokio::time::timeout(self.config.busy_wait, session.live.lock())
+            .await
+            .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        let before = snapshot(session.files.dir());
+        let cell = live.run(CellRequest { code: request.code, env, limits: request.limits }).await;
+        let artifacts = if cell.error.is_none() { changed(&session.files, &before) } else { Vec::new() };
+        drop(live);
+        self.touch(&session);
+        self.evict_beyond_limit(&session).await;
+        let report = RunReport { run_id: uuid::Uuid::new_v4().simple().to_string(), session_id: session_id.to_owned(), cell, artifacts };
+        tracing::info!(
+            tenant, session = session_id, run_id = %report.run_id,
+            outcome = report.cell.error.as_ref().map_or("ok", |e| e.kind()),
+            duration_us = report.cell.metrics.duration_us, fuel = report.cell.metrics.fuel_consumed,
+            peak_memory_bytes = report.cell.metrics.peak_memory_bytes, state_reset = report.cell.state_reset,
+            "run"
+        );
+        Ok(report)
+    }
+
+    /// Removes every session idle past its TTL; returns how many.
+    pub fn sweep(&self) -> usize {
+        let expired: Vec<Arc<Session>> = {
+            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            sessions.values().filter(|s| s.idle() >= s.ttl).cloned().collect()
+        };
+        for session in &expired {
+            // A session running code is in use, not idle: it stays.
+            if let Ok(_running) = session.live.try_lock() {
+                self.forget(session);
+            }
+        }
+        expired.len() + self.sweep_disk()
+    }
+
+    /// Live instances held now.
+    pub fn live_count(&self) -> usize {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.values().filter(|s| s.live.try_lock().is_ok_and(|l| l.is_live()) || s.live.try_lock().is_err()).count()
+    }
+
+    fn info(&self, session: &Session) -> SessionInfo {
+        SessionInfo {
+            session_id: session.id.clone(),
+            ttl_seconds: session.ttl.as_secs(),
+            expires_in_seconds: session.ttl.saturating_sub(session.idle()).as_secs(),
+            live: session.live.try_lock().map_or(true, |l| l.is_live()),
+        }
+    }
+
+    /// The session named `session_id` of `tenant`: known, found on disk, or (with `create`) new.
+    fn session(&self, tenant: &str, session_id: &str, create: bool, ttl: Option<Duration>) -> Result<Arc<Session>, InterpreterError> {
+        let tenant = names::tenant(tenant)?;
+        let session_id = names::session_id(session_id)?;
+        let key = (tenant.to_owned(), session_id.to_owned());
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(session) = sessions.get(&key) {
+            if session.idle() < session.ttl {
+                session.touch();
+                return Ok(session.clone());
+            }
+        }
+        let home = self.config.root.join("sessions").join(tenant).join(session_id);
+        let on_disk = read_meta(&home).filter(|m| unix_now().saturating_sub(m.last_used_unix) < m.ttl_seconds);
+        if on_disk.is_none() && !create {
+            return Err(InterpreterError::NoSuchSession(session_id.to_owned()));
+        }
+        let ttl = ttl
+            .or(on_disk.as_ref().map(|m| Duration::from_secs(m.ttl_seconds)))
+            .unwrap_or(self.config.default_ttl)
+            .min(self.config.max_ttl)
+            .max(Duration::from_secs(1));
+        if on_disk.is_none() {
+            let _ = std::fs::remove_dir_all(&home); // an expired predecessor
+        }
+        let data = home.join("data");
+        std::fs::create_dir_all(&data).map_err(|e| InterpreterError::io("creating the session directory", e))?;
+        let live = self.sandbox.live_instance(Some(data.clone()), &LimitOverrides::default());
+        let session = Arc::new(Session {
+            tenant: tenant.to_owned(),
+            id: session_id.to_owned(),
+            files: SessionFiles::new(data),
+            home,
+            ttl,
+            last_used: Mutex::new(Instant::now()),
+            live: tokio::sync::Mutex::new(live),
+        });
+        session.write_meta()?;
+        sessions.insert(key, session.clone());
+        Ok(session)
+    }
+
+    fn touch(&self, session: &Session) {
+        session.touch();
+        let _ = session.write_meta();
+    }
+
+    fn forget(&self, session: &Session) {
+        let key = (session.tenant.clone(), session.id.clone());
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sessions.get(&key).is_some_and(|s| std::ptr::eq(Arc::as_ptr(s), session)) {
+            sessions.remove(&key);
+        }
+        drop(sessions);
+        let _ = std::fs::remove_dir_all(&session.home);
+    }
+
+    /// Keeps at most `max_live` instances: the least recently used idle
+    /// sessions other than `current` give theirs up.
+    async fn evict_beyond_limit(&self, current: &Session) {
+        let mut candidates: Vec<Arc<Session>> = {
+            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            sessions.values().filter(|s| !std::ptr::eq(Arc::as_ptr(s), current)).cloned().collect()
+        };
+        candidates.sort_by_key(|s| std::cmp::Reverse(s.idle()));
+        let mut live = 1 + candidates.iter().filter(|s| s.live.try_lock().map_or(true, |l| l.is_live())).count();
+        for session in candidates {
+            if live <= self.config.max_live {
+                break;
+            }
+            if let Ok(mut instance) = session.live.try_lock() {
+                if instance.is_live() {
+                    instance.reset();
+                    live -= 1;
+                }
+            }
+        }
+    }
+
+    /// Removes session directories on disk past their TTL (left by this or an
+    /// earlier process); returns how many.
+    fn sweep_disk(&self) -> usize {
+        let mut removed = 0;
+        let Ok(tenants) = std::fs::read_dir(self.config.root.join("sessions")) else { return 0 };
+        for tenant in tenants.flatten() {
+            let Ok(homes) = std::fs::read_dir(tenant.path()) else { continue };
+            for home in homes.flatten() {
+                let expired = read_meta(&home.path()).is_none_or(|m| unix_now().saturating_sub(m.last_used_unix) >= m.ttl_seconds);
+                let key = (tenant.file_name().to_string_lossy().into_owned(), home.file_name().to_string_lossy().into_owned());
+                let known = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key);
+                if expired && !known && std::fs::remove_dir_all(home.path()).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+}
+
+impl Session {
+    fn idle(&self) -> Duration {
+        self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    fn write_meta(&self) -> Result<(), InterpreterError> {
+        let meta = Meta { ttl_seconds: self.ttl.as_secs(), last_used_unix: unix_now() };
+        let bytes = serde_json::to_vec(&meta).unwrap_or_default();
+        std::fs::write(self.home.join("meta.json"), bytes).map_err(|e| InterpreterError::io("writing session metadata", e))
+    }
+}
+
+fn read_meta(home: &Path) -> Option<Meta> {
+    serde_json::from_slice(&std::fs::read(home.join("meta.json")).ok()?).ok()
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The run's environment: names of letters, digits and `_`, bounded.
+fn checked_env(env: BTreeMap<String, String>) -> Result<Vec<(String, String)>, InterpreterError> {
+    if env.len() > MAX_ENV_VARS {
+        return Err(InterpreterError::Invalid(format!("env holds more than {MAX_ENV_VARS} variables")));
+    }
+    env.into_iter()
+        .map(|(name, value)| {
+            let valid_name = !name.is_empty()
+                && name.len() <= 128
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !valid_name {
+                return Err(InterpreterError::Invalid(format!("env name {name:?} must be letters, digits and '_'")));
+            }
+            if value.len() > MAX_ENV_VALUE_BYTES || value.contains('\0') {
+                return Err(InterpreterError::Invalid(format!("env value of {name} is over {MAX_ENV_VALUE_BYTES} bytes or holds NUL")));
+            }
+            Ok((name, value))
+        })
+        .collect()
+}
+
+/// Size and modification time of every file, to tell what a run changed.
+fn snapshot(dir: &Path) -> HashMap<String, (u64, SystemTime)> {
+    SessionFiles::new(dir.to_path_buf())
+        .list()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|f| {
+            let modified = std::fs::symlink_metadata(dir.join(&f.filename)).and_then(|m| m.modified()).ok()?;
+            Some((f.filename, (f.size_bytes, modified)))
+        })
+        .collect()
+}
+
+fn changed(files: &SessionFiles, before: &HashMap<String, (u64, SystemTime)>) -> Vec<FileInfo> {
+    let after = snapshot(files.dir());
+    let mut found: Vec<FileInfo> = files
+        .list()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| before.get(&f.filename) != after.get(&f.filename))
+        .collect();
+    found.sort_by(|a, b| a.filename.cmp(&b.filename));
+    found
+}
+
+#[cfg(test)]
+mod send_check {
+    fn is_send<T: Send>(_: T) {}
+    #[allow(dead_code)]
+    fn run_python_is_send(i: &super::Interpreter) {
+        is_send(i.run_python("t", "s", super::RunRequest::default()));
+    }
+}

@@ -1,0 +1,169 @@
+//! The code interpreter over HTTP, as a client would drive it: `anypath
+//! sandbox serve` with API keys for two tenants, a session's files and runs,
+//! and what survives a restart.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use base64::Engine;
+use reqwest::blocking::{Client, Response};
+use serde_json::{Value, json};
+
+struct Service {
+    process: common::Spawned,
+    base: String,
+}
+
+impl Service {
+    fn start(data_dir: &Path) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
+        command
+            .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--warm-instances", "0", "--runner"])
+            .arg(common::runner_path())
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--api-keys", "key-alice:alice,key-bob:bob"]);
+        let process = common::Spawned::start(&mut command, "sandbox serving");
+        let base = format!("http://{}", process.address);
+        Self { process, base }
+    }
+
+    fn call(&self, key: &str, method: &str, path: &str, body: Option<Value>) -> Response {
+        let mut request = Client::new().request(method.parse().expect("method"), format!("{}{path}", self.base));
+        if !key.is_empty() {
+            request = request.header("x-api-key", key);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request.send().expect("request sent")
+    }
+
+    fn json(&self, key: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let response = self.call(key, method, path, body);
+        let status = response.status().as_u16();
+        (status, response.json().unwrap_or(Value::Null))
+    }
+}
+
+fn data_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("anypath-interp-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+const SALES: &str = "region,amount\nnorth,120\nsouth,80\nnorth,30\neast,50\nsouth,20\n";
+
+const REPORT: &str = r#"
+import csv, statistics
+rows = list(csv.DictReader(open('sales.csv')))
+totals = {}
+for row in rows:
+    totals.setdefault(row['region'], []).append(int(row['amount']))
+summary = {region: sum(v) for region, v in sorted(totals.items())}
+with open('report.md', 'w') as out:
+    out.write('| region | total | mean |\n| --- | --- | --- |\n')
+    for region, values in sorted(totals.items()):
+        out.write(f'| {region} | {sum(values)} | {statistics.mean(values)} |\n')
+top = max(summary.values())
+bars = ''.join(f'<rect x="{i * 40}" y="{100 - 100 * v // top}" width="30" height="{100 * v // top}"><title>{r}</title></rect>' for i, (r, v) in enumerate(summary.items()))
+open('chart.svg', 'w').write(f'<svg xmlns="http://www.w3.org/2000/svg" width="120" height="100">{bars}</svg>')
+print(summary)
+"#;
+
+/// The workflow of a user: upload a CSV, compute totals per region, write a
+/// report and an SVG chart, download both, and keep state for the next run.
+#[test]
+fn a_csv_becomes_a_report_and_a_chart_with_state_kept() {
+    let service = Service::start(&data_dir("workflow"));
+    let (status, uploaded) = service.json(
+        "key-alice",
+        "POST",
+        "/v1/sessions/analysis-1/files",
+        Some(json!({"filename": "sales.csv", "content_base64": b64(SALES.as_bytes())})),
+    );
+    assert_eq!((status, &uploaded["path"]), (201, &json!("/mnt/data/sales.csv")), "{uploaded}");
+    let (status, run) = service.json("key-alice", "POST", "/v1/sessions/analysis-1/run", Some(json!({"code": REPORT})));
+    assert_eq!(status, 200, "{run}");
+    assert_eq!((run["exit_code"].as_i64(), run["stdout"].as_str()), (Some(0), Some("{'east': 50, 'north': 150, 'south': 100}\n")), "{run}");
+    let artifacts: Vec<&str> = run["artifacts"].as_array().expect("artifacts").iter().filter_map(|a| a["filename"].as_str()).collect();
+    assert_eq!(artifacts, ["chart.svg", "report.md"], "created files are reported, the unchanged upload is not");
+    let report = service.call("key-alice", "GET", "/v1/sessions/analysis-1/files/report.md", None).text().expect("report");
+    assert!(report.contains("| north | 150 | 75 |"), "{report}");
+    let chart = service.call("key-alice", "GET", "/v1/sessions/analysis-1/files/chart.svg", None).bytes().expect("chart");
+    assert!(chart.starts_with(b"<svg") && chart.ends_with(b"</svg>"));
+    let (_, again) = service.json("key-alice", "POST", "/v1/sessions/analysis-1/run", Some(json!({"code": "print(summary['north'] * 2)"})));
+    assert_eq!((again["stdout"].as_str(), again["artifacts"].as_array().map(Vec::len)), (Some("300\n"), Some(0)), "{again}");
+    let log = service.process.wait_for_log(|l| l.contains("\"message\":\"run\"") && l.contains("analysis-1")).expect("a run log line");
+    assert!(!log.contains("csv.DictReader") && !log.contains("north"), "the log carries no code or output: {log}");
+}
+
+/// Boundary: the tenant of the API key scopes every session; one tenant's
+/// session of the same name is another session, and unreachable to others.
+#[test]
+fn tenants_never_meet_and_callers_need_a_key() {
+    let service = Service::start(&data_dir("tenants"));
+    service.json("key-alice", "POST", "/v1/sessions/shared-name/run", Some(json!({"code": "secret = 'alice'\nopen('a.txt', 'w').write('alice')"})));
+    let (status, _) = service.json("key-bob", "GET", "/v1/sessions/shared-name/files/a.txt", None);
+    assert_eq!(status, 404, "bob's session of that name does not exist");
+    let (_, run) = service.json("key-bob", "POST", "/v1/sessions/shared-name/run", Some(json!({"code": "import os\nprint('secret' in globals(), os.listdir('.'))"})));
+    assert_eq!(run["stdout"], "False []\n", "{run}");
+    let (status, body) = service.json("", "GET", "/v1/sessions/shared-name/files", None);
+    assert_eq!((status, &body["error"]["code"]), (401, &json!("unauthorized")));
+    assert_eq!(service.json("wrong-key", "GET", "/v1/sessions/shared-name/files", None).0, 401);
+}
+
+#[test]
+fn files_refuse_bad_names_and_keep_the_overwrite_rule() {
+    let service = Service::start(&data_dir("files"));
+    let path = "/v1/sessions/files-1/files";
+    for name in ["../x", "/etc/passwd", "a/b", "..", "", "a\u{0}b", "a\nb"] {
+        let (status, body) = service.json("key-alice", "POST", path, Some(json!({"filename": name, "content_base64": b64(b"x")})));
+        assert_eq!((status, &body["error"]["code"]), (400, &json!("invalid_name")), "{name:?}: {body}");
+    }
+    let (_, listed) = service.json("key-alice", "GET", path, None);
+    assert_eq!(listed["files"], json!([]), "nothing was written");
+    let binary: Vec<u8> = (0..=255u8).rev().collect();
+    let raw = Client::new().put(format!("{}{path}/blob.bin", service.base)).header("x-api-key", "key-alice").body(binary.clone()).send().expect("put");
+    assert_eq!(raw.status().as_u16(), 201);
+    let again = Client::new().put(format!("{}{path}/blob.bin", service.base)).header("x-api-key", "key-alice").body("x").send().expect("put");
+    assert_eq!(again.status().as_u16(), 409, "overwrite defaults to false");
+    let forced = Client::new().put(format!("{}{path}/blob.bin?overwrite=true", service.base)).header("x-api-key", "key-alice").body(binary.clone()).send().expect("put");
+    assert_eq!(forced.status().as_u16(), 201);
+    let down = service.call("key-alice", "GET", &format!("{path}/blob.bin"), None);
+    assert_eq!(down.bytes().expect("bytes").to_vec(), binary);
+    assert_eq!(service.call("key-alice", "DELETE", &format!("{path}/blob.bin"), None).status().as_u16(), 204);
+    assert_eq!(service.json("key-alice", "GET", &format!("{path}/blob.bin"), None).0, 404);
+    let (status, body) = service.json("key-alice", "POST", path, Some(json!({"filename": "a.txt", "content_base64": "%%%"})));
+    assert_eq!((status, &body["error"]["code"]), (400, &json!("invalid_base64")));
+}
+
+/// Lifecycle: close removes the session and its directory; a restart finds a
+/// live session's files and removes one past its TTL, leaving no orphan.
+#[test]
+fn close_and_restart_leave_no_orphans() {
+    let dir = data_dir("lifecycle");
+    let service = Service::start(&dir);
+    for (session, ttl) in [("keep", 600), ("brief", 1), ("closing", 600)] {
+        service.json("key-alice", "POST", "/v1/sessions", Some(json!({"session_id": session, "ttl_seconds": ttl})));
+        service.json("key-alice", "POST", &format!("/v1/sessions/{session}/files"), Some(json!({"filename": "f.txt", "content_base64": b64(b"data")})));
+    }
+    let (status, closed) = service.json("key-alice", "DELETE", "/v1/sessions/closing", None);
+    assert_eq!((status, closed), (200, json!({"status": "closed"})));
+    assert_eq!(service.json("key-alice", "GET", "/v1/sessions/closing", None).0, 404);
+    assert!(!dir.join("sessions/alice/closing").exists(), "close removes the directory");
+    drop(service);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let restarted = Service::start(&dir);
+    let (status, files) = restarted.json("key-alice", "GET", "/v1/sessions/keep/files", None);
+    assert_eq!((status, files["files"][0]["filename"].as_str()), (200, Some("f.txt")), "{files}");
+    assert_eq!(restarted.json("key-alice", "GET", "/v1/sessions/brief/files", None).0, 404);
+    let left: Vec<String> = std::fs::read_dir(dir.join("sessions/alice")).expect("tenant dir").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(left, ["keep"], "0 orphans: only the live session's directory remains");
+}
