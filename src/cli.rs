@@ -43,6 +43,14 @@ struct UpArgs {
     /// SQLite file for key-value (default: .spin/sqlite_key_value.db beside the manifest).
     #[arg(long)]
     kv: Option<PathBuf>,
+    /// Where the sandbox service (REST executor and code interpreter) listens.
+    #[arg(long, default_value = "127.0.0.1:3001")]
+    sandbox_listen: SocketAddr,
+    /// `key:tenant` pairs for the code interpreter, as for `sandbox serve`.
+    #[arg(long, env = "ANYPATH_API_KEYS", hide_env_values = true, default_value = "")]
+    api_keys: String,
+    #[command(flatten)]
+    interpreter: InterpreterArgs,
     #[command(flatten)]
     runner: RunnerArgs,
 }
@@ -100,7 +108,7 @@ struct ServeArgs {
 #[derive(Args, Clone)]
 pub struct InterpreterArgs {
     /// Where session directories live.
-    #[arg(long, env = "ANYPATH_DATA_DIR", default_value = "anypath-data")]
+    #[arg(long, env = "ANYPATH_DATA_DIR", default_value = ".anypath/data")]
     data_dir: PathBuf,
     /// Idle minutes after which a session and its files are removed.
     #[arg(long, default_value_t = 15)]
@@ -212,7 +220,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Up(args) => {
-            let options = crate::up::UpOptions { manifest: args.manifest, listen: args.listen, kv_path: args.kv };
+            let options = crate::up::UpOptions {
+                manifest: args.manifest,
+                listen: args.listen,
+                kv_path: args.kv,
+                sandbox_listen: args.sandbox_listen,
+                api_keys: parse_api_keys(&args.api_keys)?,
+                interpreter: args.interpreter.config(),
+            };
             crate::up::up(options, &args.runner).await?;
             Ok(ExitCode::SUCCESS)
         }

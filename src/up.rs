@@ -1,6 +1,8 @@
 //! `anypath up`: run this repository's Spin app without the Spin CLI.
 //!
-//! The sandbox host starts in the same process on a loopback port, and the
+//! The sandbox host starts in the same process on its own listener
+//! (`--sandbox-listen`, default 127.0.0.1:3001), which also serves the code
+//! interpreter, so one command gives a user both faces. The
 //! app's `sandbox_host` variable points at it (unless `SPIN_VARIABLE_SANDBOX_HOST`
 //! says otherwise). The gateway's calls to that address are handed to the
 //! sandbox's HTTP API in process, after the same outbound-host check, so the
@@ -24,12 +26,21 @@ pub struct UpOptions {
     pub manifest: PathBuf,
     pub listen: SocketAddr,
     pub kv_path: Option<PathBuf>,
+    /// The sandbox service's own listener.
+    pub sandbox_listen: SocketAddr,
+    /// `key:tenant` pairs of the code interpreter.
+    pub api_keys: Vec<(String, String)>,
+    pub interpreter: anypath_interpreter::InterpreterConfig,
 }
 
 /// Runs the app until Ctrl-C or SIGTERM.
 pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     let sandbox = runner.start().await?;
-    let sandbox_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let sandbox_listener = tokio::net::TcpListener::bind(options.sandbox_listen)
+        .await
+        .with_context(|| format!("binding the sandbox listener {}", options.sandbox_listen))?;
+    let interpreter = anypath_interpreter::Interpreter::new(sandbox.clone(), options.interpreter.clone())
+        .context("starting the code interpreter")?;
     let sandbox_address = sandbox_listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
     let wait = |mut rx: watch::Receiver<bool>| async move {
@@ -40,8 +51,8 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         token: None,
         max_concurrent: std::thread::available_parallelism().map_or(2, |n| n.get()),
         queue_depth: 64,
-        api_keys: Vec::new(),
-        interpreter: None,
+        api_keys: options.api_keys.clone(),
+        interpreter: Some(std::sync::Arc::new(interpreter)),
     };
     let local_sandbox = in_process(router(sandbox.clone(), &sandbox_options));
     let sandbox_task = tokio::spawn(serve_on(sandbox_listener, sandbox, sandbox_options, wait(stopped.clone())));

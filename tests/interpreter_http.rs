@@ -167,3 +167,22 @@ fn close_and_restart_leave_no_orphans() {
     let left: Vec<String> = std::fs::read_dir(dir.join("sessions/alice")).expect("tenant dir").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(left, ["keep"], "0 orphans: only the live session's directory remains");
 }
+
+/// `anypath up` offers both faces: the app, and the code interpreter on the
+/// sandbox service's own listener.
+#[test]
+fn anypath_up_serves_the_interpreter_beside_the_app() {
+    let kv = common::app::temp_kv("interpreter-up");
+    let app = common::app::App::start(&kv);
+    let line = app.process.wait_for_log(|l| l.contains("app serving")).expect("the serving line");
+    let entry: Value = serde_json::from_str(&line).expect("JSON log line");
+    let sandbox = entry["sandbox"].as_str().expect("the sandbox address").to_owned();
+    let run = Client::new()
+        .post(format!("http://{sandbox}/v1/sessions/up-1/run"))
+        .json(&json!({"code": "x = 6 * 7\nprint(x)"}))
+        .send()
+        .expect("run");
+    let report: Value = run.json().expect("report");
+    assert_eq!(report["stdout"], "42\n", "{report}");
+    assert_eq!(app.send("POST", "/members/", Some(json!({"name": "Ada"}))).status().as_u16(), 201, "the app serves beside it");
+}

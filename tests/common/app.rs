@@ -32,10 +32,12 @@ impl App {
     pub fn start_with(kv: &Path, manifest: &str, env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
         command
-            .args(["up", "--listen", "127.0.0.1:0", "--from"])
+            .args(["up", "--listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0", "--from"])
             .arg(repo().join(manifest))
             .arg("--kv")
             .arg(kv)
+            .arg("--data-dir")
+            .arg(kv.with_file_name("interpreter"))
             .arg("--runner")
             .arg(super::runner_path())
             .env_remove("SPIN_VARIABLE_AUTH_TOKEN")
@@ -105,8 +107,13 @@ impl App {
     /// Starts `build` with its own key-value file and `env` on top of the test's environment.
     pub fn start_build(kv: &Path, build: &Build, env: &[(String, String)]) -> Self {
         let mut command = Command::new(&build.binary);
+        command.args(["up", "--listen", "127.0.0.1:0"]);
+        if build.binary == Path::new(env!("CARGO_BIN_EXE_anypath")) {
+            // Builds before the code interpreter have neither flag.
+            command.arg("--sandbox-listen").arg("127.0.0.1:0").arg("--data-dir").arg(kv.with_file_name("interpreter"));
+        }
         command
-            .args(["up", "--listen", "127.0.0.1:0", "--from"])
+            .args(["--from"])
             .arg(&build.manifest)
             .arg("--kv")
             .arg(kv)

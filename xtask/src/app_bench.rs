@@ -29,8 +29,10 @@ pub fn run_app_bench(binary: &Path, runner: &Path) -> anyhow::Result<()> {
     let data = std::env::temp_dir().join(format!("anypath-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let mut child = Command::new(binary)
-        .args(["up", "--listen", "127.0.0.1:0", "--kv"])
+        .args(["up", "--listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0", "--kv"])
         .arg(data.join("kv.db"))
+        .arg("--data-dir")
+        .arg(data.join("interpreter"))
         .arg("--runner")
         .arg(runner)
         .current_dir(root())
