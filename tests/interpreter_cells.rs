@@ -105,3 +105,42 @@ fn the_usual_standard_library_is_there() {
     assert!(report.output.stdout.starts_with("[] "), "{report:?}");
     eprintln!("{}", report.output.stdout);
 }
+
+/// Boundary: the per-run limits hold in a live instance too, and the session
+/// keeps serving after each breach.
+#[test]
+fn output_floods_and_memory_bombs_are_cut_and_the_session_recovers() {
+    let mut session = live(&temp_dir("abuse"));
+    let flood = run(&mut session, "print('x' * 10_000_000)");
+    assert!(flood.output.stdout_truncated, "{:?}", flood.error);
+    let bomb = common::block_on(session.run(CellRequest {
+        code: "blocks = []\nwhile True:\n    blocks.append(bytearray(8 << 20))".into(),
+        limits: LimitOverrides { memory_bytes: Some(96 << 20), ..LimitOverrides::default() },
+        ..CellRequest::default()
+    }));
+    assert_eq!(bomb.error.as_ref().map(|e| e.kind()), Some("memory_limit"), "{bomb:?}");
+    assert!(bomb.state_reset);
+    let after = run(&mut session, "print('alive')");
+    assert_eq!(after.output.stdout, "alive\n");
+}
+
+/// Bounded live instances: past the limit the least recently used idle
+/// session gives its instance up (its state), never its files.
+#[test]
+fn the_least_recently_used_session_gives_up_its_instance_not_its_files() {
+    use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
+    let mut config = InterpreterConfig::new(temp_dir("lru"));
+    config.max_live = 2;
+    let interpreter = Interpreter::new(common::sandbox().clone(), config).expect("interpreter");
+    let run_in = |session: &str, code: &str| {
+        common::block_on(interpreter.run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() })).expect("run")
+    };
+    run_in("s1", "v = 1\nopen('f.txt', 'w').write('one')");
+    run_in("s2", "v = 2");
+    run_in("s3", "v = 3");
+    assert_eq!(interpreter.live_count(), 2);
+    let first = run_in("s1", "print(open('f.txt').read(), 'v' in globals())");
+    assert_eq!((first.cell.output.stdout.as_str(), first.cell.state_reset), ("one False\n", true), "{first:?}");
+    let third = run_in("s3", "print(v)");
+    assert_eq!(third.cell.output.stdout, "3\n", "a recently used session kept its state");
+}
