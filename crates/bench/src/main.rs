@@ -3,7 +3,10 @@
 //! Each scenario runs a fixed block many times on fresh instances, at 1 and 2
 //! concurrent executions, and prints p50/p99 latency and executions per
 //! second. The same trivial block run through `python3 -I -c` is the baseline.
+//! Then the code interpreter's operations (`interpreter`), the warm one-line
+//! run against the same baseline.
 
+mod interpreter;
 mod scenarios;
 
 use std::path::PathBuf;
@@ -77,6 +80,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
     }
+    let warm_cell = if args.only.is_none() { Some(interpreter::run(&sandbox, args.iterations).await?) } else { None };
+    println!();
     let baseline = python_baseline(args.baseline_runs)?;
     println!(
         "{:<34} {:>5} {:>10} {:>10} {:>10.0}",
@@ -90,6 +95,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         println!(
             "ratio: python3 -I -c p50 / anypath trivial p50 = {:.1}x",
             baseline.p50.as_secs_f64() / ours.as_secs_f64()
+        );
+    }
+    if let Some(cell) = warm_cell {
+        println!(
+            "ratio: python3 -I -c p50 / interpreter warm run p50 = {:.0}x",
+            baseline.p50.as_secs_f64() / cell.as_secs_f64()
         );
     }
     Ok(())
@@ -165,7 +176,7 @@ fn python_executable() -> anyhow::Result<PathBuf> {
     Ok(PathBuf::from(path))
 }
 
-fn show(d: Duration) -> String {
+pub(crate) fn show(d: Duration) -> String {
     let micros = d.as_secs_f64() * 1e6;
     if micros < 10_000.0 { format!("{micros:.0} us") } else { format!("{:.1} ms", micros / 1000.0) }
 }

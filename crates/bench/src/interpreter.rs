@@ -1,0 +1,104 @@
+//! Code-interpreter figures: a new session's first run, a warm one-line run
+//! in a live session, a 1 MiB upload, a run that writes a 1 MiB file (scan
+//! included), and the linear memory an idle live session holds.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
+use anypath_sandbox::{CellRequest, LimitOverrides, Sandbox};
+use hdrhistogram::Histogram;
+
+use crate::show;
+
+/// p50 of the warm one-line run, for the ratio against the python3 baseline.
+pub async fn run(sandbox: &Sandbox, iterations: usize) -> anyhow::Result<Duration> {
+    let root = std::env::temp_dir().join(format!("anypath-bench-interpreter-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let config = InterpreterConfig::new(&root);
+    let interpreter = Interpreter::new(sandbox.clone(), config).context("starting the interpreter")?;
+    let heavy = iterations.clamp(10, 200);
+    println!();
+    println!("code interpreter ({} warm runs, {heavy} of the others)", iterations);
+    println!("{:<34} {:>10} {:>10}", "operation", "p50", "p99");
+
+    let first = time(heavy, |i| {
+        let interpreter = &interpreter;
+        async move { ok(interpreter.run_python("bench", &format!("new-{i}"), code("x = 1")).await?) }
+    })
+    .await?;
+    row("new session, first run", &first);
+    for i in 0..heavy {
+        interpreter.close_session("bench", &format!("new-{i}")).await?;
+    }
+
+    ok(interpreter.run_python("bench", "warm", code("x = 0")).await?)?;
+    let warm = time(iterations, |_| {
+        let interpreter = &interpreter;
+        async move { ok(interpreter.run_python("bench", "warm", code("x += 1")).await?) }
+    })
+    .await?;
+    row("warm run, one line", &warm);
+
+    let mib = vec![7u8; 1 << 20];
+    let upload = time(heavy, |i| {
+        let (interpreter, mib) = (&interpreter, &mib);
+        async move { interpreter.upload_file("bench", "files", &format!("up-{i}.bin"), mib, true).map(drop).map_err(Into::into) }
+    })
+    .await?;
+    row("upload 1 MiB", &upload);
+
+    let artifact = time(heavy, |i| {
+        let interpreter = &interpreter;
+        let write = format!("open('out-{}.bin', 'wb').write(b'x' * (1 << 20))", i % 4);
+        async move {
+            let report = interpreter.run_python("bench", "artifact", code(&write)).await?;
+            if report.artifacts.len() != 1 {
+                bail!("expected one artifact, got {:?}", report.artifacts);
+            }
+            ok(report)
+        }
+    })
+    .await?;
+    row("run writing a 1 MiB artifact", &artifact);
+
+    let mut idle = sandbox.live_instance(None, &LimitOverrides::default());
+    let report = idle.run(CellRequest { code: "x = 1".into(), ..CellRequest::default() }).await;
+    if report.error.is_some() {
+        bail!("idle session run failed: {:?}", report.error);
+    }
+    println!("{:<34} {:>10.1} MiB", "memory held by an idle session", idle.memory_bytes() as f64 / (1 << 20) as f64);
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(Duration::from_nanos(warm.value_at_quantile(0.5)))
+}
+
+fn code(source: &str) -> RunRequest {
+    RunRequest { code: source.into(), ..RunRequest::default() }
+}
+
+fn ok(report: anypath_interpreter::RunReport) -> anyhow::Result<()> {
+    match report.cell.error {
+        None => Ok(()),
+        Some(e) => bail!("run failed: {e}"),
+    }
+}
+
+fn row(name: &str, histogram: &Histogram<u64>) {
+    let at = |q| Duration::from_nanos(histogram.value_at_quantile(q));
+    println!("{name:<34} {:>10} {:>10}", show(at(0.5)), show(at(0.99)));
+}
+
+/// Runs `op(i)` for i in 0..n, one at a time, recording each duration.
+async fn time<F, Fut>(n: usize, op: F) -> anyhow::Result<Histogram<u64>>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let mut histogram = Histogram::<u64>::new(3)?;
+    for i in 0..n {
+        let began = Instant::now();
+        op(i).await?;
+        histogram.record(began.elapsed().as_nanos() as u64)?;
+    }
+    Ok(histogram)
+}
