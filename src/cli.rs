@@ -116,9 +116,10 @@ pub struct InterpreterArgs {
     /// The longest idle TTL a session may ask for, in minutes.
     #[arg(long, default_value_t = 240)]
     max_session_ttl_minutes: u64,
-    /// Live Python instances kept at once; the least recently used idle one gives way.
-    #[arg(long, default_value_t = 16)]
-    max_live_sessions: usize,
+    /// Live Python instances kept at once (at most 32, so REST executions
+    /// always find instance slots); the least recently used idle one gives way.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=32))]
+    max_live_sessions: u16,
 }
 
 impl InterpreterArgs {
@@ -127,7 +128,7 @@ impl InterpreterArgs {
         let mut config = anypath_interpreter::InterpreterConfig::new(&self.data_dir);
         config.default_ttl = std::time::Duration::from_secs(self.session_ttl_minutes * 60);
         config.max_ttl = std::time::Duration::from_secs(self.max_session_ttl_minutes.max(self.session_ttl_minutes) * 60);
-        config.max_live = self.max_live_sessions.max(1);
+        config.max_live = usize::from(self.max_live_sessions);
         config
     }
 }

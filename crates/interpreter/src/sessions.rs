@@ -221,12 +221,11 @@ impl Interpreter {
         let session_id = names::session_id(session_id)?;
         let key = (tenant.to_owned(), session_id.to_owned());
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(session) = sessions.get(&key) {
-            if session.idle() < session.ttl {
+        if let Some(session) = sessions.get(&key)
+            && session.idle() < session.ttl {
                 session.touch();
                 return Ok(session.clone());
             }
-        }
         let home = self.config.root.join("sessions").join(tenant).join(session_id);
         let on_disk = read_meta(&home).filter(|m| unix_now().saturating_sub(m.last_used_unix) < m.ttl_seconds);
         if on_disk.is_none() && !create {
@@ -285,12 +284,11 @@ impl Interpreter {
             if live <= self.config.max_live {
                 break;
             }
-            if let Ok(mut instance) = session.live.try_lock() {
-                if instance.is_live() {
+            if let Ok(mut instance) = session.live.try_lock()
+                && instance.is_live() {
                     instance.reset();
                     live -= 1;
                 }
-            }
         }
     }
 

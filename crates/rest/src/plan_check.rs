@@ -49,7 +49,7 @@ pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
     if !ACTIONS.contains(&plan.action.as_str()) {
         return Err(PlanError::Schema(format!("action {:?} is not one of {}", plan.action, ACTIONS.join("|"))));
     }
-    if plan.code.language.to_ascii_lowercase() != "python" {
+    if !plan.code.language.eq_ignore_ascii_case("python") {
         return Err(PlanError::Schema(format!("code.language is {:?}, not python", plan.code.language)));
     }
     let source = single_block(&plan.code.block)?;
@@ -78,14 +78,13 @@ fn normalise(plan: &mut Plan) {
             fresh
         })
         .collect();
-    if let Some(Value::String(text)) = &plan.id {
-        if let Ok(number) = text.parse::<i64>() {
+    if let Some(Value::String(text)) = &plan.id
+        && let Ok(number) = text.parse::<i64>() {
             // Only the canonical spelling: "007" stays a string id.
             if number.to_string() == *text {
                 plan.id = Some(Value::from(number));
             }
         }
-    }
 }
 
 /// Holds a CRUD plan on a CRUD path (`/c/` or `/c/<id>`) to the collection
@@ -93,12 +92,11 @@ fn normalise(plan: &mut Plan) {
 /// A custom action, or a longer path, may name any collection.
 pub fn bind_to_path(plan: &mut Plan, ctx: &RequestContext) {
     let crud = ACTIONS.iter().take(ACTIONS.len() - 1).any(|a| *a == plan.action);
-    if let (true, [first] | [first, _]) = (crud, ctx.segments.as_slice()) {
-        if plan.resource != *first && names::collection(first).is_ok() {
+    if let (true, [first] | [first, _]) = (crud, ctx.segments.as_slice())
+        && plan.resource != *first && names::collection(first).is_ok() {
             plan.also_loads.retain(|name| name != first);
             plan.resource = first.clone();
         }
-    }
 }
 
 /// The first JSON object in `text` that looks like a plan: the whole text,

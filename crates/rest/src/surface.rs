@@ -118,11 +118,10 @@ pub fn openapi(planning: Planning) -> Value {
                 let key = method.to_ascii_lowercase();
                 if path.get(&key).is_none() {
                     let mut operation = custom.clone();
-                    if matches!(*method, "GET" | "DELETE") {
-                        if let Some(op) = operation.as_object_mut() {
+                    if matches!(*method, "GET" | "DELETE")
+                        && let Some(op) = operation.as_object_mut() {
                             op.remove("requestBody");
                         }
-                    }
                     path[key] = operation;
                 }
             }
