@@ -19,7 +19,7 @@ use anypath_interpreter::{Interpreter, InterpreterError, RunRequest};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine;
@@ -45,14 +45,20 @@ struct Caller {
     interpreter: Arc<Interpreter>,
 }
 
-fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Response> {
-    let request_id = request_id(headers);
-    let Some(interpreter) = state.interpreter.clone() else {
-        return Err(error(StatusCode::NOT_FOUND, "not_found", "this service runs no code interpreter", &request_id));
-    };
-    match state.tenant(headers) {
-        Some(tenant) => Ok(Caller { tenant, request_id, interpreter }),
-        None => Err(error(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong API key or bearer token", &request_id)),
+/// Every handler starts from the caller: the extractor answers 404 without an
+/// interpreter and 401 without a valid key or token, before any body is read.
+impl axum::extract::FromRequestParts<Arc<AppState>> for Caller {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &Arc<AppState>) -> Result<Self, Response> {
+        let request_id = request_id(&parts.headers);
+        let Some(interpreter) = state.interpreter.clone() else {
+            return Err(error(StatusCode::NOT_FOUND, "not_found", "this service runs no code interpreter", &request_id));
+        };
+        match state.tenant(&parts.headers) {
+            Some(tenant) => Ok(Caller { tenant, request_id, interpreter }),
+            None => Err(error(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong API key or bearer token", &request_id)),
+        }
     }
 }
 
@@ -80,11 +86,7 @@ struct OpenSession {
     ttl_seconds: Option<u64>,
 }
 
-async fn open_session(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
-    let c = match caller(&state, &headers) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+async fn open_session(c: Caller, body: Bytes) -> Response {
     let open: OpenSession = match serde_json::from_slice(&body) {
         Ok(o) => o,
         Err(e) => return c.bad_json(e),
@@ -95,22 +97,14 @@ async fn open_session(State(state): State<Arc<AppState>>, headers: HeaderMap, bo
     }
 }
 
-async fn describe_session(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(session_id): Path<String>) -> Response {
-    let c = match caller(&state, &headers) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+async fn describe_session(c: Caller, Path(session_id): Path<String>) -> Response {
     match c.interpreter.session_info(&c.tenant, &session_id) {
         Ok(info) => c.json(StatusCode::OK, info),
         Err(e) => c.fail(&e),
     }
 }
 
-async fn close_session(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(session_id): Path<String>) -> Response {
-    let c = match caller(&state, &headers) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+async fn close_session(c: Caller, Path(session_id): Path<String>) -> Response {
     match c.interpreter.close_session(&c.tenant, &session_id).await {
         Ok(()) => c.json(StatusCode::OK, json!({"status": "closed"})),
         Err(e) => c.fail(&e),
@@ -126,11 +120,7 @@ struct Upload {
     overwrite: bool,
 }
 
-async fn upload_base64(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(session_id): Path<String>, body: Bytes) -> Response {
-    let c = match caller(&state, &headers) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+async fn upload_base64(c: Caller, Path(session_id): Path<String>, body: Bytes) -> Response {
     let upload: Upload = match serde_json::from_slice(&body) {
         Ok(u) => u,
         Err(e) => return c.bad_json(e),
@@ -152,38 +142,25 @@ struct Overwrite {
 }
 
 async fn upload_raw(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    c: Caller,
     Path((session_id, path)): Path<(String, String)>,
     Query(query): Query<Overwrite>,
     body: Bytes,
 ) -> Response {
-    let c = match caller(&state, &headers) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
     match c.interpreter.upload_file(&c.tenant, &session_id, &path, &body, query.overwrite) {
         Ok(info) => c.json(StatusCode::CREATED, info),
         Err(e) => c.fail(&e),
     }
 }
 
-async fn list_files(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(session_id): Path<String>) -> Response {
-    let c = match caller(&state, &headers) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+async fn list_files(c: Caller, Path(session_id): Path<String>) -> Response {
     match c.interpreter.list_files(&c.tenant, &session_id) {
         Ok(files) => c.json(StatusCode::OK, json!({"files": files})),
         Err(e) => c.fail(&e),
     }
 }
 
-async fn download(State(state): State<Arc<AppState>>, headers: HeaderMap, Path((session_id, path)): Path<(String, String)>) -> Response {
-    let c = match caller(&state, &headers) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+async fn download(c: Caller, Path((session_id, path)): Path<(String, String)>) -> Response {
     match c.interpreter.read_file(&c.tenant, &session_id, &path) {
         Ok((_, bytes)) => {
             let mut response = ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response();
@@ -194,11 +171,7 @@ async fn download(State(state): State<Arc<AppState>>, headers: HeaderMap, Path((
     }
 }
 
-async fn delete_file(State(state): State<Arc<AppState>>, headers: HeaderMap, Path((session_id, path)): Path<(String, String)>) -> Response {
-    let c = match caller(&state, &headers) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+async fn delete_file(c: Caller, Path((session_id, path)): Path<(String, String)>) -> Response {
     match c.interpreter.delete_file(&c.tenant, &session_id, &path) {
         Ok(()) => {
             let mut response = StatusCode::NO_CONTENT.into_response();
@@ -209,11 +182,7 @@ async fn delete_file(State(state): State<Arc<AppState>>, headers: HeaderMap, Pat
     }
 }
 
-async fn run(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(session_id): Path<String>, body: Bytes) -> Response {
-    let c = match caller(&state, &headers) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+async fn run(State(state): State<Arc<AppState>>, c: Caller, Path(session_id): Path<String>, body: Bytes) -> Response {
     let request: RunRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return c.bad_json(e),
