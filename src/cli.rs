@@ -120,6 +120,32 @@ pub struct InterpreterArgs {
     /// always find instance slots); the least recently used idle one gives way.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=32))]
     max_live_sessions: u16,
+    /// Where sessions and artifacts live: `disk` (under the data directory,
+    /// survives a restart) or `memory` (a RAM-backed directory removed at exit).
+    #[arg(long, value_enum, env = "ANYPATH_STORAGE", default_value_t = StorageArg::Disk)]
+    storage: StorageArg,
+    /// Hours an artifact and its download links live.
+    #[arg(long, default_value_t = 24)]
+    artifact_retention_hours: u64,
+    /// Megabytes of artifacts one tenant may hold.
+    #[arg(long, default_value_t = 1024)]
+    artifact_quota_mb: u64,
+    /// Largest artifact returned inline as base64, in KiB; larger ones are fetched by link.
+    #[arg(long, default_value_t = 5120)]
+    read_cap_kib: u64,
+    /// Secret signing download links (default: generated and kept under the data directory).
+    #[arg(long, env = "ANYPATH_SIGNING_KEY", hide_env_values = true)]
+    signing_key: Option<String>,
+    /// Public base URL of the sandbox service for absolute links (default: the request's Host).
+    #[arg(long, env = "ANYPATH_PUBLIC_URL")]
+    public_url: Option<String>,
+}
+
+/// Where the code interpreter keeps sessions and artifacts.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum StorageArg {
+    Disk,
+    Memory,
 }
 
 impl InterpreterArgs {
@@ -129,6 +155,15 @@ impl InterpreterArgs {
         config.default_ttl = std::time::Duration::from_secs(self.session_ttl_minutes * 60);
         config.max_ttl = std::time::Duration::from_secs(self.max_session_ttl_minutes.max(self.session_ttl_minutes) * 60);
         config.max_live = usize::from(self.max_live_sessions);
+        config.storage = match self.storage {
+            StorageArg::Disk => anypath_interpreter::Storage::Disk,
+            StorageArg::Memory => anypath_interpreter::Storage::Memory,
+        };
+        config.artifacts.retention = std::time::Duration::from_secs(self.artifact_retention_hours * 3600);
+        config.artifacts.tenant_quota_bytes = self.artifact_quota_mb << 20;
+        config.read_cap_bytes = self.read_cap_kib << 10;
+        config.signing_key = self.signing_key.as_ref().map(|key| key.as_bytes().to_vec());
+        config.public_url = self.public_url.clone();
         config
     }
 }

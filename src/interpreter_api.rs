@@ -11,13 +11,19 @@
 //! | `GET /v1/sessions/{id}/files` | list |
 //! | `GET` / `DELETE /v1/sessions/{id}/files/{path}` | download / delete |
 //! | `POST /v1/sessions/{id}/run` `{code, env?, limits?}` | run Python |
+//! | `GET /v1/sessions/{id}/artifacts` | the session's artifacts |
+//! | `GET /v1/sessions/{id}/artifacts/{path}` | a file's bytes as base64, up to the read cap |
+//! | `GET /v1/artifacts/{artifact_id}` | one artifact's metadata |
+//! | `GET /v1/artifacts/{artifact_id}/content?expires&signature` | signed download, no header needed |
+//! | `GET /files/{session_id}/{filename}?tenant&expires&signature` | the same, by name |
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use anypath_interpreter::{Interpreter, InterpreterError, RunRequest};
+use anypath_interpreter::{Artifact, Interpreter, InterpreterError, LinkQuery, RunRequest};
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -36,6 +42,11 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/v1/sessions/{session_id}/files", get(list_files).post(upload_base64))
         .route("/v1/sessions/{session_id}/files/{*path}", get(download).put(upload_raw).delete(delete_file))
         .route("/v1/sessions/{session_id}/run", post(run))
+        .route("/v1/sessions/{session_id}/artifacts", get(list_artifacts))
+        .route("/v1/sessions/{session_id}/artifacts/{*path}", get(read_artifact))
+        .route("/v1/artifacts/{artifact_id}", get(describe_artifact))
+        .route("/v1/artifacts/{artifact_id}/content", get(download_signed))
+        .route("/files/{session_id}/{*filename}", get(download_signed_file))
 }
 
 /// The caller's tenant and request id, or the answer refusing the call.
@@ -43,6 +54,8 @@ struct Caller {
     tenant: String,
     request_id: String,
     interpreter: Arc<Interpreter>,
+    /// Base of the absolute links this call returns.
+    base_url: String,
 }
 
 /// Every handler starts from the caller: the extractor answers 404 without an
@@ -55,8 +68,10 @@ impl axum::extract::FromRequestParts<Arc<AppState>> for Caller {
         let Some(interpreter) = state.interpreter.clone() else {
             return Err(error(StatusCode::NOT_FOUND, "not_found", "this service runs no code interpreter", &request_id));
         };
+        let host = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok());
+        let base_url = interpreter.base_url(host);
         match state.tenant(&parts.headers) {
-            Some(tenant) => Ok(Caller { tenant, request_id, interpreter }),
+            Some(tenant) => Ok(Caller { tenant, request_id, interpreter, base_url }),
             None => Err(error(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong API key or bearer token", &request_id)),
         }
     }
@@ -191,8 +206,94 @@ async fn run(State(state): State<Arc<AppState>>, c: Caller, Path(session_id): Pa
     let Ok(_permit) = state.running.acquire().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the server is stopping", &c.request_id);
     };
-    match c.interpreter.run_python(&c.tenant, &session_id, request).await {
+    match c.interpreter.run_python(&c.tenant, &session_id, request, &c.base_url).await {
         Ok(report) => c.json(StatusCode::OK, report),
         Err(e) => c.fail(&e),
     }
+}
+
+async fn list_artifacts(c: Caller, Path(session_id): Path<String>) -> Response {
+    match c.interpreter.session_artifacts(&c.tenant, &session_id, &c.base_url) {
+        Ok(artifacts) => c.json(StatusCode::OK, json!({"artifacts": artifacts})),
+        Err(e) => c.fail(&e),
+    }
+}
+
+async fn read_artifact(c: Caller, Path((session_id, path)): Path<(String, String)>) -> Response {
+    match c.interpreter.read_artifact(&c.tenant, &session_id, &path, &c.base_url) {
+        Ok(content) => c.json(StatusCode::OK, content),
+        Err(e) => c.fail(&e),
+    }
+}
+
+async fn describe_artifact(c: Caller, Path(artifact_id): Path<String>) -> Response {
+    match c.interpreter.artifact(&c.tenant, &artifact_id, &c.base_url) {
+        Ok(artifact) => c.json(StatusCode::OK, artifact),
+        Err(e) => c.fail(&e),
+    }
+}
+
+/// The query of a signed link; anything unparsable is the same 403 as a wrong signature.
+fn link_query(query: Result<Query<LinkQuery>, QueryRejection>) -> Result<LinkQuery, InterpreterError> {
+    query.map(|Query(q)| q).map_err(|_| InterpreterError::Forbidden)
+}
+
+async fn download_signed(
+    State(state): State<Arc<AppState>>,
+    headers: axum::http::HeaderMap,
+    Path(artifact_id): Path<String>,
+    query: Result<Query<LinkQuery>, QueryRejection>,
+) -> Response {
+    signed_download(&state, &headers, |i| i.artifacts().open_signed(&artifact_id, &link_query(query)?)).await
+}
+
+async fn download_signed_file(
+    State(state): State<Arc<AppState>>,
+    headers: axum::http::HeaderMap,
+    Path((session_id, filename)): Path<(String, String)>,
+    query: Result<Query<LinkQuery>, QueryRejection>,
+) -> Response {
+    signed_download(&state, &headers, |i| i.artifacts().open_signed_file(&session_id, &filename, &link_query(query)?)).await
+}
+
+/// Serves an artifact's bytes to whoever holds a valid link: no header, no
+/// key. Served as an attachment in a sandboxed origin, so an HTML artifact
+/// never runs script against this service.
+async fn signed_download(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+    open: impl FnOnce(&Interpreter) -> Result<(Artifact, std::fs::File), InterpreterError>,
+) -> Response {
+    let request_id = request_id(headers);
+    let Some(interpreter) = state.interpreter.clone() else {
+        return error(StatusCode::NOT_FOUND, "not_found", "this service runs no code interpreter", &request_id);
+    };
+    let (artifact, file) = match open(&interpreter) {
+        Ok(opened) => opened,
+        Err(e) => {
+            let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return error(status, e.code(), &e.to_string(), &request_id);
+        }
+    };
+    let body = axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file)));
+    let leaf = artifact.filename.rsplit('/').next().unwrap_or("artifact");
+    let ascii: String = leaf.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' }).collect();
+    let disposition = format!("attachment; filename=\"{ascii}\"");
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_TYPE, artifact.mime_type.as_str()),
+        (header::CONTENT_LENGTH, &artifact.size_bytes.to_string()),
+        (header::CONTENT_DISPOSITION, &disposition),
+        (header::ETAG, &format!("\"{}\"", artifact.sha256)),
+        (header::CONTENT_SECURITY_POLICY, "sandbox"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::CACHE_CONTROL, "private, max-age=3600"),
+    ] {
+        if let Ok(value) = axum::http::HeaderValue::from_str(value) {
+            headers.insert(name, value);
+        }
+    }
+    set_request_id(&mut response, &request_id);
+    response
 }

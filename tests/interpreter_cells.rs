@@ -133,7 +133,7 @@ fn the_least_recently_used_session_gives_up_its_instance_not_its_files() {
     config.max_live = 2;
     let interpreter = Interpreter::new(common::sandbox().clone(), config).expect("interpreter");
     let run_in = |session: &str, code: &str| {
-        common::block_on(interpreter.run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() })).expect("run")
+        common::block_on(interpreter.run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")
     };
     run_in("s1", "v = 1\nopen('f.txt', 'w').write('one')");
     run_in("s2", "v = 2");

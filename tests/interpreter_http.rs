@@ -4,49 +4,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use base64::Engine;
 use reqwest::blocking::{Client, Response};
 use serde_json::{Value, json};
 
-struct Service {
-    process: common::Spawned,
-    base: String,
-}
-
-impl Service {
-    fn start(data_dir: &Path) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
-        command
-            .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--warm-instances", "0", "--runner"])
-            .arg(common::runner_path())
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--api-keys", "key-alice:alice,key-bob:bob"]);
-        let process = common::Spawned::start(&mut command, "sandbox serving");
-        let base = format!("http://{}", process.address);
-        Self { process, base }
-    }
-
-    fn call(&self, key: &str, method: &str, path: &str, body: Option<Value>) -> Response {
-        let mut request = Client::new().request(method.parse().expect("method"), format!("{}{path}", self.base));
-        if !key.is_empty() {
-            request = request.header("x-api-key", key);
-        }
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        request.send().expect("request sent")
-    }
-
-    fn json(&self, key: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let response = self.call(key, method, path, body);
-        let status = response.status().as_u16();
-        (status, response.json().unwrap_or(Value::Null))
-    }
-}
+use common::service::Service;
 
 fn data_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("anypath-interp-{}-{name}", std::process::id()));
@@ -94,10 +58,22 @@ fn a_csv_becomes_a_report_and_a_chart_with_state_kept() {
     assert_eq!((run["exit_code"].as_i64(), run["stdout"].as_str()), (Some(0), Some("{'east': 50, 'north': 150, 'south': 100}\n")), "{run}");
     let artifacts: Vec<&str> = run["artifacts"].as_array().expect("artifacts").iter().filter_map(|a| a["filename"].as_str()).collect();
     assert_eq!(artifacts, ["chart.svg", "report.md"], "created files are reported, the unchanged upload is not");
-    let report = service.call("key-alice", "GET", "/v1/sessions/analysis-1/files/report.md", None).text().expect("report");
+    // Downloaded as a workflow tool would: the signed URL alone, no header.
+    let fetch = |name: &str| {
+        let artifact = run["artifacts"].as_array().expect("artifacts").iter().find(|a| a["filename"] == name).expect("artifact").clone();
+        let response = reqwest::blocking::get(artifact["download_url"].as_str().expect("download_url")).expect("download");
+        assert_eq!(response.status().as_u16(), 200, "{artifact}");
+        let mime = response.headers()["content-type"].to_str().expect("type").to_owned();
+        (artifact, mime, response.bytes().expect("bytes").to_vec())
+    };
+    let (report_artifact, report_mime, report) = fetch("report.md");
+    let report = String::from_utf8(report).expect("utf-8");
     assert!(report.contains("| north | 150 | 75 |"), "{report}");
-    let chart = service.call("key-alice", "GET", "/v1/sessions/analysis-1/files/chart.svg", None).bytes().expect("chart");
+    assert_eq!((report_mime.as_str(), report_artifact["size_bytes"].as_u64()), ("text/markdown; charset=utf-8", Some(report.len() as u64)));
+    let (chart_artifact, chart_mime, chart) = fetch("chart.svg");
     assert!(chart.starts_with(b"<svg") && chart.ends_with(b"</svg>"));
+    assert_eq!(chart_mime, "image/svg+xml");
+    assert_eq!(chart_artifact["sha256"].as_str(), Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&chart)).as_str()));
     let (_, again) = service.json("key-alice", "POST", "/v1/sessions/analysis-1/run", Some(json!({"code": "print(summary['north'] * 2)"})));
     assert_eq!((again["stdout"].as_str(), again["artifacts"].as_array().map(Vec::len)), (Some("300\n"), Some(0)), "{again}");
     let log = service.process.wait_for_log(|l| l.contains("\"message\":\"run\"") && l.contains("analysis-1")).expect("a run log line");

@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 pub mod app;
 pub mod fake_llm;
+pub mod service;
 
 use anypath_sandbox::{ExecError, ExecRequest, Failure, Report, Sandbox, SandboxConfig, Success};
 use serde_json::{Value, json};

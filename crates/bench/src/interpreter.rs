@@ -1,6 +1,7 @@
 //! Code-interpreter figures: a new session's first run, a warm one-line run
-//! in a live session, a 1 MiB upload, a run that writes a 1 MiB file (scan
-//! included), and the linear memory an idle live session holds.
+//! in a live session, a 1 MiB upload, a run that writes a 1 MiB file (scan,
+//! hash and ingest into the artifact store included), and the linear memory
+//! an idle live session holds.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,9 @@ use anypath_sandbox::{CellRequest, LimitOverrides, Sandbox};
 use hdrhistogram::Histogram;
 
 use crate::show;
+
+/// Base of the links artifacts carry.
+const BASE: &str = "http://127.0.0.1:3001";
 
 /// p50 of the warm one-line run, for the ratio against the python3 baseline.
 pub async fn run(sandbox: &Sandbox, iterations: usize) -> anyhow::Result<Duration> {
@@ -24,7 +28,7 @@ pub async fn run(sandbox: &Sandbox, iterations: usize) -> anyhow::Result<Duratio
 
     let first = time(heavy, |i| {
         let interpreter = &interpreter;
-        async move { ok(interpreter.run_python("bench", &format!("new-{i}"), code("x = 1")).await?) }
+        async move { ok(interpreter.run_python("bench", &format!("new-{i}"), code("x = 1"), BASE).await?) }
     })
     .await?;
     row("new session, first run", &first);
@@ -32,10 +36,10 @@ pub async fn run(sandbox: &Sandbox, iterations: usize) -> anyhow::Result<Duratio
         interpreter.close_session("bench", &format!("new-{i}")).await?;
     }
 
-    ok(interpreter.run_python("bench", "warm", code("x = 0")).await?)?;
+    ok(interpreter.run_python("bench", "warm", code("x = 0"), BASE).await?)?;
     let warm = time(iterations, |_| {
         let interpreter = &interpreter;
-        async move { ok(interpreter.run_python("bench", "warm", code("x += 1")).await?) }
+        async move { ok(interpreter.run_python("bench", "warm", code("x += 1"), BASE).await?) }
     })
     .await?;
     row("warm run, one line", &warm);
@@ -50,9 +54,10 @@ pub async fn run(sandbox: &Sandbox, iterations: usize) -> anyhow::Result<Duratio
 
     let artifact = time(heavy, |i| {
         let interpreter = &interpreter;
-        let write = format!("open('out-{}.bin', 'wb').write(b'x' * (1 << 20))", i % 4);
+        // Distinct bytes each time: every run hashes and stores a new blob.
+        let write = format!("open('out-{}.bin', 'wb').write(b'x' * ((1 << 20) - 8) + b'%08d' % {i})", i % 4);
         async move {
-            let report = interpreter.run_python("bench", "artifact", code(&write)).await?;
+            let report = interpreter.run_python("bench", "artifact", code(&write), BASE).await?;
             if report.artifacts.len() != 1 {
                 bail!("expected one artifact, got {:?}", report.artifacts);
             }
@@ -60,7 +65,7 @@ pub async fn run(sandbox: &Sandbox, iterations: usize) -> anyhow::Result<Duratio
         }
     })
     .await?;
-    row("run writing a 1 MiB artifact", &artifact);
+    row("run + 1 MiB artifact (scan, hash, keep)", &artifact);
 
     let mut idle = sandbox.live_instance(None, &LimitOverrides::default());
     let report = idle.run(CellRequest { code: "x = 1".into(), ..CellRequest::default() }).await;

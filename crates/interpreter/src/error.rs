@@ -19,11 +19,25 @@ pub enum InterpreterError {
     Busy(String),
     #[error("{0}")]
     Invalid(String),
+    #[error("no artifact {0:?} (it expired or never existed)")]
+    NoSuchArtifact(String),
+    #[error("{filename:?} was not kept as an artifact: the tenant holds {held} bytes of artifacts, and the quota is {quota}")]
+    ArtifactQuota { filename: String, held: u64, quota: u64 },
+    #[error("{path} is {size} bytes, over the {cap}-byte read cap; fetch it from {download_url}")]
+    TooLarge { path: String, size: u64, cap: u64, download_url: String },
+    #[error("the link is invalid or has expired")]
+    Forbidden,
     #[error("{what}: {source}")]
     Io { what: &'static str, source: std::io::Error },
+    #[error("artifact index: {0}")]
+    Index(#[from] rusqlite::Error),
 }
 
 impl InterpreterError {
+    pub(crate) fn index(e: rusqlite::Error) -> Self {
+        Self::Index(e)
+    }
+
     pub(crate) fn io(what: &'static str, source: std::io::Error) -> Self {
         Self::Io { what, source }
     }
@@ -32,9 +46,12 @@ impl InterpreterError {
     pub fn status(&self) -> u16 {
         match self {
             Self::Name(_) | Self::Invalid(_) | Self::NotAFile(_) => 400,
-            Self::NoSuchSession(_) | Self::NoSuchFile(_) => 404,
+            Self::Forbidden => 403,
+            Self::NoSuchSession(_) | Self::NoSuchFile(_) | Self::NoSuchArtifact(_) => 404,
             Self::Exists(_) | Self::Busy(_) => 409,
-            Self::Io { .. } => 500,
+            Self::TooLarge { .. } => 413,
+            Self::ArtifactQuota { .. } => 507,
+            Self::Io { .. } | Self::Index(_) => 500,
         }
     }
 
@@ -48,7 +65,11 @@ impl InterpreterError {
             Self::NoSuchFile(_) => "no_such_file",
             Self::Exists(_) => "file_exists",
             Self::Busy(_) => "session_busy",
-            Self::Io { .. } => "storage_failed",
+            Self::NoSuchArtifact(_) => "no_such_artifact",
+            Self::ArtifactQuota { .. } => "artifact_quota_exceeded",
+            Self::TooLarge { .. } => "over_read_cap",
+            Self::Forbidden => "forbidden",
+            Self::Io { .. } | Self::Index(_) => "storage_failed",
         }
     }
 }

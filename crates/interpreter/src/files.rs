@@ -77,7 +77,7 @@ impl SessionFiles {
         let (rel, path) = self.plain_file(relative)?;
         let bytes = fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc_o_nofollow())
+            .custom_flags(O_NOFOLLOW)
             .open(&path)
             .and_then(|mut f| {
                 let mut buf = Vec::new();
@@ -86,6 +86,13 @@ impl SessionFiles {
             })
             .map_err(|e| InterpreterError::io("reading the file", e))?;
         Ok((info(rel, bytes.len() as u64), bytes))
+    }
+
+    /// The host path of the plain file at `relative`, checked like [`Self::read`].
+    pub fn host_path(&self, relative: &str) -> Result<(FileInfo, PathBuf), InterpreterError> {
+        let (rel, path) = self.plain_file(relative)?;
+        let size = fs::symlink_metadata(&path).map_err(|e| InterpreterError::io("reading the file", e))?.len();
+        Ok((info(rel, size), path))
     }
 
     /// Removes the file at `relative`.
@@ -149,18 +156,12 @@ fn walk(dir: &Path, prefix: String, found: &mut Vec<FileInfo>) -> std::io::Resul
     Ok(())
 }
 
-/// `O_NOFOLLOW`: the last component is checked above, and a symlink swapped
-/// in between the check and the open still fails here.
-fn libc_o_nofollow() -> i32 {
-    #[cfg(target_os = "linux")]
-    {
-        0o400000
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        0x0100
-    }
-}
+/// `O_NOFOLLOW`: the last component is checked before opening, and a symlink
+/// swapped in between the check and the open still fails here.
+#[cfg(target_os = "linux")]
+pub(crate) const O_NOFOLLOW: i32 = 0o400000;
+#[cfg(not(target_os = "linux"))]
+pub(crate) const O_NOFOLLOW: i32 = 0x0100;
 
 #[cfg(test)]
 mod tests {

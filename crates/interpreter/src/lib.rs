@@ -3,11 +3,16 @@
 //! executor. Transports (the HTTP API, MCP) are thin layers over
 //! [`Interpreter`], one call per tool.
 
+pub mod artifacts;
 pub mod error;
 pub mod files;
+pub mod mime;
 pub mod names;
 pub mod sessions;
+pub mod signing;
 
 pub use error::InterpreterError;
 pub use files::{FileInfo, SessionFiles};
-pub use sessions::{Interpreter, InterpreterConfig, RunReport, RunRequest, SessionInfo};
+pub use artifacts::{Artifact, ArtifactConfig, ArtifactStore, LinkQuery};
+pub use sessions::{ArtifactContent, ArtifactFailure, Interpreter, InterpreterConfig, RunReport, RunRequest, SessionInfo, Storage};
+pub use signing::Signer;

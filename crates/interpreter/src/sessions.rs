@@ -18,19 +18,33 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, LiveInstance, Sandbox};
 use serde::{Deserialize, Serialize};
 
+use crate::artifacts::{Artifact, ArtifactConfig, ArtifactStore};
 use crate::error::InterpreterError;
 use crate::files::{FileInfo, SessionFiles};
 use crate::names;
+use crate::signing::Signer;
 
 /// Environment a run may pass: this many variables, each name and value bounded.
 const MAX_ENV_VARS: usize = 64;
 const MAX_ENV_VALUE_BYTES: usize = 4096;
 
+/// Where sessions and artifacts live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Storage {
+    /// Under `root`: a restart of the host finds them again.
+    #[default]
+    Disk,
+    /// In a fresh RAM-backed directory (`/dev/shm`), removed when the
+    /// interpreter is dropped: nothing touches the disk.
+    Memory,
+}
+
 /// How the interpreter keeps sessions.
 #[derive(Debug, Clone)]
 pub struct InterpreterConfig {
-    /// Where session directories live.
+    /// Where session directories and artifacts live (with [`Storage::Disk`]).
     pub root: PathBuf,
+    pub storage: Storage,
     /// Idle time after which a session is removed, unless it asks for another.
     pub default_ttl: Duration,
     /// The longest idle TTL a session may ask for.
@@ -39,17 +53,32 @@ pub struct InterpreterConfig {
     pub max_live: usize,
     /// How long a run waits for the session's previous run before `Busy`.
     pub busy_wait: Duration,
+    /// Retention and quota of artifacts.
+    pub artifacts: ArtifactConfig,
+    /// Largest artifact whose bytes [`Interpreter::read_artifact`] returns inline.
+    pub read_cap_bytes: u64,
+    /// Key signing download links; generated and kept under `root` when absent.
+    pub signing_key: Option<Vec<u8>>,
+    /// The service's public base URL (`https://sandbox.example.com`), for
+    /// absolute links; callers that know the request's host may pass their own.
+    pub public_url: Option<String>,
 }
 
 impl InterpreterConfig {
-    /// Defaults: 15 minutes idle TTL, at most 4 hours, 16 live instances, 10 s wait.
+    /// Defaults: 15 minutes idle TTL, at most 4 hours, 16 live instances, 10 s
+    /// wait; artifacts kept 24 hours, 1 GiB per tenant, read inline up to 5 MiB.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self {
             root: root.into(),
+            storage: Storage::Disk,
             default_ttl: Duration::from_secs(15 * 60),
             max_ttl: Duration::from_secs(4 * 3600),
             max_live: 16,
             busy_wait: Duration::from_secs(10),
+            artifacts: ArtifactConfig::default(),
+            read_cap_bytes: 5 << 20,
+            signing_key: None,
+            public_url: None,
         }
     }
 }
@@ -84,14 +113,35 @@ pub struct RunReport {
     pub session_id: String,
     #[serde(flatten)]
     pub cell: CellReport,
-    /// Files the run created or changed (none after a failed run).
-    pub artifacts: Vec<FileInfo>,
+    /// Files the run created or changed, kept as artifacts (none after a failed run).
+    pub artifacts: Vec<Artifact>,
+    /// Changed files that could not be kept (tenant quota, storage failure).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub artifact_errors: Vec<ArtifactFailure>,
+}
+
+/// A changed file that was not kept as an artifact, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArtifactFailure {
+    pub filename: String,
+    pub error: String,
+}
+
+/// An artifact's bytes, read inline.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArtifactContent {
+    pub path: String,
+    pub mime_type: String,
+    pub size_bytes: u64,
+    pub sha256: String,
+    pub content_base64: String,
 }
 
 /// The code interpreter: sessions over one sandbox.
 pub struct Interpreter {
     sandbox: Sandbox,
     config: InterpreterConfig,
+    artifacts: ArtifactStore,
     sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
 }
 
@@ -113,9 +163,17 @@ struct Meta {
 
 impl Interpreter {
     /// The interpreter over `sandbox`; removes what an earlier process left past its TTL.
-    pub fn new(sandbox: Sandbox, config: InterpreterConfig) -> Result<Self, InterpreterError> {
+    pub fn new(sandbox: Sandbox, mut config: InterpreterConfig) -> Result<Self, InterpreterError> {
+        if config.storage == Storage::Memory {
+            config.root = memory_root()?;
+        }
         std::fs::create_dir_all(config.root.join("sessions")).map_err(|e| InterpreterError::io("creating the session root", e))?;
-        let interpreter = Self { sandbox, config, sessions: Mutex::new(HashMap::new()) };
+        let signer = match &config.signing_key {
+            Some(key) => Signer::new(key.clone()),
+            None => Signer::load_or_create(&config.root.join("signing.key"))?,
+        };
+        let artifacts = ArtifactStore::open(&config.root.join("artifacts"), signer, config.artifacts.clone())?;
+        let interpreter = Self { sandbox, config, artifacts, sessions: Mutex::new(HashMap::new()) };
         interpreter.sweep_disk();
         Ok(interpreter)
     }
@@ -161,8 +219,61 @@ impl Interpreter {
         self.session(tenant, session_id, false, None)?.files.delete(path)
     }
 
+    /// The base of absolute links: the configured public URL, else the
+    /// request's `Host`, else the loopback default of the sandbox listener.
+    pub fn base_url(&self, host: Option<&str>) -> String {
+        match (&self.config.public_url, host) {
+            (Some(url), _) => url.trim_end_matches('/').to_owned(),
+            (None, Some(host)) => format!("http://{host}"),
+            (None, None) => "http://127.0.0.1:3001".to_owned(),
+        }
+    }
+
+    /// The artifact store (signed downloads read it directly).
+    pub fn artifacts(&self) -> &ArtifactStore {
+        &self.artifacts
+    }
+
+    /// The session's live artifacts, newest first.
+    pub fn session_artifacts(&self, tenant: &str, session_id: &str, base_url: &str) -> Result<Vec<Artifact>, InterpreterError> {
+        let tenant = names::tenant(tenant)?;
+        self.artifacts.list(tenant, names::session_id(session_id)?, base_url)
+    }
+
+    /// One artifact of the tenant's.
+    pub fn artifact(&self, tenant: &str, id: &str, base_url: &str) -> Result<Artifact, InterpreterError> {
+        self.artifacts.get(names::tenant(tenant)?, id, base_url)
+    }
+
+    /// A session file's bytes as base64, up to the read cap; a larger file is
+    /// kept as an artifact and the error names its download link.
+    pub fn read_artifact(&self, tenant: &str, session_id: &str, path: &str, base_url: &str) -> Result<ArtifactContent, InterpreterError> {
+        use base64::Engine;
+        let session = self.session(tenant, session_id, false, None)?;
+        let (info, host_path) = session.files.host_path(path)?;
+        if info.size_bytes > self.config.read_cap_bytes {
+            let artifact = self.artifacts.ingest(&session.tenant, &session.id, &info.filename, &host_path, base_url)?;
+            return Err(InterpreterError::TooLarge {
+                path: info.path,
+                size: info.size_bytes,
+                cap: self.config.read_cap_bytes,
+                download_url: artifact.download_url,
+            });
+        }
+        let (info, bytes) = session.files.read(path)?;
+        let head = &bytes[..bytes.len().min(crate::mime::SNIFF_BYTES)];
+        Ok(ArtifactContent {
+            mime_type: crate::mime::media_type(&info.filename, head),
+            sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
+            size_bytes: info.size_bytes,
+            content_base64: base64::engine::general_purpose::STANDARD.encode(&bytes),
+            path: info.path,
+        })
+    }
+
     /// Runs code in the session (created on first use), one run at a time.
-    pub async fn run_python(&self, tenant: &str, session_id: &str, request: RunRequest) -> Result<RunReport, InterpreterError> {
+    /// Files the run created or changed become artifacts linked under `base_url`.
+    pub async fn run_python(&self, tenant: &str, session_id: &str, request: RunRequest, base_url: &str) -> Result<RunReport, InterpreterError> {
         let env = checked_env(request.env)?;
         let session = self.session(tenant, session_id, true, None)?;
         let mut live = tokio::time::timeout(self.config.busy_wait, session.live.lock())
@@ -170,11 +281,15 @@ impl Interpreter {
             .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
         let before = snapshot(session.files.dir());
         let cell = live.run(CellRequest { code: request.code, env, limits: request.limits }).await;
-        let artifacts = if cell.error.is_none() { changed(&session.files, &before) } else { Vec::new() };
+        // Fail fast: after a failed run nothing is scanned or kept.
+        let changed_files = if cell.error.is_none() { changed(&session.files, &before) } else { Vec::new() };
+        // Kept while the run's lock is held, so the next run cannot change them first.
+        let (artifacts, artifact_errors) = self.keep(&session, changed_files, base_url);
         drop(live);
         self.touch(&session);
         self.evict_beyond_limit(&session).await;
-        let report = RunReport { run_id: uuid::Uuid::new_v4().simple().to_string(), session_id: session_id.to_owned(), cell, artifacts };
+        let run_id = uuid::Uuid::new_v4().simple().to_string();
+        let report = RunReport { run_id, session_id: session_id.to_owned(), cell, artifacts, artifact_errors };
         tracing::info!(
             tenant, session = session_id, run_id = %report.run_id,
             outcome = report.cell.error.as_ref().map_or("ok", |e| e.kind()),
@@ -185,8 +300,29 @@ impl Interpreter {
         Ok(report)
     }
 
-    /// Removes every session idle past its TTL; returns how many.
+    /// Keeps each changed file as an artifact.
+    fn keep(&self, session: &Session, files: Vec<FileInfo>, base_url: &str) -> (Vec<Artifact>, Vec<ArtifactFailure>) {
+        let mut kept = Vec::new();
+        let mut failed = Vec::new();
+        for file in files {
+            let ingested = session
+                .files
+                .host_path(&file.filename)
+                .and_then(|(_, path)| self.artifacts.ingest(&session.tenant, &session.id, &file.filename, &path, base_url));
+            match ingested {
+                Ok(artifact) => kept.push(artifact),
+                Err(e) => failed.push(ArtifactFailure { filename: file.filename, error: e.to_string() }),
+            }
+        }
+        (kept, failed)
+    }
+
+    /// Removes every session idle past its TTL and every expired artifact
+    /// (with blobs nothing refers to any more); returns how many sessions.
     pub fn sweep(&self) -> usize {
+        if let Err(e) = self.artifacts.sweep() {
+            tracing::warn!(error = %e, "artifact sweep failed");
+        }
         let expired: Vec<Arc<Session>> = {
             let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
             sessions.values().filter(|s| s.idle() >= s.ttl).cloned().collect()
@@ -312,6 +448,25 @@ impl Interpreter {
     }
 }
 
+impl Drop for Interpreter {
+    fn drop(&mut self) {
+        if self.config.storage == Storage::Memory {
+            let _ = std::fs::remove_dir_all(&self.config.root);
+        }
+    }
+}
+
+/// A fresh directory on the RAM-backed filesystem.
+fn memory_root() -> Result<PathBuf, InterpreterError> {
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        return Err(InterpreterError::Invalid("memory storage needs a RAM-backed /dev/shm".to_owned()));
+    }
+    let root = shm.join(format!("anypath-{}", uuid::Uuid::new_v4().simple()));
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700).create(&root).map_err(|e| InterpreterError::io("creating the in-memory root", e))?;
+    Ok(root)
+}
+
 impl Session {
     fn idle(&self) -> Duration {
         self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
@@ -388,6 +543,6 @@ mod send_check {
     fn is_send<T: Send>(_: T) {}
     #[allow(dead_code)]
     fn run_python_is_send(i: &super::Interpreter) {
-        is_send(i.run_python("t", "s", super::RunRequest::default()));
+        is_send(i.run_python("t", "s", super::RunRequest::default(), "http://h"));
     }
 }

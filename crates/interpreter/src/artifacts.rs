@@ -1,0 +1,401 @@
+//! Artifacts: the files a successful run created or changed, kept after the
+//! session is gone. Bytes live once per content in a content-addressed blob
+//! store (`blobs/<sha256[..2]>/<sha256>`, written once, shared across sessions
+//! and tenants); metadata lives in SQLite (`index.sqlite3`). Each artifact has
+//! a stable id and a signed download link; it expires after the retention
+//! time, and a blob no artifact refers to any more is removed.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::InterpreterError;
+use crate::files::GUEST_DIR;
+use crate::mime::{SNIFF_BYTES, media_type};
+use crate::signing::Signer;
+
+/// How artifacts are kept.
+#[derive(Debug, Clone)]
+pub struct ArtifactConfig {
+    /// How long an artifact (and its download link) lives after it was made.
+    pub retention: Duration,
+    /// Bytes of live artifacts one tenant may hold.
+    pub tenant_quota_bytes: u64,
+}
+
+impl Default for ArtifactConfig {
+    /// 24 hours, 1 GiB per tenant.
+    fn default() -> Self {
+        Self { retention: Duration::from_secs(24 * 3600), tenant_quota_bytes: 1 << 30 }
+    }
+}
+
+/// What a client sees of an artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Artifact {
+    /// Stable id, the handle of its download link.
+    pub id: String,
+    /// As the code saw it: `/mnt/data/<filename>`.
+    pub path: String,
+    /// Relative to the session directory.
+    pub filename: String,
+    pub size_bytes: u64,
+    pub mime_type: String,
+    /// Hex SHA-256 of the bytes.
+    pub sha256: String,
+    pub session_id: String,
+    pub created_unix: u64,
+    /// When the artifact and its links stop working.
+    pub expires_unix: u64,
+    /// Signed absolute URL: a plain GET fetches the bytes until `expires_unix`.
+    pub download_url: String,
+    /// The same bytes under `/files/{session_id}/{filename}`, signed the same way.
+    pub file_url: String,
+    #[serde(skip)]
+    pub tenant: String,
+}
+
+/// Characters escaped in a URL path segment or query value.
+const URL_ESCAPED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
+/// The content-addressed store and its index.
+pub struct ArtifactStore {
+    db: Mutex<Connection>,
+    blobs: PathBuf,
+    signer: Signer,
+    config: ArtifactConfig,
+}
+
+/// The signed query of a link: `expires` and `signature`.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct LinkQuery {
+    pub expires: u64,
+    pub signature: String,
+    /// The tenant of a `/files/...` link.
+    #[serde(default)]
+    pub tenant: Option<String>,
+}
+
+impl ArtifactStore {
+    /// Opens (or creates) the store under `dir`.
+    pub fn open(dir: &Path, signer: Signer, config: ArtifactConfig) -> Result<Self, InterpreterError> {
+        let blobs = dir.join("blobs");
+        fs::create_dir_all(&blobs).map_err(|e| InterpreterError::io("creating the blob store", e))?;
+        let db = Connection::open(dir.join("index.sqlite3")).map_err(InterpreterError::index)?;
+        db.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = FULL;
+             CREATE TABLE IF NOT EXISTS artifacts (
+                 id TEXT PRIMARY KEY,
+                 tenant TEXT NOT NULL,
+                 session_id TEXT NOT NULL,
+                 filename TEXT NOT NULL,
+                 size_bytes INTEGER NOT NULL,
+                 mime_type TEXT NOT NULL,
+                 sha256 TEXT NOT NULL,
+                 created_unix INTEGER NOT NULL,
+                 expires_unix INTEGER NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS artifacts_by_file ON artifacts (tenant, session_id, filename, created_unix);
+             CREATE INDEX IF NOT EXISTS artifacts_by_blob ON artifacts (sha256);
+             CREATE INDEX IF NOT EXISTS artifacts_by_expiry ON artifacts (expires_unix);",
+        )
+        .map_err(InterpreterError::index)?;
+        Ok(Self { db: Mutex::new(db), blobs, signer, config })
+    }
+
+    /// Keeps the file at `host_path` (`filename` in the session) as an
+    /// artifact: hashed and copied into a blob (unless that content is stored
+    /// already), then indexed. Refused past the tenant's byte quota.
+    pub fn ingest(&self, tenant: &str, session_id: &str, filename: &str, host_path: &Path, base_url: &str) -> Result<Artifact, InterpreterError> {
+        let staged = self.stage(host_path)?;
+        let now = unix_now();
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        let held: u64 = db
+            .query_row("SELECT COALESCE(SUM(size_bytes), 0) FROM artifacts WHERE tenant = ?1 AND expires_unix > ?2", params![tenant, now], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map_err(InterpreterError::index)? as u64;
+        if held + staged.size > self.config.tenant_quota_bytes {
+            let _ = fs::remove_file(&staged.path);
+            return Err(InterpreterError::ArtifactQuota { filename: filename.to_owned(), held, quota: self.config.tenant_quota_bytes });
+        }
+        // Under the index lock, so the sweep cannot remove a blob being reused.
+        let blob = self.blob_path(&staged.sha256);
+        if blob.exists() {
+            let _ = fs::remove_file(&staged.path);
+        } else {
+            let placed = blob.parent().map_or(Ok(()), fs::create_dir_all).and_then(|()| fs::rename(&staged.path, &blob));
+            if let Err(e) = placed {
+                let _ = fs::remove_file(&staged.path);
+                return Err(InterpreterError::io("storing the artifact", e));
+            }
+        }
+        let mut head = vec![0; SNIFF_BYTES.min(staged.size as usize)];
+        let _ = fs::File::open(&blob).and_then(|mut f| f.read_exact(&mut head));
+        let artifact = Artifact {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            path: format!("{GUEST_DIR}/{filename}"),
+            filename: filename.to_owned(),
+            size_bytes: staged.size,
+            mime_type: media_type(filename, &head),
+            sha256: staged.sha256,
+            session_id: session_id.to_owned(),
+            created_unix: now,
+            expires_unix: now + self.config.retention.as_secs(),
+            download_url: String::new(),
+            file_url: String::new(),
+            tenant: tenant.to_owned(),
+        };
+        db.execute(
+            "INSERT INTO artifacts (id, tenant, session_id, filename, size_bytes, mime_type, sha256, created_unix, expires_unix)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                artifact.id,
+                artifact.tenant,
+                artifact.session_id,
+                artifact.filename,
+                artifact.size_bytes as i64,
+                artifact.mime_type,
+                artifact.sha256,
+                artifact.created_unix as i64,
+                artifact.expires_unix as i64
+            ],
+        )
+        .map_err(InterpreterError::index)?;
+        Ok(self.linked(artifact, base_url))
+    }
+
+    /// The tenant's artifact `id`, while it lives.
+    pub fn get(&self, tenant: &str, id: &str, base_url: &str) -> Result<Artifact, InterpreterError> {
+        self.by_id(id)?.filter(|a| a.tenant == tenant).map(|a| self.linked(a, base_url)).ok_or_else(|| InterpreterError::NoSuchArtifact(id.to_owned()))
+    }
+
+    /// Every live artifact of a session, newest first.
+    pub fn list(&self, tenant: &str, session_id: &str, base_url: &str) -> Result<Vec<Artifact>, InterpreterError> {
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        let mut statement = db
+            .prepare(&format!("SELECT {COLUMNS} FROM artifacts WHERE tenant = ?1 AND session_id = ?2 AND expires_unix > ?3 ORDER BY created_unix DESC, rowid DESC"))
+            .map_err(InterpreterError::index)?;
+        let rows = statement.query_map(params![tenant, session_id, unix_now() as i64], row).map_err(InterpreterError::index)?;
+        let found: Result<Vec<Artifact>, _> = rows.collect();
+        Ok(found.map_err(InterpreterError::index)?.into_iter().map(|a| self.linked(a, base_url)).collect())
+    }
+
+    /// The artifact and an open handle on its bytes, for a link whose
+    /// signature checks out and has not expired. Every refusal is the same
+    /// `Forbidden`, so a guess learns nothing.
+    pub fn open_signed(&self, id: &str, query: &LinkQuery) -> Result<(Artifact, fs::File), InterpreterError> {
+        let expires = query.expires.to_string();
+        if !self.signer.verify(&["artifact", id, &expires], &query.signature) || query.expires <= unix_now() {
+            return Err(InterpreterError::Forbidden);
+        }
+        let artifact = self.by_id(id)?.ok_or(InterpreterError::Forbidden)?;
+        self.open_blob(artifact)
+    }
+
+    /// The newest artifact named `filename` in the session, for a signed
+    /// `/files/{session_id}/{filename}` link.
+    pub fn open_signed_file(&self, session_id: &str, filename: &str, query: &LinkQuery) -> Result<(Artifact, fs::File), InterpreterError> {
+        let tenant = query.tenant.as_deref().unwrap_or_default();
+        let expires = query.expires.to_string();
+        if !self.signer.verify(&["file", tenant, session_id, filename, &expires], &query.signature) || query.expires <= unix_now() {
+            return Err(InterpreterError::Forbidden);
+        }
+        let artifact = {
+            let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+            db.query_row(
+                &format!("SELECT {COLUMNS} FROM artifacts WHERE tenant = ?1 AND session_id = ?2 AND filename = ?3 AND expires_unix > ?4 ORDER BY created_unix DESC, rowid DESC LIMIT 1"),
+                params![tenant, session_id, filename, unix_now() as i64],
+                row,
+            )
+            .optional()
+            .map_err(InterpreterError::index)?
+        };
+        self.open_blob(artifact.ok_or(InterpreterError::Forbidden)?)
+    }
+
+    /// Removes expired artifacts, then every blob no artifact refers to; returns how many blobs went.
+    pub fn sweep(&self) -> Result<usize, InterpreterError> {
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        db.execute("DELETE FROM artifacts WHERE expires_unix <= ?1", params![unix_now() as i64]).map_err(InterpreterError::index)?;
+        let mut removed = 0;
+        for shard in fs::read_dir(&self.blobs).into_iter().flatten().flatten() {
+            if shard.file_name() == STAGING {
+                removed += remove_stale_staging(&shard.path());
+                continue;
+            }
+            for blob in fs::read_dir(shard.path()).into_iter().flatten().flatten() {
+                let name = blob.file_name().to_string_lossy().into_owned();
+                let referenced: bool = db
+                    .query_row("SELECT EXISTS (SELECT 1 FROM artifacts WHERE sha256 = ?1)", params![name], |r| r.get(0))
+                    .map_err(InterpreterError::index)?;
+                if !referenced && fs::remove_file(blob.path()).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Blobs held on disk now (each distinct content once).
+    pub fn blob_count(&self) -> usize {
+        fs::read_dir(&self.blobs).into_iter().flatten().flatten().filter(|shard| shard.file_name() != STAGING).map(|shard| fs::read_dir(shard.path()).into_iter().flatten().count()).sum()
+    }
+
+    fn by_id(&self, id: &str) -> Result<Option<Artifact>, InterpreterError> {
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        db.query_row(&format!("SELECT {COLUMNS} FROM artifacts WHERE id = ?1 AND expires_unix > ?2"), params![id, unix_now() as i64], row)
+            .optional()
+            .map_err(InterpreterError::index)
+    }
+
+    fn open_blob(&self, artifact: Artifact) -> Result<(Artifact, fs::File), InterpreterError> {
+        let file = fs::File::open(self.blob_path(&artifact.sha256)).map_err(|e| InterpreterError::io("opening the artifact", e))?;
+        Ok((artifact, file))
+    }
+
+    fn blob_path(&self, sha256: &str) -> PathBuf {
+        self.blobs.join(&sha256[..2]).join(sha256)
+    }
+
+    /// Hashes the file while copying it to a staging blob, synced to disk.
+    fn stage(&self, source: &Path) -> Result<Staged, InterpreterError> {
+        let io = |e| InterpreterError::io("reading the artifact", e);
+        let mut input = fs::OpenOptions::new().read(true).custom_flags(crate::files::O_NOFOLLOW).open(source).map_err(io)?;
+        let shard = self.blobs.join(STAGING);
+        fs::create_dir_all(&shard).map_err(io)?;
+        let path = shard.join(format!(".{}", uuid::Uuid::new_v4().simple()));
+        let copied = (|| {
+            let mut output = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+            let mut hasher = Sha256::new();
+            let mut buffer = vec![0; 256 << 10];
+            let mut size = 0u64;
+            loop {
+                let n = input.read(&mut buffer)?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buffer[..n]);
+                output.write_all(&buffer[..n])?;
+                size += n as u64;
+            }
+            output.sync_all()?;
+            Ok::<_, std::io::Error>(Staged { path: path.clone(), sha256: hex::encode(hasher.finalize()), size })
+        })();
+        copied.map_err(|e| {
+            let _ = fs::remove_file(&path);
+            InterpreterError::io("copying the artifact", e)
+        })
+    }
+
+    /// Fills in the signed links.
+    fn linked(&self, mut artifact: Artifact, base_url: &str) -> Artifact {
+        let expires = artifact.expires_unix.to_string();
+        let signature = self.signer.sign(&["artifact", &artifact.id, &expires]);
+        artifact.download_url = format!("{base_url}/v1/artifacts/{}/content?expires={expires}&signature={signature}", artifact.id);
+        let signature = self.signer.sign(&["file", &artifact.tenant, &artifact.session_id, &artifact.filename, &expires]);
+        let filename: Vec<String> = artifact.filename.split('/').map(|part| utf8_percent_encode(part, URL_ESCAPED).to_string()).collect();
+        artifact.file_url = format!(
+            "{base_url}/files/{}/{}?tenant={}&expires={expires}&signature={signature}",
+            artifact.session_id,
+            filename.join("/"),
+            utf8_percent_encode(&artifact.tenant, URL_ESCAPED)
+        );
+        artifact
+    }
+}
+
+/// Where a copy is hashed before it becomes a blob.
+const STAGING: &str = "staging";
+/// A staged copy older than this was left by a crash.
+const STALE_STAGING: Duration = Duration::from_secs(3600);
+
+fn remove_stale_staging(dir: &Path) -> usize {
+    let stale = |entry: &fs::DirEntry| entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE_STAGING));
+    fs::read_dir(dir).into_iter().flatten().flatten().filter(|e| stale(e) && fs::remove_file(e.path()).is_ok()).count()
+}
+
+struct Staged {
+    path: PathBuf,
+    sha256: String,
+    size: u64,
+}
+
+const COLUMNS: &str = "id, tenant, session_id, filename, size_bytes, mime_type, sha256, created_unix, expires_unix";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Artifact> {
+    let filename: String = r.get(3)?;
+    Ok(Artifact {
+        id: r.get(0)?,
+        tenant: r.get(1)?,
+        session_id: r.get(2)?,
+        path: format!("{GUEST_DIR}/{filename}"),
+        filename,
+        size_bytes: r.get::<_, i64>(4)? as u64,
+        mime_type: r.get(5)?,
+        sha256: r.get(6)?,
+        created_unix: r.get::<_, i64>(7)? as u64,
+        expires_unix: r.get::<_, i64>(8)? as u64,
+        download_url: String::new(),
+        file_url: String::new(),
+    })
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(name: &str, retention: Duration, quota: u64) -> (ArtifactStore, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("anypath-artifact-store-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let config = ArtifactConfig { retention, tenant_quota_bytes: quota };
+        (ArtifactStore::open(&dir.join("artifacts"), Signer::new(b"k".repeat(32)), config).unwrap(), dir)
+    }
+
+    fn file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = dir.join(name);
+        fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn expired_artifacts_go_and_so_do_blobs_nothing_refers_to() {
+        let (store, dir) = store("expiry", Duration::from_secs(1), 1 << 20);
+        let shared = file(&dir, "shared.txt", b"same bytes");
+        let first = store.ingest("t", "s1", "shared.txt", &shared, "http://h").unwrap();
+        assert_eq!(store.blob_count(), 1);
+        std::thread::sleep(Duration::from_millis(2100));
+        // A newer artifact with the same bytes keeps the blob alive past the first one's expiry.
+        let second = store.ingest("t", "s2", "shared.txt", &shared, "http://h").unwrap();
+        assert_eq!(store.sweep().unwrap(), 0, "the blob is still referenced");
+        assert!(matches!(store.get("t", &first.id, "http://h"), Err(InterpreterError::NoSuchArtifact(_))));
+        assert_eq!(store.get("t", &second.id, "http://h").unwrap().sha256, first.sha256);
+        std::thread::sleep(Duration::from_millis(2100));
+        assert_eq!(store.sweep().unwrap(), 1);
+        assert_eq!(store.blob_count(), 0, "no blob outlives every artifact that used it");
+    }
+
+    #[test]
+    fn the_quota_counts_live_artifacts_of_one_tenant() {
+        let (store, dir) = store("quota", Duration::from_secs(3600), 10);
+        let path = file(&dir, "six.txt", b"123456");
+        store.ingest("t", "s", "six.txt", &path, "http://h").unwrap();
+        assert!(matches!(store.ingest("t", "s", "six.txt", &path, "http://h"), Err(InterpreterError::ArtifactQuota { .. })));
+        store.ingest("u", "s", "six.txt", &path, "http://h").unwrap();
+        assert_eq!(store.blob_count(), 1);
+    }
+}
