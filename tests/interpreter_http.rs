@@ -162,3 +162,21 @@ fn anypath_up_serves_the_interpreter_beside_the_app() {
     assert_eq!(report["stdout"], "42\n", "{report}");
     assert_eq!(app.send("POST", "/members/", Some(json!({"name": "Ada"}))).status().as_u16(), 201, "the app serves beside it");
 }
+
+/// Memory storage: sessions and artifacts live in a RAM-backed directory,
+/// nothing lands in the data directory, and a clean stop removes it all.
+#[test]
+fn memory_storage_touches_no_disk_and_leaves_nothing() {
+    let dir = data_dir("memory");
+    let mut service = Service::start_with(&dir, &["--storage", "memory"]);
+    let (_, run) = service.json("key-alice", "POST", "/v1/sessions/ram/run", Some(json!({"code": "open('a.txt', 'w').write('in memory')"})));
+    assert_eq!(run["artifacts"][0]["filename"], "a.txt", "{run}");
+    let download = reqwest::blocking::get(run["artifacts"][0]["download_url"].as_str().expect("url")).expect("download");
+    assert_eq!(download.text().expect("text"), "in memory");
+    assert!(!dir.exists(), "the data directory is never created");
+    let line = service.process.wait_for_log(|l| l.contains("interpreter storage")).expect("storage log line");
+    let root = PathBuf::from(serde_json::from_str::<Value>(&line).expect("JSON")["root"].as_str().expect("root").to_owned());
+    assert!(root.starts_with("/dev/shm") && root.join("sessions/alice/ram/data/a.txt").is_file(), "{}", root.display());
+    assert!(service.process.terminate().success());
+    assert!(!root.exists(), "stopping removes the in-memory root");
+}

@@ -113,16 +113,22 @@ impl Spawned {
         let (sink, ready) = (logs.clone(), ready.to_owned());
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(entry) = serde_json::from_str::<Value>(&line) {
-                    if entry["message"] == ready.as_str() {
-                        let _ = found.send(entry["listen"].as_str().unwrap_or_default().to_owned());
-                    }
+                if let Ok(entry) = serde_json::from_str::<Value>(&line)
+                    && entry["message"] == ready.as_str()
+                {
+                    let _ = found.send(entry["listen"].as_str().unwrap_or_default().to_owned());
                 }
                 sink.lock().expect("log lock").push(line);
             }
         });
         let address = address.recv_timeout(std::time::Duration::from_secs(120)).expect("the process reports its address");
         Self { child, address, logs }
+    }
+
+    /// Stops the process with SIGTERM, as an operator would, and waits for it.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = std::process::Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        self.child.wait().expect("the process exits")
     }
 
     /// Every stderr line so far.

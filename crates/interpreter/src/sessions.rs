@@ -173,6 +173,7 @@ impl Interpreter {
             None => Signer::load_or_create(&config.root.join("signing.key"))?,
         };
         let artifacts = ArtifactStore::open(&config.root.join("artifacts"), signer, config.artifacts.clone())?;
+        tracing::info!(storage = ?config.storage, root = %config.root.display(), "interpreter storage");
         let interpreter = Self { sandbox, config, artifacts, sessions: Mutex::new(HashMap::new()) };
         interpreter.sweep_disk();
         Ok(interpreter)
@@ -456,15 +457,32 @@ impl Drop for Interpreter {
     }
 }
 
-/// A fresh directory on the RAM-backed filesystem.
+/// A fresh directory on the RAM-backed filesystem, named after this process
+/// so a later start can remove what a killed one left.
 fn memory_root() -> Result<PathBuf, InterpreterError> {
     let shm = Path::new("/dev/shm");
     if !shm.is_dir() {
         return Err(InterpreterError::Invalid("memory storage needs a RAM-backed /dev/shm".to_owned()));
     }
-    let root = shm.join(format!("anypath-{}", uuid::Uuid::new_v4().simple()));
-    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700).create(&root).map_err(|e| InterpreterError::io("creating the in-memory root", e))?;
+    remove_dead_memory_roots(shm);
+    let root = shm.join(format!("anypath-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&root)
+        .map_err(|e| InterpreterError::io("creating the in-memory root", e))?;
     Ok(root)
+}
+
+/// Removes `anypath-<pid>-*` directories whose process is gone.
+fn remove_dead_memory_roots(shm: &Path) {
+    for entry in std::fs::read_dir(shm).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name.strip_prefix("anypath-").and_then(|rest| rest.split('-').next()).and_then(|pid| pid.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && !Path::new("/proc").join(pid.to_string()).exists()
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 impl Session {
