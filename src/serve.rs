@@ -1,6 +1,7 @@
 //! `anypath sandbox serve`: the sandbox as an HTTP JSON API.
 //!
 //! `POST /v1/exec` runs one block; `GET /healthz` reports readiness and limits;
+//! `GET /openapi.json` describes every route;
 //! with a code interpreter, `/v1/sessions/...` serves it (`interpreter_api`).
 //! Admission is bounded: at most `max_concurrent` executions run and at most
 //! `queue_depth` wait; anything beyond is answered 503 with `Retry-After`.
@@ -107,6 +108,7 @@ pub fn router(sandbox: Sandbox, options: &ServeOptions) -> Router {
     Router::new()
         .route("/v1/exec", post(exec))
         .route("/healthz", get(healthz))
+        .route("/openapi.json", get(openapi))
         .merge(crate::interpreter_api::routes())
         .fallback(not_found)
         .with_state(state)
@@ -210,6 +212,13 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
         "running": state.running.available_permits(),
     });
     axum::Json(body).into_response()
+}
+
+/// The service's OpenAPI document: every route, its auth and error envelope.
+const OPENAPI: &str = include_str!("openapi/sandbox.json");
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
 async fn not_found(headers: HeaderMap) -> Response {

@@ -180,3 +180,30 @@ fn memory_storage_touches_no_disk_and_leaves_nothing() {
     assert!(service.process.terminate().success());
     assert!(!root.exists(), "stopping removes the in-memory root");
 }
+
+/// The OpenAPI document served at `/openapi.json` describes the routes the
+/// service has: every documented operation is answered by a handler (never
+/// the catch-all 404 or a 405), and every route a test here uses is in it.
+#[test]
+fn the_openapi_document_matches_the_routes() {
+    let service = Service::start(&data_dir("openapi"));
+    let (status, spec) = service.json("", "GET", "/openapi.json", None);
+    assert_eq!(status, 200);
+    let paths = spec["paths"].as_object().expect("paths");
+    for used in ["/v1/sessions/{session_id}/run", "/v1/sessions/{session_id}/files/{path}", "/v1/artifacts/{artifact_id}/content", "/files/{session_id}/{filename}", "/v1/exec"] {
+        assert!(paths.contains_key(used), "{used} is documented");
+    }
+    service.json("key-alice", "POST", "/v1/sessions/doc/run", Some(json!({"code": "open('f.txt', 'w').write('x')"})));
+    for (template, operations) in paths {
+        let path = template.replace("{session_id}", "doc").replace("{path}", "f.txt").replace("{filename}", "f.txt").replace("{artifact_id}", "none");
+        for method in operations.as_object().expect("operations").keys() {
+            let response = service.call("key-alice", &method.to_uppercase(), &path, None);
+            let status = response.status().as_u16();
+            let body: Value = response.json().unwrap_or(Value::Null);
+            assert_ne!(status, 405, "{method} {template} has a handler");
+            assert_ne!(body["error"]["message"], "no such endpoint", "{method} {template} is routed");
+            let documented = operations[method]["responses"].as_object().expect("responses");
+            assert!(documented.contains_key(&status.to_string()), "{method} {template} answered {status}, which the document does not list: {body}");
+        }
+    }
+}
