@@ -159,9 +159,12 @@ struct Overwrite {
 async fn upload_raw(
     c: Caller,
     Path((session_id, path)): Path<(String, String)>,
-    Query(query): Query<Overwrite>,
+    query: Result<Query<Overwrite>, QueryRejection>,
     body: Bytes,
 ) -> Response {
+    let Ok(Query(query)) = query else {
+        return error(StatusCode::BAD_REQUEST, "invalid_query", "overwrite must be true or false", &c.request_id);
+    };
     match c.interpreter.upload_file(&c.tenant, &session_id, &path, &body, query.overwrite) {
         Ok(info) => c.json(StatusCode::CREATED, info),
         Err(e) => c.fail(&e),
