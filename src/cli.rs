@@ -124,6 +124,15 @@ pub struct InterpreterArgs {
     /// survives a restart) or `memory` (a RAM-backed directory removed at exit).
     #[arg(long, value_enum, env = "ANYPATH_STORAGE", default_value_t = StorageArg::Disk)]
     storage: StorageArg,
+    /// Largest file code or an upload may make in a session, in MiB.
+    #[arg(long, default_value_t = 100)]
+    max_file_mb: u64,
+    /// Bytes a session directory may hold, in MiB.
+    #[arg(long, default_value_t = 500)]
+    max_session_mb: u64,
+    /// Files and directories a session directory may hold.
+    #[arg(long, default_value_t = 1000)]
+    max_session_files: u64,
     /// Hours an artifact and its download links live.
     #[arg(long, default_value_t = 24)]
     artifact_retention_hours: u64,
@@ -158,6 +167,11 @@ impl InterpreterArgs {
         config.storage = match self.storage {
             StorageArg::Disk => anypath_interpreter::Storage::Disk,
             StorageArg::Memory => anypath_interpreter::Storage::Memory,
+        };
+        config.quota = anypath_sandbox::FileQuota {
+            max_file_bytes: self.max_file_mb << 20,
+            max_session_bytes: self.max_session_mb << 20,
+            max_files: self.max_session_files,
         };
         config.artifacts.retention = std::time::Duration::from_secs(self.artifact_retention_hours * 3600);
         config.artifacts.tenant_quota_bytes = self.artifact_quota_mb << 20;

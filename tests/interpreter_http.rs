@@ -207,3 +207,35 @@ fn the_openapi_document_matches_the_routes() {
         }
     }
 }
+
+/// Boundary: the session quota, enforced by the host's filesystem layer
+/// while code writes and on every upload. Code writing past it gets an
+/// OSError inside the guest; the directory never holds more than the quota.
+#[test]
+fn writes_past_the_session_quota_fail_inside_the_guest_and_uploads_are_refused() {
+    let dir = data_dir("quota");
+    let service = Service::start_with(&dir, &["--max-session-mb", "1", "--max-file-mb", "1", "--max-session-files", "4"]);
+    let code = "import errno\nwritten = 0\ntry:\n    with open('big.bin', 'wb') as f:\n        for _ in range(64):\n            f.write(b'x' * 65536)\n            f.flush()\n            written += 65536\nexcept OSError as e:\n    print(errno.errorcode.get(e.errno), written)";
+    let (_, run) = service.json("key-alice", "POST", "/v1/sessions/full/run", Some(json!({"code": code})));
+    let stdout = run["stdout"].as_str().unwrap_or_default();
+    // The write crossing the quota on an open stream reaches Python as EIO
+    // (the runner's libc reports stream failures so); the report names the quota.
+    assert!(["EDQUOT", "EFBIG", "EIO"].iter().any(|e| stdout.starts_with(e)), "the write fails inside the guest: {run}");
+    assert_eq!(run["quota_exceeded"], true, "{run}");
+    let (_, again) = service.json("key-alice", "POST", "/v1/sessions/full/run", Some(json!({"code": "try:\n    with open('more.bin', 'wb') as f:\n        f.write(b'y')\nexcept OSError as e:\n    print(e)"})));
+    assert!(again["stdout"].as_str().unwrap_or_default().contains("uota"), "a new write names the quota: {again}");
+    let held = common_dir_bytes(&dir.join("sessions/alice/full/data"));
+    assert!(held <= 1 << 20, "the directory holds {held} bytes, over the 1 MiB quota");
+    let (_, files) = service.json("key-alice", "POST", "/v1/sessions/full/run", Some(json!({"code": "import os\nn = 0\ntry:\n    for i in range(10):\n        open(f'f{i}.txt', 'w').close()\n        n += 1\nexcept OSError as e:\n    print(e.errno == __import__('errno').EDQUOT, n)"})));
+    assert!(files["stdout"].as_str().unwrap_or_default().starts_with("True"), "creating files past the count fails: {files}");
+    let entries = std::fs::read_dir(dir.join("sessions/alice/full/data")).expect("dir").count();
+    assert!(entries <= 4, "{entries} entries, over the quota of 4");
+    let (status, body) = service.json("key-alice", "POST", "/v1/sessions/other/files", Some(json!({"filename": "big.bin", "content_base64": b64(&vec![0u8; (1 << 20) + 1])})));
+    assert_eq!((status, &body["error"]["code"]), (507, &json!("quota_exceeded")), "{body}");
+    let (_, listed) = service.json("key-alice", "GET", "/v1/sessions/other/files", None);
+    assert_eq!(listed["files"], json!([]), "nothing was written");
+}
+
+fn common_dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir).expect("dir").flatten().filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+}

@@ -25,6 +25,8 @@ pub enum InterpreterError {
     ArtifactQuota { filename: String, held: u64, quota: u64 },
     #[error("{path} is {size} bytes, over the {cap}-byte read cap; fetch it from {download_url}")]
     TooLarge { path: String, size: u64, cap: u64, download_url: String },
+    #[error("quota exceeded: {0}")]
+    Quota(String),
     #[error("the link is invalid or has expired")]
     Forbidden,
     #[error("{what}: {source}")]
@@ -50,7 +52,7 @@ impl InterpreterError {
             Self::NoSuchSession(_) | Self::NoSuchFile(_) | Self::NoSuchArtifact(_) => 404,
             Self::Exists(_) | Self::Busy(_) => 409,
             Self::TooLarge { .. } => 413,
-            Self::ArtifactQuota { .. } => 507,
+            Self::ArtifactQuota { .. } | Self::Quota(_) => 507,
             Self::Io { .. } | Self::Index(_) => 500,
         }
     }
@@ -67,6 +69,7 @@ impl InterpreterError {
             Self::Busy(_) => "session_busy",
             Self::NoSuchArtifact(_) => "no_such_artifact",
             Self::ArtifactQuota { .. } => "artifact_quota_exceeded",
+            Self::Quota(_) => "quota_exceeded",
             Self::TooLarge { .. } => "over_read_cap",
             Self::Forbidden => "forbidden",
             Self::Io { .. } | Self::Index(_) => "storage_failed",

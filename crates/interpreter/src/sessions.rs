@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, LiveInstance, Sandbox};
+use anypath_sandbox::{CellReport, CellRequest, FileQuota, LimitOverrides, LiveInstance, Sandbox};
 use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{Artifact, ArtifactConfig, ArtifactStore};
@@ -53,6 +53,9 @@ pub struct InterpreterConfig {
     pub max_live: usize,
     /// How long a run waits for the session's previous run before `Busy`.
     pub busy_wait: Duration,
+    /// What a session directory may hold: checked inside the guest as code
+    /// writes, and on every upload.
+    pub quota: FileQuota,
     /// Retention and quota of artifacts.
     pub artifacts: ArtifactConfig,
     /// Largest artifact whose bytes [`Interpreter::read_artifact`] returns inline.
@@ -66,7 +69,7 @@ pub struct InterpreterConfig {
 
 impl InterpreterConfig {
     /// Defaults: 15 minutes idle TTL, at most 4 hours, 16 live instances, 10 s
-    /// wait; artifacts kept 24 hours, 1 GiB per tenant, read inline up to 5 MiB.
+    /// wait; 100 MiB per file, 500 MiB and 1000 entries per session; artifacts kept 24 hours, 1 GiB per tenant, read inline up to 5 MiB.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self {
             root: root.into(),
@@ -75,6 +78,7 @@ impl InterpreterConfig {
             max_ttl: Duration::from_secs(4 * 3600),
             max_live: 16,
             busy_wait: Duration::from_secs(10),
+            quota: FileQuota { max_file_bytes: 100 << 20, max_session_bytes: 500 << 20, max_files: 1000 },
             artifacts: ArtifactConfig::default(),
             read_cap_bytes: 5 << 20,
             signing_key: None,
@@ -202,7 +206,30 @@ impl Interpreter {
     /// Writes a file into the session (created on first use).
     pub fn upload_file(&self, tenant: &str, session_id: &str, filename: &str, bytes: &[u8], overwrite: bool) -> Result<FileInfo, InterpreterError> {
         let session = self.session(tenant, session_id, true, None)?;
+        // Under the run lock, so a run cannot write between the check and the upload.
+        let _running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        self.check_upload(&session, filename, bytes.len() as u64)?;
         session.files.write(filename, bytes, overwrite)
+    }
+
+    /// Refuses an upload that would take the session past its quota.
+    fn check_upload(&self, session: &Session, filename: &str, size: u64) -> Result<(), InterpreterError> {
+        let quota = self.config.quota;
+        let name = names::filename(filename)?;
+        let replaced = std::fs::symlink_metadata(session.files.dir().join(name)).ok().filter(|m| m.is_file()).map(|m| m.len());
+        let usage = anypath_sandbox::directory_usage(session.files.dir());
+        let bytes = usage.bytes - replaced.unwrap_or(0) + size;
+        let files = usage.files + u64::from(replaced.is_none());
+        if size > quota.max_file_bytes {
+            return Err(InterpreterError::Quota(format!("{name} is {size} bytes; a file may hold {}", quota.max_file_bytes)));
+        }
+        if bytes > quota.max_session_bytes {
+            return Err(InterpreterError::Quota(format!("the session would hold {bytes} bytes; its quota is {}", quota.max_session_bytes)));
+        }
+        if files > quota.max_files {
+            return Err(InterpreterError::Quota(format!("the session would hold {files} entries; its quota is {}", quota.max_files)));
+        }
+        Ok(())
     }
 
     /// Every file of the session.
@@ -378,7 +405,7 @@ impl Interpreter {
         }
         let data = home.join("data");
         std::fs::create_dir_all(&data).map_err(|e| InterpreterError::io("creating the session directory", e))?;
-        let live = self.sandbox.live_instance(Some(data.clone()), &LimitOverrides::default());
+        let live = self.sandbox.live_instance(Some(data.clone()), &LimitOverrides::default()).with_quota(self.config.quota);
         let session = Arc::new(Session {
             tenant: tenant.to_owned(),
             id: session_id.to_owned(),

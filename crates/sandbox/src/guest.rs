@@ -1,11 +1,16 @@
-//! Per-instance host state: an empty WASI context and the memory guard.
+//! Per-instance host state: an empty WASI context, the memory guard and the
+//! session directory's write quota.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::quota_fs::{QuotaFsView, QuotaState};
 
 /// Where a session's directory appears inside the guest.
 pub const SESSION_DIR: &str = "/mnt/data";
@@ -20,6 +25,8 @@ pub(crate) struct GuestState {
     pub(crate) memory: MemoryGuard,
     /// Past this instant the epoch callback traps the guest.
     pub(crate) deadline: Instant,
+    /// Write quota on the session directory, if any.
+    pub(crate) quota: Option<Arc<QuotaState>>,
 }
 
 impl GuestState {
@@ -39,7 +46,14 @@ impl GuestState {
 
     fn build(mut builder: WasiCtxBuilder, memory_cap: u64, deadline: Instant) -> Self {
         let wasi = builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false).build();
-        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline }
+        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None }
+    }
+
+    /// The view `wasi:filesystem/types` is served through: wasmtime-wasi's,
+    /// checked against the quota.
+    pub(crate) fn quota_fs(&mut self) -> QuotaFsView<'_> {
+        let quota = self.quota.clone();
+        QuotaFsView { inner: WasiFilesystemCtxView { ctx: self.wasi.filesystem(), table: &mut self.table }, quota }
     }
 }
 

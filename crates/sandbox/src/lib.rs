@@ -8,7 +8,7 @@
 //! environment, network or stdio), a fuel budget, a memory cap and an epoch
 //! deadline that also cuts calls blocked in the host. Code-interpreter
 //! sessions keep one instance alive between runs (`live`), with a directory
-//! of their own at `/mnt/data` and no gate.
+//! of their own at `/mnt/data`, optionally under a write quota, and no gate.
 
 mod artifact;
 mod bindings;
@@ -17,6 +17,7 @@ pub mod limits;
 pub mod live;
 pub mod outcome;
 mod pool;
+mod quota_fs;
 mod recycler;
 pub mod request;
 mod sandbox;
@@ -25,5 +26,6 @@ pub use artifact::ArtifactError;
 pub use limits::{LimitOverrides, Limits, PolicyError};
 pub use live::{CellReport, CellRequest, LiveInstance};
 pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
+pub use quota_fs::{FileQuota, Usage, directory_usage};
 pub use request::{CollectionInput, ExecRequest};
 pub use sandbox::{Sandbox, SandboxConfig, StartError};

@@ -6,8 +6,13 @@
 //! the instance is then dropped and the next run starts a fresh one on the
 //! same directory: the files stay, the in-memory state is reset, as when a
 //! notebook kernel restarts. Both reports say so.
+//!
+//! A session's directory may be put under a write quota (`with_quota`),
+//! enforced inside the guest as it writes and recounted from the directory
+//! at the start of every run.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -16,6 +21,7 @@ use crate::bindings::anypath::runner::types as wit;
 use crate::guest::GuestState;
 use crate::limits::{LimitOverrides, Limits};
 use crate::outcome::{ExecError, Metrics, Output};
+use crate::quota_fs::{FileQuota, QuotaState, Usage};
 use crate::sandbox::{HOST_GRACE, Instance, Sandbox, internal, output_of, trap_error};
 
 /// One run of code in a session.
@@ -42,6 +48,9 @@ pub struct CellReport {
     /// The in-memory state is not what earlier runs left: this run started a
     /// fresh instance after a trap, or trapped and lost it.
     pub state_reset: bool,
+    /// A write or file creation was refused by the session's quota during
+    /// this run (the code may have seen it as a plain EIO mid-write).
+    pub quota_exceeded: bool,
     pub metrics: Metrics,
 }
 
@@ -53,6 +62,8 @@ pub struct LiveInstance {
     instance: Option<Instance>,
     /// Runs have been made and then their state lost.
     lost_state: bool,
+    /// Write quota on `dir`, shared by every instance this session starts.
+    quota: Option<Arc<QuotaState>>,
 }
 
 impl Sandbox {
@@ -60,11 +71,27 @@ impl Sandbox {
     /// under `limits` (narrowed to the sandbox's own). Nothing starts yet.
     pub fn live_instance(&self, dir: Option<PathBuf>, limits: &LimitOverrides) -> LiveInstance {
         let limits = self.limits().narrowed_by(limits);
-        LiveInstance { sandbox: self.clone(), dir, limits, instance: None, lost_state: false }
+        LiveInstance { sandbox: self.clone(), dir, limits, instance: None, lost_state: false, quota: None }
     }
 }
 
 impl LiveInstance {
+    /// Puts writes into the directory under `quota`, checked inside the guest
+    /// as the code writes, for this and every later instance of the session.
+    /// An instance already running is reset so that none escapes it.
+    pub fn with_quota(mut self, quota: FileQuota) -> Self {
+        self.reset();
+        self.quota = Some(Arc::new(QuotaState::new(quota)));
+        self
+    }
+
+    /// What the quota counts as used: the directory at the start of the last
+    /// run plus what that run has written since (zero before the first run).
+    /// `None` without a quota.
+    pub fn quota_usage(&self) -> Option<Usage> {
+        self.quota.as_ref().map(|q| q.usage())
+    }
+
     /// Whether an instance is running (and holds state).
     pub fn is_live(&self) -> bool {
         self.instance.is_some()
@@ -98,6 +125,7 @@ impl LiveInstance {
             report.state_reset = true;
         }
         report.state_reset |= state_reset;
+        report.quota_exceeded = self.quota.as_ref().is_some_and(|q| q.refused());
         metrics.duration_us = started.elapsed().as_micros() as u64;
         report.metrics = metrics;
         report
@@ -111,7 +139,15 @@ impl LiveInstance {
         if self.instance.is_none() {
             // Owned arguments: a borrow of `self` held across the await would
             // make the future require `LiveInstance: Sync`, which a Store is not.
-            self.instance = Some(start(self.sandbox.clone(), self.dir.clone(), self.limits.memory_bytes).await?);
+            let quota = self.quota.clone();
+            self.instance = Some(start(self.sandbox.clone(), self.dir.clone(), quota, self.limits.memory_bytes).await?);
+        }
+        if let (Some(quota), Some(dir)) = (self.quota.clone(), self.dir.clone()) {
+            // Files may have changed between runs (uploads, deletions, closes):
+            // start each run from what the directory really holds.
+            tokio::task::spawn_blocking(move || quota.recount(&dir))
+                .await
+                .map_err(|e| ExecError::Internal { message: format!("recounting the session directory: {e}") })?;
         }
         let Some(instance) = self.instance.as_mut() else {
             return Err(ExecError::Internal { message: "no instance after start".into() });
@@ -160,6 +196,7 @@ impl LiveInstance {
                 traceback: None,
                 error: None,
                 state_reset: false,
+                quota_exceeded: false,
                 metrics: Metrics::default(),
             },
             Some(e) => CellReport {
@@ -168,23 +205,30 @@ impl LiveInstance {
                 traceback: Some(e.traceback.clone()),
                 error: Some(ExecError::Exception { type_name: e.type_name, message: e.message, traceback: e.traceback }),
                 state_reset: false,
+                quota_exceeded: false,
                 metrics: Metrics::default(),
             },
         })
     }
 }
 
-/// Starts an instance seeing `dir` at /mnt/data, under `memory_cap`.
-async fn start(sandbox: Sandbox, dir: Option<PathBuf>, memory_cap: u64) -> Result<Instance, ExecError> {
+/// Starts an instance seeing `dir` at /mnt/data, under `quota` and `memory_cap`.
+async fn start(
+    sandbox: Sandbox,
+    dir: Option<PathBuf>,
+    quota: Option<Arc<QuotaState>>,
+    memory_cap: u64,
+) -> Result<Instance, ExecError> {
     let deadline = Instant::now() + std::time::Duration::from_secs(30);
-    let state = match &dir {
+    let mut state = match &dir {
         Some(dir) => GuestState::with_session_dir(memory_cap, deadline, dir)
             .map_err(|e| internal("opening the session directory", &e))?,
         None => GuestState::new(memory_cap, deadline),
     };
+    state.quota = quota;
     sandbox.inner.start_instance_with(state, false).await.map_err(|e| internal("starting a session instance", &e))
 }
 
 fn failed(error: ExecError, output: Output) -> CellReport {
-    CellReport { exit_code: 1, output, traceback: None, error: Some(error), state_reset: false, metrics: Metrics::default() }
+    CellReport { exit_code: 1, output, traceback: None, error: Some(error), state_reset: false, quota_exceeded: false, metrics: Metrics::default() }
 }

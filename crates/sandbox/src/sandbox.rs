@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::value::RawValue;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::bindings::filesystem::types as filesystem_types;
 
 use crate::artifact::{self, ArtifactError};
 use crate::bindings::anypath::runner::types as wit;
@@ -16,6 +17,7 @@ use crate::guest::GuestState;
 use crate::limits::Limits;
 use crate::outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
 use crate::pool::WarmPool;
+use crate::quota_fs::QuotaFs;
 use crate::recycler::Recycler;
 use crate::request::{ExecRequest, PolicyGate};
 
@@ -110,6 +112,10 @@ impl Sandbox {
         };
         let mut linker = Linker::<GuestState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(StartError::Link)?;
+        // Serve wasi:filesystem/types through the quota check instead.
+        linker.allow_shadowing(true);
+        filesystem_types::add_to_linker::<GuestState, QuotaFs>(&mut linker, GuestState::quota_fs).map_err(StartError::Link)?;
+        linker.allow_shadowing(false);
         let pre = linker.instantiate_pre(&component).map_err(StartError::Link)?;
         let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
 
