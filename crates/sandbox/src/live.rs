@@ -142,12 +142,12 @@ impl LiveInstance {
             let quota = self.quota.clone();
             self.instance = Some(start(self.sandbox.clone(), self.dir.clone(), quota, self.limits.memory_bytes).await?);
         }
-        if let (Some(quota), Some(dir)) = (self.quota.clone(), self.dir.clone()) {
+        if let (Some(quota), Some(dir)) = (&self.quota, &self.dir) {
             // Files may have changed between runs (uploads, deletions, closes):
-            // start each run from what the directory really holds.
-            tokio::task::spawn_blocking(move || quota.recount(&dir))
-                .await
-                .map_err(|e| ExecError::Internal { message: format!("recounting the session directory: {e}") })?;
+            // start each run from what the directory really holds. Inline: the
+            // quota bounds the walk to `max_files` entries, and a hop to the
+            // blocking pool would cost more than a small directory's walk.
+            quota.recount(&dir);
         }
         let Some(instance) = self.instance.as_mut() else {
             return Err(ExecError::Internal { message: "no instance after start".into() });
