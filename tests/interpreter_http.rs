@@ -7,7 +7,7 @@ mod common;
 use std::path::PathBuf;
 
 use base64::Engine;
-use reqwest::blocking::{Client, Response};
+use reqwest::blocking::Client;
 use serde_json::{Value, json};
 
 use common::service::Service;

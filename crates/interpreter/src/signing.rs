@@ -43,15 +43,21 @@ impl Signer {
         }
         let mut key = [0u8; KEY_BYTES];
         getrandom::fill(&mut key).map_err(|e| InterpreterError::io("generating the signing key", std::io::Error::other(e.to_string())))?;
+        // Written whole beside the key, then linked into place: a process
+        // starting at the same time never reads a half-written key, and the
+        // first link wins (a link never replaces an existing file).
+        let staged = path.with_extension(format!("{}.partial", uuid::Uuid::new_v4().simple()));
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(path)
-            .and_then(|mut file| file.write_all(&key).and_then(|()| file.sync_all()));
+            .open(&staged)
+            .and_then(|mut file| file.write_all(&key).and_then(|()| file.sync_all()))
+            .and_then(|()| std::fs::hard_link(&staged, path));
+        let _ = std::fs::remove_file(&staged);
         match written {
             Ok(()) => Ok(Self::new(key.to_vec())),
-            // Another process created it first: use theirs.
+            // Another process placed its key first: use theirs.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Self::load_or_create(path),
             Err(e) => Err(InterpreterError::io("writing the signing key", e)),
         }
@@ -93,6 +99,18 @@ mod tests {
         assert!(!signer.verify(&["artifactabc", "", "1700000000"], &sig));
         assert!(!Signer::new(b"x".repeat(32)).verify(&["artifact", "abc", "1700000000"], &sig));
         assert!(!signer.verify(&["artifact", "abc", "1700000000"], "zz"));
+    }
+
+    #[test]
+    fn processes_starting_together_agree_on_one_key() {
+        let path = std::env::temp_dir().join(format!("anypath-signing-race-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let signers: Vec<Signer> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8).map(|_| scope.spawn(|| Signer::load_or_create(&path).unwrap())).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(signers.iter().all(|s| s.sign(&["x"]) == signers[0].sign(&["x"])));
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
