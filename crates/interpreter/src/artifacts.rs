@@ -139,14 +139,12 @@ impl ArtifactStore {
                 return Err(InterpreterError::io("storing the artifact", e));
             }
         }
-        let mut head = vec![0; SNIFF_BYTES.min(staged.size as usize)];
-        let _ = fs::File::open(&blob).and_then(|mut f| f.read_exact(&mut head));
         let artifact = Artifact {
             id: uuid::Uuid::new_v4().simple().to_string(),
             path: format!("{GUEST_DIR}/{filename}"),
             filename: filename.to_owned(),
             size_bytes: staged.size,
-            mime_type: media_type(filename, &head),
+            mime_type: media_type(filename, &staged.head),
             sha256: staged.sha256,
             session_id: session_id.to_owned(),
             created_unix: now,
@@ -279,17 +277,21 @@ impl ArtifactStore {
             let mut hasher = Sha256::new();
             let mut buffer = vec![0; 256 << 10];
             let mut size = 0u64;
+            // The first bytes decide the media type: kept from the copy, not read again.
+            let mut head = Vec::with_capacity(SNIFF_BYTES);
             loop {
                 let n = input.read(&mut buffer)?;
                 if n == 0 {
                     break;
                 }
+                let wanted = (SNIFF_BYTES - head.len()).min(n);
+                head.extend_from_slice(&buffer[..wanted]);
                 hasher.update(&buffer[..n]);
                 output.write_all(&buffer[..n])?;
                 size += n as u64;
             }
             output.sync_all()?;
-            Ok::<_, std::io::Error>(Staged { path: path.clone(), sha256: hex::encode(hasher.finalize()), size })
+            Ok::<_, std::io::Error>(Staged { path: path.clone(), sha256: hex::encode(hasher.finalize()), size, head })
         })();
         copied.map_err(|e| {
             let _ = fs::remove_file(&path);
@@ -328,6 +330,8 @@ struct Staged {
     path: PathBuf,
     sha256: String,
     size: u64,
+    /// The first [`SNIFF_BYTES`] of the content.
+    head: Vec<u8>,
 }
 
 const COLUMNS: &str = "id, tenant, session_id, filename, size_bytes, mime_type, sha256, created_unix, expires_unix";
