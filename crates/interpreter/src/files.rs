@@ -110,11 +110,6 @@ impl SessionFiles {
         Ok(found)
     }
 
-    /// Bytes held by plain files (what counts against a quota).
-    pub fn total_bytes(&self) -> u64 {
-        self.list().map(|files| files.iter().map(|f| f.size_bytes).sum()).unwrap_or(0)
-    }
-
     /// Checks every component of `relative` is a directory or, last, a plain file.
     fn plain_file(&self, relative: &str) -> Result<(String, PathBuf), InterpreterError> {
         let rel = names::relative_path(relative)?;
