@@ -30,6 +30,26 @@ enum Command {
     Exec(ExecArgs),
     /// Run the Spin app in spin.toml with Spin's semantics (no Spin CLI needed).
     Up(UpArgs),
+    /// Serve the code interpreter as MCP tools on stdin/stdout (for agents
+    /// that start their tool servers, such as Claude Code).
+    Mcp(McpArgs),
+}
+
+#[derive(Args)]
+struct McpArgs {
+    /// The tenant every call of this server acts as.
+    #[arg(long, default_value = "default")]
+    tenant: String,
+    /// Loopback address serving the signed download links (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    downloads_listen: SocketAddr,
+    /// Code-interpreter runs at once.
+    #[arg(long, default_value_t = 2)]
+    max_concurrent: usize,
+    #[command(flatten)]
+    interpreter: InterpreterArgs,
+    #[command(flatten)]
+    runner: RunnerArgs,
 }
 
 #[derive(Args)]
@@ -58,7 +78,7 @@ struct UpArgs {
 #[derive(Subcommand)]
 enum SandboxCommand {
     /// Serve the sandbox over HTTP: `POST /v1/exec`, `GET /healthz`.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Compile the runner into the artifact cache and exit.
     Precompile(RunnerArgs),
 }
@@ -148,6 +168,11 @@ pub struct InterpreterArgs {
     /// Public base URL of the sandbox service for absolute links (default: the request's Host).
     #[arg(long, env = "ANYPATH_PUBLIC_URL")]
     public_url: Option<String>,
+    /// `Host` values `/mcp` answers, separated by commas (`*`: any). The
+    /// default is loopback only, a guard against DNS rebinding; the host of
+    /// `--public-url` is added to it.
+    #[arg(long, env = "ANYPATH_MCP_ALLOWED_HOSTS", default_value = "localhost,127.0.0.1,::1")]
+    mcp_allowed_hosts: String,
 }
 
 /// Where the code interpreter keeps sessions and artifacts.
@@ -179,6 +204,21 @@ impl InterpreterArgs {
         config.signing_key = self.signing_key.as_ref().map(|key| key.as_bytes().to_vec());
         config.public_url = self.public_url.clone();
         config
+    }
+
+    /// The `Host` values `/mcp` answers; empty means any.
+    pub fn mcp_allowed_hosts(&self) -> anyhow::Result<Vec<String>> {
+        let mut hosts: Vec<String> =
+            self.mcp_allowed_hosts.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_owned).collect();
+        if hosts.iter().any(|h| h == "*") {
+            return Ok(Vec::new());
+        }
+        if let Some(public) = &self.public_url {
+            let url = url::Url::parse(public).with_context(|| format!("--public-url {public:?} is not a URL"))?;
+            let host = url.host_str().with_context(|| format!("--public-url {public:?} names no host"))?;
+            hosts.push(host.trim_start_matches('[').trim_end_matches(']').to_owned());
+        }
+        Ok(hosts)
     }
 }
 
@@ -232,7 +272,7 @@ impl RunnerArgs {
 
     /// Starts the sandbox these arguments describe.
     pub async fn start(&self) -> anyhow::Result<Sandbox> {
-        Ok(Sandbox::start(self.config()?).await.context("starting the sandbox")?)
+        Sandbox::start(self.config()?).await.context("starting the sandbox")
     }
 
     /// Starts a sandbox with no warm pool, for one-off runs.
@@ -260,6 +300,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     anypath_interpreter::Interpreter::new(sandbox.clone(), args.interpreter.config())
                         .context("starting the code interpreter")?,
                 )),
+                mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
             };
             crate::serve::serve(sandbox, options).await?;
             Ok(ExitCode::SUCCESS)
@@ -277,8 +318,29 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 sandbox_listen: args.sandbox_listen,
                 api_keys: parse_api_keys(&args.api_keys)?,
                 interpreter: args.interpreter.config(),
+                mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
             };
             crate::up::up(options, &args.runner).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Mcp(args) => {
+            anypath_interpreter::names::tenant(&args.tenant)?;
+            let sandbox = args.runner.start().await?;
+            let interpreter = anypath_interpreter::Interpreter::new(sandbox.clone(), args.interpreter.config())
+                .context("starting the code interpreter")?;
+            let interpreter = std::sync::Arc::new(interpreter);
+            crate::serve::spawn_sweeper(std::sync::Arc::downgrade(&interpreter));
+            let options = ServeOptions {
+                listen: args.downloads_listen,
+                token: None,
+                max_concurrent: args.max_concurrent,
+                queue_depth: 0,
+                api_keys: Vec::new(),
+                interpreter: Some(interpreter),
+                mcp_allowed_hosts: Vec::new(),
+            };
+            let state = crate::serve::AppState::new(sandbox, &options);
+            crate::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Exec(args) => crate::exec_file::run(args.file, &args.ctx, &args.collections, &args.runner).await,

@@ -45,6 +45,13 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/v1/sessions/{session_id}/artifacts", get(list_artifacts))
         .route("/v1/sessions/{session_id}/artifacts/{*path}", get(read_artifact))
         .route("/v1/artifacts/{artifact_id}", get(describe_artifact))
+        .merge(signed_download_routes())
+}
+
+/// The two signed-download routes: the only ones that need no key, so the
+/// stdio MCP server can serve them alone on loopback.
+pub fn signed_download_routes() -> Router<Arc<AppState>> {
+    Router::new()
         .route("/v1/artifacts/{artifact_id}/content", get(download_signed))
         .route("/files/{session_id}/{*filename}", get(download_signed_file))
 }

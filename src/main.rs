@@ -4,6 +4,7 @@ mod cli;
 mod exec_file;
 mod runner_path;
 mod interpreter_api;
+mod mcp;
 mod serve;
 mod up;
 

@@ -2,7 +2,8 @@
 //!
 //! `POST /v1/exec` runs one block; `GET /healthz` reports readiness and limits;
 //! `GET /openapi.json` describes every route;
-//! with a code interpreter, `/v1/sessions/...` serves it (`interpreter_api`).
+//! with a code interpreter, `/v1/sessions/...` serves it (`interpreter_api`)
+//! and `/mcp` offers it as MCP tools (`mcp::http`).
 //! Admission is bounded: at most `max_concurrent` executions run and at most
 //! `queue_depth` wait; anything beyond is answered 503 with `Retry-After`.
 
@@ -40,6 +41,8 @@ pub struct ServeOptions {
     pub api_keys: Vec<(String, String)>,
     /// The code interpreter, when this service offers it.
     pub interpreter: Option<Arc<Interpreter>>,
+    /// `Host` values `/mcp` answers (a DNS-rebinding guard); empty allows any.
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 pub(crate) struct AppState {
@@ -74,34 +77,41 @@ impl AppState {
 /// Serves until Ctrl-C or SIGTERM.
 pub async fn serve(sandbox: Sandbox, options: ServeOptions) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
-    serve_on(listener, sandbox, options, shutdown_signal()).await
+    serve_on(listener, router(sandbox, &options), shutdown_signal()).await
 }
 
-/// Serves on an already bound listener until `shutdown` resolves.
+/// Serves `app` (a [`router`]) on an already bound listener until `shutdown` resolves.
 pub async fn serve_on(
     listener: tokio::net::TcpListener,
-    sandbox: Sandbox,
-    options: ServeOptions,
+    app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let app = router(sandbox, &options);
     tracing::info!(listen = %listener.local_addr()?, "sandbox serving");
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
     Ok(())
 }
 
-/// The sandbox's HTTP API (`/v1/exec`, `/healthz`) with its admission limits.
+impl AppState {
+    /// The state every route (and the stdio MCP server) shares: credentials,
+    /// the interpreter and the admission limits.
+    pub(crate) fn new(sandbox: Sandbox, options: &ServeOptions) -> Arc<Self> {
+        let max_concurrent = options.max_concurrent.max(1);
+        Arc::new(AppState {
+            sandbox,
+            token_digest: options.token.as_deref().map(digest),
+            api_keys: options.api_keys.iter().map(|(key, tenant)| (digest(key), tenant.clone())).collect(),
+            interpreter: options.interpreter.clone(),
+            running: Semaphore::new(max_concurrent),
+            admitted: AtomicUsize::new(0),
+            capacity: max_concurrent + options.queue_depth,
+        })
+    }
+}
+
+/// The sandbox's HTTP API (`/v1/exec`, `/healthz`, the code interpreter and
+/// `/mcp`) with its admission limits.
 pub fn router(sandbox: Sandbox, options: &ServeOptions) -> Router {
-    let max_concurrent = options.max_concurrent.max(1);
-    let state = Arc::new(AppState {
-        sandbox,
-        token_digest: options.token.as_deref().map(digest),
-        api_keys: options.api_keys.iter().map(|(key, tenant)| (digest(key), tenant.clone())).collect(),
-        interpreter: options.interpreter.clone(),
-        running: Semaphore::new(max_concurrent),
-        admitted: AtomicUsize::new(0),
-        capacity: max_concurrent + options.queue_depth,
-    });
+    let state = AppState::new(sandbox, options);
     if let Some(interpreter) = &options.interpreter {
         spawn_sweeper(Arc::downgrade(interpreter));
     }
@@ -110,12 +120,13 @@ pub fn router(sandbox: Sandbox, options: &ServeOptions) -> Router {
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi))
         .merge(crate::interpreter_api::routes())
+        .merge(crate::mcp::http::routes(&state, &options.mcp_allowed_hosts))
         .fallback(not_found)
         .with_state(state)
 }
 
 /// Removes expired sessions every [`SWEEP_EVERY`] until the interpreter is gone.
-fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
+pub(crate) fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(SWEEP_EVERY);
         loop {

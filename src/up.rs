@@ -30,7 +30,10 @@ pub struct UpOptions {
     pub sandbox_listen: SocketAddr,
     /// `key:tenant` pairs of the code interpreter.
     pub api_keys: Vec<(String, String)>,
+
     pub interpreter: anypath_interpreter::InterpreterConfig,
+    /// `Host` values `/mcp` answers.
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 /// Runs the app until Ctrl-C or SIGTERM.
@@ -53,9 +56,12 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         queue_depth: 64,
         api_keys: options.api_keys.clone(),
         interpreter: Some(std::sync::Arc::new(interpreter)),
+        mcp_allowed_hosts: options.mcp_allowed_hosts,
     };
-    let local_sandbox = in_process(router(sandbox.clone(), &sandbox_options));
-    let sandbox_task = tokio::spawn(serve_on(sandbox_listener, sandbox, sandbox_options, wait(stopped.clone())));
+    // One router, so in-process calls and outside callers share one admission.
+    let sandbox_router = router(sandbox, &sandbox_options);
+    let local_sandbox = in_process(sandbox_router.clone());
+    let sandbox_task = tokio::spawn(serve_on(sandbox_listener, sandbox_router, wait(stopped.clone())));
 
     let mut overrides = HashMap::new();
     let mut local_services = HashMap::new();

@@ -103,8 +103,8 @@ fn files_refuse_bad_names_and_keep_the_overwrite_rule() {
         let (status, body) = service.json("key-alice", "POST", path, Some(json!({"filename": name, "content_base64": b64(b"x")})));
         assert_eq!((status, &body["error"]["code"]), (400, &json!("invalid_name")), "{name:?}: {body}");
     }
-    let (_, listed) = service.json("key-alice", "GET", path, None);
-    assert_eq!(listed["files"], json!([]), "nothing was written");
+    let (status, listed) = service.json("key-alice", "GET", path, None);
+    assert_eq!((status, &listed["error"]["code"]), (404, &json!("no_such_session")), "a refused upload creates nothing");
     let binary: Vec<u8> = (0..=255u8).rev().collect();
     let raw = Client::new().put(format!("{}{path}/blob.bin", service.base)).header("x-api-key", "key-alice").body(binary.clone()).send().expect("put");
     assert_eq!(raw.status().as_u16(), 201);

@@ -18,7 +18,7 @@ fn books() -> Value {
 fn run(action: &str) -> (u16, Value, Value, Value) {
     let example: &Example = EXAMPLES.iter().find(|e| e.action == action).expect("an example per action");
     let ctx = serde_json::to_value(example.context()).expect("ctx serialises");
-    let request = ExecRequest::new(&example.source())
+    let request = ExecRequest::new(example.source())
         .with_ctx(&ctx)
         .and_then(|r| r.with_collection("books", 1, &books()))
         .expect("serialisable request");

@@ -134,8 +134,7 @@ fn oracle(body: &Value) -> String {
         .iter()
         .filter(|m| m["role"] == "user")
         .filter_map(|m| m["content"].as_str())
-        .filter(|text| text.starts_with("Request context:"))
-        .last()
+        .rfind(|text| text.starts_with("Request context:"))
         .unwrap_or("");
     let start = user.find('{').unwrap_or(0);
     let mut stream = serde_json::Deserializer::from_str(&user[start..]).into_iter::<Value>();

@@ -1,5 +1,6 @@
 //! The whole request path under load: `anypath up` driven by `oha`, a load
-//! generator from crates.io installed into `target/tools` on first use.
+//! generator from crates.io installed into `target/tools` on first use; then
+//! a code-interpreter run through the plain HTTP API and through MCP.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -42,7 +43,7 @@ pub fn run_app_bench(binary: &Path, runner: &Path) -> anyhow::Result<()> {
         .context("starting anypath up")?;
     let stderr = child.stderr.take().context("app stderr")?;
     let app = Running(child);
-    let address = listen_address(stderr)?;
+    let (address, sandbox) = listen_addresses(stderr)?;
     let base = format!("http://{address}");
 
     println!("\nwhole request path (anypath up, rules planner), {REQUESTS} requests per row, load from oha {OHA_VERSION}");
@@ -55,8 +56,51 @@ pub fn run_app_bench(binary: &Path, runner: &Path) -> anyhow::Result<()> {
     for concurrency in ["1", "8"] {
         report("POST /members/", concurrency, &load(&oha, &format!("{base}/members/"), REQUESTS, concurrency, &post)?);
     }
+    interpreter_over_mcp(&oha, &format!("http://{sandbox}"))?;
     drop(app);
     let _ = std::fs::remove_dir_all(&data);
+    Ok(())
+}
+
+/// A one-line cell in a warm session, through `POST /v1/sessions/{id}/run`
+/// and through `tools/call run_python` on `/mcp`: the protocol's overhead.
+fn interpreter_over_mcp(oha: &Path, sandbox: &str) -> anyhow::Result<()> {
+    let run_url = format!("{sandbox}/v1/sessions/bench/run");
+    let run_body = r#"{"code":"x = 1"}"#;
+    let mcp_url = format!("{sandbox}/mcp");
+    let mcp_body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_python","arguments":{"session_id":"bench","code":"x = 1"}}}"#;
+    let mcp_headers = ["-H", "accept: application/json, text/event-stream", "-H", "mcp-protocol-version: 2025-06-18"];
+    // Both must really run the cell (a tool error is HTTP 200 too), and the session gets warm.
+    let client = reqwest::blocking::Client::new();
+    let plain: Value = client.post(&run_url).header("content-type", "application/json").body(run_body).send()?.json()?;
+    if plain["exit_code"] != 0 {
+        bail!("the warm-up run failed: {plain}");
+    }
+    let mut call = client.post(&mcp_url).header("content-type", "application/json").body(mcp_body);
+    for pair in mcp_headers.chunks(2) {
+        if let Some((name, value)) = pair[1].split_once(": ") {
+            call = call.header(name, value);
+        }
+    }
+    let answer: Value = call.send()?.json()?;
+    if answer["result"]["isError"] != false || answer["result"]["structuredContent"]["exit_code"] != 0 {
+        bail!("run_python over MCP failed: {answer}");
+    }
+
+    println!("\ncode interpreter, a one-line cell in a warm session, {REQUESTS} requests per row");
+    println!("{:<34} {:>5} {:>10} {:>10} {:>10}", "request", "conc", "p50", "p99", "req/s");
+    let post = ["-m", "POST", "-T", "application/json", "-d"];
+    let http = load(oha, &run_url, REQUESTS, "1", &[&post[..], &[run_body]].concat())?;
+    report("POST /v1/sessions/{id}/run", "1", &http);
+    let mcp = load(oha, &mcp_url, REQUESTS, "1", &[&post[..], &[mcp_body], &mcp_headers[..]].concat())?;
+    report("MCP tools/call run_python", "1", &mcp);
+    let p50 = |result: &Value| result["latencyPercentiles"]["p50"].as_f64().unwrap_or(f64::NAN) * 1e6;
+    let (http_us, mcp_us) = (p50(&http), p50(&mcp));
+    println!(
+        "MCP overhead at p50: {:+.0} us ({:.2}x the plain HTTP API)",
+        mcp_us - http_us,
+        mcp_us / http_us
+    );
     Ok(())
 }
 
@@ -72,16 +116,18 @@ fn ensure_oha() -> anyhow::Result<PathBuf> {
     Ok(oha)
 }
 
-/// Reads the app's log until it reports its address, then keeps draining it
-/// on a thread so the app never writes into a full or closed pipe.
-fn listen_address(stderr: impl std::io::Read + Send + 'static) -> anyhow::Result<String> {
+/// Reads the app's log until it reports its address and its sandbox
+/// listener's, then keeps draining it on a thread so the app never writes
+/// into a full or closed pipe.
+fn listen_addresses(stderr: impl std::io::Read + Send + 'static) -> anyhow::Result<(String, String)> {
     let (found, address) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(entry) = serde_json::from_str::<Value>(&line) {
-                if entry["message"] == "app serving" {
-                    let _ = found.send(entry["listen"].as_str().unwrap_or_default().to_owned());
-                }
+            if let Ok(entry) = serde_json::from_str::<Value>(&line)
+                && entry["message"] == "app serving"
+            {
+                let text = |key: &str| entry[key].as_str().unwrap_or_default().to_owned();
+                let _ = found.send((text("listen"), text("sandbox")));
             }
         }
     });

@@ -92,6 +92,7 @@ fn ensure_wasm_target() -> anyhow::Result<()> {
 pub fn test(extra: &[String]) -> anyhow::Result<()> {
     let built = build_with(&["test", "--release", "--workspace", "--no-run"])?;
     let schemathesis = crate::venv::ensure(&crate::venv::SCHEMATHESIS)?;
+    crate::venv::ensure_with_dependencies(&crate::venv::MCP_CLIENT)?;
     let (python, model) = small_model()?;
     step("running every test");
     run(Command::new(cargo())

@@ -21,6 +21,16 @@ pub const COMPONENTIZE_PY: Tool = Tool { package: "componentize-py", version: "0
 /// The API fuzzer the test suite runs against `/openapi.json`.
 pub const SCHEMATHESIS: Tool = Tool { package: "schemathesis", version: "4.32.5", command: "schemathesis" };
 
+/// The official MCP Python SDK: the independent client the MCP tests drive
+/// both transports with. Its dependencies come from PyPI as pip resolves them.
+pub const MCP_CLIENT: Package = Package { package: "mcp", version: "2.3.0" };
+
+/// A Python library from PyPI used from Python, pinned to one release.
+pub struct Package {
+    pub package: &'static str,
+    pub version: &'static str,
+}
+
 /// A Python library from PyPI, pinned to one release and to the hashes of its files.
 pub struct Library {
     pub package: &'static str,
@@ -73,6 +83,23 @@ pub fn ensure_library(library: &Library) -> anyhow::Result<PathBuf> {
         .arg(&requirements));
     let _ = std::fs::remove_file(&requirements);
     installed.with_context(|| format!("installing {} {} from PyPI", library.package, library.version))?;
+    match library_version(&python, library.package) {
+        Some(v) if v == library.version => Ok(python),
+        other => bail!("{} {} expected in .venv, found {other:?}", library.package, library.version),
+    }
+}
+
+/// The venv's Python, with the pinned release of a library that is used
+/// from Python rather than as a command (its dependencies included).
+pub fn ensure_with_dependencies(library: &Package) -> anyhow::Result<PathBuf> {
+    let python = ensure_venv()?;
+    if library_version(&python, library.package).as_deref() == Some(library.version) {
+        return Ok(python);
+    }
+    step(&format!("installing {} {} into .venv", library.package, library.version));
+    run(Command::new(venv_dir().join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .arg(format!("{}=={}", library.package, library.version)))?;
     match library_version(&python, library.package) {
         Some(v) if v == library.version => Ok(python),
         other => bail!("{} {} expected in .venv, found {other:?}", library.package, library.version),

@@ -39,7 +39,7 @@ impl Default for ArtifactConfig {
 }
 
 /// What a client sees of an artifact.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Artifact {
     /// Stable id, the handle of its download link.
     pub id: String,

@@ -18,7 +18,7 @@ use crate::names;
 pub const GUEST_DIR: &str = "/mnt/data";
 
 /// One file of a session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct FileInfo {
     /// As the code sees it: `/mnt/data/<name>`.
     pub path: String,

@@ -111,7 +111,7 @@ pub struct RunRequest {
 }
 
 /// What a run reports.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunReport {
     pub run_id: String,
     pub session_id: String,
@@ -125,14 +125,14 @@ pub struct RunReport {
 }
 
 /// A changed file that was not kept as an artifact, and why.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ArtifactFailure {
     pub filename: String,
     pub error: String,
 }
 
 /// An artifact's bytes, read inline.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ArtifactContent {
     pub path: String,
     pub mime_type: String,
@@ -205,6 +205,8 @@ impl Interpreter {
 
     /// Writes a file into the session (created on first use).
     pub fn upload_file(&self, tenant: &str, session_id: &str, filename: &str, bytes: &[u8], overwrite: bool) -> Result<FileInfo, InterpreterError> {
+        // Checked first, so a refused name creates no session either.
+        names::filename(filename)?;
         let session = self.session(tenant, session_id, true, None)?;
         // Under the run lock, so a run cannot write between the check and the upload.
         let _running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
@@ -255,6 +257,11 @@ impl Interpreter {
             (None, Some(host)) => format!("http://{host}"),
             (None, None) => "http://127.0.0.1:3001".to_owned(),
         }
+    }
+
+    /// The largest file an upload may bring (the per-file quota), in bytes.
+    pub fn max_upload_bytes(&self) -> u64 {
+        self.config.quota.max_file_bytes
     }
 
     /// The artifact store (signed downloads read it directly).

@@ -45,16 +45,24 @@ impl Default for Limits {
 }
 
 /// Optional values that replace defaults (policy file) or narrow them (request).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitOverrides {
+    /// WebAssembly fuel (roughly instructions).
     pub fuel: Option<u64>,
+    /// Largest linear memory, in bytes.
     pub memory_bytes: Option<u64>,
+    /// Wall-clock budget, in milliseconds.
     pub timeout_ms: Option<u64>,
+    /// Largest source code, in bytes.
     pub max_code_bytes: Option<u64>,
+    /// Largest input, in bytes.
     pub max_input_bytes: Option<u64>,
+    /// Captured stdout kept, in bytes.
     pub stdout_bytes: Option<u32>,
+    /// Captured stderr kept, in bytes.
     pub stderr_bytes: Option<u32>,
+    /// Largest reply plus journal, in bytes.
     pub result_bytes: Option<u32>,
 }
 

@@ -35,7 +35,7 @@ pub struct CellRequest {
 }
 
 /// What one run produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CellReport {
     /// 0 when the code ran to its end.
     pub exit_code: i32,
@@ -147,7 +147,7 @@ impl LiveInstance {
             // start each run from what the directory really holds. Inline: the
             // quota bounds the walk to `max_files` entries, and a hop to the
             // blocking pool would cost more than a small directory's walk.
-            quota.recount(&dir);
+            quota.recount(dir);
         }
         let Some(instance) = self.instance.as_mut() else {
             return Err(ExecError::Internal { message: "no instance after start".into() });

@@ -34,7 +34,7 @@ pub struct Mutation {
 }
 
 /// Captured stdout and stderr, each capped.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Output {
     pub stdout: String,
     pub stdout_truncated: bool,
@@ -64,7 +64,7 @@ pub struct Success {
 }
 
 /// Why an execution produced no reply. Each limit has its own kind.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExecError {
     /// Refused by the policy gate before running.
@@ -138,7 +138,7 @@ pub struct Failure {
 }
 
 /// Resource use of one execution.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Metrics {
     /// Wall-clock time from request to result, in microseconds.
     pub duration_us: u64,

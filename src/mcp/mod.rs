@@ -1,0 +1,10 @@
+//! The code interpreter as a Model Context Protocol server (rmcp): the same
+//! tools over stdio (`anypath mcp`) and Streamable HTTP (`/mcp` on the
+//! sandbox service).
+
+mod arguments;
+pub mod http;
+pub mod stdio;
+mod tools;
+
+pub use tools::{CodeInterpreterTools, Tenant};

@@ -1,0 +1,153 @@
+//! The MCP server as an independent client drives it: the official MCP
+//! Python SDK (`mcp`, installed into `.venv` by `cargo xtask test`) over
+//! both transports, `anypath mcp` on stdio and `/mcp` on `anypath sandbox
+//! serve`. The scenarios live in `tests/support/mcp_client_checks.py`; each
+//! test here runs one of them on one transport.
+//!
+//! Boundaries proved: the tenant of a Streamable HTTP call comes from its
+//! key (`tenants_never_meet_over_http`), and `/mcp` refuses a caller without
+//! one and a foreign `Host` (`http_refuses_callers_without_a_key`).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::service::Service;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The venv's Python with the `mcp` client.
+fn python() -> PathBuf {
+    let path = std::env::var_os("ANYPATH_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"));
+    assert!(path.is_file(), "python {} is missing: run `cargo xtask test`", path.display());
+    path
+}
+
+fn data_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("anypath-mcp-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Runs one scenario; panics with the client's own report when it fails.
+fn check(scenario: &str, transport: &[String]) {
+    let output = Command::new(python())
+        .arg(repo().join("tests/support/mcp_client_checks.py"))
+        .arg(scenario)
+        .args(transport)
+        .output()
+        .expect("the python client starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{scenario} failed ({}):\n{stdout}\n{stderr}", output.status);
+    assert!(stdout.contains(&format!("{scenario} over")), "{scenario} did not finish:\n{stdout}\n{stderr}");
+}
+
+/// Over Streamable HTTP, against a fresh service with a 1 KiB read cap.
+fn over_http(scenario: &str) {
+    let dir = data_dir(&format!("http-{scenario}"));
+    let service = Service::start_with(&dir, &["--read-cap-kib", "1"]);
+    let url = format!("{}/mcp", service.base);
+    check(scenario, &["http".into(), url, "key-alice".into(), "key-bob".into()]);
+    drop(service);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Over stdio: the client starts `anypath mcp` itself.
+fn over_stdio(scenario: &str) {
+    let dir = data_dir(&format!("stdio-{scenario}"));
+    let command = [
+        env!("CARGO_BIN_EXE_anypath").to_owned(),
+        "mcp".into(),
+        "--warm-instances".into(),
+        "0".into(),
+        "--read-cap-kib".into(),
+        "1".into(),
+        "--runner".into(),
+        common::runner_path().display().to_string(),
+        "--data-dir".into(),
+        dir.display().to_string(),
+    ];
+    let mut transport = vec!["stdio".to_owned()];
+    transport.extend(command);
+    check(scenario, &transport);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn tools_and_schemas_over_http() {
+    over_http("tools");
+}
+
+#[test]
+fn tools_and_schemas_over_stdio() {
+    over_stdio("tools");
+}
+
+#[test]
+fn upload_run_read_download_close_over_http() {
+    over_http("flow");
+}
+
+#[test]
+fn upload_run_read_download_close_over_stdio() {
+    over_stdio("flow");
+}
+
+#[test]
+fn state_lives_across_runs_over_http() {
+    over_http("state");
+}
+
+#[test]
+fn state_lives_across_runs_over_stdio() {
+    over_stdio("state");
+}
+
+#[test]
+fn errors_are_tool_errors_over_http() {
+    over_http("errors");
+}
+
+#[test]
+fn errors_are_tool_errors_over_stdio() {
+    over_stdio("errors");
+}
+
+#[test]
+fn tenants_never_meet_over_http() {
+    over_http("tenants");
+}
+
+#[test]
+fn http_refuses_callers_without_a_key() {
+    over_http("unauthorized");
+}
+
+/// The worked example in `examples/` runs as documented and leaves the
+/// chart and the report it downloaded.
+#[test]
+fn the_example_agent_script_downloads_its_chart_and_report() {
+    let dir = data_dir("example");
+    let service = Service::start(&dir);
+    let out = dir.join("downloads");
+    let output = Command::new(python())
+        .arg(repo().join("examples/mcp_agent.py"))
+        .arg(format!("{}/mcp", service.base))
+        .arg("key-alice")
+        .arg(&out)
+        .output()
+        .expect("the example starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "the example failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("best region: north (405)"), "{stdout}");
+    let report = std::fs::read_to_string(out.join("report.md")).expect("report.md downloaded");
+    assert!(report.contains("| north | 405 |") && report.contains("Best region: **north**"), "{report}");
+    let chart = std::fs::read_to_string(out.join("revenue.svg")).expect("revenue.svg downloaded");
+    assert!(chart.starts_with("<svg") && chart.matches("<rect").count() == 2, "{chart}");
+    drop(service);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,280 @@
+"""Drives anypath's MCP server with the official MCP Python SDK (`mcp` on PyPI).
+
+Usage:
+    mcp_client_checks.py SCENARIO http URL KEY [OTHER_KEY]
+    mcp_client_checks.py SCENARIO stdio COMMAND [ARG ...]
+
+Each scenario asserts what a real client sees and exits non-zero, with the
+reason, on the first difference. tests/mcp_clients.rs runs every scenario on
+both transports.
+"""
+
+import asyncio
+import base64
+import hashlib
+import struct
+import sys
+import zlib
+
+import httpx2
+import mcp
+from mcp.client.streamable_http import streamable_http_client
+
+TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files"}
+
+
+def connect(transport, key=None):
+    """An MCP client for the transport described on the command line."""
+    if transport[0] == "http":
+        headers = {"x-api-key": key} if key else {}
+        http = httpx2.AsyncClient(headers=headers, timeout=60)
+        return mcp.Client(streamable_http_client(transport[1], http_client=http))
+    return mcp.Client(mcp.StdioServerParameters(command=transport[1], args=transport[2:]))
+
+
+def text_of(result):
+    return "\n".join(block.text for block in result.content if getattr(block, "type", None) == "text")
+
+
+def ok(result, tool):
+    assert not result.is_error, f"{tool} failed: {text_of(result)}"
+    assert isinstance(result.structured_content, dict), f"{tool}: no structured content: {result}"
+    return result.structured_content
+
+
+def tool_error(result, tool, code):
+    assert result.is_error, f"{tool} should have failed with {code}: {result.structured_content}"
+    text = text_of(result)
+    assert text.startswith(code + ":"), f"{tool}: expected {code}, got {text!r}"
+    return text
+
+
+def tiny_png():
+    """A 2x2 red PNG, made with the standard library."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    raw = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+async def tools(transport, key, _other):
+    """Every tool is listed with an object input schema, its required fields,
+    an output schema and a description a model can act on."""
+    required = {
+        "upload_file": {"session_id", "filename", "content_base64"},
+        "run_python": {"session_id", "code"},
+        "read_artifact": {"session_id", "path"},
+        "close_session": {"session_id"},
+        "list_files": {"session_id"},
+    }
+    outputs = {
+        "upload_file": {"path"},
+        "run_python": {"run_id", "exit_code", "stdout", "stderr", "artifacts", "state_reset", "metrics"},
+        "read_artifact": {"path", "mime_type", "content_base64"},
+        "close_session": {"status"},
+        "list_files": {"files"},
+    }
+    async with connect(transport, key) as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(listed) == TOOLS, f"tools listed: {sorted(listed)}"
+        for name, tool in listed.items():
+            schema = tool.input_schema
+            assert schema.get("type") == "object", f"{name}: input schema {schema}"
+            assert set(schema.get("required", [])) == required[name], f"{name}: required {schema.get('required')}"
+            assert schema.get("additionalProperties") is False, f"{name}: unknown arguments must be refused"
+            out = tool.output_schema
+            assert out and out.get("type") == "object", f"{name}: output schema {out}"
+            assert outputs[name] <= set(out.get("properties", {})), f"{name}: output properties {sorted(out.get('properties', {}))}"
+            assert tool.description and len(tool.description) > 60, f"{name}: description {tool.description!r}"
+        assert "limits" in listed["run_python"].input_schema["properties"]
+        assert listed["read_artifact"].annotations.read_only_hint is True
+        assert listed["close_session"].annotations.destructive_hint is True
+
+
+async def flow(transport, key, _other):
+    """upload -> run -> artifacts -> read_artifact -> download_url -> close."""
+    session = "flow-" + transport[0]
+    csv = b"city,sales\nOslo,3\nLima,5\nOslo,4\n"
+    async with connect(transport, key) as client:
+        uploaded = ok(await client.call_tool("upload_file", {
+            "session_id": session, "filename": "sales.csv",
+            "content_base64": base64.b64encode(csv).decode()}), "upload_file")
+        assert uploaded["path"] == "/mnt/data/sales.csv", uploaded
+
+        png = tiny_png()
+        code = (
+            "import csv, base64\n"
+            "totals = {}\n"
+            "for row in csv.DictReader(open('/mnt/data/sales.csv')):\n"
+            "    totals[row['city']] = totals.get(row['city'], 0) + int(row['sales'])\n"
+            f"open('/mnt/data/chart.png', 'wb').write(base64.b64decode({base64.b64encode(png).decode()!r}))\n"
+            "open('/mnt/data/report.txt', 'w').write(repr(sorted(totals.items())))\n"
+            "print(totals['Oslo'])\n"
+        )
+        report = ok(await client.call_tool("run_python", {"session_id": session, "code": code}), "run_python")
+        assert report["exit_code"] == 0 and report["error"] is None, report
+        assert report["stdout"].strip() == "7", report["stdout"]
+        by_name = {a["filename"]: a for a in report["artifacts"]}
+        assert set(by_name) == {"chart.png", "report.txt"}, sorted(by_name)
+        chart = by_name["chart.png"]
+        assert chart["mime_type"] == "image/png" and chart["size_bytes"] == len(png), chart
+        assert chart["sha256"] == hashlib.sha256(png).hexdigest(), chart
+
+        read = await client.call_tool("read_artifact", {"session_id": session, "path": "/mnt/data/chart.png"})
+        content = ok(read, "read_artifact")
+        assert content["mime_type"] == "image/png", content
+        assert base64.b64decode(content["content_base64"]) == png
+        images = [b for b in read.content if getattr(b, "type", None) == "image"]
+        assert len(images) == 1 and images[0].mime_type == "image/png", read.content
+        assert base64.b64decode(images[0].data) == png
+
+        text = ok(await client.call_tool("read_artifact", {"session_id": session, "path": "report.txt"}), "read_artifact")
+        assert base64.b64decode(text["content_base64"]) == b"[('Lima', 5), ('Oslo', 7)]", text
+        assert text["mime_type"].startswith("text/plain"), text
+
+        # The link works with no header at all, as an n8n HTTP Request node would use it.
+        async with httpx2.AsyncClient(timeout=30) as plain:
+            downloaded = await plain.get(chart["download_url"])
+        assert downloaded.status_code == 200, downloaded.status_code
+        assert downloaded.content == png
+
+        files = ok(await client.call_tool("list_files", {"session_id": session}), "list_files")
+        assert sorted(f["filename"] for f in files["files"]) == ["chart.png", "report.txt", "sales.csv"], files
+
+        closed = ok(await client.call_tool("close_session", {"session_id": session}), "close_session")
+        assert closed == {"status": "closed"}, closed
+        tool_error(await client.call_tool("list_files", {"session_id": session}), "list_files", "no_such_session")
+
+
+async def state(transport, key, _other):
+    """Variables, imports and functions live across run_python calls."""
+    session = "state-" + transport[0]
+    async with connect(transport, key) as client:
+        first = ok(await client.call_tool("run_python", {"session_id": session,
+            "code": "import math\nx = 41\ndef double(v):\n    return 2 * v\n"}), "run_python")
+        assert first["exit_code"] == 0, first
+        second = ok(await client.call_tool("run_python", {"session_id": session,
+            "code": "print(x + 1, double(x), math.floor(2.5))"}), "run_python")
+        assert second["stdout"].strip() == "42 82 2", second
+        assert second["state_reset"] is False, second
+        failing = ok(await client.call_tool("run_python", {"session_id": session, "code": "1/0"}), "run_python")
+        assert failing["exit_code"] != 0 and failing["error"]["kind"] == "exception", failing
+        assert "ZeroDivisionError" in failing["traceback"], failing
+        after = ok(await client.call_tool("run_python", {"session_id": session, "code": "print(x)"}), "run_python")
+        assert after["stdout"].strip() == "41", after
+        ok(await client.call_tool("close_session", {"session_id": session}), "close_session")
+
+
+async def errors(transport, key, _other):
+    """Bad input is a tool error the model can read, never a protocol failure."""
+    session = "errors-" + transport[0]
+    async with connect(transport, key) as client:
+        for name in ["../etc/passwd", "/etc/passwd", "sub/../../x", "..", ""]:
+            tool_error(await client.call_tool("upload_file", {"session_id": session, "filename": name,
+                "content_base64": "aGk="}), "upload_file", "invalid_name")
+        # A refused upload creates nothing, not even the session.
+        tool_error(await client.call_tool("read_artifact", {"session_id": session,
+            "path": "../../etc/passwd"}), "read_artifact", "no_such_session")
+        tool_error(await client.call_tool("list_files", {"session_id": "never-made"}), "list_files", "no_such_session")
+        tool_error(await client.call_tool("close_session", {"session_id": "never-made"}), "close_session", "no_such_session")
+        tool_error(await client.call_tool("run_python", {"session_id": "a/b", "code": "1"}), "run_python", "invalid_name")
+        tool_error(await client.call_tool("run_python", {"session_id": session}), "run_python", "invalid_arguments")
+        tool_error(await client.call_tool("run_python", {"session_id": session, "code": "1", "limits": {"fuel": "lots"}}),
+                   "run_python", "invalid_arguments")
+        tool_error(await client.call_tool("upload_file", {"session_id": session, "filename": "a.txt",
+            "content_base64": "not base64!"}), "upload_file", "invalid_base64")
+
+        ok(await client.call_tool("upload_file", {"session_id": session, "filename": "a.txt",
+            "content_base64": "aGk="}), "upload_file")
+        tool_error(await client.call_tool("upload_file", {"session_id": session, "filename": "a.txt",
+            "content_base64": "aGk="}), "upload_file", "file_exists")
+        tool_error(await client.call_tool("read_artifact", {"session_id": session,
+            "path": "../../etc/passwd"}), "read_artifact", "invalid_name")
+
+        # Over the read cap (the server runs with 1 KiB): the error names a link that works.
+        ok(await client.call_tool("run_python", {"session_id": session,
+            "code": "open('/mnt/data/big.bin', 'wb').write(bytes(range(256)) * 16)"}), "run_python")
+        text = tool_error(await client.call_tool("read_artifact", {"session_id": session, "path": "big.bin"}),
+                          "read_artifact", "over_read_cap")
+        url = next(word for word in text.split() if word.startswith("http"))
+        async with httpx2.AsyncClient(timeout=30) as plain:
+            downloaded = await plain.get(url)
+        assert downloaded.status_code == 200 and downloaded.content == bytes(range(256)) * 16, downloaded.status_code
+
+        # A tool the server does not have: the client reports it, the connection lives on.
+        try:
+            unknown = await client.call_tool("rm_rf", {})
+            assert unknown.is_error, unknown
+        except mcp.MCPError:
+            pass
+        ok(await client.call_tool("list_files", {"session_id": session}), "list_files")
+        ok(await client.call_tool("close_session", {"session_id": session}), "close_session")
+
+
+async def tenants(transport, key, other):
+    """Two tenants using the same session_id never meet."""
+    session = "shared"
+    async with connect(transport, key) as alice, connect(transport, other) as bob:
+        ok(await alice.call_tool("upload_file", {"session_id": session, "filename": "secret.txt",
+            "content_base64": base64.b64encode(b"alice only").decode()}), "upload_file")
+        ok(await alice.call_tool("run_python", {"session_id": session, "code": "token = 'alice-state'"}), "run_python")
+
+        tool_error(await bob.call_tool("list_files", {"session_id": session}), "list_files", "no_such_session")
+        tool_error(await bob.call_tool("read_artifact", {"session_id": session, "path": "secret.txt"}),
+                   "read_artifact", "no_such_session")
+        seen = ok(await bob.call_tool("run_python", {"session_id": session,
+            "code": "import os\nprint(sorted(os.listdir('/mnt/data')), 'token' in globals())"}), "run_python")
+        assert seen["stdout"].strip() == "[] False", seen
+        tool_error(await bob.call_tool("read_artifact", {"session_id": session, "path": "secret.txt"}),
+                   "read_artifact", "no_such_file")
+        ok(await bob.call_tool("close_session", {"session_id": session}), "close_session")
+
+        still = ok(await alice.call_tool("run_python", {"session_id": session,
+            "code": "print(open('/mnt/data/secret.txt').read(), token)"}), "run_python")
+        assert still["stdout"].strip() == "alice only alice-state", still
+        ok(await alice.call_tool("close_session", {"session_id": session}), "close_session")
+
+
+async def unauthorized(transport, _key, _other):
+    """Without a key the transport answers 401 before any JSON-RPC, and the
+    real client cannot connect; a foreign Host header is refused too."""
+    url = transport[1]
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"}}}
+    headers = {"accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient(timeout=30) as plain:
+        refused = await plain.post(url, json=initialize, headers=headers)
+        assert refused.status_code == 401, refused.status_code
+        assert refused.json()["error"]["code"] == "unauthorized", refused.text
+        wrong = await plain.post(url, json=initialize, headers={**headers, "x-api-key": "key-mallory"})
+        assert wrong.status_code == 401, wrong.status_code
+        rebound = await plain.post(url, json=initialize, headers={**headers, "x-api-key": _key, "host": "evil.example"})
+        assert rebound.status_code in (400, 403), f"a foreign Host got {rebound.status_code}"
+        allowed = await plain.post(url, json=initialize, headers={**headers, "x-api-key": _key})
+        assert allowed.status_code == 200, (allowed.status_code, allowed.text)
+    try:
+        async with connect(transport, None) as client:
+            await client.list_tools()
+    except Exception:  # the SDK's error type for a refused transport varies by version
+        return
+    raise AssertionError("the client listed tools without a key")
+
+
+SCENARIOS = {f.__name__: f for f in [tools, flow, state, errors, tenants, unauthorized]}
+
+
+def main():
+    scenario, transport = SCENARIOS[sys.argv[1]], sys.argv[2:]
+    key = other = None
+    if transport[0] == "http":
+        key = transport[2] if len(transport) > 2 else None
+        other = transport[3] if len(transport) > 3 else None
+        transport = transport[:2]
+    asyncio.run(scenario(transport, key, other))
+    print(f"{sys.argv[1]} over {transport[0]}: ok")
+
+
+if __name__ == "__main__":
+    main()
