@@ -43,9 +43,8 @@ struct McpArgs {
     /// Loopback address serving the signed download links (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:0")]
     downloads_listen: SocketAddr,
-    /// Code-interpreter runs at once.
-    #[arg(long, default_value_t = 2)]
-    max_concurrent: usize,
+    #[command(flatten)]
+    admission: AdmissionArgs,
     #[command(flatten)]
     interpreter: InterpreterArgs,
     #[command(flatten)]
@@ -69,6 +68,8 @@ struct UpArgs {
     /// `key:tenant` pairs for the code interpreter, as for `sandbox serve`.
     #[arg(long, env = "ANYPATH_API_KEYS", hide_env_values = true, default_value = "")]
     api_keys: String,
+    #[command(flatten)]
+    admission: AdmissionArgs,
     #[command(flatten)]
     interpreter: InterpreterArgs,
     #[command(flatten)]
@@ -110,18 +111,46 @@ struct ServeArgs {
     /// Shared secret callers must send as `Authorization: Bearer <token>`.
     #[arg(long, env = "ANYPATH_SANDBOX_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Executions running at once (default: number of CPUs).
-    #[arg(long)]
-    max_concurrent: Option<usize>,
-    /// Requests allowed to wait for a slot; beyond that the answer is 503.
-    #[arg(long, default_value_t = 32)]
-    queue_depth: usize,
+    #[command(flatten)]
+    admission: AdmissionArgs,
     /// `key:tenant` pairs separated by commas; an `X-API-Key` header selects
     /// the tenant of a code-interpreter call.
     #[arg(long, env = "ANYPATH_API_KEYS", hide_env_values = true, default_value = "")]
     api_keys: String,
     #[command(flatten)]
     interpreter: InterpreterArgs,
+}
+
+/// How executions are admitted: slots and queue places, in all and per tenant.
+#[derive(Args, Clone)]
+pub struct AdmissionArgs {
+    /// Executions running at once over all tenants (default: twice the CPUs).
+    #[arg(long)]
+    max_concurrent: Option<usize>,
+    /// Executions one tenant may run at once (default: the number of CPUs).
+    #[arg(long)]
+    tenant_max_concurrent: Option<usize>,
+    /// Requests waiting for a slot over all tenants; beyond that the answer is 503.
+    #[arg(long, default_value_t = 64)]
+    queue_depth: usize,
+    /// Requests one tenant may keep waiting while other tenants are active
+    /// (a tenant alone may fill the whole queue); beyond that its answer is 429.
+    #[arg(long, default_value_t = 8)]
+    tenant_queue_depth: usize,
+}
+
+impl AdmissionArgs {
+    /// The admission bounds these arguments describe.
+    pub fn config(&self) -> crate::admission::AdmissionConfig {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let defaults = crate::admission::AdmissionConfig::for_cpus(cpus);
+        crate::admission::AdmissionConfig {
+            max_running: self.max_concurrent.unwrap_or(defaults.max_running),
+            tenant_running: self.tenant_max_concurrent.unwrap_or(defaults.tenant_running),
+            max_queued: self.queue_depth,
+            tenant_queued: self.tenant_queue_depth,
+        }
+    }
 }
 
 /// How the code interpreter keeps sessions.
@@ -291,10 +320,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let options = ServeOptions {
                 listen: args.listen,
                 token: args.token.filter(|t| !t.is_empty()),
-                max_concurrent: args
-                    .max_concurrent
-                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
-                queue_depth: args.queue_depth,
+                admission: args.admission.config(),
                 api_keys: parse_api_keys(&args.api_keys)?,
                 interpreter: Some(std::sync::Arc::new(
                     anypath_interpreter::Interpreter::new(sandbox.clone(), args.interpreter.config())
@@ -317,6 +343,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 kv_path: args.kv,
                 sandbox_listen: args.sandbox_listen,
                 api_keys: parse_api_keys(&args.api_keys)?,
+                admission: args.admission.config(),
                 interpreter: args.interpreter.config(),
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
             };
@@ -333,8 +360,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let options = ServeOptions {
                 listen: args.downloads_listen,
                 token: None,
-                max_concurrent: args.max_concurrent,
-                queue_depth: 0,
+                admission: args.admission.config(),
                 api_keys: Vec::new(),
                 interpreter: Some(interpreter),
                 mcp_allowed_hosts: Vec::new(),

@@ -212,12 +212,18 @@ async fn run(State(state): State<Arc<AppState>>, c: Caller, Path(session_id): Pa
         Ok(r) => r,
         Err(e) => return c.bad_json(e),
     };
-    // Runs share the executor's admission: the same slots bound both faces.
-    let Ok(_permit) = state.running.acquire().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the server is stopping", &c.request_id);
+    // Runs share the executor's fair admission: the same slots bound both faces.
+    let permit = match state.admit(&c.tenant, &c.request_id).await {
+        Ok(permit) => permit,
+        Err(refused) => return refused,
     };
-    match c.interpreter.run_python(&c.tenant, &session_id, request, &c.base_url).await {
-        Ok(report) => c.json(StatusCode::OK, report),
+    let ran = c.interpreter.run_python(&c.tenant, &session_id, request, &c.base_url).await;
+    drop(permit);
+    match ran {
+        Ok(report) => {
+            state.account(&c.tenant, report.cell.error.as_ref().map(|e| e.kind()));
+            c.json(StatusCode::OK, report)
+        }
         Err(e) => c.fail(&e),
     }
 }

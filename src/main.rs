@@ -1,5 +1,6 @@
 //! `anypath`: the native host of the anypath sandbox.
 
+mod admission;
 mod cli;
 mod exec_file;
 mod runner_path;

@@ -4,12 +4,12 @@
 //! `GET /openapi.json` describes every route;
 //! with a code interpreter, `/v1/sessions/...` serves it (`interpreter_api`)
 //! and `/mcp` offers it as MCP tools (`mcp::http`).
-//! Admission is bounded: at most `max_concurrent` executions run and at most
-//! `queue_depth` wait; anything beyond is answered 503 with `Retry-After`.
+//! Admission is fair across tenants (`admission`): each tenant runs and
+//! queues at most its share, past which it is answered 429 with
+//! `Retry-After`, while other tenants keep theirs; a full queue is 503.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anypath_interpreter::Interpreter;
@@ -22,20 +22,25 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use tokio::sync::Semaphore;
+
+use crate::admission::{Admission, AdmissionConfig, Permit, Refused};
 
 /// Largest accepted request body.
 const MAX_BODY_BYTES: usize = 32 << 20;
 /// Header carrying the caller's request id (generated when absent or unusable).
 const REQUEST_ID: &str = "x-request-id";
+/// Header by which a trusted caller (the gateway, holding the bearer token)
+/// names the tenant a REST block runs for. The block itself has no network,
+/// so it cannot set it.
+const TENANT: &str = "x-anypath-tenant";
 
 /// How the server listens and admits work.
 pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Shared secret expected as `Authorization: Bearer <token>`.
     pub token: Option<String>,
-    pub max_concurrent: usize,
-    pub queue_depth: usize,
+    /// Execution slots and queue places, in all and per tenant.
+    pub admission: AdmissionConfig,
     /// `key:tenant` pairs: an `X-API-Key` header selects the tenant of a
     /// code-interpreter call. Without any, every caller is tenant `default`.
     pub api_keys: Vec<(String, String)>,
@@ -51,9 +56,7 @@ pub(crate) struct AppState {
     /// Digest of each API key, and its tenant.
     api_keys: Vec<([u8; 32], String)>,
     pub(crate) interpreter: Option<Arc<Interpreter>>,
-    pub(crate) running: Semaphore,
-    admitted: AtomicUsize,
-    capacity: usize,
+    pub(crate) admission: Arc<Admission>,
 }
 
 /// How often expired sessions are swept.
@@ -72,6 +75,54 @@ impl AppState {
         let bearer = self.token_digest.is_some() && authorised(self, headers);
         (open || bearer).then(|| "default".to_owned())
     }
+
+    /// The tenant a REST block runs for: the API key's, else the one a
+    /// caller that passed the bearer check names in `x-anypath-tenant`, else
+    /// `default`. Used for fair admission and accounting, never for data.
+    fn exec_tenant(&self, headers: &HeaderMap) -> String {
+        if headers.contains_key("x-api-key")
+            && let Some(tenant) = self.tenant(headers)
+        {
+            return tenant;
+        }
+        headers
+            .get(TENANT)
+            .and_then(|v| v.to_str().ok())
+            .filter(|name| anypath_interpreter::names::tenant(name).is_ok())
+            .unwrap_or("default")
+            .to_owned()
+    }
+
+    /// A slot for one execution of `tenant`, or the answer refusing it.
+    pub(crate) async fn admit(&self, tenant: &str, request_id: &str) -> Result<Permit, Response> {
+        self.admission.admit(tenant).await.map_err(|refused| refusal(refused, request_id))
+    }
+
+    /// Counts an execution that ended on a limit against its tenant.
+    pub(crate) fn account(&self, tenant: &str, error_kind: Option<&str>) {
+        if error_kind.is_some_and(is_limit_breach) {
+            self.admission.record_limit_breach(tenant);
+        }
+    }
+}
+
+/// Whether an error kind means the code hit one of its limits.
+fn is_limit_breach(kind: &str) -> bool {
+    matches!(kind, "fuel_exhausted" | "timeout" | "memory_limit" | "output_limit")
+}
+
+/// The answer to a refused admission: 429 for a tenant past its share, 503
+/// when the service is full or stopping; both ask for a retry in a second
+/// (a slot frees as soon as any execution ends).
+fn refusal(refused: Refused, request_id: &str) -> Response {
+    let (status, code) = match refused {
+        Refused::TenantBusy { .. } => (StatusCode::TOO_MANY_REQUESTS, "tenant_busy"),
+        Refused::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
+        Refused::Closed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+    };
+    let mut response = error(status, code, &refused.to_string(), request_id);
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 /// Serves until Ctrl-C or SIGTERM.
@@ -95,15 +146,12 @@ impl AppState {
     /// The state every route (and the stdio MCP server) shares: credentials,
     /// the interpreter and the admission limits.
     pub(crate) fn new(sandbox: Sandbox, options: &ServeOptions) -> Arc<Self> {
-        let max_concurrent = options.max_concurrent.max(1);
         Arc::new(AppState {
             sandbox,
             token_digest: options.token.as_deref().map(digest),
             api_keys: options.api_keys.iter().map(|(key, tenant)| (digest(key), tenant.clone())).collect(),
             interpreter: options.interpreter.clone(),
-            running: Semaphore::new(max_concurrent),
-            admitted: AtomicUsize::new(0),
-            capacity: max_concurrent + options.queue_depth,
+            admission: Admission::new(options.admission),
         })
     }
 }
@@ -159,20 +207,12 @@ fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-/// Frees an admission slot however the request ends.
-struct Admitted<'a>(&'a AtomicUsize);
-
-impl Drop for Admitted<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 async fn exec(State(state): State<Arc<AppState>>, request: Request) -> Response {
     let request_id = request_id(request.headers());
     if !authorised(&state, request.headers()) {
         return error(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong bearer token", &request_id);
     }
+    let tenant = state.exec_tenant(request.headers());
     let body = match to_bytes(request.into_body(), MAX_BODY_BYTES).await {
         Ok(body) => body,
         Err(_) => {
@@ -186,21 +226,20 @@ async fn exec(State(state): State<Arc<AppState>>, request: Request) -> Response 
     };
     drop(body);
 
-    if state.admitted.fetch_add(1, Ordering::AcqRel) >= state.capacity {
-        state.admitted.fetch_sub(1, Ordering::AcqRel);
-        let mut response = error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", "too many executions queued", &request_id);
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
-    }
-    let _admitted = Admitted(&state.admitted);
-    let Ok(_permit) = state.running.acquire().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the server is stopping", &request_id);
+    let permit = match state.admit(&tenant, &request_id).await {
+        Ok(permit) => permit,
+        Err(refused) => {
+            tracing::info!(request_id = %request_id, tenant, outcome = "refused", "exec");
+            return refused;
+        }
     };
-
     let report = state.sandbox.execute(exec_request).await;
+    drop(permit);
+    state.account(&tenant, Some(report.outcome_name()));
     // One line per execution: never the code, context or data.
     tracing::info!(
         request_id = %request_id,
+        tenant,
         outcome = report.outcome_name(),
         duration_us = report.metrics.duration_us,
         fuel = report.metrics.fuel_consumed,
@@ -217,10 +256,20 @@ async fn exec(State(state): State<Arc<AppState>>, request: Request) -> Response 
 }
 
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+    let (running, queued, tenants) = state.admission.snapshot();
+    let config = state.admission.config();
     let body = json!({
         "status": "ok",
         "limits": state.sandbox.limits(),
-        "running": state.running.available_permits(),
+        "running": running,
+        "queued": queued,
+        "admission": {
+            "max_running": config.max_running,
+            "tenant_running": config.tenant_running,
+            "max_queued": config.max_queued,
+            "tenant_queued": config.tenant_queued,
+        },
+        "tenants": tenants,
     });
     axum::Json(body).into_response()
 }

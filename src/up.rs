@@ -30,7 +30,8 @@ pub struct UpOptions {
     pub sandbox_listen: SocketAddr,
     /// `key:tenant` pairs of the code interpreter.
     pub api_keys: Vec<(String, String)>,
-
+    /// Execution slots and queue places of the sandbox service.
+    pub admission: crate::admission::AdmissionConfig,
     pub interpreter: anypath_interpreter::InterpreterConfig,
     /// `Host` values `/mcp` answers.
     pub mcp_allowed_hosts: Vec<String>,
@@ -52,8 +53,7 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     let sandbox_options = ServeOptions {
         listen: sandbox_address,
         token: None,
-        max_concurrent: std::thread::available_parallelism().map_or(2, |n| n.get()),
-        queue_depth: 64,
+        admission: options.admission,
         api_keys: options.api_keys.clone(),
         interpreter: Some(std::sync::Arc::new(interpreter)),
         mcp_allowed_hosts: options.mcp_allowed_hosts,

@@ -21,6 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::arguments::{Arguments, input_schema};
+use crate::admission::Refused;
 use crate::serve::AppState;
 
 /// The tenant the HTTP layer bound to a request, from its key or token.
@@ -162,14 +163,18 @@ fuel (CPU), memory and wall-clock time; limits may lower them for one run.",
         let args = args.0?;
         let caller = self.caller(&ctx)?;
         let interpreter = self.interpreter()?;
-        // Runs share the executor's admission: the same slots bound every face.
-        let _permit = self.state.running.acquire().await.map_err(|_| "shutting_down: the server is stopping".to_owned())?;
+        // Runs share the executor's fair admission: the same slots bound every face.
+        let permit = self.state.admission.admit(&caller.tenant).await.map_err(|refused| match refused {
+            Refused::TenantBusy { .. } => format!("tenant_busy: {refused}"),
+            Refused::Overloaded(_) => format!("overloaded: {refused}"),
+            Refused::Closed => format!("shutting_down: {refused}"),
+        })?;
         let request = RunRequest { code: args.code, env: args.env.unwrap_or_default(), limits: args.limits.unwrap_or_default() };
-        interpreter
-            .run_python(&caller.tenant, &args.session_id, request, &caller.base_url)
-            .await
-            .map(Json)
-            .map_err(|e| tool_error(&e))
+        let report = interpreter.run_python(&caller.tenant, &args.session_id, request, &caller.base_url).await;
+        drop(permit);
+        let report = report.map_err(|e| tool_error(&e))?;
+        self.state.account(&caller.tenant, report.cell.error.as_ref().map(|e| e.kind()));
+        Ok(Json(report))
     }
 
     #[tool(

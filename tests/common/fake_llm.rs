@@ -26,6 +26,9 @@ pub enum Reply {
     Oracle,
     /// An HTTP error with this status and message, as a server refusing a parameter.
     Refuse(u16, String),
+    /// For requests on this resource (first path segment), a plan whose code
+    /// never ends; for any other request, the `Oracle`'s plan.
+    EndlessFor(String),
 }
 
 /// One recorded call: which API, and the request body.
@@ -123,12 +126,13 @@ fn answer(script: &Arc<Mutex<Script>>, api: &'static str, headers: &HeaderMap, b
         Reply::Text(text) => Ok(text),
         Reply::Oracle => Ok(oracle(&body)),
         Reply::Refuse(status, message) => Err((status, message)),
+        Reply::EndlessFor(resource) if request_context(&body)["segments"][0] == resource.as_str() => Ok(endless(&resource)),
+        Reply::EndlessFor(_) => Ok(oracle(&body)),
     }
 }
 
-/// The rules' plan for the request context in the last request message
-/// (worked examples come before it, repairs after it).
-fn oracle(body: &Value) -> String {
+/// The request context in the last request message.
+fn request_context(body: &Value) -> Value {
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let user = messages
         .iter()
@@ -138,7 +142,18 @@ fn oracle(body: &Value) -> String {
         .unwrap_or("");
     let start = user.find('{').unwrap_or(0);
     let mut stream = serde_json::Deserializer::from_str(&user[start..]).into_iter::<Value>();
-    let request = stream.next().and_then(Result::ok).unwrap_or(Value::Null);
+    stream.next().and_then(Result::ok).unwrap_or(Value::Null)
+}
+
+/// A custom plan whose code loops until a limit stops it.
+fn endless(resource: &str) -> String {
+    custom_plan(resource, "n = 0\nwhile True:\n    n += 1\nREPLY = {'status': 200, 'body': {'n': n}}")
+}
+
+/// The rules' plan for the request context in the last request message
+/// (worked examples come before it, repairs after it).
+fn oracle(body: &Value) -> String {
+    let request = request_context(body);
     let query: Vec<String> = request["query"]
         .as_object()
         .into_iter()
@@ -164,7 +179,11 @@ fn oracle(body: &Value) -> String {
 
 /// A custom plan that answers 404 with the error envelope.
 fn decline(resource: &str) -> String {
-    let code = "REPLY = {'status': 404, 'body': {'error': {'code': 'not_found', 'message': 'no action ' + ctx['method'] + ' ' + ctx['path']}}}";
+    custom_plan(resource, "REPLY = {'status': 404, 'body': {'error': {'code': 'not_found', 'message': 'no action ' + ctx['method'] + ' ' + ctx['path']}}}")
+}
+
+/// A custom plan on `resource` running `code`, as a model would write it.
+fn custom_plan(resource: &str, code: &str) -> String {
     json!({
         "action": "custom", "resource": resource, "also_loads": [], "id": null, "criteria": {}, "payload": null,
         "response_hints": {}, "code": {"language": "python", "block": format!("```python\n{code}\n```")},

@@ -57,6 +57,7 @@ pub fn run_app_bench(binary: &Path, runner: &Path) -> anyhow::Result<()> {
         report("POST /members/", concurrency, &load(&oha, &format!("{base}/members/"), REQUESTS, concurrency, &post)?);
     }
     interpreter_over_mcp(&oha, &format!("http://{sandbox}"))?;
+    fair_share(&oha, &format!("http://{sandbox}"))?;
     drop(app);
     let _ = std::fs::remove_dir_all(&data);
     Ok(())
@@ -100,6 +101,37 @@ fn interpreter_over_mcp(oha: &Path, sandbox: &str) -> anyhow::Result<()> {
         "MCP overhead at p50: {:+.0} us ({:.2}x the plain HTTP API)",
         mcp_us - http_us,
         mcp_us / http_us
+    );
+    Ok(())
+}
+
+/// Tenant B's trivial block alone, then while tenant A floods the sandbox
+/// with 16 clients looping on blocks that never end.
+fn fair_share(oha: &Path, sandbox: &str) -> anyhow::Result<()> {
+    let url = format!("{sandbox}/v1/exec");
+    let as_b = ["-m", "POST", "-T", "application/json", "-H", "x-anypath-tenant: tenant-b", "-d", r#"{"code":"REPLY = {'status': 200}"}"#];
+    println!("\nfair share: tenant B's trivial block, {REQUESTS} requests per row, c=1");
+    println!("{:<34} {:>5} {:>10} {:>10} {:>10}", "request", "conc", "p50", "p99", "req/s");
+    let alone = load(oha, &url, REQUESTS, "1", &as_b)?;
+    report("B alone", "1", &alone);
+    let flood = Command::new(oha)
+        .args(["--no-tui", "-z", "120s", "-c", "16", "-m", "POST", "-T", "application/json"])
+        .args(["-H", "x-anypath-tenant: tenant-a", "-d", r#"{"code":"while True:\n    pass"}"#])
+        .arg(&url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting the flood")?;
+    let flood = Running(flood);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let flooded = load(oha, &url, REQUESTS, "1", &as_b)?;
+    drop(flood);
+    report("B while A floods (16 clients)", "1", &flooded);
+    let ms = |result: &Value, key: &str| result["latencyPercentiles"][key].as_f64().unwrap_or(f64::NAN) * 1e3;
+    println!(
+        "B's p50 while A floods: {:.2}x its p50 alone; p99 {:.1} ms (targets: within 2x, under 50 ms)",
+        ms(&flooded, "p50") / ms(&alone, "p50"),
+        ms(&flooded, "p99")
     );
     Ok(())
 }

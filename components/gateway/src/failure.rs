@@ -12,11 +12,13 @@ pub struct Failure {
     pub detail: &'static str,
     /// The `Allow` header of a 405.
     pub allow: Option<String>,
+    /// The `Retry-After` header of a refusal passed on (429, 503).
+    pub retry_after: Option<String>,
 }
 
 impl Failure {
     pub fn new(status: u16, code: impl Into<String>, message: impl Into<String>, detail: &'static str) -> Self {
-        Self { status, code: code.into(), message: message.into(), detail, allow: None }
+        Self { status, code: code.into(), message: message.into(), detail, allow: None, retry_after: None }
     }
 
     /// A 405 for `method`, listing the methods that `path` accepts.
@@ -41,7 +43,10 @@ impl Failure {
     /// Passes a component's own error envelope through (the request id is ours).
     pub fn passed_on(answer: &Answer, what: &str) -> Self {
         match serde_json::from_slice::<ErrorEnvelope>(&answer.body) {
-            Ok(e) => Self::new(answer.status, e.error.code, e.error.message, "rejected"),
+            Ok(e) => Self {
+                retry_after: answer.retry_after.clone().filter(|_| matches!(answer.status, 429 | 503)),
+                ..Self::new(answer.status, e.error.code, e.error.message, "rejected")
+            },
             Err(_) => Self::new(502, format!("{what}_failed"), format!("the {what} answered {}", answer.status), "upstream"),
         }
     }

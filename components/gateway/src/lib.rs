@@ -152,6 +152,9 @@ fn error_outcome(failure: Failure, request_id: &str) -> Outcome {
     if let Some(allow) = failure.allow {
         outcome.response.set_header("allow", &allow);
     }
+    if let Some(retry_after) = failure.retry_after {
+        outcome.response.set_header("retry-after", &retry_after);
+    }
     outcome
 }
 

@@ -48,7 +48,7 @@ pub fn run(plan: &Plan, ctx: &RequestContext, tenant: &str, config: &Config, req
             back_off(attempt);
         }
         let collections = timings.time("store", || load(tenant, &specs, config, request_id))?;
-        let report = match timings.time("exec", || execute(plan, ctx, &collections, config, request_id))? {
+        let report = match timings.time("exec", || execute(plan, ctx, &collections, tenant, config, request_id))? {
             Exec::NeedsData if specs.iter().any(|s| s.ids.is_some()) => {
                 // The block reached past a partial load: run it again on whole collections.
                 specs = specs.into_iter().map(|s| LoadSpec { ids: None, ..s }).collect();
@@ -92,7 +92,7 @@ fn sandbox_view(loaded: &Value) -> Value {
     })
 }
 
-fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], config: &Config, request_id: &str) -> Result<Exec, RunError> {
+fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], tenant: &str, config: &Config, request_id: &str) -> Result<Exec, RunError> {
     if config.sandbox_url.is_empty() {
         return Err(Failure::new(503, "sandbox_unavailable", "no sandbox_host is configured", "unavailable").into());
     }
@@ -103,7 +103,9 @@ fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], config: &Co
     }
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
     let bearer = format!("Bearer {}", config.sandbox_token);
-    let mut headers = vec![("x-request-id", request_id)];
+    // The tenant the request is bound to, for the sandbox's fair share; the
+    // block cannot reach this header.
+    let mut headers = vec![("x-request-id", request_id), ("x-anypath-tenant", tenant)];
     if !config.sandbox_token.is_empty() {
         headers.push(("authorization", bearer.as_str()));
     }

@@ -13,6 +13,8 @@ use wasi::http::types::{ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest
 pub struct Answer {
     pub status: u16,
     pub body: Vec<u8>,
+    /// The `Retry-After` header, when the answer has one (a refusal passed on keeps it).
+    pub retry_after: Option<String>,
 }
 
 /// Why an outbound call produced no answer.
@@ -109,6 +111,12 @@ pub fn call(url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: D
     };
     written?;
     let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(&"retry-after".to_string())
+        .into_iter()
+        .next()
+        .and_then(|value| String::from_utf8(value).ok());
     let incoming = response.consume().map_err(|()| CallError::Transport("response body unavailable".into()))?;
     let stream = incoming.stream().map_err(|()| CallError::Transport("response stream unavailable".into()))?;
     let mut bytes = Vec::new();
@@ -119,7 +127,7 @@ pub fn call(url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: D
             Err(e) => return Err(CallError::Transport(format!("reading the response: {e:?}"))),
         }
     }
-    Ok(Answer { status, body: bytes })
+    Ok(Answer { status, body: bytes, retry_after })
 }
 
 fn write_body(body: &OutgoingBody, bytes: &[u8]) -> Result<(), CallError> {

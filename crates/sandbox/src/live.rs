@@ -164,7 +164,8 @@ impl LiveInstance {
             stderr_bytes: limits.stderr_bytes,
         };
         let Instance { store, runner } = instance;
-        let result = tokio::time::timeout(limits.timeout() + HOST_GRACE, runner.call_run_cell(&mut *store, &input)).await;
+        let call = runner.call_run_cell(&mut *store, &input);
+        let result = crate::sandbox::on_own_thread(tokio::time::timeout(limits.timeout() + HOST_GRACE, call)).await;
         metrics.fuel_consumed = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         metrics.peak_memory_bytes = store.data().memory.peak;
         let memory_refused = store.data().memory.refused;

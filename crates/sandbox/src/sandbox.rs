@@ -22,7 +22,7 @@ use crate::recycler::Recycler;
 use crate::request::{ExecRequest, PolicyGate};
 
 /// How often the epoch advances; the deadline is checked at this granularity.
-const EPOCH_TICK: Duration = Duration::from_millis(5);
+const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// Extra wall-clock time granted past the guest deadline before the call is dropped.
 pub(crate) const HOST_GRACE: Duration = Duration::from_millis(50);
 /// Deadline for warming a fresh instance (no tenant code runs then).
@@ -138,7 +138,11 @@ impl Sandbox {
     /// Runs one block. Never panics on guest behaviour: every failure is a typed error.
     pub async fn execute(&self, request: ExecRequest) -> Report {
         let started = Instant::now();
-        let limits = self.inner.limits.narrowed_by(&request.limits);
+        let mut limits = self.inner.limits.narrowed_by(&request.limits);
+        // A block's fuel follows what it was handed: runaway code over little
+        // data ends long before the ceiling that a search over the largest
+        // collection needs. Session cells keep the whole ceiling.
+        limits.fuel = crate::limits::block_fuel(request.input_bytes(), limits.fuel);
         let mut metrics = Metrics::default();
         let outcome = self.inner.run(request, limits, &mut metrics).await;
         metrics.duration_us = started.elapsed().as_micros() as u64;
@@ -179,6 +183,21 @@ fn engine_config(config: &SandboxConfig) -> Config {
         .max_memory_size(config.limits.memory_bytes.next_multiple_of(1 << 16) as usize);
     wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
     wasm
+}
+
+/// Runs guest code on a thread of its own, out of the async scheduler, when
+/// the runtime has worker threads to spare. A guest yields at every epoch
+/// tick, but the scheduler hands the worker straight back to the task that
+/// yielded, so a long execution would hold its worker and starve the short
+/// ones queued behind it; on their own threads the kernel shares the cores
+/// fairly between executions, and request handling keeps its workers.
+pub(crate) async fn on_own_thread<F: Future>(future: F) -> F::Output {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| handle.block_on(future))
+        }
+        _ => future.await,
+    }
 }
 
 /// Advances the engine's epoch so running guests notice their deadline.
@@ -245,7 +264,7 @@ impl Inner {
         let input = wit_input(request, &limits);
         let Instance { store, runner } = &mut *instance;
         let call = runner.call_execute(store, &input);
-        let result = tokio::time::timeout(limits.timeout() + HOST_GRACE, call).await;
+        let result = on_own_thread(tokio::time::timeout(limits.timeout() + HOST_GRACE, call)).await;
 
         let store = &instance.store;
         metrics.fuel_consumed = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));

@@ -1,0 +1,371 @@
+//! Fair admission of executions across tenants.
+//!
+//! One process and a few cores serve every tenant, so the host is the
+//! scheduler. A tenant runs at most `tenant_running` executions at once and,
+//! while other tenants are active, keeps at most `tenant_queued` waiting;
+//! past that its requests are refused (429) while other tenants keep their
+//! own share. A tenant alone may fill the whole queue. The service as a
+//! whole runs `max_running` at once, more than one tenant may take, so a
+//! tenant whose code never ends cannot fill every slot; waiting requests are
+//! served round robin across tenants, not first come first served.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+/// The bounds of admission.
+#[derive(Debug, Clone, Copy)]
+pub struct AdmissionConfig {
+    /// Executions running at once, over all tenants.
+    pub max_running: usize,
+    /// Executions one tenant may run at once.
+    pub tenant_running: usize,
+    /// Requests waiting at once, over all tenants.
+    pub max_queued: usize,
+    /// Requests one tenant may keep waiting while other tenants are active.
+    pub tenant_queued: usize,
+}
+
+/// How long after its last request a tenant still counts as active: a
+/// tenant sending request after request is active between them too.
+const ACTIVE_WINDOW: Duration = Duration::from_secs(2);
+
+impl AdmissionConfig {
+    /// The defaults for a machine with `cpus` cores: a lone tenant runs as
+    /// many executions as there are cores (what a single queue gave), and as
+    /// many slots again stay for everyone else.
+    pub fn for_cpus(cpus: usize) -> Self {
+        let cpus = cpus.max(1);
+        Self { max_running: 2 * cpus, tenant_running: cpus, max_queued: 64, tenant_queued: 8 }
+    }
+}
+
+/// Why a request was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// The tenant already has its share running and waiting (429).
+    #[error("this tenant has {running} executions running and {queued} waiting, its share; retry later")]
+    TenantBusy { running: usize, queued: usize },
+    /// Every place in the queue is taken (503).
+    #[error("the service has {0} requests waiting; retry later")]
+    Overloaded(usize),
+    /// The service is stopping.
+    #[error("the service is stopping")]
+    Closed,
+}
+
+/// Counters of one tenant, as `/healthz` reports them.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct TenantCounts {
+    pub running: usize,
+    pub queued: usize,
+    pub admitted_total: u64,
+    /// Requests that had to wait for a slot before they ran.
+    pub waited_total: u64,
+    pub refused_total: u64,
+    /// Executions that ended on a limit (fuel, time, memory, output).
+    pub limit_breaches_total: u64,
+}
+
+/// The admission state shared by every route of a service.
+pub struct Admission {
+    config: AdmissionConfig,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    running: usize,
+    queued: usize,
+    next_ticket: u64,
+    tenants: HashMap<Arc<str>, Tenant>,
+    /// Tenants with waiting requests, in the order they are next served.
+    turn: VecDeque<Arc<str>>,
+}
+
+struct Tenant {
+    counts: TenantCounts,
+    waiting: VecDeque<(u64, oneshot::Sender<()>)>,
+    /// When it last asked for a slot.
+    last_seen: Instant,
+}
+
+impl Default for Tenant {
+    fn default() -> Self {
+        Self { counts: TenantCounts::default(), waiting: VecDeque::new(), last_seen: Instant::now() }
+    }
+}
+
+/// A running execution's slot, given back when dropped.
+pub struct Permit {
+    admission: Arc<Admission>,
+    tenant: Arc<str>,
+}
+
+impl Admission {
+    /// Admission under `config` (every bound at least 1, queues may be 0).
+    pub fn new(config: AdmissionConfig) -> Arc<Self> {
+        let config = AdmissionConfig {
+            max_running: config.max_running.max(1),
+            tenant_running: config.tenant_running.clamp(1, config.max_running.max(1)),
+            ..config
+        };
+        Arc::new(Self { config, state: Mutex::new(State::default()) })
+    }
+
+    /// The bounds in force.
+    pub fn config(&self) -> AdmissionConfig {
+        self.config
+    }
+
+    /// Waits for a slot for `tenant`, or refuses at once when its share (or
+    /// the whole queue) is taken. Dropping the future gives its place up.
+    pub async fn admit(self: &Arc<Self>, tenant: &str) -> Result<Permit, Refused> {
+        let (ticket, tenant, granted) = {
+            let mut state = self.lock();
+            let key = state.key(tenant);
+            let config = self.config;
+            let running_total = state.running;
+            let queued_total = state.queued;
+            let now = Instant::now();
+            let others_active = state.tenants.iter().any(|(name, t)| {
+                *name != key && (t.counts.running > 0 || !t.waiting.is_empty() || now.duration_since(t.last_seen) < ACTIVE_WINDOW)
+            });
+            let queue_share = if others_active { config.tenant_queued } else { config.max_queued };
+            let entry = state.tenants.entry(key.clone()).or_default();
+            entry.last_seen = now;
+            if entry.waiting.is_empty() && entry.counts.running < config.tenant_running && running_total < config.max_running {
+                entry.counts.running += 1;
+                entry.counts.admitted_total += 1;
+                state.running += 1;
+                return Ok(Permit { admission: self.clone(), tenant: key });
+            }
+            if queued_total >= config.max_queued {
+                entry.counts.refused_total += 1;
+                return Err(Refused::Overloaded(queued_total));
+            }
+            if entry.waiting.len() >= queue_share {
+                entry.counts.refused_total += 1;
+                return Err(Refused::TenantBusy { running: entry.counts.running, queued: entry.waiting.len() });
+            }
+            let (tx, rx) = oneshot::channel();
+            let ticket = state.next_ticket;
+            state.next_ticket += 1;
+            let entry = state.tenants.entry(key.clone()).or_default();
+            entry.waiting.push_back((ticket, tx));
+            entry.counts.queued = entry.waiting.len();
+            entry.counts.waited_total += 1;
+            state.queued += 1;
+            if !state.turn.contains(&key) {
+                state.turn.push_back(key.clone());
+            }
+            (ticket, key, rx)
+        };
+        let mut waiting = Waiting { admission: self, tenant: tenant.clone(), ticket, done: false };
+        let result = granted.await;
+        waiting.done = true;
+        match result {
+            Ok(()) => Ok(Permit { admission: self.clone(), tenant }),
+            Err(_) => Err(Refused::Closed),
+        }
+    }
+
+    /// Counts an execution of `tenant` that ended on a limit.
+    pub fn record_limit_breach(&self, tenant: &str) {
+        let mut state = self.lock();
+        let key = state.key(tenant);
+        state.tenants.entry(key).or_default().counts.limit_breaches_total += 1;
+    }
+
+    /// Every tenant seen so far and its counters, and the totals running and waiting.
+    pub fn snapshot(&self) -> (usize, usize, BTreeMap<String, TenantCounts>) {
+        let state = self.lock();
+        let tenants = state.tenants.iter().map(|(name, t)| (name.to_string(), t.counts)).collect();
+        (state.running, state.queued, tenants)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves consistent counters (every
+        // update is a few integer steps); keep serving rather than poison every caller.
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Gives a slot back and hands free slots to waiting tenants in turn.
+    fn release(&self, tenant: &str) {
+        let mut state = self.lock();
+        state.running = state.running.saturating_sub(1);
+        if let Some(entry) = state.tenants.get_mut(tenant) {
+            entry.counts.running = entry.counts.running.saturating_sub(1);
+        }
+        self.dispatch(&mut state);
+    }
+
+    /// While slots are free, admits the first waiter of the next tenant in
+    /// turn that is under its share; a tenant served goes to the back.
+    fn dispatch(&self, state: &mut State) {
+        let cap = self.config.tenant_running;
+        while state.running < self.config.max_running {
+            let eligible = |key: &Arc<str>| state.tenants.get(key).is_some_and(|t| t.counts.running < cap && !t.waiting.is_empty());
+            let Some(position) = state.turn.iter().position(eligible) else { break };
+            let Some(key) = state.turn.remove(position) else { break };
+            let Some(entry) = state.tenants.get_mut(&key) else { continue };
+            let Some((_, tx)) = entry.waiting.pop_front() else { continue };
+            entry.counts.queued = entry.waiting.len();
+            state.queued = state.queued.saturating_sub(1);
+            // A waiter still queued is still listening (leaving removes it first).
+            if tx.send(()).is_ok() {
+                entry.counts.running += 1;
+                entry.counts.admitted_total += 1;
+                state.running += 1;
+            }
+            if !entry.waiting.is_empty() {
+                state.turn.push_back(key);
+            }
+        }
+        let tenants = &state.tenants;
+        state.turn.retain(|key| tenants.get(key).is_some_and(|t| !t.waiting.is_empty()));
+    }
+}
+
+impl State {
+    /// The shared name of a tenant, so the map and the turn hold one copy.
+    fn key(&self, tenant: &str) -> Arc<str> {
+        self.tenants.get_key_value(tenant).map(|(k, _)| k.clone()).unwrap_or_else(|| Arc::from(tenant))
+    }
+}
+
+/// A waiter's place in its tenant's queue; dropped before it is served (the
+/// client went away), it leaves the queue, or gives back a slot granted meanwhile.
+struct Waiting<'a> {
+    admission: &'a Arc<Admission>,
+    tenant: Arc<str>,
+    ticket: u64,
+    done: bool,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut state = self.admission.lock();
+        let Some(entry) = state.tenants.get_mut(&self.tenant) else { return };
+        let before = entry.waiting.len();
+        entry.waiting.retain(|(ticket, _)| *ticket != self.ticket);
+        if entry.waiting.len() < before {
+            entry.counts.queued = entry.waiting.len();
+            state.queued = state.queued.saturating_sub(1);
+        } else {
+            // Served while being dropped: the slot was counted; give it back.
+            drop(state);
+            self.admission.release(&self.tenant);
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.admission.release(&self.tenant);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn config(max_running: usize, tenant_running: usize, tenant_queued: usize) -> AdmissionConfig {
+        AdmissionConfig { max_running, tenant_running, max_queued: 32, tenant_queued }
+    }
+
+    /// Polls `future` once: `Some` when it is ready.
+    fn poll_now<F: std::future::Future + Unpin>(future: &mut F) -> Option<F::Output> {
+        let waker = std::task::Waker::noop();
+        match std::pin::Pin::new(future).poll(&mut std::task::Context::from_waker(waker)) {
+            std::task::Poll::Ready(output) => Some(output),
+            std::task::Poll::Pending => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lone_tenant_runs_its_whole_share_and_queues_the_rest() {
+        let admission = Admission::new(config(4, 2, 8));
+        let first = admission.admit("a").await.expect("first");
+        let second = admission.admit("a").await.expect("second");
+        let mut third = Box::pin(admission.admit("a"));
+        assert!(poll_now(&mut third).is_none(), "past its share a tenant waits");
+        assert_eq!(admission.snapshot().2["a"].queued, 1);
+        drop(first);
+        let third = poll_now(&mut third).expect("served when a slot frees").expect("admitted");
+        assert_eq!(admission.snapshot().0, 2);
+        drop((second, third));
+        assert_eq!(admission.snapshot().0, 0);
+    }
+
+    #[tokio::test]
+    async fn a_lone_tenant_may_fill_the_whole_queue() {
+        let admission = Admission::new(AdmissionConfig { max_running: 1, tenant_running: 1, max_queued: 5, tenant_queued: 1 });
+        let _running = admission.admit("a").await.expect("running");
+        let mut queued: Vec<_> = (0..5).map(|_| Box::pin(admission.admit("a"))).collect();
+        for waiter in &mut queued {
+            assert!(poll_now(waiter).is_none(), "alone, a tenant queues past its share");
+        }
+        assert_eq!(admission.admit("a").await.err(), Some(Refused::Overloaded(5)));
+    }
+
+    #[tokio::test]
+    async fn a_tenant_past_its_share_is_refused_while_another_runs_at_once() {
+        let admission = Admission::new(config(4, 2, 2));
+        let other = admission.admit("b").await.expect("another tenant is active");
+        drop(other);
+        let _held: Vec<Permit> = vec![admission.admit("a").await.expect("1"), admission.admit("a").await.expect("2")];
+        let mut queued: Vec<_> = (0..2).map(|_| Box::pin(admission.admit("a"))).collect();
+        for waiter in &mut queued {
+            assert!(poll_now(waiter).is_none());
+        }
+        let refused = admission.admit("a").await.err();
+        assert_eq!(refused, Some(Refused::TenantBusy { running: 2, queued: 2 }));
+        let other = tokio::time::timeout(Duration::from_millis(100), admission.admit("b")).await;
+        assert!(matches!(other, Ok(Ok(_))), "another tenant is admitted at once");
+        assert_eq!(admission.snapshot().2["a"].refused_total, 1);
+    }
+
+    #[tokio::test]
+    async fn waiting_tenants_are_served_in_turn_not_in_arrival_order() {
+        let admission = Admission::new(config(1, 1, 8));
+        let running = admission.admit("a").await.expect("running");
+        let mut a_waiters: Vec<_> = (0..3).map(|_| Box::pin(admission.admit("a"))).collect();
+        for waiter in &mut a_waiters {
+            assert!(poll_now(waiter).is_none());
+        }
+        let mut b_waiter = Box::pin(admission.admit("b"));
+        assert!(poll_now(&mut b_waiter).is_none());
+        drop(running);
+        let a_first = poll_now(&mut a_waiters[0]).expect("a was first in turn").expect("admitted");
+        assert!(poll_now(&mut b_waiter).is_none());
+        drop(a_first);
+        assert!(poll_now(&mut a_waiters[1]).is_none(), "a's second waits behind b");
+        let b = poll_now(&mut b_waiter).expect("b's turn").expect("admitted");
+        drop(b);
+        assert!(poll_now(&mut a_waiters[1]).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_waiter_that_leaves_frees_its_place_and_no_slot_leaks() {
+        let admission = Admission::new(AdmissionConfig { max_running: 1, tenant_running: 1, max_queued: 1, tenant_queued: 1 });
+        let running = admission.admit("a").await.expect("running");
+        let mut waiter = Box::pin(admission.admit("a"));
+        assert!(poll_now(&mut waiter).is_none());
+        assert!(admission.admit("a").await.is_err(), "the one queue place is taken");
+        drop(waiter);
+        assert_eq!(admission.snapshot().1, 0);
+        drop(running);
+        assert_eq!(admission.snapshot().0, 0);
+        let again = tokio::time::timeout(Duration::from_millis(100), admission.admit("a")).await;
+        assert!(matches!(again, Ok(Ok(_))));
+    }
+}
