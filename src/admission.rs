@@ -1,8 +1,9 @@
 //! Fair admission of executions across tenants.
 //!
 //! One process and a few cores serve every tenant, so the host is the
-//! scheduler. A tenant runs at most `tenant_running` executions at once and,
-//! while other tenants are active, keeps at most `tenant_queued` waiting;
+//! scheduler. A tenant runs at most `tenant_running` executions at once (half
+//! of that while other tenants are active) and, while others are active,
+//! keeps at most `tenant_queued` waiting;
 //! past that its requests are refused (429) while other tenants keep their
 //! own share. A tenant alone may fill the whole queue. The service as a
 //! whole runs `max_running` at once, more than one tenant may take, so a
@@ -21,7 +22,8 @@ use tokio::sync::oneshot;
 pub struct AdmissionConfig {
     /// Executions running at once, over all tenants.
     pub max_running: usize,
-    /// Executions one tenant may run at once.
+    /// Executions one tenant may run at once when alone (half, at least
+    /// one, while other tenants are active).
     pub tenant_running: usize,
     /// Requests waiting at once, over all tenants.
     pub max_queued: usize,
@@ -131,13 +133,12 @@ impl Admission {
             let running_total = state.running;
             let queued_total = state.queued;
             let now = Instant::now();
-            let others_active = state.tenants.iter().any(|(name, t)| {
-                *name != key && (t.counts.running > 0 || !t.waiting.is_empty() || now.duration_since(t.last_seen) < ACTIVE_WINDOW)
-            });
+            let others_active = state.others_active(&key, now);
             let queue_share = if others_active { config.tenant_queued } else { config.max_queued };
+            let running_share = self.running_share(others_active);
             let entry = state.tenants.entry(key.clone()).or_default();
             entry.last_seen = now;
-            if entry.waiting.is_empty() && entry.counts.running < config.tenant_running && running_total < config.max_running {
+            if entry.waiting.is_empty() && entry.counts.running < running_share && running_total < config.max_running {
                 entry.counts.running += 1;
                 entry.counts.admitted_total += 1;
                 state.running += 1;
@@ -193,6 +194,13 @@ impl Admission {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The executions a tenant may run at once: `tenant_running` alone, half
+    /// of it (at least one) while other tenants are active, so a tenant whose
+    /// code never ends leaves most of the cores to the others.
+    fn running_share(&self, others_active: bool) -> usize {
+        if others_active { (self.config.tenant_running / 2).max(1) } else { self.config.tenant_running }
+    }
+
     /// Gives a slot back and hands free slots to waiting tenants in turn.
     fn release(&self, tenant: &str) {
         let mut state = self.lock();
@@ -206,9 +214,12 @@ impl Admission {
     /// While slots are free, admits the first waiter of the next tenant in
     /// turn that is under its share; a tenant served goes to the back.
     fn dispatch(&self, state: &mut State) {
-        let cap = self.config.tenant_running;
+        let now = Instant::now();
         while state.running < self.config.max_running {
-            let eligible = |key: &Arc<str>| state.tenants.get(key).is_some_and(|t| t.counts.running < cap && !t.waiting.is_empty());
+            let eligible = |key: &Arc<str>| {
+                let cap = self.running_share(state.others_active(key, now));
+                state.tenants.get(key).is_some_and(|t| t.counts.running < cap && !t.waiting.is_empty())
+            };
             let Some(position) = state.turn.iter().position(eligible) else { break };
             let Some(key) = state.turn.remove(position) else { break };
             let Some(entry) = state.tenants.get_mut(&key) else { continue };
@@ -231,6 +242,13 @@ impl Admission {
 }
 
 impl State {
+    /// Whether a tenant other than `key` runs, waits, or asked within the window.
+    fn others_active(&self, key: &Arc<str>, now: Instant) -> bool {
+        self.tenants.iter().any(|(name, t)| {
+            name != key && (t.counts.running > 0 || !t.waiting.is_empty() || now.duration_since(t.last_seen) < ACTIVE_WINDOW)
+        })
+    }
+
     /// The shared name of a tenant, so the map and the turn hold one copy.
     fn key(&self, tenant: &str) -> Arc<str> {
         self.tenants.get_key_value(tenant).map(|(k, _)| k.clone()).unwrap_or_else(|| Arc::from(tenant))
@@ -320,9 +338,9 @@ mod tests {
     #[tokio::test]
     async fn a_tenant_past_its_share_is_refused_while_another_runs_at_once() {
         let admission = Admission::new(config(4, 2, 2));
-        let other = admission.admit("b").await.expect("another tenant is active");
-        drop(other);
         let _held: Vec<Permit> = vec![admission.admit("a").await.expect("1"), admission.admit("a").await.expect("2")];
+        let other = admission.admit("b").await.expect("another tenant is admitted at once");
+        drop(other);
         let mut queued: Vec<_> = (0..2).map(|_| Box::pin(admission.admit("a"))).collect();
         for waiter in &mut queued {
             assert!(poll_now(waiter).is_none());

@@ -22,7 +22,7 @@ use crate::recycler::Recycler;
 use crate::request::{ExecRequest, PolicyGate};
 
 /// How often the epoch advances; the deadline is checked at this granularity.
-const EPOCH_TICK: Duration = Duration::from_millis(1);
+const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Extra wall-clock time granted past the guest deadline before the call is dropped.
 pub(crate) const HOST_GRACE: Duration = Duration::from_millis(50);
 /// Deadline for warming a fresh instance (no tenant code runs then).
