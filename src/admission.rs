@@ -59,6 +59,17 @@ pub enum Refused {
     Closed,
 }
 
+impl Refused {
+    /// The stable code of the refusal, as the HTTP envelope and MCP tool errors name it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::TenantBusy { .. } => "tenant_busy",
+            Self::Overloaded(_) => "overloaded",
+            Self::Closed => "shutting_down",
+        }
+    }
+}
+
 /// Counters of one tenant, as `/healthz` reports them.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct TenantCounts {

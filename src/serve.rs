@@ -115,12 +115,11 @@ fn is_limit_breach(kind: &str) -> bool {
 /// when the service is full or stopping; both ask for a retry in a second
 /// (a slot frees as soon as any execution ends).
 fn refusal(refused: Refused, request_id: &str) -> Response {
-    let (status, code) = match refused {
-        Refused::TenantBusy { .. } => (StatusCode::TOO_MANY_REQUESTS, "tenant_busy"),
-        Refused::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
-        Refused::Closed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+    let status = match refused {
+        Refused::TenantBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Refused::Overloaded(_) | Refused::Closed => StatusCode::SERVICE_UNAVAILABLE,
     };
-    let mut response = error(status, code, &refused.to_string(), request_id);
+    let mut response = error(status, refused.code(), &refused.to_string(), request_id);
     response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     response
 }

@@ -21,7 +21,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::arguments::{Arguments, input_schema};
-use crate::admission::Refused;
 use crate::serve::AppState;
 
 /// The tenant the HTTP layer bound to a request, from its key or token.
@@ -164,11 +163,7 @@ fuel (CPU), memory and wall-clock time; limits may lower them for one run.",
         let caller = self.caller(&ctx)?;
         let interpreter = self.interpreter()?;
         // Runs share the executor's fair admission: the same slots bound every face.
-        let permit = self.state.admission.admit(&caller.tenant).await.map_err(|refused| match refused {
-            Refused::TenantBusy { .. } => format!("tenant_busy: {refused}"),
-            Refused::Overloaded(_) => format!("overloaded: {refused}"),
-            Refused::Closed => format!("shutting_down: {refused}"),
-        })?;
+        let permit = self.state.admission.admit(&caller.tenant).await.map_err(|refused| format!("{}: {refused}", refused.code()))?;
         let request = RunRequest { code: args.code, env: args.env.unwrap_or_default(), limits: args.limits.unwrap_or_default() };
         let report = interpreter.run_python(&caller.tenant, &args.session_id, request, &caller.base_url).await;
         drop(permit);
