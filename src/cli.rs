@@ -99,6 +99,16 @@ pub struct RunnerArgs {
     /// Instances kept started ahead of demand.
     #[arg(long, default_value_t = 2)]
     warm_instances: usize,
+    /// The data runtime's directory as `cargo xtask build` lays it out
+    /// (python-data.wasm, python-data-snapshot.wasm, lib/); by default
+    /// `target/python-data` beside the binary, when it is there. Without it,
+    /// sessions cannot ask for `python-data`.
+    #[arg(long, env = "ANYPATH_PYTHON_DATA")]
+    python_data: Option<PathBuf>,
+    /// Which reactor python-data instances start from: `snapshot` (numpy's
+    /// and pandas' imports done ahead) or `plain`.
+    #[arg(long, value_enum, default_value_t = DataVariant::Snapshot)]
+    python_data_variant: DataVariant,
 }
 
 #[derive(Args)]
@@ -202,9 +212,21 @@ pub struct InterpreterArgs {
     /// `--public-url` is added to it.
     #[arg(long, env = "ANYPATH_MCP_ALLOWED_HOSTS", default_value = "localhost,127.0.0.1,::1")]
     mcp_allowed_hosts: String,
+    /// The runtime of a session created without naming one: `python`
+    /// (starts in about a millisecond, standard library only) or
+    /// `python-data` (pandas, matplotlib, ...; needs its files).
+    #[arg(long, env = "ANYPATH_DEFAULT_RUNTIME", default_value = "python")]
+    default_runtime: anypath_sandbox::Runtime,
 }
 
 /// Where the code interpreter keeps sessions and artifacts.
+/// The reactor a python-data instance starts from.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DataVariant {
+    Snapshot,
+    Plain,
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum StorageArg {
     Disk,
@@ -232,6 +254,7 @@ impl InterpreterArgs {
         config.read_cap_bytes = self.read_cap_kib << 10;
         config.signing_key = self.signing_key.as_ref().map(|key| key.as_bytes().to_vec());
         config.public_url = self.public_url.clone();
+        config.default_runtime = self.default_runtime;
         config
     }
 
@@ -305,6 +328,27 @@ impl RunnerArgs {
     }
 
     /// Starts a sandbox with no warm pool, for one-off runs.
+    /// The sandboxes code-interpreter sessions run on: `python` (the one
+    /// already started) and, when its files are there, `python-data`.
+    pub async fn session_sandboxes(&self, python: &Sandbox) -> anyhow::Result<Vec<Sandbox>> {
+        let mut sandboxes = vec![python.clone()];
+        let dir = match &self.python_data {
+            Some(dir) if dir.join("lib").is_dir() => dir.clone(),
+            Some(dir) => anyhow::bail!("--python-data {} holds no data runtime (lib/ is missing); build it with `cargo xtask build`", dir.display()),
+            None => match crate::runner_path::default_python_data() {
+                Some(dir) => dir,
+                None => {
+                    tracing::info!("no python-data runtime beside the binary: sessions run python only");
+                    return Ok(sandboxes);
+                }
+            },
+        };
+        let config = SandboxConfig::python_data(&dir, self.python_data_variant == DataVariant::Snapshot);
+        tracing::info!(component = %config.runner_component.display(), "loading the python-data runtime");
+        sandboxes.push(Sandbox::start(config).await.context("starting the python-data runtime")?);
+        Ok(sandboxes)
+    }
+
     pub async fn start_cold(&self) -> anyhow::Result<Sandbox> {
         let mut args = self.clone();
         args.warm_instances = 0;
@@ -323,7 +367,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 admission: args.admission.config(),
                 api_keys: parse_api_keys(&args.api_keys)?,
                 interpreter: Some(std::sync::Arc::new(
-                    anypath_interpreter::Interpreter::new(sandbox.clone(), args.interpreter.config())
+                    anypath_interpreter::Interpreter::new(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config())
                         .context("starting the code interpreter")?,
                 )),
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
@@ -332,8 +376,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Sandbox { command: SandboxCommand::Precompile(args) } => {
-            args.start_cold().await?;
+            let sandbox = args.start_cold().await?;
             eprintln!("anypath: runner compiled and cached");
+            if args.session_sandboxes(&sandbox).await?.len() > 1 {
+                eprintln!("anypath: python-data runtime compiled and cached");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Up(args) => {
@@ -353,7 +400,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp(args) => {
             anypath_interpreter::names::tenant(&args.tenant)?;
             let sandbox = args.runner.start().await?;
-            let interpreter = anypath_interpreter::Interpreter::new(sandbox.clone(), args.interpreter.config())
+            let interpreter = anypath_interpreter::Interpreter::new(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config())
                 .context("starting the code interpreter")?;
             let interpreter = std::sync::Arc::new(interpreter);
             crate::serve::spawn_sweeper(std::sync::Arc::downgrade(&interpreter));

@@ -4,13 +4,16 @@
 //!
 //! | method and path | call |
 //! | --- | --- |
-//! | `POST /v1/sessions` `{session_id, ttl_seconds?}` | open a session |
+//! | `POST /v1/sessions` `{session_id, ttl_seconds?, runtime?}` | open a session |
 //! | `GET /v1/sessions/{id}` / `DELETE /v1/sessions/{id}` | describe / close it |
-//! | `POST /v1/sessions/{id}/files` `{filename, content_base64, overwrite?}` | upload (base64) |
-//! | `PUT /v1/sessions/{id}/files/{path}?overwrite=true` | upload (raw bytes) |
+//! | `POST /v1/sessions/{id}/files` `{filename, content_base64, overwrite?, runtime?}` | upload (base64) |
+//! | `PUT /v1/sessions/{id}/files/{path}?overwrite=true&runtime=` | upload (raw bytes) |
 //! | `GET /v1/sessions/{id}/files` | list |
 //! | `GET` / `DELETE /v1/sessions/{id}/files/{path}` | download / delete |
-//! | `POST /v1/sessions/{id}/run` `{code, env?, limits?}` | run Python |
+//! | `POST /v1/sessions/{id}/run` `{code, env?, limits?, runtime?}` | run Python |
+//!
+//! `runtime` (`python` or `python-data`) applies when the call creates the
+//! session; a session keeps the runtime it was created with.
 //! | `GET /v1/sessions/{id}/artifacts` | the session's artifacts |
 //! | `GET /v1/sessions/{id}/artifacts/{path}` | a file's bytes as base64, up to the read cap |
 //! | `GET /v1/artifacts/{artifact_id}` | one artifact's metadata |
@@ -21,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anypath_interpreter::{Artifact, Interpreter, InterpreterError, LinkQuery, RunRequest};
+use anypath_sandbox::Runtime;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -106,6 +110,7 @@ impl Caller {
 struct OpenSession {
     session_id: String,
     ttl_seconds: Option<u64>,
+    runtime: Option<Runtime>,
 }
 
 async fn open_session(c: Caller, body: Bytes) -> Response {
@@ -113,7 +118,7 @@ async fn open_session(c: Caller, body: Bytes) -> Response {
         Ok(o) => o,
         Err(e) => return c.bad_json(e),
     };
-    match c.interpreter.open_session(&c.tenant, &open.session_id, open.ttl_seconds.map(Duration::from_secs)) {
+    match c.interpreter.open_session(&c.tenant, &open.session_id, open.ttl_seconds.map(Duration::from_secs), open.runtime) {
         Ok(info) => c.json(StatusCode::CREATED, info),
         Err(e) => c.fail(&e),
     }
@@ -140,6 +145,7 @@ struct Upload {
     content_base64: String,
     #[serde(default)]
     overwrite: bool,
+    runtime: Option<Runtime>,
 }
 
 async fn upload_base64(c: Caller, Path(session_id): Path<String>, body: Bytes) -> Response {
@@ -151,28 +157,29 @@ async fn upload_base64(c: Caller, Path(session_id): Path<String>, body: Bytes) -
         Ok(b) => b,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_base64", &format!("content_base64: {e}"), &c.request_id),
     };
-    match c.interpreter.upload_file(&c.tenant, &session_id, &upload.filename, &bytes, upload.overwrite) {
+    match c.interpreter.upload_file(&c.tenant, &session_id, &upload.filename, &bytes, upload.overwrite, upload.runtime) {
         Ok(info) => c.json(StatusCode::CREATED, info),
         Err(e) => c.fail(&e),
     }
 }
 
 #[derive(Deserialize)]
-struct Overwrite {
+struct UploadQuery {
     #[serde(default)]
     overwrite: bool,
+    runtime: Option<Runtime>,
 }
 
 async fn upload_raw(
     c: Caller,
     Path((session_id, path)): Path<(String, String)>,
-    query: Result<Query<Overwrite>, QueryRejection>,
+    query: Result<Query<UploadQuery>, QueryRejection>,
     body: Bytes,
 ) -> Response {
     let Ok(Query(query)) = query else {
-        return error(StatusCode::BAD_REQUEST, "invalid_query", "overwrite must be true or false", &c.request_id);
+        return error(StatusCode::BAD_REQUEST, "invalid_query", "overwrite must be true or false; runtime python or python-data", &c.request_id);
     };
-    match c.interpreter.upload_file(&c.tenant, &session_id, &path, &body, query.overwrite) {
+    match c.interpreter.upload_file(&c.tenant, &session_id, &path, &body, query.overwrite, query.runtime) {
         Ok(info) => c.json(StatusCode::CREATED, info),
         Err(e) => c.fail(&e),
     }

@@ -1,4 +1,4 @@
-//! Where the runner component and its compiled cache live by default.
+//! Where the runtimes' components and their compiled caches live by default.
 
 use std::path::{Path, PathBuf};
 
@@ -10,4 +10,12 @@ pub fn default_runner() -> PathBuf {
         .and_then(|exe| exe.parent().and_then(Path::parent).map(Path::to_path_buf))
         .map(|target| target.join("python-runner").join("runner.wasm"))
         .unwrap_or_else(|| PathBuf::from("runner.wasm"))
+}
+
+/// The data runtime the build lays out beside the binary's target directory
+/// (`target/python-data/` for `target/<profile>/anypath`), when it is there.
+pub fn default_python_data() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?.parent()?.join("python-data");
+    dir.join("lib").is_dir().then_some(dir)
 }

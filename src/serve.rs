@@ -269,8 +269,23 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
             "tenant_queued": config.tenant_queued,
         },
         "tenants": tenants,
+        "runtimes": runtimes(&state),
     });
     axum::Json(body).into_response()
+}
+
+/// What each runtime is: the REST runtime, and those sessions may ask for
+/// (with their origin and limits), the default one marked.
+fn runtimes(state: &AppState) -> serde_json::Value {
+    let Some(interpreter) = &state.interpreter else {
+        return json!([state.sandbox.describe()]);
+    };
+    let described = interpreter.sandboxes().iter().map(|sandbox| {
+        let mut about = sandbox.describe();
+        about["default_for_sessions"] = json!(sandbox.runtime() == interpreter.default_runtime());
+        about
+    });
+    serde_json::Value::Array(described.collect())
 }
 
 /// The service's OpenAPI document: every route, its auth and error envelope.

@@ -43,7 +43,7 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     let sandbox_listener = tokio::net::TcpListener::bind(options.sandbox_listen)
         .await
         .with_context(|| format!("binding the sandbox listener {}", options.sandbox_listen))?;
-    let interpreter = anypath_interpreter::Interpreter::new(sandbox.clone(), options.interpreter.clone())
+    let interpreter = anypath_interpreter::Interpreter::new(runner.session_sandboxes(&sandbox).await?, options.interpreter.clone())
         .context("starting the code interpreter")?;
     let sandbox_address = sandbox_listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);

@@ -49,7 +49,8 @@ fn check(scenario: &str, transport: &[String]) {
 /// Over Streamable HTTP, against a fresh service with a 1 KiB read cap.
 fn over_http(scenario: &str) {
     let dir = data_dir(&format!("http-{scenario}"));
-    let service = Service::start_with(&dir, &["--read-cap-kib", "1"]);
+    let python_data = common::python_data_dir().display().to_string();
+    let service = Service::start_with(&dir, &["--read-cap-kib", "1", "--python-data", &python_data]);
     let url = format!("{}/mcp", service.base);
     check(scenario, &["http".into(), url, "key-alice".into(), "key-bob".into()]);
     drop(service);
@@ -70,6 +71,8 @@ fn over_stdio(scenario: &str) {
         common::runner_path().display().to_string(),
         "--data-dir".into(),
         dir.display().to_string(),
+        "--python-data".into(),
+        common::python_data_dir().display().to_string(),
     ];
     let mut transport = vec!["stdio".to_owned()];
     transport.extend(command);
@@ -85,6 +88,16 @@ fn tools_and_schemas_over_http() {
 #[test]
 fn tools_and_schemas_over_stdio() {
     over_stdio("tools");
+}
+
+#[test]
+fn a_python_data_session_runs_pandas_and_matplotlib_over_http() {
+    over_http("data_runtime");
+}
+
+#[test]
+fn a_python_data_session_runs_pandas_and_matplotlib_over_stdio() {
+    over_stdio("data_runtime");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anypath_interpreter::{ArtifactContent, FileInfo, InterpreterError, RunReport, RunRequest};
-use anypath_sandbox::LimitOverrides;
+use anypath_sandbox::{LimitOverrides, Runtime};
 use base64::Engine;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Json;
@@ -30,7 +30,10 @@ pub struct Tenant(pub String);
 /// What the server tells a model before it calls anything.
 const INSTRUCTIONS: &str = "A Python 3 code interpreter in a WebAssembly sandbox (no network, no host files). \
 Work happens in sessions you name: pass the same session_id (1-64 of A-Z a-z 0-9 - _) to every call. \
-upload_file or run_python creates the session on first use. Files live in /mnt/data. Variables, imports \
+upload_file or run_python creates the session on first use, on the runtime it names: `python` \
+(standard library only, starts in milliseconds) or `python-data` (numpy, pandas, matplotlib, scipy, \
+scikit-learn, statsmodels, seaborn, reportlab, openpyxl, ...; seconds for the first import); a session \
+keeps its runtime. Files live in /mnt/data. Variables, imports \
 and functions persist across run_python calls in one session until close_session or an idle timeout \
 (15 minutes by default). Files a run creates or changes come back as artifacts with signed download_url \
 links; read_artifact returns a file's bytes (images also as image content).";
@@ -64,6 +67,10 @@ pub struct UploadFile {
     /// Replace the file when it exists; otherwise an existing file is an error.
     #[serde(default)]
     pub overwrite: bool,
+    /// The runtime when this call creates the session: `python` or
+    /// `python-data` (pandas, matplotlib, ...); the server's default otherwise.
+    #[serde(default)]
+    pub runtime: Option<Runtime>,
 }
 
 /// `run_python`'s arguments.
@@ -72,7 +79,7 @@ pub struct UploadFile {
 pub struct RunPython {
     /// The session to run in (created when new).
     pub session_id: String,
-    /// Python 3 source. The value of a last bare expression is printed, as in a notebook.
+    /// Python 3 source. Output is what the code prints (a bare expression is not echoed).
     pub code: String,
     /// Lower limits for this run only; a limit can never be raised.
     #[serde(default)]
@@ -80,6 +87,10 @@ pub struct RunPython {
     /// Environment variables the code sees (os.environ); nothing of the host's.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
+    /// The runtime when this call creates the session: `python` or
+    /// `python-data` (pandas, matplotlib, ...); the server's default otherwise.
+    #[serde(default)]
+    pub runtime: Option<Runtime>,
 }
 
 /// `read_artifact`'s arguments.
@@ -142,7 +153,7 @@ session by default). Cannot run while code runs in the same session.",
             .map_err(|e| format!("invalid_base64: content_base64: {e}"))?;
         let interpreter = self.interpreter()?;
         interpreter
-            .upload_file(&caller.tenant, &args.session_id, &args.filename, &bytes, args.overwrite)
+            .upload_file(&caller.tenant, &args.session_id, &args.filename, &bytes, args.overwrite, args.runtime)
             .map(Json)
             .map_err(|e| tool_error(&e))
     }
@@ -153,7 +164,9 @@ State persists: variables, imports and functions from earlier calls in the sessi
 Returns exit_code (0 on success), stdout, stderr, traceback, error (kind: exception, fuel_exhausted, \
 timeout, memory_limit, ...), state_reset (true when earlier state was lost, e.g. after a limit), \
 quota_exceeded, metrics, and artifacts: every file the run created or changed, with a signed \
-download_url. The standard library is available; there is no network. Runs are bounded by \
+download_url. The standard library is available, and in python-data sessions numpy, pandas, \
+matplotlib (save figures to /mnt/data), scipy, scikit-learn, statsmodels, seaborn, pillow, reportlab, \
+openpyxl, xlsxwriter, pypdf, lxml and jinja2; there is no network. Runs are bounded by \
 fuel (CPU), memory and wall-clock time; limits may lower them for one run.",
         input_schema = input_schema::<RunPython>(),
         annotations(title = "Run Python", read_only_hint = false, destructive_hint = false, open_world_hint = false)
@@ -164,7 +177,12 @@ fuel (CPU), memory and wall-clock time; limits may lower them for one run.",
         let interpreter = self.interpreter()?;
         // Runs share the executor's fair admission: the same slots bound every face.
         let permit = self.state.admission.admit(&caller.tenant).await.map_err(|refused| format!("{}: {refused}", refused.code()))?;
-        let request = RunRequest { code: args.code, env: args.env.unwrap_or_default(), limits: args.limits.unwrap_or_default() };
+        let request = RunRequest {
+            code: args.code,
+            env: args.env.unwrap_or_default(),
+            limits: args.limits.unwrap_or_default(),
+            runtime: args.runtime,
+        };
         let report = interpreter.run_python(&caller.tenant, &args.session_id, request, &caller.base_url).await;
         drop(permit);
         let report = report.map_err(|e| tool_error(&e))?;

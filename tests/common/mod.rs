@@ -33,6 +33,23 @@ pub fn sandbox() -> &'static Sandbox {
     })
 }
 
+/// The data runtime's directory built by `cargo xtask build` (or `ANYPATH_PYTHON_DATA`).
+pub fn python_data_dir() -> PathBuf {
+    let dir = std::env::var_os("ANYPATH_PYTHON_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/python-data"));
+    assert!(dir.join("lib/python315.zip").is_file(), "python-data runtime {} is missing: run `cargo xtask test`", dir.display());
+    dir
+}
+
+/// The shared data-runtime sandbox (snapshotted variant, its default limits).
+pub fn data_sandbox() -> &'static Sandbox {
+    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+    SANDBOX.get_or_init(|| {
+        runtime().block_on(Sandbox::start(SandboxConfig::python_data(&python_data_dir(), true))).expect("data sandbox starts")
+    })
+}
+
 /// Runs `future` on the shared runtime.
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     runtime().block_on(future)

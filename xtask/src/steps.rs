@@ -31,6 +31,8 @@ pub fn run(command: &mut Command) -> anyhow::Result<()> {
 /// What a full build produced.
 pub struct Built {
     pub runner: PathBuf,
+    /// The data runtime's directory (`target/python-data`).
+    pub python_data: PathBuf,
     pub binary: PathBuf,
 }
 
@@ -45,14 +47,15 @@ pub fn build_all() -> anyhow::Result<Built> {
 fn build_with(native: &[&str]) -> anyhow::Result<Built> {
     let started = Instant::now();
     let runner = python_runner::build()?;
+    let python_data = crate::python_data::build()?;
     build_components()?;
     step("building the native host (release; the first build compiles wasmtime and takes minutes)");
     run(Command::new(cargo()).args(native))?;
     let binary = root().join("target/release/anypath");
-    step("compiling the runner component to native code (cached after the first time)");
-    run(Command::new(&binary).args(["sandbox", "precompile", "--runner"]).arg(&runner))?;
+    step("compiling the runner and the python-data runtime to native code (cached; the data runtime takes about a minute the first time)");
+    run(Command::new(&binary).args(["sandbox", "precompile", "--runner"]).arg(&runner).arg("--python-data").arg(&python_data))?;
     step(&format!("build finished in {:.1} s", started.elapsed().as_secs_f64()));
-    Ok(Built { runner, binary })
+    Ok(Built { runner, python_data, binary })
 }
 
 /// The WebAssembly target the Spin components are built for.
@@ -99,6 +102,7 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
         .args(["test", "--release", "--workspace"])
         .args(extra)
         .env("ANYPATH_RUNNER", &built.runner)
+        .env("ANYPATH_PYTHON_DATA", &built.python_data)
         .env("ANYPATH_SCHEMATHESIS", schemathesis)
         .env("ANYPATH_PYTHON", python)
         .env("ANYPATH_LLM_MODEL", model))
@@ -126,7 +130,7 @@ pub fn up(extra: &[String]) -> anyhow::Result<()> {
     let built = build_all()?;
     step("running the app on http://127.0.0.1:3000 (Ctrl-C stops)");
     let mut command = Command::new(&built.binary);
-    command.args(["up", "--listen", "127.0.0.1:3000", "--runner"]).arg(&built.runner);
+    command.args(["up", "--listen", "127.0.0.1:3000", "--runner"]).arg(&built.runner).arg("--python-data").arg(&built.python_data);
     if !extra.is_empty() {
         command.args(extra);
     }

@@ -33,6 +33,10 @@ pub enum InterpreterError {
     Io { what: &'static str, source: std::io::Error },
     #[error("artifact index: {0}")]
     Index(#[from] rusqlite::Error),
+    #[error("this server does not run the {0} runtime (it needs the runtime's files: `cargo xtask build`, or --python-data DIR)")]
+    RuntimeUnavailable(anypath_sandbox::Runtime),
+    #[error("session {session:?} runs {has}, not {asked}; a session keeps the runtime it was created with")]
+    RuntimeMismatch { session: String, has: anypath_sandbox::Runtime, asked: anypath_sandbox::Runtime },
 }
 
 impl InterpreterError {
@@ -47,10 +51,10 @@ impl InterpreterError {
     /// The HTTP status this error answers with.
     pub fn status(&self) -> u16 {
         match self {
-            Self::Name(_) | Self::Invalid(_) | Self::NotAFile(_) => 400,
+            Self::Name(_) | Self::Invalid(_) | Self::NotAFile(_) | Self::RuntimeUnavailable(_) => 400,
             Self::Forbidden => 403,
             Self::NoSuchSession(_) | Self::NoSuchFile(_) | Self::NoSuchArtifact(_) => 404,
-            Self::Exists(_) | Self::Busy(_) => 409,
+            Self::Exists(_) | Self::Busy(_) | Self::RuntimeMismatch { .. } => 409,
             Self::TooLarge { .. } => 413,
             Self::ArtifactQuota { .. } | Self::Quota(_) => 507,
             Self::Io { .. } | Self::Index(_) => 500,
@@ -73,6 +77,8 @@ impl InterpreterError {
             Self::TooLarge { .. } => "over_read_cap",
             Self::Forbidden => "forbidden",
             Self::Io { .. } | Self::Index(_) => "storage_failed",
+            Self::RuntimeUnavailable(_) => "runtime_unavailable",
+            Self::RuntimeMismatch { .. } => "runtime_mismatch",
         }
     }
 }

@@ -6,15 +6,19 @@
 /// Bytes read from the start of a file to sniff its format.
 pub const SNIFF_BYTES: usize = 8192;
 
+/// Sniffed types that only say what a format is built on.
+const GENERIC_CONTAINERS: [&str; 3] = ["application/zip", "text/xml", "application/xml"];
+
 /// The media type of a file named `filename` whose content starts with `head`.
 pub fn media_type(filename: &str, head: &[u8]) -> String {
     let by_name = mime_guess::from_path(filename).first();
     if let Some(sniffed) = infer::get(head) {
         let sniffed = sniffed.mime_type();
-        // Office documents, jars and the like are zips inside: the name is more precise.
-        if sniffed == "application/zip"
+        // Office documents and jars are zips inside, SVG and feeds are XML
+        // inside (`<?xml ...?>` first): for these generic containers the name is more precise.
+        if GENERIC_CONTAINERS.contains(&sniffed)
             && let Some(named) = &by_name
-            && named.essence_str() != "application/zip"
+            && named.essence_str() != sniffed
         {
             return named.essence_str().to_owned();
         }
@@ -52,6 +56,8 @@ mod tests {
         assert_eq!(media_type("data.csv", b"a,b\n1,2\n"), "text/csv; charset=utf-8");
         assert_eq!(media_type("notes.md", b"# Title\n"), "text/markdown; charset=utf-8");
         assert_eq!(media_type("bars.svg", b"<svg xmlns='http://www.w3.org/2000/svg'></svg>"), "image/svg+xml");
+        let matplotlib_svg = b"<?xml version=\"1.0\" encoding=\"utf-8\" standalone=\"no\"?>\n<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\"\n <svg";
+        assert_eq!(media_type("chart.svg", matplotlib_svg), "image/svg+xml", "an XML declaration does not hide an SVG");
         assert_eq!(media_type("README", b"plain words"), "text/plain; charset=utf-8");
         assert_eq!(media_type("blob", b"\0\x01\x02"), "application/octet-stream");
     }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anypath_sandbox::{CellReport, CellRequest, FileQuota, LimitOverrides, LiveInstance, Sandbox};
+use anypath_sandbox::{CellReport, CellRequest, FileQuota, LimitOverrides, LiveInstance, Runtime, Sandbox};
 use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{Artifact, ArtifactConfig, ArtifactStore};
@@ -65,6 +65,8 @@ pub struct InterpreterConfig {
     /// The service's public base URL (`https://sandbox.example.com`), for
     /// absolute links; callers that know the request's host may pass their own.
     pub public_url: Option<String>,
+    /// The runtime of a session created without naming one.
+    pub default_runtime: Runtime,
 }
 
 impl InterpreterConfig {
@@ -83,6 +85,7 @@ impl InterpreterConfig {
             read_cap_bytes: 5 << 20,
             signing_key: None,
             public_url: None,
+            default_runtime: Runtime::Python,
         }
     }
 }
@@ -96,6 +99,8 @@ pub struct SessionInfo {
     pub expires_in_seconds: u64,
     /// Whether a live instance holds Python state now.
     pub live: bool,
+    /// The Python the session runs.
+    pub runtime: Runtime,
 }
 
 /// One run asked of a session.
@@ -108,6 +113,10 @@ pub struct RunRequest {
     /// Lower limits for this run.
     #[serde(default)]
     pub limits: LimitOverrides,
+    /// The runtime, when this run creates the session (the server's default
+    /// otherwise); a session keeps the runtime it was created with.
+    #[serde(default)]
+    pub runtime: Option<Runtime>,
 }
 
 /// What a run reports.
@@ -141,9 +150,9 @@ pub struct ArtifactContent {
     pub content_base64: String,
 }
 
-/// The code interpreter: sessions over one sandbox.
+/// The code interpreter: sessions over one sandbox per runtime.
 pub struct Interpreter {
-    sandbox: Sandbox,
+    sandboxes: Vec<Sandbox>,
     config: InterpreterConfig,
     artifacts: ArtifactStore,
     sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
@@ -154,6 +163,7 @@ struct Session {
     id: String,
     home: PathBuf,
     files: SessionFiles,
+    runtime: Runtime,
     ttl: Duration,
     last_used: Mutex<Instant>,
     live: tokio::sync::Mutex<LiveInstance>,
@@ -163,11 +173,19 @@ struct Session {
 struct Meta {
     ttl_seconds: u64,
     last_used_unix: u64,
+    /// Absent in sessions written before runtimes existed: those ran `python`.
+    #[serde(default)]
+    runtime: Runtime,
 }
 
 impl Interpreter {
-    /// The interpreter over `sandbox`; removes what an earlier process left past its TTL.
-    pub fn new(sandbox: Sandbox, mut config: InterpreterConfig) -> Result<Self, InterpreterError> {
+    /// The interpreter over `sandboxes` (one per runtime it offers, the
+    /// default runtime's among them); removes what an earlier process left
+    /// past its TTL.
+    pub fn new(sandboxes: Vec<Sandbox>, mut config: InterpreterConfig) -> Result<Self, InterpreterError> {
+        if !sandboxes.iter().any(|s| s.runtime() == config.default_runtime) {
+            return Err(InterpreterError::RuntimeUnavailable(config.default_runtime));
+        }
         if config.storage == Storage::Memory {
             config.root = memory_root()?;
         }
@@ -178,36 +196,68 @@ impl Interpreter {
         };
         let artifacts = ArtifactStore::open(&config.root.join("artifacts"), signer, config.artifacts.clone())?;
         tracing::info!(storage = ?config.storage, root = %config.root.display(), "interpreter storage");
-        let interpreter = Self { sandbox, config, artifacts, sessions: Mutex::new(HashMap::new()) };
+        let interpreter = Self { sandboxes, config, artifacts, sessions: Mutex::new(HashMap::new()) };
         interpreter.sweep_disk();
         Ok(interpreter)
     }
 
-    /// Creates the session, or returns it; `ttl` is capped by the server's maximum.
-    pub fn open_session(&self, tenant: &str, session_id: &str, ttl: Option<Duration>) -> Result<SessionInfo, InterpreterError> {
-        let session = self.session(tenant, session_id, true, ttl)?;
+    /// Creates the session, or returns it; `ttl` is capped by the server's
+    /// maximum; `runtime` is the server's default when not given, and an
+    /// existing session must already run it.
+    pub fn open_session(&self, tenant: &str, session_id: &str, ttl: Option<Duration>, runtime: Option<Runtime>) -> Result<SessionInfo, InterpreterError> {
+        let session = self.session(tenant, session_id, Create::Yes { ttl, runtime })?;
         Ok(self.info(&session))
+    }
+
+    /// The runtimes sessions may ask for, the default first.
+    pub fn runtimes(&self) -> Vec<Runtime> {
+        let mut runtimes: Vec<Runtime> = self.sandboxes.iter().map(Sandbox::runtime).collect();
+        runtimes.sort_by_key(|r| *r != self.config.default_runtime);
+        runtimes
+    }
+
+    /// The runtime of a session created without naming one.
+    pub fn default_runtime(&self) -> Runtime {
+        self.config.default_runtime
+    }
+
+    /// The sandboxes sessions run on, one per runtime.
+    pub fn sandboxes(&self) -> &[Sandbox] {
+        &self.sandboxes
+    }
+
+    fn sandbox_for(&self, runtime: Runtime) -> Result<&Sandbox, InterpreterError> {
+        self.sandboxes.iter().find(|s| s.runtime() == runtime).ok_or(InterpreterError::RuntimeUnavailable(runtime))
     }
 
     /// The session as it is, without creating it.
     pub fn session_info(&self, tenant: &str, session_id: &str) -> Result<SessionInfo, InterpreterError> {
-        let session = self.session(tenant, session_id, false, None)?;
+        let session = self.session(tenant, session_id, Create::No)?;
         Ok(self.info(&session))
     }
 
     /// Removes the session: its instance, its directory, its files.
     pub async fn close_session(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
-        let session = self.session(tenant, session_id, false, None)?;
+        let session = self.session(tenant, session_id, Create::No)?;
         let _running = session.live.lock().await;
         self.forget(&session);
         Ok(())
     }
 
-    /// Writes a file into the session (created on first use).
-    pub fn upload_file(&self, tenant: &str, session_id: &str, filename: &str, bytes: &[u8], overwrite: bool) -> Result<FileInfo, InterpreterError> {
+    /// Writes a file into the session (created on first use, on `runtime`
+    /// or the server's default).
+    pub fn upload_file(
+        &self,
+        tenant: &str,
+        session_id: &str,
+        filename: &str,
+        bytes: &[u8],
+        overwrite: bool,
+        runtime: Option<Runtime>,
+    ) -> Result<FileInfo, InterpreterError> {
         // Checked first, so a refused name creates no session either.
         names::filename(filename)?;
-        let session = self.session(tenant, session_id, true, None)?;
+        let session = self.session(tenant, session_id, Create::Yes { ttl: None, runtime })?;
         // Under the run lock, so a run cannot write between the check and the upload.
         let _running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
         self.check_upload(&session, filename, bytes.len() as u64)?;
@@ -236,17 +286,17 @@ impl Interpreter {
 
     /// Every file of the session.
     pub fn list_files(&self, tenant: &str, session_id: &str) -> Result<Vec<FileInfo>, InterpreterError> {
-        self.session(tenant, session_id, false, None)?.files.list()
+        self.session(tenant, session_id, Create::No)?.files.list()
     }
 
     /// One file's bytes.
     pub fn read_file(&self, tenant: &str, session_id: &str, path: &str) -> Result<(FileInfo, Vec<u8>), InterpreterError> {
-        self.session(tenant, session_id, false, None)?.files.read(path)
+        self.session(tenant, session_id, Create::No)?.files.read(path)
     }
 
     /// Deletes one file.
     pub fn delete_file(&self, tenant: &str, session_id: &str, path: &str) -> Result<(), InterpreterError> {
-        self.session(tenant, session_id, false, None)?.files.delete(path)
+        self.session(tenant, session_id, Create::No)?.files.delete(path)
     }
 
     /// The base of absolute links: the configured public URL, else the
@@ -284,7 +334,7 @@ impl Interpreter {
     /// kept as an artifact and the error names its download link.
     pub fn read_artifact(&self, tenant: &str, session_id: &str, path: &str, base_url: &str) -> Result<ArtifactContent, InterpreterError> {
         use base64::Engine;
-        let session = self.session(tenant, session_id, false, None)?;
+        let session = self.session(tenant, session_id, Create::No)?;
         let (info, host_path) = session.files.host_path(path)?;
         if info.size_bytes > self.config.read_cap_bytes {
             let artifact = self.artifacts.ingest(&session.tenant, &session.id, &info.filename, &host_path, base_url)?;
@@ -310,7 +360,7 @@ impl Interpreter {
     /// Files the run created or changed become artifacts linked under `base_url`.
     pub async fn run_python(&self, tenant: &str, session_id: &str, request: RunRequest, base_url: &str) -> Result<RunReport, InterpreterError> {
         let env = checked_env(request.env)?;
-        let session = self.session(tenant, session_id, true, None)?;
+        let session = self.session(tenant, session_id, Create::Yes { ttl: None, runtime: request.runtime })?;
         let mut live = tokio::time::timeout(self.config.busy_wait, session.live.lock())
             .await
             .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
@@ -326,7 +376,7 @@ impl Interpreter {
         let run_id = uuid::Uuid::new_v4().simple().to_string();
         let report = RunReport { run_id, session_id: session_id.to_owned(), cell, artifacts, artifact_errors };
         tracing::info!(
-            tenant, session = session_id, run_id = %report.run_id,
+            tenant, session = session_id, run_id = %report.run_id, runtime = %session.runtime,
             outcome = report.cell.error.as_ref().map_or("ok", |e| e.kind()),
             duration_us = report.cell.metrics.duration_us, fuel = report.cell.metrics.fuel_consumed,
             peak_memory_bytes = report.cell.metrics.peak_memory_bytes, state_reset = report.cell.state_reset,
@@ -383,25 +433,39 @@ impl Interpreter {
             ttl_seconds: session.ttl.as_secs(),
             expires_in_seconds: session.ttl.saturating_sub(session.idle()).as_secs(),
             live: session.live.try_lock().map_or(true, |l| l.is_live()),
+            runtime: session.runtime,
         }
     }
 
     /// The session named `session_id` of `tenant`: known, found on disk, or (with `create`) new.
-    fn session(&self, tenant: &str, session_id: &str, create: bool, ttl: Option<Duration>) -> Result<Arc<Session>, InterpreterError> {
+    fn session(&self, tenant: &str, session_id: &str, create: Create) -> Result<Arc<Session>, InterpreterError> {
         let tenant = names::tenant(tenant)?;
         let session_id = names::session_id(session_id)?;
+        let (ttl, asked) = match create {
+            Create::Yes { ttl, runtime } => (ttl, runtime),
+            Create::No => (None, None),
+        };
         let key = (tenant.to_owned(), session_id.to_owned());
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(session) = sessions.get(&key)
             && session.idle() < session.ttl {
+                check_runtime(session_id, session.runtime, asked)?;
                 session.touch();
                 return Ok(session.clone());
             }
         let home = self.config.root.join("sessions").join(tenant).join(session_id);
         let on_disk = read_meta(&home).filter(|m| unix_now().saturating_sub(m.last_used_unix) < m.ttl_seconds);
-        if on_disk.is_none() && !create {
+        if on_disk.is_none() && matches!(create, Create::No) {
             return Err(InterpreterError::NoSuchSession(session_id.to_owned()));
         }
+        let runtime = match &on_disk {
+            Some(meta) => {
+                check_runtime(session_id, meta.runtime, asked)?;
+                meta.runtime
+            }
+            None => asked.unwrap_or(self.config.default_runtime),
+        };
+        let sandbox = self.sandbox_for(runtime)?;
         let ttl = ttl
             .or(on_disk.as_ref().map(|m| Duration::from_secs(m.ttl_seconds)))
             .unwrap_or(self.config.default_ttl)
@@ -412,12 +476,13 @@ impl Interpreter {
         }
         let data = home.join("data");
         std::fs::create_dir_all(&data).map_err(|e| InterpreterError::io("creating the session directory", e))?;
-        let live = self.sandbox.live_instance(Some(data.clone()), &LimitOverrides::default()).with_quota(self.config.quota);
+        let live = sandbox.live_instance(Some(data.clone()), &LimitOverrides::default()).with_quota(self.config.quota);
         let session = Arc::new(Session {
             tenant: tenant.to_owned(),
             id: session_id.to_owned(),
             files: SessionFiles::new(data),
             home,
+            runtime,
             ttl,
             last_used: Mutex::new(Instant::now()),
             live: tokio::sync::Mutex::new(live),
@@ -529,9 +594,24 @@ impl Session {
     }
 
     fn write_meta(&self) -> Result<(), InterpreterError> {
-        let meta = Meta { ttl_seconds: self.ttl.as_secs(), last_used_unix: unix_now() };
+        let meta = Meta { ttl_seconds: self.ttl.as_secs(), last_used_unix: unix_now(), runtime: self.runtime };
         let bytes = serde_json::to_vec(&meta).unwrap_or_default();
         std::fs::write(self.home.join("meta.json"), bytes).map_err(|e| InterpreterError::io("writing session metadata", e))
+    }
+}
+
+/// Whether a call may create the session it names, and how.
+#[derive(Clone, Copy)]
+enum Create {
+    No,
+    Yes { ttl: Option<Duration>, runtime: Option<Runtime> },
+}
+
+/// An existing session runs the runtime it was created with: asking for another is an error.
+fn check_runtime(session_id: &str, has: Runtime, asked: Option<Runtime>) -> Result<(), InterpreterError> {
+    match asked {
+        Some(asked) if asked != has => Err(InterpreterError::RuntimeMismatch { session: session_id.to_owned(), has, asked }),
+        _ => Ok(()),
     }
 }
 

@@ -29,7 +29,8 @@ pub fn load(engine: &Engine, component_path: &Path, cache_dir: &Path) -> Result<
         path: component_path.to_path_buf(),
         source,
     })?;
-    let cached = cache_dir.join(format!("runner-{}.cwasm", cache_key(engine, &bytes)));
+    let stem = component_path.file_stem().and_then(|s| s.to_str()).unwrap_or("component");
+    let cached = cache_dir.join(format!("{stem}-{}.cwasm", cache_key(engine, &bytes)));
     if cached.is_file() {
         // SAFETY: the file is one this module wrote, named by the hash of its source and of
         // the engine configuration; wasmtime also refuses an artifact from another engine.
@@ -38,6 +39,7 @@ pub fn load(engine: &Engine, component_path: &Path, cache_dir: &Path) -> Result<
             Err(error) => tracing::warn!(%error, path = %cached.display(), "recompiling unusable cached artifact"),
         }
     }
+    tracing::info!(component = %component_path.display(), cache = %cache_dir.display(), "compiling to native code (once; then cached)");
     let compiled = engine.precompile_component(&bytes).map_err(ArtifactError::Compile)?;
     write_atomically(&cached, &compiled)?;
     // SAFETY: as above; the bytes were produced by this engine a moment ago.

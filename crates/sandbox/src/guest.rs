@@ -33,7 +33,7 @@ impl GuestState {
     /// A WASI context with no preopened directories, no environment, no
     /// arguments, no stdio and no network: the guest can reach nothing outside.
     pub(crate) fn new(memory_cap: u64, deadline: Instant) -> Self {
-        Self::build(WasiCtxBuilder::new(), memory_cap, deadline)
+        Self::from_builder(WasiCtxBuilder::new(), memory_cap, deadline)
     }
 
     /// The same, plus one directory the guest sees at `/mnt/data`, read and
@@ -41,10 +41,12 @@ impl GuestState {
     pub(crate) fn with_session_dir(memory_cap: u64, deadline: Instant, dir: &Path) -> wasmtime::Result<Self> {
         let mut builder = WasiCtxBuilder::new();
         builder.preopened_dir(dir, SESSION_DIR, FsPerms::ReadWrite)?;
-        Ok(Self::build(builder, memory_cap, deadline))
+        Ok(Self::from_builder(builder, memory_cap, deadline))
     }
 
-    fn build(mut builder: WasiCtxBuilder, memory_cap: u64, deadline: Instant) -> Self {
+    /// The state over a context the caller prepared (preopens, arguments,
+    /// environment, stdio); networking is switched off here whatever it says.
+    pub(crate) fn from_builder(mut builder: WasiCtxBuilder, memory_cap: u64, deadline: Instant) -> Self {
         let wasi = builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false).build();
         Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None }
     }

@@ -12,6 +12,8 @@
 
 mod artifact;
 mod bindings;
+mod data_runtime;
+mod drain_pipe;
 mod guest;
 pub mod limits;
 pub mod live;
@@ -20,6 +22,7 @@ mod pool;
 mod quota_fs;
 mod recycler;
 pub mod request;
+pub mod runtime;
 mod sandbox;
 
 pub use artifact::ArtifactError;
@@ -28,4 +31,5 @@ pub use live::{CellReport, CellRequest, LiveInstance};
 pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
 pub use quota_fs::{FileQuota, Usage, directory_usage};
 pub use request::{CollectionInput, ExecRequest};
+pub use runtime::{Runtime, UnknownRuntime};
 pub use sandbox::{Sandbox, SandboxConfig, StartError};

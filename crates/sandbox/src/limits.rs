@@ -44,6 +44,16 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The data runtime's defaults: a first chart (import pandas and
+    /// matplotlib, read a CSV, group, plot, save) takes about 1e10 fuel and
+    /// seconds, heavier analyses several times that, so 5e10 fuel, 512 MiB
+    /// and 60 s; everything else as the default runtime.
+    pub fn python_data() -> Self {
+        Self { fuel: 50_000_000_000, memory_bytes: 512 << 20, timeout_ms: 60_000, ..Self::default() }
+    }
+}
+
 /// Fuel a REST block gets whatever its input: far more than a block over a
 /// few documents needs (tens of millions), so only code that loops without
 /// end reaches it, after about 150 ms of CPU instead of the whole ceiling.
@@ -178,6 +188,16 @@ impl Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_lowers_the_data_runtime_limits_and_never_raises_them() {
+        let data = Limits::python_data();
+        assert_eq!((data.fuel, data.memory_bytes, data.timeout_ms), (50_000_000_000, 512 << 20, 60_000));
+        let raise = LimitOverrides { fuel: Some(u64::MAX), memory_bytes: Some(4 << 30), timeout_ms: Some(3_600_000), ..LimitOverrides::default() };
+        assert_eq!(data.narrowed_by(&raise), data);
+        let lower = LimitOverrides { fuel: Some(1_000), timeout_ms: Some(10), ..LimitOverrides::default() };
+        assert_eq!((data.narrowed_by(&lower).fuel, data.narrowed_by(&lower).timeout_ms), (1_000, 10));
+    }
 
     #[test]
     fn policy_file_replaces_only_what_it_names() {

@@ -18,11 +18,10 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::bindings::anypath::runner::types as wit;
-use crate::guest::GuestState;
 use crate::limits::{LimitOverrides, Limits};
 use crate::outcome::{ExecError, Metrics, Output};
 use crate::quota_fs::{FileQuota, QuotaState, Usage};
-use crate::sandbox::{HOST_GRACE, Instance, Sandbox, internal, output_of, trap_error};
+use crate::sandbox::{Guest, HOST_GRACE, Instance, Sandbox, internal, output_of, trap_error};
 
 /// One run of code in a session.
 #[derive(Debug, Clone, Default)]
@@ -142,16 +141,19 @@ impl LiveInstance {
             let quota = self.quota.clone();
             self.instance = Some(start(self.sandbox.clone(), self.dir.clone(), quota, self.limits.memory_bytes).await?);
         }
-        if let (Some(quota), Some(dir)) = (&self.quota, &self.dir) {
-            // Files may have changed between runs (uploads, deletions, closes):
-            // start each run from what the directory really holds. Inline: the
-            // quota bounds the walk to `max_files` entries, and a hop to the
-            // blocking pool would cost more than a small directory's walk.
-            quota.recount(dir);
-        }
         let Some(instance) = self.instance.as_mut() else {
             return Err(ExecError::Internal { message: "no instance after start".into() });
         };
+        if let (Some(quota), Some(dir)) = (&self.quota, &self.dir) {
+            // Files may have changed between runs (uploads, deletions, closes):
+            // start each run from what the directories really hold. Inline: the
+            // quota bounds the walk to `max_files` entries, and a hop to the
+            // blocking pool would cost more than a small directory's walk.
+            match &instance.guest {
+                Guest::Data(data) => quota.recount(&[dir, data.private_tmp()]),
+                Guest::Runner(_) => quota.recount(&[dir]),
+            }
+        }
         let store = &mut instance.store;
         let state = store.data_mut();
         state.memory.reset(limits.memory_bytes);
@@ -163,8 +165,13 @@ impl LiveInstance {
             stdout_bytes: limits.stdout_bytes,
             stderr_bytes: limits.stderr_bytes,
         };
-        let Instance { store, runner } = instance;
-        let call = runner.call_run_cell(&mut *store, &input);
+        let Instance { store, guest } = instance;
+        let call = async {
+            match guest {
+                Guest::Runner(runner) => runner.call_run_cell(&mut *store, &input).await,
+                Guest::Data(data) => data.run_cell(&mut *store, &input).await,
+            }
+        };
         let result = crate::sandbox::on_own_thread(tokio::time::timeout(limits.timeout() + HOST_GRACE, call)).await;
         metrics.fuel_consumed = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         metrics.peak_memory_bytes = store.data().memory.peak;
@@ -220,14 +227,11 @@ async fn start(
     quota: Option<Arc<QuotaState>>,
     memory_cap: u64,
 ) -> Result<Instance, ExecError> {
-    let deadline = Instant::now() + std::time::Duration::from_secs(30);
-    let mut state = match &dir {
-        Some(dir) => GuestState::with_session_dir(memory_cap, deadline, dir)
-            .map_err(|e| internal("opening the session directory", &e))?,
-        None => GuestState::new(memory_cap, deadline),
-    };
-    state.quota = quota;
-    sandbox.inner.start_instance_with(state, false).await.map_err(|e| internal("starting a session instance", &e))
+    sandbox
+        .inner
+        .start_session_instance(dir.as_deref(), quota, memory_cap)
+        .await
+        .map_err(|e| internal("starting a session instance", &e))
 }
 
 fn failed(error: ExecError, output: Output) -> CellReport {

@@ -113,10 +113,15 @@ impl QuotaState {
         Usage { bytes: self.used_bytes.load(Ordering::Acquire), files: self.used_files.load(Ordering::Acquire) }
     }
 
-    /// Resets the counters to what `dir` holds, plus the files the guest
+    /// Resets the counters to what `dirs` hold, plus the files the guest
     /// unlinked but still holds open. Blocking; called between runs.
-    pub(crate) fn recount(&self, dir: &Path) {
-        let mut usage = directory_usage(dir);
+    pub(crate) fn recount(&self, dirs: &[&Path]) {
+        let mut usage = Usage::default();
+        for dir in dirs {
+            let held = directory_usage(dir);
+            usage.bytes = usage.bytes.saturating_add(held.bytes);
+            usage.files = usage.files.saturating_add(held.files);
+        }
         let mut open = self.open_files.lock().unwrap_or_else(PoisonError::into_inner);
         open.retain(|file| file.strong_count() > 0);
         let mut seen = HashSet::new();

@@ -1,6 +1,6 @@
 //! The wasmtime embedding: engine, pre-instantiated runner, limits, execution.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -13,11 +13,13 @@ use wasmtime_wasi::p2::bindings::filesystem::types as filesystem_types;
 use crate::artifact::{self, ArtifactError};
 use crate::bindings::anypath::runner::types as wit;
 use crate::bindings::{Runner, RunnerPre};
+use crate::data_runtime::{DataGuest, DataImage, PythonDataPre};
 use crate::guest::GuestState;
 use crate::limits::Limits;
 use crate::outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
 use crate::pool::WarmPool;
-use crate::quota_fs::QuotaFs;
+use crate::quota_fs::{QuotaFs, QuotaState};
+use crate::runtime::Runtime;
 use crate::recycler::Recycler;
 use crate::request::{ExecRequest, PolicyGate};
 
@@ -27,6 +29,9 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 pub(crate) const HOST_GRACE: Duration = Duration::from_millis(50);
 /// Deadline for warming a fresh instance (no tenant code runs then).
 const WARM_UP_BUDGET: Duration = Duration::from_secs(30);
+/// Deadline for starting a session's instance (no tenant code runs then):
+/// the data runtime's plain reactor initialises CPython and loads the cell code.
+const SESSION_START_BUDGET: Duration = Duration::from_secs(60);
 /// Linear memory kept mapped in a pool slot between instances.
 const KEEP_RESIDENT_BYTES: usize = 64 << 20;
 /// Largest memory cap the engine reserves room for, whatever the policy says.
@@ -35,8 +40,15 @@ const MAX_MEMORY_CAP: u64 = 4 << 30;
 /// How to build a [`Sandbox`].
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
-    /// The runner component built by componentize-py.
+    /// Which Python the component is.
+    pub runtime: Runtime,
+    /// The component: the runner built by componentize-py, or the data
+    /// runtime's converted reactor.
     pub runner_component: PathBuf,
+    /// The data runtime's directory as `cargo xtask` lays it out: `lib/`
+    /// (holding `python315.zip`) and `mpl-data/` (matplotlib's data), both
+    /// seen read-only.
+    pub data_layout: Option<PathBuf>,
     /// Where compiled artifacts are cached.
     pub cache_dir: PathBuf,
     /// Limits every execution starts from.
@@ -55,7 +67,31 @@ impl SandboxConfig {
             .parent()
             .map(|p| p.join("cache"))
             .unwrap_or_else(|| PathBuf::from("cache"));
-        Self { runner_component, cache_dir, limits: Limits::default(), warm_instances: 2, instance_slots: 64 }
+        Self {
+            runtime: Runtime::Python,
+            runner_component,
+            data_layout: None,
+            cache_dir,
+            limits: Limits::default(),
+            warm_instances: 2,
+            instance_slots: 64,
+        }
+    }
+
+    /// The data runtime laid out in `dir` by `cargo xtask` (`python-data.wasm`,
+    /// `python-data-snapshot.wasm`, `lib/`), from the snapshotted reactor or
+    /// the plain one, with the data runtime's own default limits.
+    pub fn python_data(dir: &Path, snapshot: bool) -> Self {
+        let file = if snapshot { "python-data-snapshot.wasm" } else { "python-data.wasm" };
+        Self {
+            runtime: Runtime::PythonData,
+            runner_component: dir.join(file),
+            data_layout: Some(dir.to_path_buf()),
+            cache_dir: dir.join("cache"),
+            limits: Limits::python_data(),
+            warm_instances: 0,
+            instance_slots: 64,
+        }
     }
 }
 
@@ -72,6 +108,8 @@ pub enum StartError {
     MemoryCap(u64),
     #[error("cannot start a sandbox thread: {0}")]
     Thread(std::io::Error),
+    #[error("the python-data runtime's files are incomplete: {0}")]
+    DataLayout(String),
 }
 
 /// Runs Python blocks, each in a fresh runner instance under the configured limits.
@@ -83,17 +121,32 @@ pub struct Sandbox {
 }
 
 pub(crate) struct Inner {
-    pre: RunnerPre<GuestState>,
+    image: Image,
+    pub(crate) runtime: Runtime,
+    component_name: String,
+    origin: serde_json::Value,
     pub(crate) limits: Limits,
     pool: OnceLock<WarmPool>,
     recycler: Recycler,
     ticker_stop: Arc<AtomicBool>,
 }
 
-/// A started instance that has served no request yet.
+/// The pre-linked component a sandbox starts its instances from.
+enum Image {
+    Runner(RunnerPre<GuestState>),
+    Data(DataImage),
+}
+
+/// A started instance.
 pub(crate) struct Instance {
     pub(crate) store: Store<GuestState>,
-    pub(crate) runner: Runner,
+    pub(crate) guest: Guest,
+}
+
+/// The exports of a started instance, by runtime.
+pub(crate) enum Guest {
+    Runner(Runner),
+    Data(DataGuest),
 }
 
 impl Sandbox {
@@ -103,7 +156,11 @@ impl Sandbox {
         if config.limits.memory_bytes > MAX_MEMORY_CAP {
             return Err(StartError::MemoryCap(config.limits.memory_bytes));
         }
-        let engine = Engine::new(&engine_config(&config)).map_err(StartError::Engine)?;
+        let engine_config = match config.runtime {
+            Runtime::Python => engine_config(&config),
+            Runtime::PythonData => data_engine_config(),
+        };
+        let engine = Engine::new(&engine_config).map_err(StartError::Engine)?;
         let component = {
             let (engine, path, dir) = (engine.clone(), config.runner_component.clone(), config.cache_dir.clone());
             tokio::task::spawn_blocking(move || artifact::load(&engine, &path, &dir))
@@ -116,14 +173,42 @@ impl Sandbox {
         linker.allow_shadowing(true);
         filesystem_types::add_to_linker::<GuestState, QuotaFs>(&mut linker, GuestState::quota_fs).map_err(StartError::Link)?;
         linker.allow_shadowing(false);
-        let pre = linker.instantiate_pre(&component).map_err(StartError::Link)?;
-        let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
+        let image = match config.runtime {
+            Runtime::Python => {
+                let pre = linker.instantiate_pre(&component).map_err(StartError::Link)?;
+                Image::Runner(RunnerPre::new(pre).map_err(StartError::Link)?)
+            }
+            Runtime::PythonData => {
+                crate::data_runtime::add_to_linker(&mut linker).map_err(StartError::Link)?;
+                let pre = linker.instantiate_pre(&component).map_err(StartError::Link)?;
+                let pre = PythonDataPre::new(pre).map_err(StartError::Link)?;
+                let layout = config.data_layout.as_deref().ok_or_else(|| StartError::DataLayout("no directory given".into()))?;
+                Image::Data(DataImage::new(pre, layout).map_err(StartError::DataLayout)?)
+            }
+        };
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
         spawn_epoch_ticker(engine, ticker_stop.clone()).map_err(StartError::Thread)?;
         let recycler = Recycler::start().map_err(StartError::Thread)?;
-        let inner = Arc::new(Inner { pre, limits: config.limits, pool: OnceLock::new(), recycler, ticker_stop });
-        if config.warm_instances > 0 {
+        let component_name = config.runner_component.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let origin = match (&config.runtime, &config.data_layout) {
+            (Runtime::PythonData, Some(layout)) => std::fs::read(layout.join("origin.json"))
+                .ok()
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                .unwrap_or(serde_json::Value::Null),
+            _ => serde_json::json!("built from components/python-runner by componentize-py"),
+        };
+        let inner = Arc::new(Inner {
+            image,
+            runtime: config.runtime,
+            component_name,
+            origin,
+            limits: config.limits,
+            pool: OnceLock::new(),
+            recycler,
+            ticker_stop,
+        });
+        if config.warm_instances > 0 && config.runtime == Runtime::Python {
             // Started only once `inner` exists, so the refill task can always reach it.
             let _ = inner.pool.set(WarmPool::start(Arc::downgrade(&inner), config.warm_instances));
         }
@@ -135,6 +220,23 @@ impl Sandbox {
         self.inner.limits
     }
 
+    /// The Python this sandbox runs.
+    pub fn runtime(&self) -> Runtime {
+        self.inner.runtime
+    }
+
+    /// What the sandbox runs, for health reports: the runtime, the
+    /// component's file name, its origin (the data runtime's `origin.json`)
+    /// and the limits.
+    pub fn describe(&self) -> serde_json::Value {
+        serde_json::json!({
+            "runtime": self.inner.runtime,
+            "component": self.inner.component_name,
+            "origin": self.inner.origin,
+            "limits": self.inner.limits,
+        })
+    }
+
     /// Runs one block. Never panics on guest behaviour: every failure is a typed error.
     pub async fn execute(&self, request: ExecRequest) -> Report {
         let started = Instant::now();
@@ -144,7 +246,13 @@ impl Sandbox {
         // collection needs. Session cells keep the whole ceiling.
         limits.fuel = crate::limits::block_fuel(request.input_bytes(), limits.fuel);
         let mut metrics = Metrics::default();
-        let outcome = self.inner.run(request, limits, &mut metrics).await;
+        let outcome = match self.inner.runtime {
+            Runtime::Python => self.inner.run(request, limits, &mut metrics).await,
+            runtime => Err(Failure {
+                error: invalid(&format!("the {runtime} runtime runs code-interpreter sessions, not REST blocks")),
+                output: Output::default(),
+            }),
+        };
         metrics.duration_us = started.elapsed().as_micros() as u64;
         Report { outcome, metrics }
     }
@@ -154,6 +262,19 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.ticker_stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// The data runtime's engine: the reactor uses the exception-handling
+/// proposal; its instances live as long as sessions and are few, so they are
+/// allocated on demand rather than from reserved pool slots.
+fn data_engine_config() -> Config {
+    let mut wasm = Config::new();
+    wasm.consume_fuel(true)
+        .epoch_interruption(true)
+        .memory_init_cow(true)
+        .wasm_component_model(true)
+        .wasm_exceptions(true);
+    wasm
 }
 
 fn engine_config(config: &SandboxConfig) -> Config {
@@ -200,6 +321,24 @@ pub(crate) async fn on_own_thread<F: Future>(future: F) -> F::Output {
     }
 }
 
+/// A store for one instance: unmetered and under the start deadline until
+/// a run sets its own fuel and deadline, with the memory guard as limiter.
+fn new_store(engine: &Engine, state: GuestState) -> wasmtime::Result<Store<GuestState>> {
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.memory);
+    store.set_fuel(u64::MAX)?;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|ctx| {
+        if Instant::now() >= ctx.data().deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            // Yield so other requests on this executor thread make progress.
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    Ok(store)
+}
+
 /// Advances the engine's epoch so running guests notice their deadline.
 fn spawn_epoch_ticker(engine: Engine, stop: Arc<AtomicBool>) -> std::io::Result<()> {
     std::thread::Builder::new()
@@ -214,31 +353,47 @@ fn spawn_epoch_ticker(engine: Engine, stop: Arc<AtomicBool>) -> std::io::Result<
 }
 
 impl Inner {
-    /// Starts and warms a fresh instance. No tenant code or data touches it.
+    /// Starts and warms a fresh runner instance for a REST block. No tenant
+    /// code or data touches it.
     pub(crate) async fn start_instance(&self, warm: bool) -> wasmtime::Result<Instance> {
+        let Image::Runner(pre) = &self.image else {
+            wasmtime::bail!("the {} runtime has no REST instances", self.runtime);
+        };
         let state = GuestState::new(self.limits.memory_bytes, Instant::now() + WARM_UP_BUDGET);
-        self.start_instance_with(state, warm).await
-    }
-
-    /// Starts an instance on `state` (a session's, with its directory).
-    pub(crate) async fn start_instance_with(&self, state: GuestState, warm: bool) -> wasmtime::Result<Instance> {
-        let mut store = Store::new(self.pre.engine(), state);
-        store.limiter(|s| &mut s.memory);
-        store.set_fuel(u64::MAX)?;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|ctx| {
-            if Instant::now() >= ctx.data().deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                // Yield so other requests on this executor thread make progress.
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
-        let runner = self.pre.instantiate_async(&mut store).await?;
+        let mut store = new_store(pre.engine(), state)?;
+        let runner = pre.instantiate_async(&mut store).await?;
         if warm {
             runner.call_warm_up(&mut store).await?;
         }
-        Ok(Instance { store, runner })
+        Ok(Instance { store, guest: Guest::Runner(runner) })
+    }
+
+    /// Starts a session's instance: it sees `dir` (when given) at
+    /// `/mnt/data`, writes under `quota`, and grows to `memory_cap`.
+    pub(crate) async fn start_session_instance(
+        &self,
+        dir: Option<&Path>,
+        quota: Option<Arc<QuotaState>>,
+        memory_cap: u64,
+    ) -> wasmtime::Result<Instance> {
+        let deadline = Instant::now() + SESSION_START_BUDGET;
+        match &self.image {
+            Image::Runner(pre) => {
+                let mut state = match dir {
+                    Some(dir) => GuestState::with_session_dir(memory_cap, deadline, dir)?,
+                    None => GuestState::new(memory_cap, deadline),
+                };
+                state.quota = quota;
+                let mut store = new_store(pre.engine(), state)?;
+                let runner = pre.instantiate_async(&mut store).await?;
+                Ok(Instance { store, guest: Guest::Runner(runner) })
+            }
+            Image::Data(image) => {
+                let engine = image.pre.engine().clone();
+                let (store, guest) = image.start(dir, quota, memory_cap, deadline, |state| new_store(&engine, state)).await?;
+                Ok(Instance { store, guest: Guest::Data(guest) })
+            }
+        }
     }
 
     async fn run(&self, request: ExecRequest, limits: Limits, metrics: &mut Metrics) -> Result<Success, Failure> {
@@ -262,7 +417,9 @@ impl Inner {
         store.set_fuel(limits.fuel).map_err(|e| fail(internal("setting fuel", &e)))?;
 
         let input = wit_input(request, &limits);
-        let Instance { store, runner } = &mut *instance;
+        let Instance { store, guest: Guest::Runner(runner) } = &mut *instance else {
+            return Err(fail(invalid("a REST block needs the runner")));
+        };
         let call = runner.call_execute(store, &input);
         let result = on_own_thread(tokio::time::timeout(limits.timeout() + HOST_GRACE, call)).await;
 

