@@ -141,7 +141,14 @@ pub fn up(extra: &[String]) -> anyhow::Result<()> {
 pub fn bench(extra: &[String]) -> anyhow::Result<()> {
     let built = build_all()?;
     step("running the benchmarks");
-    run(Command::new(root().join("target/release/anypath-bench")).arg("--runner").arg(&built.runner).args(extra))?;
+    run(Command::new(root().join("target/release/anypath-bench"))
+        .arg("--runner")
+        .arg(&built.runner)
+        .arg("--python-data")
+        .arg(&built.python_data)
+        .arg("--baseline-venv")
+        .arg(root().join("target/bench-venv"))
+        .args(extra))?;
     crate::app_bench::run_app_bench(&built.binary, &built.runner)
 }
 

@@ -24,7 +24,7 @@ pub async fn run(sandbox: &Sandbox, iterations: usize) -> anyhow::Result<Duratio
     let heavy = iterations.clamp(10, 200);
     println!();
     println!("code interpreter ({} warm runs, {heavy} of the others)", iterations);
-    println!("{:<34} {:>10} {:>10}", "operation", "p50", "p99");
+    println!("{:<40} {:>10} {:>10}", "operation", "p50", "p99");
 
     let first = time(heavy, |i| {
         let interpreter = &interpreter;
@@ -47,7 +47,7 @@ pub async fn run(sandbox: &Sandbox, iterations: usize) -> anyhow::Result<Duratio
     let mib = vec![7u8; 1 << 20];
     let upload = time(heavy, |i| {
         let (interpreter, mib) = (&interpreter, &mib);
-        async move { interpreter.upload_file("bench", "files", &format!("up-{i}.bin"), mib, true).map(drop).map_err(Into::into) }
+        async move { interpreter.upload_file("bench", "files", &format!("up-{i}.bin"), mib, true, None).map(drop).map_err(Into::into) }
     })
     .await?;
     row("upload 1 MiB", &upload);
@@ -72,7 +72,7 @@ pub async fn run(sandbox: &Sandbox, iterations: usize) -> anyhow::Result<Duratio
     if report.error.is_some() {
         bail!("idle session run failed: {:?}", report.error);
     }
-    println!("{:<34} {:>10.1} MiB", "memory held by an idle session", idle.memory_bytes() as f64 / (1 << 20) as f64);
+    println!("{:<40} {:>10.1} MiB", "memory held by an idle session", idle.memory_bytes() as f64 / (1 << 20) as f64);
     let _ = std::fs::remove_dir_all(&root);
     Ok(Duration::from_nanos(warm.value_at_quantile(0.5)))
 }
@@ -88,13 +88,14 @@ fn ok(report: anypath_interpreter::RunReport) -> anyhow::Result<()> {
     }
 }
 
-fn row(name: &str, histogram: &Histogram<u64>) {
+/// Prints one row: the operation's p50 and p99.
+pub(crate) fn row(name: &str, histogram: &Histogram<u64>) {
     let at = |q| Duration::from_nanos(histogram.value_at_quantile(q));
-    println!("{name:<34} {:>10} {:>10}", show(at(0.5)), show(at(0.99)));
+    println!("{name:<40} {:>10} {:>10}", show(at(0.5)), show(at(0.99)));
 }
 
 /// Runs `op(i)` for i in 0..n, one at a time, recording each duration.
-async fn time<F, Fut>(n: usize, op: F) -> anyhow::Result<Histogram<u64>>
+pub(crate) async fn time<F, Fut>(n: usize, op: F) -> anyhow::Result<Histogram<u64>>
 where
     F: Fn(usize) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,

@@ -6,6 +6,7 @@
 //! Then the code interpreter's operations (`interpreter`), the warm one-line
 //! run against the same baseline.
 
+mod data_runtime;
 mod interpreter;
 mod scenarios;
 
@@ -38,6 +39,15 @@ struct Args {
     /// Instances kept started ahead of demand.
     #[arg(long, default_value_t = 4)]
     warm_instances: usize,
+    /// The data runtime's directory (`target/python-data`); its rows are skipped without it.
+    #[arg(long, env = "ANYPATH_PYTHON_DATA")]
+    python_data: Option<PathBuf>,
+    /// Runs per row of the data runtime (each first run takes about a second).
+    #[arg(long, default_value_t = 5)]
+    data_runs: usize,
+    /// Where the baseline's venv with pandas and matplotlib is kept between runs.
+    #[arg(long, default_value = "target/bench-venv")]
+    baseline_venv: PathBuf,
 }
 
 /// Latency percentiles and throughput of one measured run.
@@ -102,6 +112,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
             "ratio: python3 -I -c p50 / interpreter warm run p50 = {:.0}x",
             baseline.p50.as_secs_f64() / cell.as_secs_f64()
         );
+    }
+    match (&args.python_data, args.only.is_none() || args.only.as_deref() == Some("python-data")) {
+        (Some(layout), true) => data_runtime::run(layout, args.data_runs.max(1), &args.baseline_venv).await?,
+        (None, _) => println!("\npython-data rows skipped: pass --python-data (cargo xtask bench does)"),
+        _ => {}
     }
     Ok(())
 }

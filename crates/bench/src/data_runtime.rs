@@ -1,0 +1,178 @@
+//! Data-runtime figures: a new python-data session's first `import pandas`
+//! (plain and snapshotted reactor), a warm one-line run, the CSV -> chart
+//! script cold (a new session) and warm (the second chart in a session), and
+//! the memory an idle session holds. The same chart script through the
+//! host's `python3` with pandas and matplotlib in a throw-away venv is the
+//! baseline (skipped, with the reason, when they cannot be installed).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use anypath_sandbox::{CellRequest, LimitOverrides, LiveInstance, Sandbox, SandboxConfig};
+use hdrhistogram::Histogram;
+
+use crate::interpreter::{row, time};
+
+const SALES: &str = "region,month,amount\nnorth,1,120\nsouth,1,80\nnorth,2,150\nsouth,2,95\neast,1,60\neast,2,75\n";
+
+/// Reads the CSV in the working directory, groups it and saves a bar chart.
+const CHART: &str = "import pandas as pd
+import matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt
+df = pd.read_csv('sales.csv')
+totals = df.groupby('region')['amount'].sum()
+fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+totals.plot.bar(ax=ax)
+fig.savefig('chart.png')
+plt.close(fig)
+";
+
+/// Pinned for the baseline venv, the releases closest to those in the runtime.
+const BASELINE_PACKAGES: [&str; 2] = ["pandas==2.3.3", "matplotlib==3.10.7"];
+
+/// Prints the data runtime's rows; `venv_dir` keeps the baseline's venv between runs.
+pub async fn run(layout: &Path, runs: usize, venv_dir: &Path) -> anyhow::Result<()> {
+    let root = std::env::temp_dir().join(format!("anypath-bench-data-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    println!();
+    println!("python-data runtime ({runs} runs per row; sessions start from the snapshot unless named plain)");
+    println!("{:<40} {:>10} {:>10}", "operation", "p50", "p99");
+
+    let snapshot = Sandbox::start(SandboxConfig::python_data(layout, true)).await.context("starting python-data (snapshot)")?;
+    let plain = Sandbox::start(SandboxConfig::python_data(layout, false)).await.context("starting python-data (plain)")?;
+    for (sandbox, name) in [(&plain, "plain"), (&snapshot, "snapshot")] {
+        let first = time(runs, |i| {
+            let dir = session_dir(&root, &format!("{name}-import-{i}"));
+            async move { first_run(sandbox, &dir, "import pandas").await.map(drop) }
+        })
+        .await?;
+        row(&format!("new session: import pandas ({name})"), &first);
+    }
+
+    let mut warm = snapshot.live_instance(Some(session_dir(&root, "warm")), &LimitOverrides::default());
+    cell(&mut warm, "x = 0").await?;
+    let (one_line, _) = repeat(&mut warm, "x += 1", runs * 20).await?;
+    row("warm run, one line", &one_line);
+
+    let cold = time(runs, |i| {
+        let dir = session_dir(&root, &format!("chart-{i}"));
+        let snapshot = &snapshot;
+        async move {
+            std::fs::write(dir.join("sales.csv"), SALES)?;
+            first_run(snapshot, &dir, CHART).await.map(drop)
+        }
+    })
+    .await?;
+    row("CSV -> chart, new session", &cold);
+
+    let dir = session_dir(&root, "charts");
+    std::fs::write(dir.join("sales.csv"), SALES)?;
+    let mut session = snapshot.live_instance(Some(dir), &LimitOverrides::default());
+    let first_fuel = cell(&mut session, CHART).await?;
+    let (warm_chart, second_fuel) = repeat(&mut session, CHART, runs).await?;
+    row("CSV -> chart, same session again", &warm_chart);
+    println!("{:<40} {:>10.2e} {:>10.2e}", "fuel: first chart / a later one", first_fuel as f64, second_fuel as f64);
+    if second_fuel * 2 > first_fuel {
+        bail!("the second chart should cost far less than the first: {second_fuel} vs {first_fuel} fuel");
+    }
+    println!("{:<40} {:>10.1} MiB", "memory held by an idle session", session.memory_bytes() as f64 / (1 << 20) as f64);
+
+    match baseline_python(venv_dir) {
+        Ok(python) => {
+            let baseline = host_chart(&python, &root, runs)?;
+            row("baseline: host python3 CSV -> chart", &baseline);
+            let p50 = |h: &Histogram<u64>| h.value_at_quantile(0.5) as f64;
+            println!(
+                "ratio: host python3 chart p50 / new-session chart p50 = {:.2}x; / same-session chart p50 = {:.1}x",
+                p50(&baseline) / p50(&cold),
+                p50(&baseline) / p50(&warm_chart)
+            );
+        }
+        Err(reason) => println!("baseline skipped: pandas and matplotlib could not be installed for the host's python3 ({reason:#})"),
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(())
+}
+
+fn session_dir(root: &Path, name: &str) -> PathBuf {
+    let dir = root.join(name).join("data");
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+/// A new session's first run of `code` (its instance started on the way).
+async fn first_run(sandbox: &Sandbox, dir: &Path, code: &str) -> anyhow::Result<u64> {
+    let mut session = sandbox.live_instance(Some(dir.to_path_buf()), &LimitOverrides::default());
+    cell(&mut session, code).await
+}
+
+/// Runs `code` `n` times in one session; the durations and the last run's fuel.
+async fn repeat(session: &mut LiveInstance, code: &str, n: usize) -> anyhow::Result<(Histogram<u64>, u64)> {
+    let mut histogram = Histogram::<u64>::new(3)?;
+    let mut fuel = 0;
+    for _ in 0..n {
+        let began = Instant::now();
+        fuel = cell(session, code).await?;
+        histogram.record(began.elapsed().as_nanos() as u64)?;
+    }
+    Ok((histogram, fuel))
+}
+
+/// Runs `code`; its fuel, or the failure.
+async fn cell(session: &mut LiveInstance, code: &str) -> anyhow::Result<u64> {
+    let report = session.run(CellRequest { code: code.into(), ..CellRequest::default() }).await;
+    match report.error {
+        None => Ok(report.metrics.fuel_consumed),
+        Some(error) => bail!("python-data run failed: {error} ({})", report.output.stderr),
+    }
+}
+
+/// The venv's python with the baseline packages, made on first use.
+fn baseline_python(venv: &Path) -> anyhow::Result<PathBuf> {
+    let python = venv.join("bin/python");
+    let has = |python: &Path| Command::new(python).args(["-c", "import pandas, matplotlib"]).output().is_ok_and(|o| o.status.success());
+    if python.is_file() && has(&python) {
+        return Ok(python);
+    }
+    eprintln!("==> installing {} into {} for the baseline", BASELINE_PACKAGES.join(" "), venv.display());
+    let status = Command::new("python3").arg("-m").arg("venv").arg(venv).status().context("python3 -m venv")?;
+    if !status.success() {
+        bail!("python3 -m venv failed with {status}");
+    }
+    let status = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .args(BASELINE_PACKAGES)
+        .status()
+        .context("pip install")?;
+    if !status.success() || !has(&python) {
+        bail!("pip install {} failed ({status})", BASELINE_PACKAGES.join(" "));
+    }
+    Ok(python)
+}
+
+/// The chart script through a fresh host process each time, as a
+/// process-per-call sandbox runs it.
+fn host_chart(python: &Path, root: &Path, runs: usize) -> anyhow::Result<Histogram<u64>> {
+    let dir = root.join("host");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("sales.csv"), SALES)?;
+    std::fs::write(dir.join("chart.py"), CHART)?;
+    let mut histogram = Histogram::<u64>::new(3)?;
+    for _ in 0..runs {
+        let began = Instant::now();
+        let status = Command::new(python)
+            .args(["-I", "chart.py"])
+            .current_dir(&dir)
+            .env("MPLCONFIGDIR", dir.join("mpl"))
+            .status()
+            .context("running the host chart")?;
+        if !status.success() {
+            bail!("host chart failed with {status}");
+        }
+        histogram.record(began.elapsed().as_nanos() as u64)?;
+    }
+    Ok(histogram)
+}
