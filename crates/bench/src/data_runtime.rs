@@ -44,6 +44,12 @@ pub async fn run(layout: &Path, runs: usize, venv_dir: &Path) -> anyhow::Result<
     let snapshot = Sandbox::start(SandboxConfig::python_data(layout, true)).await.context("starting python-data (snapshot)")?;
     let plain = Sandbox::start(SandboxConfig::python_data(layout, false)).await.context("starting python-data (plain)")?;
     for (sandbox, name) in [(&plain, "plain"), (&snapshot, "snapshot")] {
+        let start = time(runs, |i| {
+            let dir = session_dir(&root, &format!("{name}-start-{i}"));
+            async move { first_run(sandbox, &dir, "x = 1").await.map(drop) }
+        })
+        .await?;
+        row(&format!("new session: x = 1 ({name})"), &start);
         let first = time(runs, |i| {
             let dir = session_dir(&root, &format!("{name}-import-{i}"));
             async move { first_run(sandbox, &dir, "import pandas").await.map(drop) }
@@ -132,6 +138,8 @@ async fn cell(session: &mut LiveInstance, code: &str) -> anyhow::Result<u64> {
 
 /// The venv's python with the baseline packages, made on first use.
 fn baseline_python(venv: &Path) -> anyhow::Result<PathBuf> {
+    // Absolute: the chart runs with another working directory.
+    let venv = &std::path::absolute(venv)?;
     let python = venv.join("bin/python");
     let has = |python: &Path| Command::new(python).args(["-c", "import pandas, matplotlib"]).output().is_ok_and(|o| o.status.success());
     if python.is_file() && has(&python) {
