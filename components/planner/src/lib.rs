@@ -5,8 +5,10 @@
 //! answers a plan from the seed's rules, from the plan cache (kept by the
 //! store) or from the LLM. An LLM answer that is not a valid plan comes back
 //! as `{"ok": false, "problem", "answer"}`, so the gateway can ask for a
-//! repair with the reason.
+//! repair with the reason. `POST /complete` is the agent's one way to the
+//! LLM: a tool-calling completion (`completion`).
 
+mod completion;
 mod config;
 mod output_mode;
 
@@ -54,10 +56,10 @@ struct Usage {
 }
 
 /// Why no answer could be produced at all.
-struct Failure {
-    status: u16,
-    code: &'static str,
-    message: String,
+pub(crate) struct Failure {
+    pub(crate) status: u16,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
 }
 
 impl From<RestError> for Failure {
@@ -72,6 +74,10 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
     let config = Config::load();
     let result = match (request.method(), request.path()) {
         (Method::Get, "/status") => Ok(status(&config)),
+        (Method::Post, "/complete") => serde_json::from_slice::<anypath_rest::chat::ChatRequest>(request.body())
+            .map_err(|e| Failure::from(RestError::BadRequest(format!("invalid completion request: {e}"))))
+            .and_then(|chat| completion::complete(&config, &chat, &request_id))
+            .and_then(|reply| serde_json::to_value(reply).map_err(|e| Failure { status: 500, code: "internal", message: e.to_string() })),
         (Method::Post, "/plan") => serde_json::from_slice::<PlanRequest>(request.body())
             .map_err(|e| Failure::from(RestError::BadRequest(format!("invalid plan request: {e}"))))
             .and_then(|r| plan(&config, r, &request_id)),
@@ -175,7 +181,7 @@ fn complete_in_best_mode(
     }
 }
 
-fn unconfigured(message: String) -> Failure {
+pub(crate) fn unconfigured(message: String) -> Failure {
     Failure { status: 503, code: "planner_unconfigured", message }
 }
 
@@ -209,7 +215,7 @@ enum Refusal {
     Other(Failure),
 }
 
-fn llm_failed(error: &LlmError) -> Failure {
+pub(crate) fn llm_failed(error: &LlmError) -> Failure {
     Failure { status: 502, code: "llm_failed", message: error.to_string() }
 }
 

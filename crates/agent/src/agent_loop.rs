@@ -1,0 +1,249 @@
+//! The loop: the model answers, the tools it asks for run, their
+//! observations go back, until the model answers without a tool call, the
+//! turn limit is reached (then a clear answer says so and the model is not
+//! called again), or the run's deadline passes.
+
+use anypath_rest::chat::{ChatReply, ChatRequest, Message};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::tools::{self, Workspace};
+
+/// What the model is told about its job.
+pub const SYSTEM_PROMPT: &str = "You are a coding agent working in a sandboxed Python session. \
+Use the tools to inspect and change files in the session directory and to run code and tests; \
+paths are plain file names in that directory. When the task is done, answer with a short summary \
+and no tool call.";
+
+/// The model side of the loop (the component asks the planner).
+pub trait Model {
+    /// One completion of `chat`.
+    fn complete(&mut self, chat: &ChatRequest) -> Result<ChatReply, ModelError>;
+}
+
+/// Why the model gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    /// The LLM (or the planner in front of it) failed; the reason says how.
+    #[error("{0}")]
+    Failed(String),
+    /// No answer within the time left.
+    #[error("{0}")]
+    Timeout(String),
+}
+
+/// Why a run ended without an answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentError {
+    #[error("the LLM failed: {0}")]
+    Llm(String),
+    #[error("the run passed its deadline after {turns} model turns")]
+    Deadline { turns: u32 },
+}
+
+impl AgentError {
+    /// HTTP status and envelope code.
+    pub fn status_and_code(&self) -> (u16, &'static str) {
+        match self {
+            Self::Llm(_) => (502, "llm_failed"),
+            Self::Deadline { .. } => (504, "run_timeout"),
+        }
+    }
+}
+
+/// One tool call and what it observed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    /// What the model said along with the call, if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thought: Option<String>,
+    pub tool: String,
+    pub input: Value,
+    pub observation: String,
+}
+
+/// A finished run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunOutcome {
+    pub output: String,
+    pub steps: Vec<Step>,
+    /// Model turns taken.
+    pub turns: u32,
+    pub tool_calls: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// The turn limit ended the run.
+    pub limit_reached: bool,
+}
+
+/// Runs `input` for at most `max_turns` model turns; `expired` says when
+/// the run's deadline has passed (checked before every model turn).
+pub fn run(
+    input: &str,
+    max_turns: u32,
+    model: &mut dyn Model,
+    workspace: &mut dyn Workspace,
+    expired: &dyn Fn() -> bool,
+) -> Result<RunOutcome, AgentError> {
+    let mut chat = ChatRequest {
+        system: SYSTEM_PROMPT.into(),
+        messages: vec![Message::User { content: input.to_owned() }],
+        tools: tools::specs(),
+    };
+    let mut outcome = RunOutcome {
+        output: String::new(),
+        steps: Vec::new(),
+        turns: 0,
+        tool_calls: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        limit_reached: false,
+    };
+    while outcome.turns < max_turns {
+        if expired() {
+            return Err(AgentError::Deadline { turns: outcome.turns });
+        }
+        let reply = model.complete(&chat).map_err(|e| match e {
+            ModelError::Timeout(_) if expired() => AgentError::Deadline { turns: outcome.turns },
+            other => AgentError::Llm(other.to_string()),
+        })?;
+        outcome.turns += 1;
+        outcome.input_tokens += reply.input_tokens;
+        outcome.output_tokens += reply.output_tokens;
+        if reply.tool_calls.is_empty() {
+            outcome.output = reply.content;
+            return Ok(outcome);
+        }
+        let thought = (!reply.content.trim().is_empty()).then(|| reply.content.clone());
+        chat.messages.push(Message::Assistant { content: reply.content.clone(), tool_calls: reply.tool_calls.clone() });
+        for call in &reply.tool_calls {
+            let (observation, is_error) = tools::dispatch(call, workspace);
+            outcome.tool_calls += 1;
+            outcome.steps.push(Step { thought: thought.clone(), tool: call.name.clone(), input: call.arguments.clone(), observation: observation.clone() });
+            chat.messages.push(Message::Tool { tool_call_id: call.id.clone(), content: observation, is_error });
+        }
+    }
+    outcome.limit_reached = true;
+    outcome.output = format!(
+        "Stopped: the model used all {max_turns} of its turns (max_iterations) without a final answer. \
+         {} tool calls were made; see the steps for what was done.",
+        outcome.tool_calls
+    );
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, VecDeque};
+
+    use anypath_rest::chat::ToolCall;
+    use serde_json::json;
+
+    use super::*;
+    use crate::tools::ToolFailure;
+
+    /// A scripted model: each turn takes the next reply; records what it saw.
+    struct Scripted {
+        replies: VecDeque<ChatReply>,
+        seen: Vec<ChatRequest>,
+        forever: Option<ChatReply>,
+    }
+
+    impl Model for Scripted {
+        fn complete(&mut self, chat: &ChatRequest) -> Result<ChatReply, ModelError> {
+            self.seen.push(chat.clone());
+            self.replies.pop_front().or_else(|| self.forever.clone()).ok_or_else(|| ModelError::Failed("script ended".into()))
+        }
+    }
+
+    fn scripted(replies: Vec<ChatReply>) -> Scripted {
+        Scripted { replies: replies.into(), seen: Vec::new(), forever: None }
+    }
+
+    fn calls(calls: &[(&str, Value)]) -> ChatReply {
+        let tool_calls = calls.iter().enumerate().map(|(i, (name, arguments))| ToolCall { id: format!("c{i}"), name: (*name).into(), arguments: arguments.clone() }).collect();
+        ChatReply { content: String::new(), tool_calls, input_tokens: 10, output_tokens: 2 }
+    }
+
+    fn answer(text: &str) -> ChatReply {
+        ChatReply { content: text.into(), ..ChatReply::default() }
+    }
+
+    /// Files in memory; `run_tests` passes once `calc.py` has the fix.
+    #[derive(Default)]
+    struct Files(BTreeMap<String, String>);
+
+    impl Workspace for Files {
+        fn write_file(&mut self, path: &str, content: &str) -> Result<String, ToolFailure> {
+            self.0.insert(path.into(), content.into());
+            Ok(format!("wrote {} bytes to {path}", content.len()))
+        }
+        fn read_file(&mut self, path: &str) -> Result<String, ToolFailure> {
+            self.0.get(path).cloned().ok_or_else(|| ToolFailure(format!("no file {path}")))
+        }
+        fn list_files(&mut self) -> Result<String, ToolFailure> {
+            Ok(self.0.keys().cloned().collect::<Vec<_>>().join("\n"))
+        }
+        fn run_python(&mut self, _code: &str) -> Result<String, ToolFailure> {
+            Ok(if self.0.get("calc.py").is_some_and(|c| c.contains("a + b")) { "OK (1 tests)".into() } else { "FAILED (1 tests)".into() })
+        }
+    }
+
+    #[test]
+    fn a_write_then_an_answer_leaves_the_file_and_reports_the_step() {
+        let mut model = scripted(vec![calls(&[("write_file", json!({"filePath": "hello.txt", "content": "Hello"}))]), answer("Wrote hello.txt")]);
+        let mut files = Files::default();
+        let outcome = run("Write hello.txt", 6, &mut model, &mut files, &|| false).expect("run");
+        assert_eq!((outcome.output.as_str(), outcome.turns, outcome.tool_calls), ("Wrote hello.txt", 2, 1));
+        assert_eq!(files.0.get("hello.txt").map(String::as_str), Some("Hello"));
+        assert_eq!(outcome.steps[0].tool, "write_file");
+        let second = &model.seen[1].messages;
+        assert!(matches!(&second[2], Message::Tool { content, is_error: false, .. } if content.contains("wrote 5 bytes")), "{second:?}");
+    }
+
+    #[test]
+    fn a_failing_test_is_read_fixed_and_rerun() {
+        let mut model = scripted(vec![
+            calls(&[("write_file", json!({"filePath": "calc.py", "content": "def add(a, b):\n    return a - b\n"})), ("write_file", json!({"filePath": "test_calc.py", "content": "..."}))]),
+            calls(&[("run_tests", json!({}))]),
+            calls(&[("write_file", json!({"filePath": "calc.py", "content": "def add(a, b):\n    return a + b\n"}))]),
+            calls(&[("run_tests", json!({}))]),
+            answer("Fixed add; the tests pass."),
+        ]);
+        let outcome = run("Write and test add", 6, &mut model, &mut Files::default(), &|| false).expect("run");
+        let observations: Vec<&str> = outcome.steps.iter().filter(|s| s.tool == "run_tests").map(|s| s.observation.as_str()).collect();
+        assert_eq!(observations, ["FAILED (1 tests)", "OK (1 tests)"]);
+        assert_eq!((outcome.turns, outcome.limit_reached), (5, false));
+    }
+
+    #[test]
+    fn a_model_that_never_stops_ends_at_the_limit_without_another_call() {
+        let mut model = scripted(vec![]);
+        model.forever = Some(calls(&[("list_files", json!({}))]));
+        let outcome = run("loop", 3, &mut model, &mut Files::default(), &|| false).expect("run");
+        assert!(outcome.limit_reached && outcome.output.contains("all 3 of its turns"), "{}", outcome.output);
+        assert_eq!((model.seen.len(), outcome.tool_calls), (3, 3));
+    }
+
+    #[test]
+    fn tool_errors_go_back_to_the_model_and_the_loop_goes_on() {
+        let mut model = scripted(vec![
+            calls(&[("read_file", json!({"filePath": "../../etc/passwd"})), ("format_disk", json!({})), ("write_file", json!("{broken"))]),
+            answer("I cannot do that."),
+        ]);
+        let outcome = run("escape", 6, &mut model, &mut Files::default(), &|| false).expect("run");
+        let observations: Vec<&str> = outcome.steps.iter().map(|s| s.observation.as_str()).collect();
+        assert!(observations[0].contains("path escapes the sandbox: ../../etc/passwd"), "{observations:?}");
+        assert!(observations[1].contains("unknown tool") && observations[2].contains("not a JSON object"), "{observations:?}");
+        assert_eq!(outcome.output, "I cannot do that.");
+    }
+
+    #[test]
+    fn model_failures_and_deadlines_are_errors() {
+        let mut model = scripted(vec![]);
+        assert_eq!(run("x", 6, &mut model, &mut Files::default(), &|| false).map_err(|e| e.status_and_code()), Err((502, "llm_failed")));
+        let mut model = scripted(vec![answer("never asked")]);
+        let error = run("x", 6, &mut model, &mut Files::default(), &|| true).expect_err("deadline");
+        assert_eq!((error.status_and_code(), model.seen.len()), ((504, "run_timeout"), 0));
+    }
+}

@@ -1,0 +1,159 @@
+//! The tools a model may call, each against one sandbox session:
+//! `write_file`, `read_file`, `list_files`, `run_python` and `run_tests`.
+//! A call the model gets wrong (unknown tool, malformed arguments, a path
+//! leaving the session directory) is answered with a tool error it can read,
+//! and touches nothing.
+
+use anypath_rest::chat::{ToolCall, ToolSpec};
+use serde_json::{Value, json};
+
+/// The only command `run_tests` runs: `python -m unittest discover` in the
+/// session directory, as code, since a sandbox has no processes.
+pub const RUN_TESTS_CODE: &str = "import sys, unittest\n\
+suite = unittest.defaultTestLoader.discover('.')\n\
+result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)\n\
+print('OK' if result.wasSuccessful() else 'FAILED', f'({result.testsRun} tests)')\n";
+
+/// The session a run's tools act on.
+pub trait Workspace {
+    /// Writes (or replaces) a file of the session directory.
+    fn write_file(&mut self, path: &str, content: &str) -> Result<String, ToolFailure>;
+    /// A file's text.
+    fn read_file(&mut self, path: &str) -> Result<String, ToolFailure>;
+    /// The session's files, one per line.
+    fn list_files(&mut self) -> Result<String, ToolFailure>;
+    /// Runs code in the session; stdout, stderr and the error, as text.
+    fn run_python(&mut self, code: &str) -> Result<String, ToolFailure>;
+}
+
+/// A tool call that failed; the model sees the message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolFailure(pub String);
+
+/// The tools, as the model is told of them.
+pub fn specs() -> Vec<ToolSpec> {
+    let path = json!({"type": "string", "description": "A file name in the session directory, e.g. hello.txt"});
+    let spec = |name: &str, description: &str, parameters: Value| ToolSpec { name: name.into(), description: description.into(), parameters };
+    let no_arguments = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    vec![
+        spec(
+            "write_file",
+            "Create or replace a file in the sandbox session directory.",
+            json!({"type": "object", "properties": {"filePath": path, "content": {"type": "string"}}, "required": ["filePath", "content"], "additionalProperties": false}),
+        ),
+        spec(
+            "read_file",
+            "Read a text file from the sandbox session directory.",
+            json!({"type": "object", "properties": {"filePath": path}, "required": ["filePath"], "additionalProperties": false}),
+        ),
+        spec("list_files", "List the files in the sandbox session directory.", no_arguments.clone()),
+        spec(
+            "run_python",
+            "Run Python 3 code in the sandbox session (state persists between calls; no network). Returns stdout, stderr and any error.",
+            json!({"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"], "additionalProperties": false}),
+        ),
+        spec("run_tests", "Run the session's tests: python -m unittest discover in the session directory.", no_arguments),
+    ]
+}
+
+/// Runs one call; the observation the model gets, and whether it is an error.
+pub fn dispatch(call: &ToolCall, workspace: &mut dyn Workspace) -> (String, bool) {
+    match execute(call, workspace) {
+        Ok(observation) => (observation, false),
+        Err(failure) => (format!("error: {failure}"), true),
+    }
+}
+
+fn execute(call: &ToolCall, workspace: &mut dyn Workspace) -> Result<String, ToolFailure> {
+    let Some(arguments) = call.arguments.as_object() else {
+        return Err(ToolFailure(format!("the arguments of {} are not a JSON object: {}", call.name, call.arguments)));
+    };
+    let text = |name: &str| -> Result<&str, ToolFailure> {
+        arguments
+            .get(name)
+            .and_then(Value::as_str)
+            .ok_or_else(|| ToolFailure(format!("{} needs a string argument {name:?}", call.name)))
+    };
+    match call.name.as_str() {
+        "write_file" => workspace.write_file(&session_path(text("filePath")?)?, text("content")?),
+        "read_file" => workspace.read_file(&session_path(text("filePath")?)?),
+        "list_files" => workspace.list_files(),
+        "run_python" => workspace.run_python(text("code")?),
+        "run_tests" => workspace.run_python(RUN_TESTS_CODE),
+        other => Err(ToolFailure(format!("unknown tool {other:?}; the tools are write_file, read_file, list_files, run_python, run_tests"))),
+    }
+}
+
+/// The file a model names, relative to the session directory: a plain name
+/// (`/mnt/data/` may prefix it). Anything that would leave the directory,
+/// or name a directory, is refused before any call is made.
+pub fn session_path(path: &str) -> Result<String, ToolFailure> {
+    let escapes = || ToolFailure(format!("path escapes the sandbox: {path}"));
+    let relative = path.strip_prefix("/mnt/data/").unwrap_or(path);
+    let relative = relative.strip_prefix("./").unwrap_or(relative);
+    if relative.is_empty() || relative.starts_with('/') || relative.split(['/', '\\']).any(|part| part == "..") {
+        return Err(escapes());
+    }
+    if relative.contains(['/', '\\']) || relative.chars().any(char::is_control) || relative == "." {
+        return Err(ToolFailure(format!("{path} is not a plain file name in the session directory")));
+    }
+    Ok(relative.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Recorder(Vec<String>);
+
+    impl Workspace for Recorder {
+        fn write_file(&mut self, path: &str, content: &str) -> Result<String, ToolFailure> {
+            self.0.push(format!("write {path} {content}"));
+            Ok(format!("wrote {path}"))
+        }
+        fn read_file(&mut self, path: &str) -> Result<String, ToolFailure> {
+            self.0.push(format!("read {path}"));
+            Ok("text".into())
+        }
+        fn list_files(&mut self) -> Result<String, ToolFailure> {
+            Ok("a.txt".into())
+        }
+        fn run_python(&mut self, code: &str) -> Result<String, ToolFailure> {
+            self.0.push(format!("run {}", code.lines().next().unwrap_or("")));
+            Ok("ran".into())
+        }
+    }
+
+    fn call(name: &str, arguments: Value) -> ToolCall {
+        ToolCall { id: "1".into(), name: name.into(), arguments }
+    }
+
+    #[test]
+    fn paths_that_leave_the_session_are_refused_and_touch_nothing() {
+        let mut workspace = Recorder::default();
+        for path in ["../../etc/passwd", "/etc/passwd", "../../package.json", "/mnt/data/../x", "..", "a/../../b"] {
+            let (observation, is_error) = dispatch(&call("read_file", json!({"filePath": path})), &mut workspace);
+            assert!(is_error && observation.contains("path escapes the sandbox"), "{path}: {observation}");
+            let (observation, _) = dispatch(&call("write_file", json!({"filePath": path, "content": "x"})), &mut workspace);
+            assert!(observation.contains("path escapes the sandbox"), "{path}: {observation}");
+        }
+        assert!(workspace.0.is_empty(), "nothing reached the session: {:?}", workspace.0);
+        assert_eq!(session_path("/mnt/data/hello.txt"), Ok("hello.txt".into()));
+    }
+
+    #[test]
+    fn unknown_tools_and_malformed_arguments_are_tool_errors() {
+        let mut workspace = Recorder::default();
+        let (unknown, is_error) = dispatch(&call("delete_everything", json!({})), &mut workspace);
+        assert!(is_error && unknown.contains("unknown tool"), "{unknown}");
+        let (malformed, _) = dispatch(&call("write_file", json!("{not json")), &mut workspace);
+        assert!(malformed.contains("not a JSON object"), "{malformed}");
+        let (missing, _) = dispatch(&call("write_file", json!({"filePath": "a.txt"})), &mut workspace);
+        assert!(missing.contains("\"content\""), "{missing}");
+        let (ok, is_error) = dispatch(&call("run_tests", json!({})), &mut workspace);
+        assert_eq!((ok.as_str(), is_error), ("ran", false));
+        assert_eq!(workspace.0, ["run import sys, unittest"]);
+    }
+}
