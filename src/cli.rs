@@ -371,6 +371,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         .context("starting the code interpreter")?,
                 )),
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
+                trusted_token: None,
             };
             crate::serve::serve(sandbox, options).await?;
             Ok(ExitCode::SUCCESS)
@@ -411,6 +412,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 api_keys: Vec::new(),
                 interpreter: Some(interpreter),
                 mcp_allowed_hosts: Vec::new(),
+                trusted_token: None,
             };
             let state = crate::serve::AppState::new(sandbox, &options);
             crate::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;

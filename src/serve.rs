@@ -48,11 +48,15 @@ pub struct ServeOptions {
     pub interpreter: Option<Arc<Interpreter>>,
     /// `Host` values `/mcp` answers (a DNS-rebinding guard); empty allows any.
     pub mcp_allowed_hosts: Vec<String>,
+    /// A second bearer token, for the app's own components (`anypath up`
+    /// makes one per process): its holder may name the tenant it acts for.
+    pub trusted_token: Option<String>,
 }
 
 pub(crate) struct AppState {
     sandbox: Sandbox,
     token_digest: Option<[u8; 32]>,
+    trusted_digest: Option<[u8; 32]>,
     /// Digest of each API key, and its tenant.
     api_keys: Vec<([u8; 32], String)>,
     pub(crate) interpreter: Option<Arc<Interpreter>>,
@@ -63,9 +67,11 @@ pub(crate) struct AppState {
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
 impl AppState {
-    /// The caller's tenant: the one its `X-API-Key` maps to; `default` for a
-    /// caller with the bearer token, or for anyone when neither keys nor a
-    /// token are configured; none (401) otherwise.
+    /// The caller's tenant: the one its `X-API-Key` maps to; for a caller
+    /// with a bearer token (the service's, or the app's trusted one), or for
+    /// anyone when neither keys nor a token are configured, the tenant it
+    /// names in `x-anypath-tenant` (the app's components act for the tenant
+    /// they bound the request to), else `default`; none (401) otherwise.
     pub(crate) fn tenant(&self, headers: &HeaderMap) -> Option<String> {
         if let Some(presented) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
             let presented = digest(presented);
@@ -73,7 +79,8 @@ impl AppState {
         }
         let open = self.token_digest.is_none() && self.api_keys.is_empty();
         let bearer = self.token_digest.is_some() && authorised(self, headers);
-        (open || bearer).then(|| "default".to_owned())
+        let trusted = self.trusted_digest.is_some_and(|expected| bearer_digest(headers) == Some(expected));
+        (open || bearer || trusted).then(|| named_tenant(headers).unwrap_or("default").to_owned())
     }
 
     /// The tenant a REST block runs for: the API key's, else the one a
@@ -85,12 +92,7 @@ impl AppState {
         {
             return tenant;
         }
-        headers
-            .get(TENANT)
-            .and_then(|v| v.to_str().ok())
-            .filter(|name| anypath_interpreter::names::tenant(name).is_ok())
-            .unwrap_or("default")
-            .to_owned()
+        named_tenant(headers).unwrap_or("default").to_owned()
     }
 
     /// A slot for one execution of `tenant`, or the answer refusing it.
@@ -148,6 +150,7 @@ impl AppState {
         Arc::new(AppState {
             sandbox,
             token_digest: options.token.as_deref().map(digest),
+            trusted_digest: options.trusted_token.as_deref().map(digest),
             api_keys: options.api_keys.iter().map(|(key, tenant)| (digest(key), tenant.clone())).collect(),
             interpreter: options.interpreter.clone(),
             admission: Admission::new(options.admission),
@@ -301,12 +304,22 @@ async fn not_found(headers: HeaderMap) -> Response {
 
 fn authorised(state: &AppState, headers: &HeaderMap) -> bool {
     let Some(expected) = &state.token_digest else { return true };
-    let presented = headers
+    bearer_digest(headers) == Some(*expected)
+}
+
+/// Digest of the presented bearer token: comparing digests keeps the
+/// comparison time independent of the token's prefix.
+fn bearer_digest(headers: &HeaderMap) -> Option<[u8; 32]> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    // Comparing digests keeps the comparison time independent of the token's prefix.
-    presented.is_some_and(|token| digest(token) == *expected)
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(digest)
+}
+
+/// The tenant a trusted caller names in `x-anypath-tenant`, when valid.
+fn named_tenant(headers: &HeaderMap) -> Option<&str> {
+    headers.get(TENANT).and_then(|v| v.to_str().ok()).filter(|name| anypath_interpreter::names::tenant(name).is_ok())
 }
 
 /// The caller's id when it is short and printable, otherwise a new one.

@@ -46,6 +46,8 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     let interpreter = anypath_interpreter::Interpreter::new(runner.session_sandboxes(&sandbox).await?, options.interpreter.clone())
         .context("starting the code interpreter")?;
     let sandbox_address = sandbox_listener.local_addr()?;
+    // The app's components present it to the sandbox listener to act for a tenant.
+    let trusted_token = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
     let (stop, stopped) = watch::channel(false);
     let wait = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -57,6 +59,7 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         api_keys: options.api_keys.clone(),
         interpreter: Some(std::sync::Arc::new(interpreter)),
         mcp_allowed_hosts: options.mcp_allowed_hosts,
+        trusted_token: Some(trusted_token.clone()),
     };
     // One router, so in-process calls and outside callers share one admission.
     let sandbox_router = router(sandbox, &sandbox_options);
@@ -67,6 +70,9 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     let mut local_services = HashMap::new();
     if std::env::var_os("SPIN_VARIABLE_SANDBOX_HOST").is_none() {
         overrides.insert("sandbox_host".to_owned(), sandbox_address.to_string());
+        if std::env::var_os("SPIN_VARIABLE_SANDBOX_TOKEN").is_none() {
+            overrides.insert("sandbox_token".to_owned(), trusted_token);
+        }
         local_services.insert(sandbox_address.to_string(), local_sandbox);
     }
     let config = AppConfig {

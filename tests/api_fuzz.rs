@@ -32,6 +32,10 @@ fn fuzz(app: &App, name: &str, max_examples: u32) {
     let output = Command::new(schemathesis())
         .current_dir(workdir)
         .args(["run", &format!("{}/openapi.json", app.base), "--checks", "all"])
+        // POST /run needs a model behind the planner, which this app has not
+        // (it would answer 502, a server error by the fuzzer's rules):
+        // tests/agent_run.rs drives it with a scripted one.
+        .args(["--exclude-path", "/run"])
         .args(["--header", &format!("X-Session-ID: {name}")])
         .args(["--seed", "20261122", "--max-examples", &max_examples.to_string()])
         .args(["--generation-database", "none", "--workers", "1", "--no-color"])

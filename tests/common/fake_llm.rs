@@ -29,6 +29,20 @@ pub enum Reply {
     /// For requests on this resource (first path segment), a plan whose code
     /// never ends; for any other request, the `Oracle`'s plan.
     EndlessFor(String),
+    /// Native tool calls: each a tool name and its arguments as the raw JSON
+    /// text the model wrote (malformed text is sent as it is).
+    Tools(Vec<(String, String)>),
+}
+
+/// A tool call reply: `tool(name, arguments)` pairs.
+pub fn tools(calls: &[(&str, Value)]) -> Reply {
+    Reply::Tools(calls.iter().map(|(name, arguments)| ((*name).to_owned(), arguments.to_string())).collect())
+}
+
+/// What the fake says: text, or tool calls.
+enum Said {
+    Text(String),
+    Tools(Vec<(String, String)>),
 }
 
 /// One recorded call: which API, and the request body.
@@ -117,17 +131,29 @@ impl FakeLlm {
     }
 }
 
-fn answer(script: &Arc<Mutex<Script>>, api: &'static str, headers: &HeaderMap, body: Value) -> Result<String, (u16, String)> {
+fn answer(script: &Arc<Mutex<Script>>, api: &'static str, headers: &HeaderMap, body: Value) -> Result<Said, (u16, String)> {
+    let reply = next_reply(script, api, headers, &body);
+    match reply {
+        Reply::Tools(calls) => Ok(Said::Tools(calls)),
+        other => text_of(other, &body).map(Said::Text),
+    }
+}
+
+fn next_reply(script: &Arc<Mutex<Script>>, api: &'static str, headers: &HeaderMap, body: &Value) -> Reply {
     let mut script = script.lock().expect("script");
     let content_length = headers.contains_key(axum::http::header::CONTENT_LENGTH);
     script.calls.push(Call { api, body: body.clone(), content_length });
-    let reply = script.replies.pop_front().or_else(|| script.fallback.clone()).unwrap_or(Reply::Text("I have no plan.".into()));
+    script.replies.pop_front().or_else(|| script.fallback.clone()).unwrap_or(Reply::Text("I have no plan.".into()))
+}
+
+fn text_of(reply: Reply, body: &Value) -> Result<String, (u16, String)> {
     match reply {
         Reply::Text(text) => Ok(text),
-        Reply::Oracle => Ok(oracle(&body)),
+        Reply::Oracle => Ok(oracle(body)),
         Reply::Refuse(status, message) => Err((status, message)),
-        Reply::EndlessFor(resource) if request_context(&body)["segments"][0] == resource.as_str() => Ok(endless(&resource)),
-        Reply::EndlessFor(_) => Ok(oracle(&body)),
+        Reply::EndlessFor(resource) if request_context(body)["segments"][0] == resource.as_str() => Ok(endless(&resource)),
+        Reply::EndlessFor(_) => Ok(oracle(body)),
+        Reply::Tools(_) => Ok(String::new()),
     }
 }
 
@@ -205,7 +231,18 @@ fn refused(status: u16, message: String) -> Answer {
 async fn openai(State(script): State<Arc<Mutex<Script>>>, headers: HeaderMap, Json(body): Json<Value>) -> Answer {
     let input = tokens(&body);
     let text = match answer(&script, "openai", &headers, body) {
-        Ok(text) => text,
+        Ok(Said::Text(text)) => text,
+        Ok(Said::Tools(calls)) => {
+            let tool_calls: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, (name, arguments))| json!({"id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": arguments}}))
+                .collect();
+            return (axum::http::StatusCode::OK, Json(json!({
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": tool_calls}, "finish_reason": "tool_calls"}],
+                "usage": {"prompt_tokens": input, "completion_tokens": 10},
+            })));
+        }
         Err((status, message)) => return refused(status, message),
     };
     (axum::http::StatusCode::OK, Json(json!({
@@ -220,7 +257,22 @@ async fn anthropic(State(script): State<Arc<Mutex<Script>>>, headers: HeaderMap,
     let input = tokens(&body);
     let forced_tool = body["tool_choice"]["name"].as_str().map(str::to_owned);
     let text = match answer(&script, "anthropic", &headers, body) {
-        Ok(text) => text,
+        Ok(Said::Text(text)) => text,
+        Ok(Said::Tools(calls)) => {
+            // Anthropic carries only objects as tool input; malformed text becomes a string input.
+            let blocks: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, (name, arguments))| {
+                    let input = serde_json::from_str::<Value>(arguments).unwrap_or_else(|_| Value::String(arguments.clone()));
+                    json!({"type": "tool_use", "id": format!("toolu_{i}"), "name": name, "input": input})
+                })
+                .collect();
+            return (axum::http::StatusCode::OK, Json(json!({
+                "type": "message", "content": blocks, "stop_reason": "tool_use",
+                "usage": {"input_tokens": input, "output_tokens": 10},
+            })));
+        }
         Err((status, message)) => return refused(status, message),
     };
     let block = match (forced_tool, serde_json::from_str::<Value>(&text)) {

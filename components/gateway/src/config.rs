@@ -29,12 +29,7 @@ fn var(name: &str) -> String {
 impl Config {
     /// Reads the variables; unset optional ones take their defaults.
     pub fn load() -> Self {
-        let api_keys = var("api_keys")
-            .split(',')
-            .filter_map(|pair| pair.split_once(':'))
-            .map(|(k, t)| (k.trim().to_owned(), t.trim().to_owned()))
-            .filter(|(k, t)| !k.is_empty() && !t.is_empty())
-            .collect();
+        let api_keys = anypath_rest::caller::parse_api_keys(&var("api_keys"));
         Self {
             auth_token: var("auth_token"),
             api_keys,

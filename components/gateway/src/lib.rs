@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use anypath_rest::context::RawRequest;
 use anypath_rest::surface::{self, Planning, Shape};
-use anypath_rest::{ErrorEnvelope, RequestContext, RestError, names, reply::ReplyError};
+use anypath_rest::{ErrorEnvelope, RequestContext, RestError, caller, names, reply::ReplyError};
 use serde_json::{Value, json};
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
 use spin_sdk::http_component;
@@ -31,8 +31,6 @@ use failure::Failure;
 use http_client::call;
 use planning::{Usage, plan_and_run};
 use timing::Timings;
-
-const DEFAULT_TENANT: &str = "default";
 
 /// A finished response plus what the log line needs.
 struct Outcome {
@@ -236,31 +234,13 @@ fn check_method(ctx: &RequestContext, path: &str, config: &Config, request_id: &
 }
 
 fn authorise(request: &Request, config: &Config) -> Result<(), Failure> {
-    if config.auth_token.is_empty() {
-        return Ok(());
-    }
-    let presented = request.header("authorization").and_then(|v| v.as_str()).and_then(|v| v.strip_prefix("Bearer "));
-    match presented {
-        Some(token) if constant_time_eq(token.as_bytes(), config.auth_token.as_bytes()) => Ok(()),
-        _ => Err(Failure::rest(RestError::Unauthorized("missing or wrong bearer token".into()))),
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let presented = request.header("authorization").and_then(|v| v.as_str());
+    caller::authorise(&config.auth_token, presented).map_err(Failure::rest)
 }
 
 fn tenant(request: &Request, config: &Config) -> Result<String, Failure> {
-    if let Some(key) = request.header("x-api-key").and_then(|v| v.as_str()) {
-        return config
-            .api_keys
-            .iter()
-            .find(|(k, _)| constant_time_eq(k.as_bytes(), key.as_bytes()))
-            .map(|(_, tenant)| tenant.clone())
-            .ok_or_else(|| Failure::rest(RestError::Unauthorized("unknown API key".into())));
-    }
-    let session = request.header("x-session-id").and_then(|v| v.as_str()).unwrap_or(DEFAULT_TENANT);
-    names::tenant(session).map(str::to_owned).map_err(Failure::rest)
+    let header = |name| request.header(name).and_then(|v| v.as_str());
+    caller::tenant(&config.api_keys, header("x-api-key"), header("x-session-id")).map_err(Failure::rest)
 }
 
 /// Maps REPLY to the response: JSON body, the block's headers, none for HEAD or 204.
@@ -335,9 +315,8 @@ fn ready(config: &Config, request_id: &str) -> Outcome {
 
 /// The caller's `x-request-id` when usable, otherwise 128 random bits.
 fn request_id(request: &Request) -> String {
-    let given = request.header("x-request-id").and_then(|v| v.as_str()).unwrap_or("");
-    if !given.is_empty() && given.len() <= 64 && given.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-        return given.to_owned();
+    if let Some(given) = caller::usable_request_id(request.header("x-request-id").and_then(|v| v.as_str())) {
+        return given;
     }
     let (a, b) = (wasi::random::random::get_random_u64(), wasi::random::random::get_random_u64());
     format!("{a:016x}{b:016x}")

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use wasi::http::outgoing_handler;
-use wasi::http::types::{ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme};
+pub use wasi::http::types::Method;
+use wasi::http::types::{ErrorCode, Fields, OutgoingBody, OutgoingRequest, RequestOptions, Scheme};
 
 /// An answer from an outbound call.
 #[derive(Debug)]
@@ -50,6 +51,12 @@ fn from_code(code: ErrorCode) -> CallError {
 /// `POST url` with a body (or `GET` when `body` is `None`); the body is JSON
 /// unless `headers` name another content type.
 pub fn call(url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: Duration) -> Result<Answer, CallError> {
+    let method = if body.is_some() { Method::Post } else { Method::Get };
+    call_with(method, url, body, headers, timeout)
+}
+
+/// The same with any method (`DELETE`, `PUT`, ...).
+pub fn call_with(method: Method, url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: Duration) -> Result<Answer, CallError> {
     let (scheme, rest) = url
         .split_once("://")
         .ok_or_else(|| CallError::BadUrl(url.to_owned()))?;
@@ -73,7 +80,7 @@ pub fn call(url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: D
     }
     let request = OutgoingRequest::new(fields);
     let set = |ok: Result<(), ()>, what: &str| ok.map_err(|()| CallError::BadUrl(format!("{what} of {url}")));
-    set(request.set_method(if body.is_some() { &Method::Post } else { &Method::Get }), "method")?;
+    set(request.set_method(&method), "method")?;
     set(
         request.set_scheme(Some(&match scheme {
             "https" => Scheme::Https,

@@ -14,7 +14,7 @@ MODULES = (
     "functools glob graphlib gzip hashlib heapq hmac html html.parser http http.client io ipaddress "
     "itertools json keyword locale logging lzma bz2 math mimetypes numbers operator os pathlib pickle "
     "pprint queue random re reprlib secrets shlex shutil socket sqlite3 statistics string stringprep "
-    "struct tarfile tempfile textwrap time timeit tomllib traceback types typing unicodedata "
+    "struct tarfile tempfile textwrap time timeit tomllib traceback types typing unicodedata unittest "
     "urllib urllib.parse urllib.request uuid warnings weakref xml.dom.minidom xml.etree.ElementTree "
     "zipfile zlib"
 ).split()

@@ -8,8 +8,18 @@ use anypath_rest::chat::{ToolCall, ToolSpec};
 use serde_json::{Value, json};
 
 /// The only command `run_tests` runs: `python -m unittest discover` in the
-/// session directory, as code, since a sandbox has no processes.
-pub const RUN_TESTS_CODE: &str = "import sys, unittest\n\
+/// session directory, as code, since a sandbox has no processes. Modules
+/// loaded from the session directory, and their bytecode (a fix of the same
+/// size in the same second would pass its check), are forgotten first, so
+/// the tests see the files as they are now, as a fresh `python -m unittest` would.
+pub const RUN_TESTS_CODE: &str = "import os, shutil, sys, unittest\n\
+here = os.path.realpath('.') + os.sep\n\
+for name, module in list(sys.modules.items()):\n    \
+if os.path.realpath(getattr(module, '__file__', None) or '/').startswith(here):\n        \
+del sys.modules[name]\n\
+sys.path_importer_cache.clear()\n\
+sys.dont_write_bytecode = True\n\
+shutil.rmtree('__pycache__', ignore_errors=True)\n\
 suite = unittest.defaultTestLoader.discover('.')\n\
 result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)\n\
 print('OK' if result.wasSuccessful() else 'FAILED', f'({result.testsRun} tests)')\n";
@@ -154,6 +164,6 @@ mod tests {
         assert!(missing.contains("\"content\""), "{missing}");
         let (ok, is_error) = dispatch(&call("run_tests", json!({})), &mut workspace);
         assert_eq!((ok.as_str(), is_error), ("ran", false));
-        assert_eq!(workspace.0, ["run import sys, unittest"]);
+        assert_eq!(workspace.0, ["run import os, shutil, sys, unittest"]);
     }
 }

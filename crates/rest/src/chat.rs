@@ -164,14 +164,7 @@ fn arguments_text(arguments: &Value) -> String {
 
 /// Parses a provider's HTTP answer.
 pub fn response(provider: Provider, status: u16, body: &[u8]) -> Result<ChatReply, LlmError> {
-    let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    if !(200..300).contains(&status) {
-        let message = parsed["error"]["message"]
-            .as_str()
-            .map(str::to_owned)
-            .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned());
-        return Err(LlmError::Status { status, message });
-    }
+    let parsed = crate::llm::answer_json(status, body)?;
     let tokens = |v: &Value| v.as_u64().unwrap_or(0);
     match provider {
         Provider::OpenAi => {

@@ -2,6 +2,7 @@
 //! components and testable natively: the request context a block sees, the
 //! rule-based planner, name rules, and how a mutation journal is applied.
 
+pub mod caller;
 pub mod chat;
 pub mod context;
 pub mod error;

@@ -199,8 +199,9 @@ pub fn request(settings: &Settings, api_key: &str, system: &str, turns: &[Turn],
     }
 }
 
-/// Parses a provider's HTTP answer into the text and token counts.
-pub fn response(provider: Provider, status: u16, body: &[u8]) -> Result<Completion, LlmError> {
+/// A provider's answer as JSON, or its refusal with the provider's message
+/// (or the start of its body); shared by plans and tool calling.
+pub(crate) fn answer_json(status: u16, body: &[u8]) -> Result<Value, LlmError> {
     let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     if !(200..300).contains(&status) {
         let message = parsed["error"]["message"]
@@ -209,6 +210,12 @@ pub fn response(provider: Provider, status: u16, body: &[u8]) -> Result<Completi
             .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned());
         return Err(LlmError::Status { status, message });
     }
+    Ok(parsed)
+}
+
+/// Parses a provider's HTTP answer into the text and token counts.
+pub fn response(provider: Provider, status: u16, body: &[u8]) -> Result<Completion, LlmError> {
+    let parsed = answer_json(status, body)?;
     let tokens = |v: &Value| v.as_u64().unwrap_or(0);
     match provider {
         Provider::OpenAi => {

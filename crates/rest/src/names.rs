@@ -10,7 +10,7 @@ use crate::error::RestError;
 pub const MAX_NAME_LEN: usize = 64;
 
 /// First path segments the gateway answers itself: never a collection.
-pub const RESERVED_COLLECTIONS: &[&str] = &["healthz", "readyz", "docs", "redoc"];
+pub const RESERVED_COLLECTIONS: &[&str] = &["healthz", "readyz", "docs", "redoc", "run"];
 
 /// Longest string id, in characters.
 pub const MAX_ID_CHARS: usize = 256;

@@ -1,0 +1,166 @@
+//! The agent component: `POST /run`. A client posts a task in plain words;
+//! a model, reached only through the planner's private `/complete`, calls
+//! file and test tools in one sandbox session of the caller's tenant (the
+//! sandbox host's code-interpreter API) until it answers. The loop, the
+//! tools and the request rules are `anypath-agent`'s; this component binds
+//! them to Spin: auth and tenant as the gateway does (`anypath_rest::caller`),
+//! outbound calls, variables, the log line.
+
+mod sandbox;
+
+use std::time::{Duration, Instant};
+
+use anypath_agent::{AgentError, Model, ModelError, RunRequest};
+use anypath_rest::chat::{ChatReply, ChatRequest};
+use anypath_rest::{ErrorEnvelope, caller};
+use http_client::{CallError, call};
+use serde_json::{Value, json};
+use spin_sdk::http::{IntoResponse, Method, Request, Response};
+use spin_sdk::http_component;
+use spin_sdk::variables;
+
+use sandbox::SandboxSession;
+
+const PLANNER_COMPLETE: &str = "http://planner.spin.internal/complete";
+
+/// Settings from Spin variables.
+struct Config {
+    auth_token: String,
+    api_keys: Vec<(String, String)>,
+    sandbox_url: String,
+    sandbox_token: String,
+    call_timeout: Duration,
+    /// A run's own deadline, model and tool calls included.
+    run_timeout: Duration,
+    /// Model turns a run may take at most.
+    max_iterations: u32,
+}
+
+fn var(name: &str) -> String {
+    variables::get(name).unwrap_or_default()
+}
+
+impl Config {
+    fn load() -> Self {
+        Self {
+            auth_token: var("auth_token"),
+            api_keys: caller::parse_api_keys(&var("api_keys")),
+            sandbox_url: format!("http://{}", var("sandbox_host").trim()),
+            sandbox_token: var("sandbox_token"),
+            call_timeout: Duration::from_millis(var("call_timeout_ms").parse().unwrap_or(10_000)),
+            run_timeout: Duration::from_millis(var("agent_timeout_ms").parse().unwrap_or(120_000)),
+            max_iterations: var("agent_max_iterations").parse().unwrap_or(6).clamp(1, 50),
+        }
+    }
+}
+
+/// What the log line says of a run.
+#[derive(Default)]
+struct Tally {
+    turns: u32,
+    tool_calls: u32,
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+#[http_component]
+fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
+    let started = Instant::now();
+    let request_id = caller::usable_request_id(request.header("x-request-id").and_then(|v| v.as_str())).unwrap_or_else(random_id);
+    let config = Config::load();
+    let mut tally = Tally::default();
+    let (status, body) = match serve(&request, &config, &request_id, started, &mut tally) {
+        Ok(body) => (200, body),
+        Err((status, code, message)) => (status, serde_json::to_value(ErrorEnvelope::new(code, message, &request_id)).unwrap_or(Value::Null)),
+    };
+    // One line per run: no prompt, file contents or output.
+    eprintln!(
+        "{}",
+        json!({"request_id": request_id, "path": "/run", "status": status, "turns": tally.turns, "tool_calls": tally.tool_calls,
+               "input_tokens": tally.input_tokens, "output_tokens": tally.output_tokens,
+               "duration_ms": started.elapsed().as_secs_f64() * 1e3})
+    );
+    let mut builder = Response::builder();
+    builder.status(status).header("content-type", "application/json").header("x-request-id", &request_id);
+    if status == 405 {
+        builder.header("allow", "POST");
+    }
+    Ok(builder.body(serde_json::to_vec(&body).unwrap_or_default()).build())
+}
+
+type Refusal = (u16, &'static str, String);
+
+fn serve(request: &Request, config: &Config, request_id: &str, started: Instant, tally: &mut Tally) -> Result<Value, Refusal> {
+    let rest = |e: anypath_rest::RestError| (e.status(), e.code(), e.to_string());
+    let header = |name| request.header(name).and_then(|v| v.as_str());
+    caller::authorise(&config.auth_token, header("authorization")).map_err(rest)?;
+    let tenant = caller::tenant(&config.api_keys, header("x-api-key"), header("x-session-id")).map_err(rest)?;
+    if *request.method() != Method::Post {
+        return Err((405, "method_not_allowed", format!("{} /run is not allowed; use POST", request.method())));
+    }
+    let run = RunRequest::parse(request.body()).map_err(|e| (400, e.code(), e.to_string()))?;
+    let fresh = run.session_id.is_none();
+    let session_id = run.session_id.clone().unwrap_or_else(|| format!("run-{}", random_id()));
+    let mut session = SandboxSession::open(config, &tenant, &session_id, request_id).map_err(|m| (502, "sandbox_unavailable", m))?;
+    let deadline = started + config.run_timeout;
+    let mut model = PlannerModel { request_id, deadline };
+    let ran = anypath_agent::run(&run.input, run.iterations(config.max_iterations), &mut model, &mut session, &|| Instant::now() >= deadline);
+    if fresh {
+        session.close();
+    }
+    let outcome = ran.map_err(|e| {
+        let (status, code) = e.status_and_code();
+        if let AgentError::Deadline { turns } = e {
+            tally.turns = turns;
+        }
+        (status, code, e.to_string())
+    })?;
+    tally.turns = outcome.turns;
+    tally.tool_calls = outcome.tool_calls;
+    tally.input_tokens = outcome.input_tokens;
+    tally.output_tokens = outcome.output_tokens;
+    let mut body = json!({"output": outcome.output, "session_id": session_id});
+    if run.include_steps {
+        body["steps"] = serde_json::to_value(&outcome.steps).unwrap_or(Value::Null);
+    }
+    Ok(body)
+}
+
+/// The model, through the planner: the only component allowed to reach the LLM.
+struct PlannerModel<'a> {
+    request_id: &'a str,
+    deadline: Instant,
+}
+
+impl Model for PlannerModel<'_> {
+    fn complete(&mut self, chat: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let body = serde_json::to_vec(chat).map_err(|e| ModelError::Failed(e.to_string()))?;
+        let left = self.deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        let answer = call(PLANNER_COMPLETE, Some(&body), &[("x-request-id", self.request_id)], left).map_err(|e| match e {
+            CallError::Timeout => ModelError::Timeout("the model did not answer before the run's deadline".into()),
+            other => ModelError::Failed(format!("the planner is unreachable: {other}")),
+        })?;
+        let parsed: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
+        if answer.status != 200 {
+            let message = parsed["error"]["message"].as_str().unwrap_or("no reason given").to_owned();
+            return Err(if answer.status == 504 { ModelError::Timeout(message) } else { ModelError::Failed(message) });
+        }
+        serde_json::from_value(parsed).map_err(|e| ModelError::Failed(format!("the planner's answer is malformed: {e}")))
+    }
+}
+
+fn random_id() -> String {
+    let (a, b) = (wasi::random::random::get_random_u64(), wasi::random::random::get_random_u64());
+    format!("{a:016x}{b:016x}")
+}
+
+impl Config {
+    /// Headers of every sandbox call: the trusted caller's token and the tenant it acts for.
+    fn sandbox_headers<'a>(&'a self, tenant: &'a str, request_id: &'a str, bearer: &'a str) -> Vec<(&'a str, &'a str)> {
+        let mut headers = vec![("x-anypath-tenant", tenant), ("x-request-id", request_id)];
+        if !self.sandbox_token.is_empty() {
+            headers.push(("authorization", bearer));
+        }
+        headers
+    }
+}

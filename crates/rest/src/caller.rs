@@ -1,0 +1,71 @@
+//! Who is calling: the bearer token check, the tenant a request is bound to
+//! and the request id. Shared by every public component (the gateway and the
+//! agent), so both bind a request to a tenant the same way.
+
+use crate::RestError;
+use crate::names;
+
+/// The tenant of a request that names none.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// Parses `key:tenant` pairs separated by commas (the `api_keys` variable).
+pub fn parse_api_keys(text: &str) -> Vec<(String, String)> {
+    text.split(',')
+        .filter_map(|pair| pair.split_once(':'))
+        .map(|(k, t)| (k.trim().to_owned(), t.trim().to_owned()))
+        .filter(|(k, t)| !k.is_empty() && !t.is_empty())
+        .collect()
+}
+
+/// Checks `Authorization: Bearer <token>` when a token is configured.
+pub fn authorise(auth_token: &str, authorization: Option<&str>) -> Result<(), RestError> {
+    if auth_token.is_empty() {
+        return Ok(());
+    }
+    match authorization.and_then(|v| v.strip_prefix("Bearer ")) {
+        Some(token) if constant_time_eq(token.as_bytes(), auth_token.as_bytes()) => Ok(()),
+        _ => Err(RestError::Unauthorized("missing or wrong bearer token".into())),
+    }
+}
+
+/// The tenant: the one an `X-API-Key` maps to (an unknown key is refused),
+/// else the `X-Session-Id`, else [`DEFAULT_TENANT`].
+pub fn tenant(api_keys: &[(String, String)], api_key: Option<&str>, session_id: Option<&str>) -> Result<String, RestError> {
+    if let Some(key) = api_key {
+        return api_keys
+            .iter()
+            .find(|(k, _)| constant_time_eq(k.as_bytes(), key.as_bytes()))
+            .map(|(_, tenant)| tenant.clone())
+            .ok_or_else(|| RestError::Unauthorized("unknown API key".into()));
+    }
+    names::tenant(session_id.unwrap_or(DEFAULT_TENANT)).map(str::to_owned)
+}
+
+/// The caller's request id when usable (1-64 of letters, digits, `-_.`).
+pub fn usable_request_id(given: Option<&str>) -> Option<String> {
+    let given = given.unwrap_or("");
+    let usable = !given.is_empty() && given.len() <= 64 && given.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    usable.then(|| given.to_owned())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_bind_tenants_and_tokens_are_checked() {
+        let keys = parse_api_keys(" k1:alice, k2:bob ,broken");
+        assert_eq!(tenant(&keys, Some("k2"), Some("x")).ok().as_deref(), Some("bob"));
+        assert!(tenant(&keys, Some("nope"), None).is_err());
+        assert_eq!(tenant(&keys, None, None).ok().as_deref(), Some(DEFAULT_TENANT));
+        assert!(authorise("", None).is_ok());
+        assert!(authorise("t", Some("Bearer t")).is_ok());
+        assert!(authorise("t", Some("Bearer u")).is_err() && authorise("t", None).is_err());
+        assert_eq!(usable_request_id(Some("abc-1")).as_deref(), Some("abc-1"));
+        assert_eq!(usable_request_id(Some("a b")), None);
+    }
+}

@@ -1,0 +1,160 @@
+//! `POST /run` through `anypath up`: the agent component loops a scripted
+//! fake LLM (real HTTP, OpenAI and Anthropic wire formats, reached only
+//! through the planner) over file and test tools in a real sandbox session.
+
+mod common;
+
+use common::app::{App, json_of, temp_kv};
+use common::fake_llm::{FakeLlm, Reply, tools};
+use serde_json::{Value, json};
+
+fn start(fake: &FakeLlm, provider: &str, name: &str) -> App {
+    let env = fake.env(provider, "rules");
+    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    App::start_with(&temp_kv(name), "spin.toml", &pairs)
+}
+
+fn run(app: &App, body: Value) -> (u16, Value) {
+    let (status, body) = json_of(app.send("POST", "/run", Some(body)));
+    (status.as_u16(), body)
+}
+
+fn observations(body: &Value) -> Vec<String> {
+    body["steps"].as_array().into_iter().flatten().map(|s| s["observation"].as_str().unwrap_or("").to_owned()).collect()
+}
+
+/// The tool results the model got back on its last call, in its own wire format.
+fn tool_results(fake: &FakeLlm) -> Vec<String> {
+    let calls = fake.calls();
+    let Some(last) = calls.last() else { return vec![] };
+    let messages = last.body["messages"].as_array().cloned().unwrap_or_default();
+    match last.api {
+        "openai" => messages.iter().filter(|m| m["role"] == "tool").filter_map(|m| m["content"].as_str().map(str::to_owned)).collect(),
+        _ => messages
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .filter_map(|b| b["content"].as_str().map(str::to_owned))
+            .collect(),
+    }
+}
+
+fn hello_world(provider: &str) {
+    let fake = FakeLlm::start(vec![
+        tools(&[("write_file", json!({"filePath": "hello.txt", "content": "Hello from the agent"}))]),
+        Reply::Text("I wrote hello.txt.".into()),
+        tools(&[("read_file", json!({"filePath": "hello.txt"})), ("list_files", json!({}))]),
+        Reply::Text("It says hello.".into()),
+    ]);
+    let app = start(&fake, provider, &format!("agent-hello-{provider}"));
+    let (status, body) = run(&app, json!({"input": "Write hello.txt", "includeSteps": true, "session_id": "hello"}));
+    assert_eq!((status, body["output"].as_str(), body["session_id"].as_str()), (200, Some("I wrote hello.txt."), Some("hello")), "{body}");
+    assert_eq!(body["steps"][0]["tool"], "write_file", "{body}");
+    assert_eq!(body["steps"][0]["input"]["filePath"], "hello.txt");
+    assert!(observations(&body)[0].contains("wrote 20 bytes"), "{body}");
+    assert!(tool_results(&fake)[0].contains("wrote 20 bytes"), "the result went back in the provider's own format");
+    assert_eq!(fake.calls()[0].body["temperature"], json!(0.0));
+    let (_, again) = run(&app, json!({"input": "What does hello.txt say?", "includeSteps": true, "session_id": "hello"}));
+    let seen = observations(&again);
+    assert_eq!(seen[0], "Hello from the agent", "the file is in the session: {again}");
+    assert!(seen[1].contains("hello.txt (20 bytes)"), "{again}");
+    let (_, plain) = run(&app, json!({"input": "no steps", "session_id": "hello"}));
+    assert!(plain.get("steps").is_none(), "steps only when asked: {plain}");
+}
+
+#[test]
+fn write_hello_txt_over_openai() {
+    hello_world("openai");
+}
+
+#[test]
+fn write_hello_txt_over_anthropic() {
+    hello_world("anthropic");
+}
+
+const BROKEN: &str = "def add(a, b):\n    return a - b\n";
+const FIXED: &str = "def add(a, b):\n    return a + b\n";
+const TEST: &str = "import unittest\nfrom calc import add\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n";
+
+#[test]
+fn a_failing_test_is_fixed_and_rerun() {
+    let fake = FakeLlm::start(vec![
+        tools(&[("write_file", json!({"filePath": "calc.py", "content": BROKEN})), ("write_file", json!({"filePath": "test_calc.py", "content": TEST}))]),
+        tools(&[("run_tests", json!({}))]),
+        tools(&[("write_file", json!({"filePath": "calc.py", "content": FIXED}))]),
+        tools(&[("run_tests", json!({}))]),
+        Reply::Text("add is fixed and its test passes.".into()),
+    ]);
+    let app = start(&fake, "anthropic", "agent-tests");
+    let (status, body) = run(&app, json!({"input": "Write add with a test and make it pass", "includeSteps": true}));
+    assert_eq!((status, body["output"].as_str()), (200, Some("add is fixed and its test passes.")), "{body}");
+    let runs: Vec<String> = body["steps"].as_array().into_iter().flatten().filter(|s| s["tool"] == "run_tests").map(|s| s["observation"].as_str().unwrap_or("").to_owned()).collect();
+    assert!(runs[0].contains("FAILED (1 tests)") && runs[0].contains("AssertionError"), "{}", runs[0]);
+    assert!(runs[1].contains("OK (1 tests)"), "{}", runs[1]);
+    assert_eq!(fake.calls().len(), 5, "fewer turns than the limit of 6");
+}
+
+#[test]
+fn a_model_that_never_stops_ends_at_max_iterations() {
+    let fake = FakeLlm::start(vec![]).otherwise(tools(&[("list_files", json!({}))]));
+    let app = start(&fake, "openai", "agent-forever");
+    let (status, body) = run(&app, json!({"input": "loop", "max_iterations": 3, "includeSteps": true}));
+    assert_eq!(status, 200, "{body}");
+    assert!(body["output"].as_str().unwrap_or("").contains("all 3 of its turns"), "{body}");
+    assert_eq!((fake.calls().len(), body["steps"].as_array().map(Vec::len)), (3, Some(3)));
+}
+
+/// Boundary: the session directory. A model naming paths outside it gets a
+/// tool error saying why, and nothing is read or written anywhere.
+#[test]
+fn traversal_unknown_tools_and_malformed_arguments_are_tool_errors() {
+    let fake = FakeLlm::start(vec![
+        tools(&[
+            ("read_file", json!({"filePath": "../../etc/passwd"})),
+            ("write_file", json!({"filePath": "/etc/passwd", "content": "x"})),
+            ("write_file", json!({"filePath": "../../package.json", "content": "{}"})),
+            ("format_disk", json!({})),
+        ]),
+        Reply::Tools(vec![("write_file".into(), "{\"filePath\": ".into())]),
+        tools(&[("list_files", json!({}))]),
+        Reply::Text("I could not do that.".into()),
+    ]);
+    let app = start(&fake, "openai", "agent-escape");
+    let (status, body) = run(&app, json!({"input": "Read /etc/passwd", "includeSteps": true}));
+    assert_eq!(status, 200, "{body}");
+    let seen = observations(&body);
+    for (i, path) in ["../../etc/passwd", "/etc/passwd", "../../package.json"].iter().enumerate() {
+        assert!(seen[i].contains(&format!("path escapes the sandbox: {path}")), "{}", seen[i]);
+    }
+    assert!(seen[3].contains("unknown tool"), "{}", seen[3]);
+    assert!(seen[4].contains("not a JSON object"), "{}", seen[4]);
+    assert_eq!(seen[5], "(no files)", "nothing was written");
+    assert_eq!(body["output"], "I could not do that.", "the loop went on after the errors");
+}
+
+#[test]
+fn bad_bodies_are_400_and_an_unreachable_llm_is_502() {
+    let fake = FakeLlm::start(vec![]);
+    let app = start(&fake, "openai", "agent-errors");
+    for (body, code) in [
+        (json!({}), "invalid_request"),
+        (json!({"input": 42}), "invalid_request"),
+        (json!({"input": ""}), "invalid_request"),
+    ] {
+        let (status, answer) = run(&app, body);
+        assert_eq!((status, &answer["error"]["code"]), (400, &json!(code)), "{answer}");
+        assert!(answer["error"]["request_id"].is_string(), "{answer}");
+    }
+    let big = json!({"input": "x".repeat(1 << 20)});
+    let (status, answer) = run(&app, big);
+    assert_eq!(status, 400, "{answer}");
+    let (status, _) = json_of(app.send("GET", "/run", None));
+    assert_eq!(status.as_u16(), 405);
+
+    let down = [("SPIN_VARIABLE_LLM_PROVIDER", "openai"), ("SPIN_VARIABLE_LLM_SCHEME", "http"), ("SPIN_VARIABLE_LLM_HOST", "127.0.0.1:9"), ("SPIN_VARIABLE_LLM_MODEL", "m")];
+    let app = App::start_with(&temp_kv("agent-llm-down"), "spin.toml", &down);
+    let (status, answer) = run(&app, json!({"input": "anything"}));
+    assert_eq!((status, &answer["error"]["code"]), (502, &json!("llm_failed")), "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap_or("").contains("unreachable"), "{answer}");
+}
