@@ -158,3 +158,17 @@ fn bad_bodies_are_400_and_an_unreachable_llm_is_502() {
     assert_eq!((status, &answer["error"]["code"]), (502, &json!("llm_failed")), "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap_or("").contains("unreachable"), "{answer}");
 }
+
+/// Boundary: `allowed_outbound_hosts`, live. The agent component, pointed
+/// at the LLM host itself instead of the planner, is refused by the same
+/// enforcement `anypath up` applies to every outbound call: the run fails
+/// with the denial and the LLM never hears of it.
+#[test]
+fn the_agent_cannot_reach_the_llm_host_itself() {
+    let fake = FakeLlm::start(vec![Reply::Text("never asked".into())]);
+    let app = App::start_with(&temp_kv("agent-egress"), "tests/fixtures/agent-llm-egress.toml", &[("SPIN_VARIABLE_LLM_HOST", fake.address.as_str())]);
+    let (status, answer) = run(&app, json!({"input": "Write hello.txt"}));
+    assert_eq!((status, &answer["error"]["code"]), (502, &json!("llm_failed")), "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap_or("").contains("HttpRequestDenied"), "{answer}");
+    assert!(fake.calls().is_empty(), "the LLM was not reached");
+}

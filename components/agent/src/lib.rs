@@ -21,6 +21,7 @@ use spin_sdk::variables;
 
 use sandbox::SandboxSession;
 
+/// The planner's completion endpoint, by service chaining.
 const PLANNER_COMPLETE: &str = "http://planner.spin.internal/complete";
 
 /// Settings from Spin variables.
@@ -34,6 +35,9 @@ struct Config {
     run_timeout: Duration,
     /// Model turns a run may take at most.
     max_iterations: u32,
+    /// Where completions are asked: the planner, unless a test manifest
+    /// points it elsewhere to prove the allowlist refuses that.
+    completion_url: String,
 }
 
 fn var(name: &str) -> String {
@@ -50,6 +54,7 @@ impl Config {
             call_timeout: Duration::from_millis(var("call_timeout_ms").parse().unwrap_or(10_000)),
             run_timeout: Duration::from_millis(var("agent_timeout_ms").parse().unwrap_or(120_000)),
             max_iterations: var("agent_max_iterations").parse().unwrap_or(6).clamp(1, 50),
+            completion_url: Some(var("completion_url")).filter(|u| !u.trim().is_empty()).unwrap_or_else(|| PLANNER_COMPLETE.to_owned()),
         }
     }
 }
@@ -103,7 +108,7 @@ fn serve(request: &Request, config: &Config, request_id: &str, started: Instant,
     let session_id = run.session_id.clone().unwrap_or_else(|| format!("run-{}", random_id()));
     let mut session = SandboxSession::open(config, &tenant, &session_id, request_id).map_err(|m| (502, "sandbox_unavailable", m))?;
     let deadline = started + config.run_timeout;
-    let mut model = PlannerModel { request_id, deadline };
+    let mut model = PlannerModel { url: &config.completion_url, request_id, deadline };
     let ran = anypath_agent::run(&run.input, run.iterations(config.max_iterations), &mut model, &mut session, &|| Instant::now() >= deadline);
     if fresh {
         session.close();
@@ -128,6 +133,7 @@ fn serve(request: &Request, config: &Config, request_id: &str, started: Instant,
 
 /// The model, through the planner: the only component allowed to reach the LLM.
 struct PlannerModel<'a> {
+    url: &'a str,
     request_id: &'a str,
     deadline: Instant,
 }
@@ -136,7 +142,7 @@ impl Model for PlannerModel<'_> {
     fn complete(&mut self, chat: &ChatRequest) -> Result<ChatReply, ModelError> {
         let body = serde_json::to_vec(chat).map_err(|e| ModelError::Failed(e.to_string()))?;
         let left = self.deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-        let answer = call(PLANNER_COMPLETE, Some(&body), &[("x-request-id", self.request_id)], left).map_err(|e| match e {
+        let answer = call(self.url, Some(&body), &[("x-request-id", self.request_id)], left).map_err(|e| match e {
             CallError::Timeout => ModelError::Timeout("the model did not answer before the run's deadline".into()),
             other => ModelError::Failed(format!("the planner is unreachable: {other}")),
         })?;
