@@ -209,13 +209,6 @@ impl Interpreter {
         Ok(self.info(&session))
     }
 
-    /// The runtimes sessions may ask for, the default first.
-    pub fn runtimes(&self) -> Vec<Runtime> {
-        let mut runtimes: Vec<Runtime> = self.sandboxes.iter().map(Sandbox::runtime).collect();
-        runtimes.sort_by_key(|r| *r != self.config.default_runtime);
-        runtimes
-    }
-
     /// The runtime of a session created without naming one.
     pub fn default_runtime(&self) -> Runtime {
         self.config.default_runtime
