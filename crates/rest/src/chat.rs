@@ -99,11 +99,7 @@ fn openai_request(settings: &Settings, api_key: &str, chat: &ChatRequest) -> Htt
             .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
             .collect();
     }
-    let mut headers = vec![("content-type", "application/json".to_owned())];
-    if !api_key.is_empty() {
-        headers.push(("authorization", format!("Bearer {api_key}")));
-    }
-    HttpCall { path: "/v1/chat/completions", headers, body: body.to_string().into_bytes() }
+    crate::llm::call_to(Provider::OpenAi, api_key, &body)
 }
 
 fn anthropic_request(settings: &Settings, api_key: &str, chat: &ChatRequest) -> HttpCall {
@@ -146,12 +142,7 @@ fn anthropic_request(settings: &Settings, api_key: &str, chat: &ChatRequest) -> 
     if !chat.tools.is_empty() {
         body["tools"] = chat.tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters})).collect();
     }
-    let headers = vec![
-        ("content-type", "application/json".to_owned()),
-        ("x-api-key", api_key.to_owned()),
-        ("anthropic-version", "2023-06-01".to_owned()),
-    ];
-    HttpCall { path: "/v1/messages", headers, body: body.to_string().into_bytes() }
+    crate::llm::call_to(Provider::Anthropic, api_key, &body)
 }
 
 /// Arguments as OpenAI carries them: a JSON text (raw text stays as it came).

@@ -167,11 +167,7 @@ pub fn request(settings: &Settings, api_key: &str, system: &str, turns: &[Turn],
                 OutputMode::JsonObject => body["response_format"] = json!({"type": "json_object"}),
                 OutputMode::Free => {}
             }
-            let mut headers = vec![("content-type", "application/json".to_owned())];
-            if !api_key.is_empty() {
-                headers.push(("authorization", format!("Bearer {api_key}")));
-            }
-            HttpCall { path: "/v1/chat/completions", headers, body: body.to_string().into_bytes() }
+            call_to(Provider::OpenAi, api_key, &body)
         }
         Provider::Anthropic => {
             let mut body = json!({
@@ -189,12 +185,7 @@ pub fn request(settings: &Settings, api_key: &str, system: &str, turns: &[Turn],
                 }]);
                 body["tool_choice"] = json!({"type": "tool", "name": SCHEMA_NAME});
             }
-            let headers = vec![
-                ("content-type", "application/json".to_owned()),
-                ("x-api-key", api_key.to_owned()),
-                ("anthropic-version", "2023-06-01".to_owned()),
-            ];
-            HttpCall { path: "/v1/messages", headers, body: body.to_string().into_bytes() }
+            call_to(Provider::Anthropic, api_key, &body)
         }
     }
 }
@@ -211,6 +202,27 @@ pub(crate) fn answer_json(status: u16, body: &[u8]) -> Result<Value, LlmError> {
         return Err(LlmError::Status { status, message });
     }
     Ok(parsed)
+}
+
+/// The HTTP call carrying `body` to the provider's endpoint, with its
+/// headers (a bearer key for OpenAI-compatible servers, which a local one
+/// may not need; Anthropic's key and API version); shared by plans and tool calling.
+pub(crate) fn call_to(provider: Provider, api_key: &str, body: &Value) -> HttpCall {
+    let mut headers = vec![("content-type", "application/json".to_owned())];
+    let path = match provider {
+        Provider::OpenAi => {
+            if !api_key.is_empty() {
+                headers.push(("authorization", format!("Bearer {api_key}")));
+            }
+            "/v1/chat/completions"
+        }
+        Provider::Anthropic => {
+            headers.push(("x-api-key", api_key.to_owned()));
+            headers.push(("anthropic-version", "2023-06-01".to_owned()));
+            "/v1/messages"
+        }
+    };
+    HttpCall { path, headers, body: body.to_string().into_bytes() }
 }
 
 /// Parses a provider's HTTP answer into the text and token counts.
