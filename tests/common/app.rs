@@ -40,8 +40,11 @@ impl App {
             .arg(kv.with_file_name("interpreter"))
             .arg("--runner")
             .arg(super::runner_path())
-            .env_remove("SPIN_VARIABLE_AUTH_TOKEN")
-            .envs(env.iter().copied());
+            .env_remove("SPIN_VARIABLE_AUTH_TOKEN");
+        if super::redis_server::suite_on_redis() {
+            command.envs(super::redis_server::for_app(kv));
+        }
+        command.envs(env.iter().copied());
         let process = super::Spawned::start(&mut command, "app serving");
         let base = format!("http://{}", process.address);
         App { process, base }

@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 pub mod app;
 pub mod fake_llm;
+pub mod redis_server;
 pub mod service;
 
 use anypath_sandbox::{ExecError, ExecRequest, Failure, Report, Sandbox, SandboxConfig, Success};
@@ -146,6 +147,12 @@ impl Spawned {
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let _ = std::process::Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         self.child.wait().expect("the process exits")
+    }
+
+    /// Stops the process with SIGKILL, as a crash would, and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Every stderr line so far.

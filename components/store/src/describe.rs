@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 use anypath_rest::prompt::{CollectionSummary, type_name};
 use serde::Deserialize;
 use serde_json::Value;
-use spin_sdk::wit::wasi::keyvalue::store;
-
+use crate::StoreError;
+use crate::backend::Backend;
 use crate::keys::CollectionKeys;
-use crate::{StoreError, read_index};
 
 /// Ids and documents sampled per collection.
 const SAMPLES: usize = 3;
@@ -20,15 +19,15 @@ pub struct DescribeRequest {
     collections: Vec<String>,
 }
 
-pub fn describe(bucket: &store::Bucket, request: DescribeRequest) -> Result<Vec<CollectionSummary>, StoreError> {
+pub fn describe(backend: &dyn Backend, request: DescribeRequest) -> Result<Vec<CollectionSummary>, StoreError> {
     let mut out = Vec::with_capacity(request.collections.len());
     for name in request.collections {
-        let keys = CollectionKeys::new(&request.tenant, &name)?;
-        let index = read_index(bucket, &keys)?;
+        let keys = CollectionKeys::new(&request.tenant, &name, backend.key_style())?;
+        let index = backend.read_index(&keys)?;
         let mut fields = BTreeMap::new();
         let mut sample_ids = Vec::new();
-        for tag in index.docs.values().take(SAMPLES) {
-            let Some(bytes) = bucket.get(&keys.document(tag))? else { continue };
+        let sampled: Vec<String> = index.docs.values().take(SAMPLES).map(|tag| keys.document(tag)).collect();
+        for bytes in backend.get_many(&sampled)?.into_iter().flatten() {
             let Ok(Value::Object(doc)) = serde_json::from_slice::<Value>(&bytes) else { continue };
             if let Some(id) = doc.get("id") {
                 sample_ids.push(id.clone());

@@ -5,9 +5,8 @@
 use anypath_rest::RestError;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use spin_sdk::wit::wasi::keyvalue::store;
-
 use crate::StoreError;
+use crate::backend::Backend;
 
 /// A memo is a setting, not a document.
 const MAX_MEMO_BYTES: usize = 1024;
@@ -32,19 +31,19 @@ fn memo_key(key: &str) -> Result<String, StoreError> {
 }
 
 /// `{"value": <object or null>}`.
-pub fn get(bucket: &store::Bucket, lookup: Lookup) -> Result<Value, StoreError> {
-    let value = match bucket.get(&memo_key(&lookup.key)?)? {
+pub fn get(backend: &dyn Backend, lookup: Lookup) -> Result<Value, StoreError> {
+    let value = match backend.get(&memo_key(&lookup.key)?)? {
         Some(bytes) => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
         None => Value::Null,
     };
     Ok(json!({ "value": value }))
 }
 
-pub fn put(bucket: &store::Bucket, entry: Entry) -> Result<Value, StoreError> {
+pub fn put(backend: &dyn Backend, entry: Entry) -> Result<Value, StoreError> {
     let bytes = serde_json::to_vec(&entry.value).map_err(|e| StoreError::Backend(e.to_string()))?;
     if !entry.value.is_object() || bytes.len() > MAX_MEMO_BYTES {
         return Err(RestError::BadRequest(format!("a planner memo is a JSON object of at most {MAX_MEMO_BYTES} bytes")).into());
     }
-    bucket.set(&memo_key(&entry.key)?, &bytes)?;
+    backend.set(&memo_key(&entry.key)?, &bytes)?;
     Ok(json!({ "stored": true }))
 }

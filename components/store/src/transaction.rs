@@ -138,14 +138,18 @@ impl Transaction {
             self.abort(bucket)?;
             return Ok(false);
         }
+        // Past the commit point: a lock not replaced here is finished by
+        // whoever meets it next, which needs the decision key to stay.
+        let mut finished = true;
         for locked in &self.locked {
-            let index: Index = decode(&locked.bytes, "index")?;
-            if let Some(lock) = &index.lock {
-                replace(bucket, &locked.keys, &locked.bytes, &lock.next)?;
-            }
+            let replaced = decode::<Index>(&locked.bytes, "index")
+                .and_then(|index| index.lock.map_or(Ok(()), |lock| replace(bucket, &locked.keys, &locked.bytes, &lock.next)));
+            finished &= replaced.is_ok();
         }
-        // Only now no lock of this transaction is left to need the decision.
-        let _ = bucket.delete(&self.key);
+        if finished {
+            // Only now no lock of this transaction is left to need the decision.
+            let _ = bucket.delete(&self.key);
+        }
         Ok(true)
     }
 

@@ -20,6 +20,7 @@ use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
 use crate::kv::{KvAccess, KvDatabase};
+use crate::redis::{self, RedisPool, RedisView};
 use crate::manifest::{Manifest, Route};
 use crate::outbound::AllowedHosts;
 use crate::platform::{self, PlatformView};
@@ -58,6 +59,8 @@ pub struct App {
 
 struct AppInner {
     components: HashMap<String, Loaded>,
+    /// Outbound Redis connections, shared by every instance.
+    redis: RedisPool,
     router: Router,
     local_services: HashMap<String, LocalService>,
 }
@@ -79,6 +82,7 @@ struct ComponentState {
     hooks: Hooks,
     kv: KvAccess,
     variables: Arc<BTreeMap<String, String>>,
+    redis: RedisPool,
 }
 
 /// Decides what a component's outbound requests may reach.
@@ -184,6 +188,11 @@ impl App {
                 kv: &s.kv,
                 variables: &s.variables,
             })?;
+            redis::add_to_linker(&mut linker, |s: &mut ComponentState| RedisView {
+                table: &mut s.table,
+                allowed: &s.hooks.allowed,
+                pool: &s.redis,
+            })?;
             let pre = ProxyPre::new(linker.instantiate_pre(&component)?)?;
             let expanded: Vec<String> = decl
                 .allowed_outbound_hosts
@@ -218,7 +227,7 @@ impl App {
         }
         let router = Router::new(&manifest.triggers);
         let local_services = config.local_services.clone();
-        Ok(Self { inner: Arc::new(AppInner { components, router, local_services }) })
+        Ok(Self { inner: Arc::new(AppInner { components, redis: RedisPool::default(), router, local_services }) })
     }
 
     /// Serves on `listener` until `shutdown` resolves.
@@ -310,6 +319,7 @@ impl AppInner {
                     hooks: Hooks { app: Arc::downgrade(self), allowed: loaded.allowed.clone() },
                     kv: loaded.kv.clone(),
                     variables: loaded.variables.clone(),
+                    redis: self.redis.clone(),
                 },
             );
             let (sender, receiver) = tokio::sync::oneshot::channel();

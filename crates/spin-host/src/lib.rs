@@ -1,12 +1,14 @@
 //! Runs a Spin application's HTTP components on wasmtime with Spin's
 //! semantics: routes (including `/...` and private components), Spin's request
 //! headers, service chaining to `*.spin.internal`, key-value on SQLite in
-//! Spin's layout, application variables and `allowed_outbound_hosts`.
+//! Spin's layout, outbound Redis, application variables and
+//! `allowed_outbound_hosts`.
 
 pub mod kv;
 pub mod manifest;
 pub mod outbound;
 pub mod platform;
+pub mod redis;
 pub mod routes;
 pub mod variables;
 pub mod app;

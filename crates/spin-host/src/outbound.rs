@@ -65,6 +65,7 @@ impl AllowedHosts {
         let host = host.to_ascii_lowercase();
         let default_port = match scheme.as_str() {
             "https" => 443,
+            "redis" | "rediss" => 6379,
             _ => 80,
         };
         let port = port.unwrap_or(default_port);
@@ -114,6 +115,11 @@ mod tests {
         assert!(hosts.allows("http", "127.0.0.1", Some(3001)));
         assert!(!hosts.allows("http", "127.0.0.1", Some(3002)));
         assert!(hosts.allows("http", "localhost", Some(8005)));
+        let redis = AllowedHosts::parse(["redis://cache.internal", "redis://127.0.0.1:7001"]).unwrap();
+        assert!(redis.allows("redis", "cache.internal", Some(6379)), "redis' default port");
+        assert!(!redis.allows("redis", "cache.internal", Some(6380)));
+        assert!(redis.allows("redis", "127.0.0.1", Some(7001)));
+        assert!(!redis.allows("http", "127.0.0.1", Some(7001)), "the scheme is part of the grant");
         assert!(!AllowedHosts::default().allows("http", "example.com", None));
         assert!(AllowedHosts::parse(["example.com"]).is_err());
     }

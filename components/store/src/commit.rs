@@ -1,0 +1,100 @@
+//! `POST /commit`: a block's journal lands whole or not at all. Written once
+//! for every backend: read each collection's index, re-check what the block
+//! read, apply the journal, and hand the backend the new indexes and values
+//! to make atomic; when an index moved in between (another commit landed),
+//! read again and retry, so no concurrent update is lost and unrelated ones
+//! do not conflict.
+
+use anypath_rest::journal::{MutationRecord, ReadCheck};
+use anypath_rest::RestError;
+use serde::Deserialize;
+
+use crate::backend::{Backend, IndexWrite, Outcome, Part};
+use crate::keys::CollectionKeys;
+use crate::{StoreError, encode};
+
+/// Commit attempts while other commits keep landing in between.
+const MAX_COMMIT_ATTEMPTS: usize = 64;
+
+#[derive(Deserialize)]
+pub struct CommitRequest {
+    tenant: String,
+    changes: Vec<Change>,
+}
+
+#[derive(Deserialize)]
+struct Change {
+    name: String,
+    #[serde(flatten)]
+    check: ReadCheck,
+    #[serde(default)]
+    mutations: Vec<MutationRecord>,
+}
+
+pub fn commit(backend: &dyn Backend, request: CommitRequest) -> Result<Vec<u8>, StoreError> {
+    let mut work = Vec::with_capacity(request.changes.len());
+    for change in request.changes {
+        let keys = CollectionKeys::new(&request.tenant, &change.name, backend.key_style())?;
+        if change.mutations.iter().any(|m| m.collection != change.name) {
+            return Err(RestError::BadRequest("a change may only hold mutations of its own collection".into()).into());
+        }
+        work.push((keys, change));
+    }
+    // One order for every committer, so multi-collection commits cannot deadlock.
+    work.sort_by(|(_, a), (_, b)| a.name.cmp(&b.name));
+    let prefix = tag_prefix();
+    let mut last = Vec::new();
+    for _ in 0..MAX_COMMIT_ATTEMPTS {
+        let parts = match prepare(backend, &work, &prefix) {
+            Ok(parts) => parts,
+            Err(e) => {
+                backend.discard(&last);
+                return Err(e);
+            }
+        };
+        match backend.commit(&parts) {
+            Ok(Outcome::Committed) => {
+                let mut versions = serde_json::Map::new();
+                for ((_, change), part) in work.iter().zip(&parts) {
+                    if let Some(write) = &part.write {
+                        versions.insert(change.name.clone(), write.next.version.into());
+                    }
+                }
+                return encode(&serde_json::json!({ "versions": versions }));
+            }
+            Ok(Outcome::Changed) => last = parts,
+            Err(e) => {
+                backend.discard(&parts);
+                return Err(e);
+            }
+        }
+    }
+    backend.discard(&last);
+    Err(StoreError::Rest(RestError::Conflict("the collections are too busy to commit to; try again".into())))
+}
+
+/// Every collection's part against its current index; a conflict when what
+/// the block read has changed.
+fn prepare<'a>(backend: &dyn Backend, work: &'a [(CollectionKeys, Change)], prefix: &str) -> Result<Vec<Part<'a>>, StoreError> {
+    let mut parts = Vec::with_capacity(work.len());
+    for (keys, change) in work {
+        let snapshot = backend.snapshot(keys)?;
+        snapshot.index.check(&change.name, &change.check)?;
+        let write = if change.mutations.is_empty() {
+            None
+        } else {
+            let entries: Vec<&MutationRecord> = change.mutations.iter().collect();
+            let applied = snapshot.index.apply(&entries, prefix)?;
+            let documents = applied.writes.iter().map(|(tag, doc)| Ok((tag.clone(), encode(doc)?))).collect::<Result<_, StoreError>>()?;
+            Some(IndexWrite { next: applied.index, documents, superseded: applied.superseded })
+        };
+        parts.push(Part { keys, snapshot, write });
+    }
+    Ok(parts)
+}
+
+/// A random prefix for the tags of the document values one commit writes;
+/// kept across its attempts, so a retry writes the same values.
+fn tag_prefix() -> String {
+    format!("{:016x}", wasi::random::random::get_random_u64())
+}

@@ -1,0 +1,175 @@
+//! Spin key-value as the store's backend (SQLite under `spin up` and
+//! `anypath up`). Keys swap one at a time here, so a commit over one
+//! collection is one compare-and-swap of its index after the document values
+//! are written, and a commit over several is the two-phase commit of
+//! [`crate::transaction`].
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+
+use anypath_rest::{Index, RestError};
+use spin_sdk::wit::wasi::keyvalue::{atomics, store};
+
+use crate::backend::{Backend, Outcome, Part, Snapshot, decode_index};
+use crate::keys::{CollectionKeys, KeyStyle};
+use crate::transaction::{self, Locked, Transaction};
+use crate::{StoreError, encode, pause_ms};
+
+/// The key-value store label granted to the store in `spin.toml`.
+const STORE_LABEL: &str = "default";
+/// Locks of other transactions waited out or finished before giving up.
+const MAX_SETTLE_ROUNDS: usize = 64;
+
+/// The `default` key-value store.
+pub struct KvBackend {
+    bucket: store::Bucket,
+    /// Document values this request wrote, so a retry writes them once and a
+    /// commit that gives up removes them.
+    written: RefCell<HashSet<String>>,
+    /// Collections whose creation another writer's ticket won: wait for its index.
+    lost_tickets: RefCell<HashSet<String>>,
+}
+
+impl KvBackend {
+    pub fn open() -> Result<Self, StoreError> {
+        Ok(Self { bucket: store::open(STORE_LABEL)?, written: RefCell::default(), lost_tickets: RefCell::default() })
+    }
+
+    /// Swaps `bytes` in where `snapshot` is stored; false when it is no longer there.
+    fn swap(&self, keys: &CollectionKeys, snapshot: &Snapshot, bytes: &[u8]) -> Result<bool, StoreError> {
+        let Some(expected) = &snapshot.bytes else {
+            // A swap on an absent key is an upsert on Spin's SQLite store, so
+            // creation goes to whoever takes the first ticket; the others wait
+            // for its index to appear and then swap as usual.
+            let index_key = keys.index();
+            if !self.lost_tickets.borrow().contains(&index_key) && atomics::increment(&self.bucket, &keys.ticket(), 1)? == 1 {
+                self.bucket.set(&index_key, bytes)?;
+                return Ok(true);
+            }
+            self.lost_tickets.borrow_mut().insert(index_key);
+            pause_ms(1);
+            return Ok(false);
+        };
+        let cas = atomics::Cas::new(&self.bucket, &keys.index())?;
+        if cas.current()?.as_ref() != Some(expected) {
+            return Ok(false);
+        }
+        match atomics::swap(cas, bytes) {
+            Ok(()) => Ok(true),
+            Err(atomics::CasError::CasFailed(_)) => Ok(false),
+            Err(atomics::CasError::StoreError(e)) => Err(e.into()),
+        }
+    }
+
+    fn forget_superseded(&self, parts: &[Part<'_>]) {
+        for part in parts {
+            for tag in part.write.iter().flat_map(|w| &w.superseded) {
+                let _ = self.bucket.delete(&part.keys.document(tag));
+            }
+        }
+    }
+}
+
+impl Backend for KvBackend {
+    fn key_style(&self) -> KeyStyle {
+        KeyStyle::Plain
+    }
+
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.bucket.get(key)?)
+    }
+
+    fn set(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        Ok(self.bucket.set(key, value)?)
+    }
+
+    fn delete(&self, key: &str) -> Result<(), StoreError> {
+        Ok(self.bucket.delete(key)?)
+    }
+
+    fn increment(&self, key: &str, delta: i64) -> Result<i64, StoreError> {
+        Ok(atomics::increment(&self.bucket, key, delta)?)
+    }
+
+    fn read_index(&self, keys: &CollectionKeys) -> Result<Index, StoreError> {
+        match self.bucket.get(&keys.index())? {
+            Some(bytes) => transaction::visible(&self.bucket, keys, decode_index(&bytes)?),
+            None => Ok(Index::default()),
+        }
+    }
+
+    fn snapshot(&self, keys: &CollectionKeys) -> Result<Snapshot, StoreError> {
+        for _ in 0..MAX_SETTLE_ROUNDS {
+            let Some(bytes) = self.bucket.get(&keys.index())? else {
+                return Ok(Snapshot { bytes: None, index: Index::default() });
+            };
+            let index = decode_index(&bytes)?;
+            if index.lock.is_none() {
+                return Ok(Snapshot { bytes: Some(bytes), index });
+            }
+            transaction::settle(&self.bucket, keys, &bytes, &index)?;
+        }
+        Err(StoreError::Rest(RestError::Conflict("a collection stayed locked by another commit; try again".into())))
+    }
+
+    fn commit(&self, parts: &[Part<'_>]) -> Result<Outcome, StoreError> {
+        // Reads are compared here, writes by their swaps below.
+        for part in parts.iter().filter(|p| p.write.is_none()) {
+            if self.bucket.get(&part.keys.index())? != part.snapshot.bytes {
+                return Ok(Outcome::Changed);
+            }
+        }
+        let writes: Vec<&Part<'_>> = parts.iter().filter(|p| p.write.is_some()).collect();
+        for part in &writes {
+            for (tag, bytes) in part.write.iter().flat_map(|w| &w.documents) {
+                let key = part.keys.document(tag);
+                if !self.written.borrow().contains(&key) {
+                    self.bucket.set(&key, bytes)?;
+                    self.written.borrow_mut().insert(key);
+                }
+            }
+        }
+        let committed = match writes.as_slice() {
+            [] => true,
+            [part] => {
+                let next = part.write.as_ref().map(|w| &w.next).unwrap_or(&part.snapshot.index);
+                self.swap(part.keys, &part.snapshot, &encode(next)?)?
+            }
+            _ => self.commit_many(&writes)?,
+        };
+        if !committed {
+            return Ok(Outcome::Changed);
+        }
+        self.forget_superseded(parts);
+        Ok(Outcome::Committed)
+    }
+
+    fn discard(&self, _parts: &[Part<'_>]) {
+        for key in self.written.borrow_mut().drain() {
+            let _ = self.bucket.delete(&key);
+        }
+    }
+}
+
+impl KvBackend {
+    /// Locks every written collection in order, then decides.
+    fn commit_many(&self, writes: &[&Part<'_>]) -> Result<bool, StoreError> {
+        let mut tx = Transaction::begin(&self.bucket, writes[0].keys)?;
+        for part in writes {
+            let Some(write) = &part.write else { continue };
+            let bytes = encode(&tx.lock(&part.snapshot.index, write.next.clone()))?;
+            match self.swap(part.keys, &part.snapshot, &bytes) {
+                Ok(true) => tx.locked.push(Locked { keys: part.keys.clone(), bytes, before: part.snapshot.index.clone() }),
+                Ok(false) => {
+                    tx.abort(&self.bucket)?;
+                    return Ok(false);
+                }
+                Err(e) => {
+                    let _ = tx.abort(&self.bucket);
+                    return Err(e);
+                }
+            }
+        }
+        tx.commit(&self.bucket)
+    }
+}

@@ -1,0 +1,97 @@
+//! `POST /load`: what a plan needs from each collection (some ids or
+//! everything), with the tag of each document for the commit's read check,
+//! and a reserved id when the plan creates one.
+
+use std::collections::BTreeMap;
+
+use anypath_rest::plan::LoadSpec;
+use anypath_rest::{Index, RestError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::backend::Backend;
+use crate::keys::CollectionKeys;
+use crate::{StoreError, decode, encode};
+
+/// Loads retried when a document value vanished under a concurrent commit.
+const MAX_LOAD_ATTEMPTS: usize = 8;
+
+#[derive(Deserialize)]
+pub struct LoadRequest {
+    tenant: String,
+    collections: Vec<LoadSpec>,
+}
+
+#[derive(Serialize)]
+struct Loaded {
+    name: String,
+    version: u64,
+    complete: bool,
+    documents: Vec<Value>,
+    absent_ids: Vec<String>,
+    reserved_id: Option<i64>,
+    /// Tag of each loaded document, echoed back in the commit's read check.
+    tags: BTreeMap<String, String>,
+}
+
+pub fn load(backend: &dyn Backend, request: LoadRequest) -> Result<Vec<u8>, StoreError> {
+    let mut loaded = Vec::with_capacity(request.collections.len());
+    for spec in request.collections {
+        let keys = CollectionKeys::new(&request.tenant, &spec.name, backend.key_style())?;
+        loaded.push(load_one(backend, &keys, spec)?);
+    }
+    encode(&serde_json::json!({ "collections": loaded }))
+}
+
+fn load_one(backend: &dyn Backend, keys: &CollectionKeys, spec: LoadSpec) -> Result<Loaded, StoreError> {
+    for _ in 0..MAX_LOAD_ATTEMPTS {
+        let index = backend.read_index(keys)?;
+        let wanted: Vec<String> = match &spec.ids {
+            Some(ids) => ids.clone(),
+            None => index.docs.keys().cloned().collect(),
+        };
+        let mut loaded = Loaded {
+            name: spec.name.clone(),
+            version: index.version,
+            complete: spec.ids.is_none(),
+            documents: Vec::with_capacity(wanted.len()),
+            absent_ids: Vec::new(),
+            reserved_id: None,
+            tags: BTreeMap::new(),
+        };
+        let mut present = Vec::with_capacity(wanted.len());
+        for id in wanted {
+            match index.docs.get(&id) {
+                Some(tag) => present.push((id, tag.clone())),
+                None => loaded.absent_ids.push(id),
+            }
+        }
+        let document_keys: Vec<String> = present.iter().map(|(_, tag)| keys.document(tag)).collect();
+        let values = backend.get_many(&document_keys)?;
+        // A value superseded by a commit after the index was read: read again.
+        if values.iter().any(Option::is_none) {
+            continue;
+        }
+        for ((id, tag), bytes) in present.into_iter().zip(values.into_iter().flatten()) {
+            loaded.documents.push(decode(&bytes, "document")?);
+            loaded.tags.insert(id, tag);
+        }
+        if spec.reserve_id {
+            loaded.reserved_id = Some(reserve_id(backend, keys, &index)?);
+        }
+        return Ok(loaded);
+    }
+    Err(StoreError::Rest(RestError::Conflict(format!("{} kept changing while it was read", spec.name))))
+}
+
+/// A fresh integer id above every stored one: an atomic increment, so
+/// concurrent creates never share an id and never need to re-run.
+fn reserve_id(backend: &dyn Backend, keys: &CollectionKeys, index: &Index) -> Result<i64, StoreError> {
+    let counter = keys.next_id();
+    let id = backend.increment(&counter, 1)?;
+    if id > index.max_int_id {
+        return Ok(id);
+    }
+    // A client-chosen id moved the highest past the counter: jump over it.
+    backend.increment(&counter, index.max_int_id - id + 1)
+}

@@ -1,0 +1,121 @@
+//! A Redis server a test starts, stops and kills: `ANYPATH_REDIS_SERVER`
+//! (set by `cargo xtask test`), with an append-only file fsynced on every
+//! write, so a killed server comes back with every write it acknowledged.
+
+use std::collections::HashMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// One `redis-server` process over one data directory and port.
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+fn binary() -> PathBuf {
+    std::env::var_os("ANYPATH_REDIS_SERVER")
+        .map(PathBuf::from)
+        .expect("ANYPATH_REDIS_SERVER names a redis-server binary (cargo xtask test installs one)")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl RedisServer {
+    /// Starts a server keeping its data in `dir`.
+    pub fn start(dir: &Path) -> Self {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut server = Self { child: None, port: free_port(), dir: dir.to_owned() };
+        server.resume();
+        server
+    }
+
+    /// Starts the server again on the same port and data (after `stop` or `kill`).
+    pub fn resume(&mut self) {
+        assert!(self.child.is_none(), "the server is running");
+        let mut command = Command::new(binary());
+        command
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string(), "--save", "", "--appendonly", "yes"])
+            .args(["--appendfsync", "always", "--dir"])
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // The server goes with the test thread that started it, even when the
+        // test binary ends without dropping it (a server kept in a static).
+        // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = command.spawn().expect("redis-server starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.connection().is_err() {
+            assert!(Instant::now() < deadline, "redis-server answers on port {}", self.port);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The `host:port` an allowlist entry names.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// A direct client, to look at what is stored.
+    pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(2))
+    }
+
+    /// The app variables that put the store on this server.
+    pub fn app_env(&self) -> Vec<(String, String)> {
+        vec![
+            ("SPIN_VARIABLE_STORE_BACKEND".into(), "redis".into()),
+            ("SPIN_VARIABLE_REDIS_URL".into(), self.url()),
+            ("SPIN_VARIABLE_REDIS_HOST".into(), self.host()),
+        ]
+    }
+
+    /// SIGKILL: no chance to flush anything beyond what was fsynced.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether this test run puts every `anypath up` on Redis
+/// (`ANYPATH_TEST_STORE_BACKEND=redis`): the REST suites run unchanged on
+/// each backend.
+pub fn suite_on_redis() -> bool {
+    std::env::var("ANYPATH_TEST_STORE_BACKEND").is_ok_and(|v| v == "redis")
+}
+
+/// The server for the app whose key-value file is `kv`: one per test's data
+/// directory, kept for the whole test binary, so an app restarted over the
+/// same directory finds its data again, as with the key-value file.
+pub fn for_app(kv: &Path) -> Vec<(String, String)> {
+    static SERVERS: OnceLock<Mutex<HashMap<PathBuf, RedisServer>>> = OnceLock::new();
+    let dir = kv.parent().unwrap_or(kv).to_owned();
+    let mut servers = SERVERS.get_or_init(Mutex::default).lock().unwrap();
+    servers.entry(dir.clone()).or_insert_with(|| RedisServer::start(&dir.join("redis"))).app_env()
+}
