@@ -2,9 +2,11 @@
 //!
 //! The sandbox host starts in the same process on its own listener
 //! (`--sandbox-listen`, default 127.0.0.1:3001), which also serves the code
-//! interpreter, so one command gives a user both faces. The
-//! app's `sandbox_host` variable points at it (unless `SPIN_VARIABLE_SANDBOX_HOST`
-//! says otherwise). The gateway's calls to that address are handed to the
+//! interpreter, so one command gives a user both faces. The app's
+//! `sandbox_hosts` (the pool, here of one) and `sandbox_allowed` (its
+//! allowlist entry) variables name it, unless `SPIN_VARIABLE_SANDBOX_HOSTS`
+//! is set: then the pool, its allowlist entry and its token come from the
+//! environment. The components' calls to the own listener are handed to the
 //! sandbox's HTTP API in process, after the same outbound-host check, so the
 //! port serves only outside callers. Ctrl-C stops both.
 
@@ -68,8 +70,9 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
 
     let mut overrides = HashMap::new();
     let mut local_services = HashMap::new();
-    if std::env::var_os("SPIN_VARIABLE_SANDBOX_HOST").is_none() {
-        overrides.insert("sandbox_host".to_owned(), sandbox_address.to_string());
+    if std::env::var_os("SPIN_VARIABLE_SANDBOX_HOSTS").is_none() {
+        overrides.insert("sandbox_hosts".to_owned(), sandbox_address.to_string());
+        overrides.insert("sandbox_allowed".to_owned(), sandbox_address.to_string());
         if std::env::var_os("SPIN_VARIABLE_SANDBOX_TOKEN").is_none() {
             overrides.insert("sandbox_token".to_owned(), trusted_token);
         }

@@ -205,15 +205,29 @@ fn healthz_and_readyz() {
     let kv = temp_kv("health");
     let app = App::start(&kv);
     assert_eq!(json_of(app.send("GET", "/healthz", None)).1["status"], "ok");
-    assert_eq!(json_of(app.send("GET", "/readyz", None)), (StatusCode::OK, json!({"status": "ready"})));
+    let (status, ready) = json_of(app.send("GET", "/readyz", None));
+    assert_eq!(status, StatusCode::OK, "{ready}");
+    let own = app.process.log_lines().iter().find_map(|l| {
+        let entry: Value = serde_json::from_str(l).ok()?;
+        (entry["message"] == "app serving").then(|| entry["sandbox"].as_str().unwrap_or_default().to_owned())
+    });
+    let own = own.expect("the log names the app's own sandbox listener");
+    assert_eq!(ready, json!({"status": "ready", "ready": true, "sandbox_hosts": [{"host": own, "ready": true}]}));
 }
 
 #[test]
 fn sandbox_host_down_is_503_and_not_ready() {
     let kv = temp_kv("down");
-    // Port 9 (discard) on loopback: nothing listens there.
-    let app = App::start_with(&kv, "spin.toml", &[("SPIN_VARIABLE_SANDBOX_HOST", "127.0.0.1:9")]);
-    assert_envelope(app.send("GET", "/members/", None), 503, "sandbox_unavailable");
-    assert_eq!(app.send("GET", "/readyz", None).status(), 503);
+    // Port 9 (discard) on loopback: nothing listens there; the allowlist admits it.
+    let env = [("SPIN_VARIABLE_SANDBOX_HOSTS", "127.0.0.1:9"), ("SPIN_VARIABLE_SANDBOX_ALLOWED", "127.0.0.1:9")];
+    let app = App::start_with(&kv, "spin.toml", &env);
+    let response = app.send("GET", "/members/", None);
+    assert_eq!(response.status(), 503);
+    let (_, body) = json_of(response);
+    assert_eq!(body["error"]["code"], "sandbox_unavailable", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap_or("").starts_with("no sandbox host answered: 127.0.0.1:9 ("), "{body}");
+    let (status, ready) = json_of(app.send("GET", "/readyz", None));
+    assert_eq!((status.as_u16(), &ready["ready"], &ready["sandbox_hosts"][0]["host"]), (503, &json!(false), &json!("127.0.0.1:9")), "{ready}");
+    assert!(ready["sandbox_hosts"][0]["error"].is_string(), "{ready}");
     assert_eq!(app.send("GET", "/healthz", None).status(), 200, "the gateway itself is alive");
 }

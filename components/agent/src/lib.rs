@@ -10,9 +10,9 @@ mod sandbox;
 
 use std::time::{Duration, Instant};
 
-use anypath_agent::{AgentError, Model, ModelError, RunRequest};
+use anypath_agent::{AgentError, Model, ModelError, RunRequest, Step};
 use anypath_rest::chat::{ChatReply, ChatRequest};
-use anypath_rest::{ErrorEnvelope, caller};
+use anypath_rest::{ErrorEnvelope, PoolError, SandboxPool, caller};
 use http_client::{CallError, call};
 use serde_json::{Value, json};
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
@@ -28,7 +28,8 @@ const PLANNER_COMPLETE: &str = "http://planner.spin.internal/complete";
 struct Config {
     auth_token: String,
     api_keys: Vec<(String, String)>,
-    sandbox_url: String,
+    /// The sandbox hosts (`sandbox_hosts`), or why the list cannot be used.
+    sandbox_pool: Result<SandboxPool, PoolError>,
     sandbox_token: String,
     call_timeout: Duration,
     /// A run's own deadline, model and tool calls included.
@@ -49,7 +50,7 @@ impl Config {
         Self {
             auth_token: var("auth_token"),
             api_keys: caller::parse_api_keys(&var("api_keys")),
-            sandbox_url: format!("http://{}", var("sandbox_host").trim()),
+            sandbox_pool: SandboxPool::parse(&var("sandbox_hosts")),
             sandbox_token: var("sandbox_token"),
             call_timeout: Duration::from_millis(var("call_timeout_ms").parse().unwrap_or(10_000)),
             run_timeout: Duration::from_millis(var("agent_timeout_ms").parse().unwrap_or(120_000)),
@@ -106,10 +107,17 @@ fn serve(request: &Request, config: &Config, request_id: &str, started: Instant,
     let run = RunRequest::parse(request.body()).map_err(|e| (400, e.code(), e.to_string()))?;
     let fresh = run.session_id.is_none();
     let session_id = run.session_id.clone().unwrap_or_else(|| format!("run-{}", random_id()));
-    let mut session = SandboxSession::open(config, &tenant, &session_id, request_id).map_err(|m| (502, "sandbox_unavailable", m))?;
+    let mut session = SandboxSession::open(config, &tenant, &session_id, request_id).map_err(sandbox::OpenError::refusal)?;
+    // A fresh session loses nothing by moving; a named one may have had files and state.
+    let notice = if fresh { None } else { session.moved_notice(&session_id) };
+    let input = match &notice {
+        // The model is told too, so it does not count on earlier files.
+        Some(notice) => format!("{}\n\n(Note: {notice}; files and variables from earlier runs are not here.)", run.input),
+        None => run.input.clone(),
+    };
     let deadline = started + config.run_timeout;
     let mut model = PlannerModel { url: &config.completion_url, request_id, deadline };
-    let ran = anypath_agent::run(&run.input, run.iterations(config.max_iterations), &mut model, &mut session, &|| Instant::now() >= deadline);
+    let ran = anypath_agent::run(&input, run.iterations(config.max_iterations), &mut model, &mut session, &|| Instant::now() >= deadline);
     if fresh {
         session.close();
     }
@@ -125,8 +133,15 @@ fn serve(request: &Request, config: &Config, request_id: &str, started: Instant,
     tally.input_tokens = outcome.input_tokens;
     tally.output_tokens = outcome.output_tokens;
     let mut body = json!({"output": outcome.output, "session_id": session_id});
+    let mut steps = outcome.steps;
+    if let Some(notice) = notice {
+        // First among the steps, as what opening the session observed.
+        let input = json!({"session_id": session_id, "host": session.host});
+        steps.insert(0, Step { thought: None, tool: "open_session".into(), input, observation: notice.clone() });
+        body["notice"] = json!(notice);
+    }
     if run.include_steps {
-        body["steps"] = serde_json::to_value(&outcome.steps).unwrap_or(Value::Null);
+        body["steps"] = serde_json::to_value(&steps).unwrap_or(Value::Null);
     }
     Ok(body)
 }

@@ -1,11 +1,17 @@
-//! The run's session on the sandbox host, through its code-interpreter API,
+//! The run's session on a sandbox host, through its code-interpreter API,
 //! as the tenant the request is bound to: the tools' side of the loop.
+//!
+//! A session lives on one host of the pool: the first of the rendezvous
+//! ranking of (tenant, session id), so every run of it finds its files and
+//! live Python state again. When that host gives no answer, the session opens
+//! on the next-ranked host that does, with a fresh state, and the run says so.
 
 use std::time::Duration;
 
 use anypath_agent::{ToolFailure, Workspace};
+use anypath_rest::sandbox_pool::session_key;
 use base64::Engine;
-use http_client::{Method, call, call_with};
+use http_client::{Answer, CallError, Method, call, call_with};
 use serde_json::{Value, json};
 
 use crate::Config;
@@ -15,32 +21,85 @@ const OBSERVATION_BYTES: usize = 16 << 10;
 /// A run's own wall-clock bound inside the sandbox is its limit; this covers the call.
 const RUN_CALL_TIMEOUT: Duration = Duration::from_secs(70);
 
-/// One session of one tenant.
+/// One session of one tenant, on the host that holds it.
 pub struct SandboxSession<'a> {
     config: &'a Config,
     tenant: String,
     request_id: String,
     base: String,
     bearer: String,
+    /// The host serving the session.
+    pub host: String,
+    /// The hosts ranked before `host` for this session that gave no answer.
+    pub unreachable: Vec<String>,
+}
+
+/// Why no session could be opened.
+#[derive(Debug)]
+pub enum OpenError {
+    /// `sandbox_hosts` cannot be used.
+    Unconfigured(String),
+    /// No host of the pool answered.
+    Unreachable(String),
+    /// The host that holds the session refused to open it.
+    Refused { host: String, status: u16, message: String },
+}
+
+impl OpenError {
+    /// Status, envelope code and message of the run's answer.
+    pub fn refusal(self) -> (u16, &'static str, String) {
+        match self {
+            Self::Unconfigured(m) => (503, "sandbox_unavailable", format!("no sandbox host can be used: {m}")),
+            Self::Unreachable(m) => (503, "sandbox_unavailable", m),
+            Self::Refused { host, status, message } => {
+                (502, "sandbox_unavailable", format!("the sandbox host {host} refused the session ({status}): {message}"))
+            }
+        }
+    }
 }
 
 impl<'a> SandboxSession<'a> {
-    /// Opens (or finds) the session.
-    pub fn open(config: &'a Config, tenant: &str, session_id: &str, request_id: &str) -> Result<Self, String> {
-        let session = Self {
+    /// Opens (or finds) the session on the first host of its ranking that
+    /// answers; a host's refusal is final, only silence moves on.
+    pub fn open(config: &'a Config, tenant: &str, session_id: &str, request_id: &str) -> Result<Self, OpenError> {
+        let pool = config.sandbox_pool.as_ref().map_err(|e| OpenError::Unconfigured(e.to_string()))?;
+        let bearer = format!("Bearer {}", config.sandbox_token);
+        let headers = config.sandbox_headers(tenant, request_id, &bearer);
+        let body = json!({"session_id": session_id}).to_string();
+        let opened = pool.first_answer(&session_key(tenant, session_id), |host| -> Result<Answer, CallError> {
+            call(&format!("http://{host}/v1/sessions"), Some(body.as_bytes()), &headers, config.call_timeout)
+        });
+        let answered = opened.map_err(|failures| {
+            let each: Vec<String> = failures.iter().map(|(host, e)| format!("{host} ({e})")).collect();
+            OpenError::Unreachable(format!("no sandbox host answered: {}", each.join("; ")))
+        })?;
+        if answered.answer.status != 201 {
+            return Err(OpenError::Refused {
+                host: answered.host.to_owned(),
+                status: answered.answer.status,
+                message: message(&answered.answer.body),
+            });
+        }
+        Ok(Self {
             config,
             tenant: tenant.to_owned(),
             request_id: request_id.to_owned(),
-            base: format!("{}/v1/sessions/{session_id}", config.sandbox_url),
-            bearer: format!("Bearer {}", config.sandbox_token),
+            base: format!("http://{}/v1/sessions/{session_id}", answered.host),
+            bearer,
+            host: answered.host.to_owned(),
+            unreachable: answered.skipped.iter().map(|(host, _)| (*host).to_owned()).collect(),
+        })
+    }
+
+    /// What a client continuing `session_id` is told when the session moved:
+    /// its first-ranked host gave no answer, so it runs elsewhere from scratch.
+    pub fn moved_notice(&self, session_id: &str) -> Option<String> {
+        let subject = match self.unreachable.as_slice() {
+            [] => return None,
+            [one] => format!("sandbox host {one} is"),
+            several => format!("sandbox hosts {} are", several.join(", ")),
         };
-        let body = json!({"session_id": session_id}).to_string();
-        let url = format!("{}/v1/sessions", config.sandbox_url);
-        match call(&url, Some(body.as_bytes()), &session.headers(), config.call_timeout) {
-            Ok(answer) if answer.status == 201 => Ok(session),
-            Ok(answer) => Err(format!("the sandbox host refused the session ({}): {}", answer.status, message(&answer.body))),
-            Err(e) => Err(format!("the sandbox host is unreachable: {e}")),
-        }
+        Some(format!("{subject} unreachable; session {session_id} continues on host {} with a fresh state (state reset)", self.host))
     }
 
     /// Closes the session; its files go with it.

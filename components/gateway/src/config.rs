@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use anypath_rest::{PoolError, SandboxPool};
 use spin_sdk::variables;
 
 /// Everything the gateway reads from `spin.toml` variables.
@@ -10,9 +11,10 @@ pub struct Config {
     pub auth_token: String,
     /// `key:tenant` pairs separated by commas: an `X-API-Key` selects a tenant.
     pub api_keys: Vec<(String, String)>,
-    /// Base URL of the sandbox host (`anypath sandbox serve`), from `sandbox_host`.
-    pub sandbox_url: String,
-    /// Shared secret for the sandbox host, if it requires one.
+    /// The sandbox hosts (`anypath sandbox serve`), from `sandbox_hosts`, or
+    /// why that list cannot be used (every block then fails with 503).
+    pub sandbox_pool: Result<SandboxPool, PoolError>,
+    /// Shared secret of the sandbox hosts, if they require one.
     pub sandbox_token: String,
     pub max_body_bytes: usize,
     pub call_timeout: Duration,
@@ -33,10 +35,7 @@ impl Config {
         Self {
             auth_token: var("auth_token"),
             api_keys,
-            sandbox_url: match var("sandbox_host").trim() {
-                "" => String::new(),
-                host => format!("http://{host}"),
-            },
+            sandbox_pool: SandboxPool::parse(&var("sandbox_hosts")),
             sandbox_token: var("sandbox_token"),
             max_body_bytes: var("max_body_bytes").parse().unwrap_or(1 << 20),
             call_timeout: Duration::from_millis(var("call_timeout_ms").parse().unwrap_or(10_000)),

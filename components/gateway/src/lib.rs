@@ -2,11 +2,12 @@
 //!
 //! It authenticates, binds the request to a tenant, builds the request
 //! context, asks the planner for a plan, loads the plan's collections from
-//! the store, runs the block on the sandbox host, commits the journal with a
-//! version check (re-running on a conflict), and maps `REPLY` to the HTTP
-//! response. It also answers `/healthz`, `/readyz` and the documentation
-//! paths, and decides `OPTIONS` and `405` from the shape of the path and the
-//! planner's mode (`anypath_rest::surface`), exactly as `/openapi.json` says.
+//! the store, runs the block on a sandbox host of the pool (the next one when
+//! a host does not answer), commits the journal with a version check
+//! (re-running on a conflict), and maps `REPLY` to the HTTP response. It also
+//! answers `/healthz`, `/readyz` and the documentation paths, and decides
+//! `OPTIONS` and `405` from the shape of the path and the planner's mode
+//! (`anypath_rest::surface`), exactly as `/openapi.json` says.
 
 mod calls;
 mod config;
@@ -14,6 +15,7 @@ mod docs;
 mod failure;
 mod planning;
 mod running;
+mod sandboxes;
 mod timing;
 
 use std::time::Instant;
@@ -304,12 +306,16 @@ fn health(config: &Config, request_id: &str) -> Outcome {
     respond(200, &json!({"status": "ok", "planner_mode": mode, "planner": planner}), request_id, "health")
 }
 
+/// Readiness: 200 while at least one sandbox host answers its `/healthz`,
+/// with each host's state: `{"status", "ready", "sandbox_hosts": [{"host", "ready", "error"?}]}`.
 fn ready(config: &Config, request_id: &str) -> Outcome {
-    let url = format!("{}/healthz", config.sandbox_url);
-    match call(&url, None, &[("x-request-id", request_id)], config.call_timeout) {
-        Ok(answer) if answer.status == 200 => respond(200, &json!({"status": "ready"}), request_id, "ready"),
-        Ok(answer) => respond(503, &json!({"status": "not_ready", "sandbox_status": answer.status}), request_id, "not_ready"),
-        Err(e) => respond(503, &json!({"status": "not_ready", "sandbox": e.to_string()}), request_id, "not_ready"),
+    let (ready, mut body) = sandboxes::readiness(config, request_id);
+    body["ready"] = json!(ready);
+    body["status"] = json!(if ready { "ready" } else { "not_ready" });
+    if ready {
+        respond(200, &body, request_id, "ready")
+    } else {
+        respond(503, &body, request_id, "not_ready")
     }
 }
 

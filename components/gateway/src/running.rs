@@ -3,12 +3,12 @@
 
 use anypath_rest::plan::LoadSpec;
 use anypath_rest::{Plan, RequestContext, lessons};
-use http_client::call;
 use serde_json::{Value, json};
 
 use crate::calls::{STORE_COMMIT, STORE_LOAD, post, post_json};
 use crate::config::Config;
 use crate::failure::Failure;
+use crate::sandboxes;
 use crate::timing::Timings;
 
 /// Re-runs after a conflict before giving up. Every round lets at least one
@@ -93,9 +93,6 @@ fn sandbox_view(loaded: &Value) -> Value {
 }
 
 fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], tenant: &str, config: &Config, request_id: &str) -> Result<Exec, RunError> {
-    if config.sandbox_url.is_empty() {
-        return Err(Failure::new(503, "sandbox_unavailable", "no sandbox_host is configured", "unavailable").into());
-    }
     let views: Vec<Value> = collections.iter().map(sandbox_view).collect();
     let mut body = json!({"code": plan.code.source(), "ctx": ctx, "collections": views});
     if let Some(limits) = &config.exec_limits {
@@ -109,8 +106,7 @@ fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], tenant: &st
     if !config.sandbox_token.is_empty() {
         headers.push(("authorization", bearer.as_str()));
     }
-    let url = format!("{}/v1/exec", config.sandbox_url);
-    let answer = call(&url, Some(&bytes), &headers, config.call_timeout).map_err(|e| Failure::unavailable("sandbox", e))?;
+    let answer = sandboxes::exec(config, request_id, &bytes, &headers)?;
     if answer.status == 400 {
         // The request was built from the plan (its code, its collections): a
         // plan the sandbox refuses is the plan's defect, repaired like one.

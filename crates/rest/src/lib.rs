@@ -1,6 +1,7 @@
 //! The REST side of anypath, shared by the gateway, planner and store
 //! components and testable natively: the request context a block sees, the
-//! rule-based planner, name rules, and how a mutation journal is applied.
+//! rule-based planner, name rules, how a mutation journal is applied, and
+//! which sandbox host of the pool serves a request or a session.
 
 pub mod caller;
 pub mod chat;
@@ -17,6 +18,7 @@ pub mod plan_schema;
 pub mod prompt;
 pub mod reply;
 pub mod rules;
+pub mod sandbox_pool;
 pub mod shape;
 pub mod surface;
 
@@ -24,3 +26,4 @@ pub use context::RequestContext;
 pub use error::{ErrorEnvelope, RestError};
 pub use journal::{Index, JournalError, Lock, MutationRecord, ReadCheck};
 pub use plan::Plan;
+pub use sandbox_pool::{PoolError, SandboxPool};
