@@ -24,11 +24,81 @@ impl Drop for Running {
     }
 }
 
-/// Runs GET-by-id and POST against a fresh app and prints p50/p99 and req/s.
-pub fn run_app_bench(binary: &Path, runner: &Path) -> anyhow::Result<()> {
-    let oha = ensure_oha()?;
-    let data = std::env::temp_dir().join(format!("anypath-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
+/// A Redis server for the benchmark, with production durability
+/// (`appendfsync everysec`); killed when dropped.
+struct BenchRedis {
+    _server: Running,
+    port: u16,
+    cli: PathBuf,
+}
+
+impl BenchRedis {
+    fn start(server: &Path, dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let child = Command::new(server)
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "yes"])
+            .args(["--appendfsync", "everysec", "--dir"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting redis-server")?;
+        let redis = Self { _server: Running(child), port, cli: server.with_file_name("redis-cli") };
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(redis);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        bail!("redis-server did not start on port {port}")
+    }
+
+    fn app_env(&self) -> Vec<(String, String)> {
+        vec![
+            ("SPIN_VARIABLE_STORE_BACKEND".into(), "redis".into()),
+            ("SPIN_VARIABLE_REDIS_URL".into(), format!("redis://127.0.0.1:{}", self.port)),
+            ("SPIN_VARIABLE_REDIS_HOST".into(), format!("127.0.0.1:{}", self.port)),
+        ]
+    }
+
+    /// Commands the app sent Redis per request, counted by `MONITOR` (a
+    /// script's own commands, which run inside the server, are not round
+    /// trips): `requests` sequential calls of `send`.
+    fn round_trips(&self, requests: usize, send: impl Fn() -> anyhow::Result<()>) -> anyhow::Result<f64> {
+        let mut monitor = Command::new(&self.cli)
+            .args(["-p", &self.port.to_string(), "monitor"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting redis-cli monitor")?;
+        let stdout = monitor.stdout.take().context("monitor output")?;
+        let monitor = Running(monitor);
+        let (lines, seen) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = lines.send(line);
+            }
+        });
+        seen.recv_timeout(std::time::Duration::from_secs(10)).context("redis-cli monitor did not start")?;
+        for _ in 0..requests {
+            send()?;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        drop(monitor);
+        let commands = seen.try_iter().filter(|line| line.contains("] \"") && !line.contains(" lua] ")).count();
+        Ok(commands as f64 / requests as f64)
+    }
+}
+
+/// The app under test: `anypath up` on a fresh data directory.
+struct BenchApp {
+    _process: Running,
+    base: String,
+    sandbox: String,
+}
+
+fn start_app(binary: &Path, runner: &Path, data: &Path, env: &[(String, String)]) -> anyhow::Result<BenchApp> {
     let mut child = Command::new(binary)
         .args(["up", "--listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0", "--kv"])
         .arg(data.join("kv.db"))
@@ -36,28 +106,82 @@ pub fn run_app_bench(binary: &Path, runner: &Path) -> anyhow::Result<()> {
         .arg(data.join("interpreter"))
         .arg("--runner")
         .arg(runner)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(root())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .context("starting anypath up")?;
     let stderr = child.stderr.take().context("app stderr")?;
-    let app = Running(child);
+    let process = Running(child);
     let (address, sandbox) = listen_addresses(stderr)?;
-    let base = format!("http://{address}");
+    Ok(BenchApp { _process: process, base: format!("http://{address}"), sandbox: format!("http://{sandbox}") })
+}
+
+const MEMBER: &str = r#"{"name":"Alice","age":31}"#;
+
+/// GET-by-id and POST rows against one app: `(name, concurrency, oha result)`.
+fn rest_rows(oha: &Path, base: &str) -> anyhow::Result<Vec<(String, &'static str, Value)>> {
+    let post = ["-m", "POST", "-T", "application/json", "-d", MEMBER];
+    load(oha, &format!("{base}/members/"), "100", "1", &post)?; // the records GET reads
+    let mut rows = Vec::new();
+    for concurrency in ["1", "8"] {
+        rows.push(("GET /members/42".to_owned(), concurrency, load(oha, &format!("{base}/members/42"), REQUESTS, concurrency, &[])?));
+    }
+    for concurrency in ["1", "8"] {
+        rows.push(("POST /members/".to_owned(), concurrency, load(oha, &format!("{base}/members/"), REQUESTS, concurrency, &post)?));
+    }
+    Ok(rows)
+}
+
+/// Runs GET-by-id and POST through `anypath up` with the store on SQLite
+/// (key-value) and on Redis, then the code interpreter's rows.
+pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path) -> anyhow::Result<()> {
+    let oha = ensure_oha()?;
+    let data = std::env::temp_dir().join(format!("anypath-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+
+    let app = start_app(binary, runner, &data.join("sqlite"), &[])?;
+    let sqlite = rest_rows(&oha, &app.base)?;
+    let redis = BenchRedis::start(redis_server, &data.join("redis-data"))?;
+    let on_redis = start_app(binary, runner, &data.join("redis"), &redis.app_env())?;
+    let redis_rows = rest_rows(&oha, &on_redis.base)?;
 
     println!("\nwhole request path (anypath up, rules planner), {REQUESTS} requests per row, load from oha {OHA_VERSION}");
-    println!("{:<34} {:>5} {:>10} {:>10} {:>10}", "request", "conc", "p50", "p99", "req/s");
-    let post = ["-m", "POST", "-T", "application/json", "-d", r#"{"name":"Alice","age":31}"#];
-    load(&oha, &format!("{base}/members/"), "100", "1", &post)?; // the records GET reads
-    for concurrency in ["1", "8"] {
-        report("GET /members/42", concurrency, &load(&oha, &format!("{base}/members/42"), REQUESTS, concurrency, &[])?);
+    println!("{:<26} {:<7} {:>5} {:>10} {:>10} {:>10}", "request", "store", "conc", "p50", "p99", "req/s");
+    for ((name, concurrency, on_sqlite), (_, _, on_redis)) in sqlite.iter().zip(&redis_rows) {
+        report(&format!("{name:<26} sqlite"), concurrency, on_sqlite);
+        report(&format!("{name:<26} redis"), concurrency, on_redis);
     }
-    for concurrency in ["1", "8"] {
-        report("POST /members/", concurrency, &load(&oha, &format!("{base}/members/"), REQUESTS, concurrency, &post)?);
-    }
-    interpreter_over_mcp(&oha, &format!("http://{sandbox}"))?;
-    fair_share(&oha, &format!("http://{sandbox}"))?;
+    let p50 = |result: &Value| result["latencyPercentiles"]["p50"].as_f64().unwrap_or(f64::NAN);
+    let ratios: Vec<String> = sqlite
+        .iter()
+        .zip(&redis_rows)
+        .map(|((name, c, a), (_, _, b))| format!("{name} c={c}: {:.2}x", p50(b) / p50(a)))
+        .collect();
+    println!("p50 on Redis against SQLite: {}", ratios.join(", "));
+
+    let client = reqwest::blocking::Client::new();
+    let get = || -> anyhow::Result<()> {
+        let response = client.get(format!("{}/members/42", on_redis.base)).send()?;
+        anyhow::ensure!(response.status() == 200, "GET answered {}", response.status());
+        Ok(())
+    };
+    let post = || -> anyhow::Result<()> {
+        let response = client.post(format!("{}/members/", on_redis.base)).header("content-type", "application/json").body(MEMBER).send()?;
+        anyhow::ensure!(response.status() == 201, "POST answered {}", response.status());
+        Ok(())
+    };
+    println!(
+        "Redis round trips per request (MONITOR, 50 requests each): GET /members/42 {:.1}, POST /members/ {:.1}",
+        redis.round_trips(50, get)?,
+        redis.round_trips(50, post)?
+    );
+    drop(on_redis);
+    drop(redis);
+
+    interpreter_over_mcp(&oha, &app.sandbox)?;
+    fair_share(&oha, &app.sandbox)?;
     drop(app);
     let _ = std::fs::remove_dir_all(&data);
     Ok(())

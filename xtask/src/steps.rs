@@ -165,7 +165,8 @@ pub fn bench(extra: &[String]) -> anyhow::Result<()> {
         .arg("--baseline-venv")
         .arg(root().join("target/bench-venv"))
         .args(extra))?;
-    crate::app_bench::run_app_bench(&built.binary, &built.runner)
+    let redis_server = crate::redis_server::ensure()?;
+    crate::app_bench::run_app_bench(&built.binary, &built.runner, &redis_server)
 }
 
 /// The cargo that runs this xtask, so the pinned toolchain is used throughout.
