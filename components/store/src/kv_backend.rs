@@ -50,15 +50,7 @@ impl KvBackend {
             pause_ms(1);
             return Ok(false);
         };
-        let cas = atomics::Cas::new(&self.bucket, &keys.index())?;
-        if cas.current()?.as_ref() != Some(expected) {
-            return Ok(false);
-        }
-        match atomics::swap(cas, bytes) {
-            Ok(()) => Ok(true),
-            Err(atomics::CasError::CasFailed(_)) => Ok(false),
-            Err(atomics::CasError::StoreError(e)) => Err(e.into()),
-        }
+        transaction::swap_if(&self.bucket, &keys.index(), expected, bytes)
     }
 
     fn forget_superseded(&self, parts: &[Part<'_>]) {

@@ -57,22 +57,11 @@ pub fn visible(bucket: &store::Bucket, keys: &CollectionKeys, mut index: Index) 
     }
 }
 
-/// Swaps `to` in where `from` is; a lost race is fine (someone else moved on).
-fn replace(bucket: &store::Bucket, keys: &CollectionKeys, from: &[u8], to: &Index) -> Result<(), StoreError> {
-    let cas = atomics::Cas::new(bucket, &keys.index())?;
-    if cas.current()?.as_deref() == Some(from) {
-        match atomics::swap(cas, &encode(to)?) {
-            Ok(()) | Err(atomics::CasError::CasFailed(_)) => {}
-            Err(atomics::CasError::StoreError(e)) => return Err(e.into()),
-        }
-    }
-    Ok(())
-}
-
-/// Swaps `to` into the decision key if it still says `pending`.
-fn decide(bucket: &store::Bucket, key: &str, to: &[u8]) -> Result<bool, StoreError> {
+/// Swaps `to` into `key` if it still holds `expected`; false when it holds
+/// something else or a racing writer swapped first.
+pub fn swap_if(bucket: &store::Bucket, key: &str, expected: &[u8], to: &[u8]) -> Result<bool, StoreError> {
     let cas = atomics::Cas::new(bucket, key)?;
-    if cas.current()?.as_deref() != Some(PENDING) {
+    if cas.current()?.as_deref() != Some(expected) {
         return Ok(false);
     }
     match atomics::swap(cas, to) {
@@ -80,6 +69,16 @@ fn decide(bucket: &store::Bucket, key: &str, to: &[u8]) -> Result<bool, StoreErr
         Err(atomics::CasError::CasFailed(_)) => Ok(false),
         Err(atomics::CasError::StoreError(e)) => Err(e.into()),
     }
+}
+
+/// Swaps `to` in where `from` is; a lost race is fine (someone else moved on).
+fn replace(bucket: &store::Bucket, keys: &CollectionKeys, from: &[u8], to: &Index) -> Result<(), StoreError> {
+    swap_if(bucket, &keys.index(), from, &encode(to)?).map(drop)
+}
+
+/// Swaps `to` into the decision key if it still says `pending`.
+fn decide(bucket: &store::Bucket, key: &str, to: &[u8]) -> Result<bool, StoreError> {
+    swap_if(bucket, key, PENDING, to)
 }
 
 /// Finishes or waits out another transaction's lock found in `bytes`.
