@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::app::{App, json_of, temp_kv};
+use common::app::{App, assert_envelope, json_of, temp_kv};
 use common::fake_llm::{FakeLlm, Reply};
 use common::redis_server::RedisServer;
 use redis::Commands;
@@ -254,7 +254,7 @@ fn redis_down_is_a_clear_503_and_nothing_partial_then_service_resumes() {
     for request in [("POST", "/notes/", Some(json!({"n": -1}))), ("GET", "/notes/1", None), ("PATCH", "/notes/2", Some(json!({"x": 1})))] {
         let response = app.send(request.0, request.1, request.2.clone());
         assert_eq!(response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned()), Some("1".to_owned()));
-        common::app::assert_envelope(response, 503, "store_unavailable");
+        assert_envelope(response, 503, "store_unavailable");
     }
     cluster.redis.resume();
     let mut served = None;
@@ -275,4 +275,35 @@ fn redis_down_is_a_clear_503_and_nothing_partial_then_service_resumes() {
     assert_eq!(values, 21, "nothing of the refused requests landed");
     assert!(index["docs"]["2"].is_string());
     assert!(json_of(cluster.apps[2].send("GET", "/notes/2", None)).1.get("x").is_none(), "the refused patch left no trace");
+}
+
+/// Connections the server has accepted so far (this one included).
+fn connections_received(redis: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut redis.connection().unwrap()).unwrap();
+    info.lines().find_map(|l| l.strip_prefix("total_connections_received:")).and_then(|n| n.trim().parse().ok()).unwrap()
+}
+
+/// Boundary: the store component's `allowed_outbound_hosts`, enforced by
+/// `anypath up`'s outbound Redis. A `redis_url` outside the granted
+/// `redis_host` is refused inside the component (a 500 naming the setting to
+/// fix), and the server never sees a connection.
+#[test]
+fn a_redis_address_outside_the_stores_allowlist_is_refused_before_connecting() {
+    let kv = temp_kv("scale-allowlist");
+    let redis = RedisServer::start(&kv.with_file_name("redis"));
+    let url = redis.url();
+    let env = [
+        ("SPIN_VARIABLE_STORE_BACKEND", "redis"),
+        ("SPIN_VARIABLE_REDIS_URL", url.as_str()),
+        ("SPIN_VARIABLE_REDIS_HOST", "127.0.0.1:1"),
+    ];
+    let app = App::start_with(&kv, "spin.toml", &env);
+    let before = connections_received(&redis);
+    let response = app.send("POST", "/notes/", Some(json!({"n": 1})));
+    assert_eq!(response.status(), 500);
+    let (_, body) = json_of(response);
+    assert_eq!(body["error"]["code"], "store_failed", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("allowed_outbound_hosts"), "{body}");
+    assert_eq!(connections_received(&redis), before + 1, "only this test's own connection reached Redis");
+    assert!(app.process.wait_for_log(|l| l.contains("outbound Redis connection denied")).is_some());
 }

@@ -11,7 +11,7 @@
 //! `SET ... NX` inside the script.
 
 use anypath_rest::Index;
-use spin_sdk::redis::{Connection, RedisParameter, RedisResult};
+use spin_sdk::redis::{Connection, Error, RedisParameter, RedisResult};
 
 use crate::StoreError;
 use crate::backend::{Backend, Outcome, Part, Snapshot, decode_index};
@@ -67,7 +67,14 @@ fn binary(bytes: &[u8]) -> RedisParameter {
 
 impl RedisBackend {
     pub fn open(url: &str) -> Result<Self, StoreError> {
-        Ok(Self { connection: Connection::open(url).map_err(|e| unavailable("connect", e))? })
+        match Connection::open(url) {
+            Ok(connection) => Ok(Self { connection }),
+            // A setting to fix, not an outage to wait out.
+            Err(Error::InvalidAddress) => Err(StoreError::Backend(
+                "redis_url is not an address the store may reach: malformed, or outside its allowed_outbound_hosts (redis://{{ redis_host }})".into(),
+            )),
+            Err(e) => Err(unavailable("connect", e)),
+        }
     }
 
     fn execute(&self, command: &str, arguments: &[RedisParameter]) -> Result<Vec<RedisResult>, StoreError> {

@@ -188,3 +188,29 @@ fn flatten(results: &mut Vec<RedisResult>, value: Value) -> Result<(), Error> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_read_as_spin_reads_them() {
+        let reply = Value::Array(vec![
+            Value::Int(0),
+            Value::Nil,
+            Value::Array(vec![Value::BulkString(b"a".to_vec()), Value::Okay]),
+            Value::SimpleString("QUEUED".into()),
+        ]);
+        let mut results = Vec::new();
+        flatten(&mut results, reply).unwrap();
+        let expected = [
+            RedisResult::Int64(0),
+            RedisResult::Nil,
+            RedisResult::Binary(b"a".to_vec()),
+            RedisResult::Status("OK".into()),
+            RedisResult::Status("QUEUED".into()),
+        ];
+        assert_eq!(format!("{results:?}"), format!("{expected:?}"), "nested arrays flattened in order");
+        assert!(flatten(&mut Vec::new(), Value::Map(vec![])).is_err(), "a map has no place in the interface");
+    }
+}
