@@ -307,3 +307,30 @@ fn a_redis_address_outside_the_stores_allowlist_is_refused_before_connecting() {
     assert_eq!(connections_received(&redis), before + 1, "only this test's own connection reached Redis");
     assert!(app.process.wait_for_log(|l| l.contains("outbound Redis connection denied")).is_some());
 }
+
+/// Boundary: data access in `spin.toml`. Only the store may reach the Redis
+/// server named by `redis_host` (or hold a key-value store), and with
+/// `redis_host` empty, the default, no component may reach any Redis.
+#[test]
+fn only_the_store_may_reach_redis() {
+    use anypath_spin_host::manifest::Manifest;
+    use anypath_spin_host::outbound::AllowedHosts;
+    use anypath_spin_host::variables::Variables;
+
+    let manifest = Manifest::load(&common::app::repo().join("spin.toml")).unwrap();
+    for redis_host in [Some("10.0.0.9:6379"), None] {
+        let variables = Variables::resolve(&manifest.variables, |name| match name {
+            "SPIN_VARIABLE_REDIS_HOST" => redis_host.map(str::to_owned),
+            _ => None,
+        })
+        .unwrap();
+        for (name, component) in &manifest.components {
+            let expanded: Vec<String> = component.allowed_outbound_hosts.iter().map(|h| variables.expand(h).unwrap()).collect();
+            let allowed = AllowedHosts::parse(expanded.iter().map(String::as_str)).unwrap();
+            let reaches = allowed.allows("redis", "10.0.0.9", Some(6379));
+            assert_eq!(reaches, name == "store" && redis_host.is_some(), "{name} with redis_host {redis_host:?}: {expanded:?}");
+            assert!(!allowed.allows("redis", "127.0.0.1", Some(6379)), "{name} reaches no other Redis");
+            assert_eq!(!component.key_value_stores.is_empty(), name == "store", "{name}'s key-value grant");
+        }
+    }
+}
