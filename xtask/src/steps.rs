@@ -114,7 +114,7 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
     step("running every test");
     run(tests().arg("--workspace").args(extra))?;
     step("running the store's unit tests");
-    run(Command::new(cargo()).args(["test", "-p", "store"]).current_dir(root().join("components")))?;
+    run(Command::new(cargo()).args(["test", "-p", "store", "--manifest-path"]).arg(root().join("components/Cargo.toml")))?;
     step("running the app's REST suites again with the store on Redis");
     let mut on_redis = tests();
     on_redis.args(["-p", "anypath"]).args(REST_SUITES.iter().flat_map(|suite| ["--test", suite]));
