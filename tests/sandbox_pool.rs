@@ -249,3 +249,34 @@ fn an_agent_session_stays_on_its_host_and_moves_with_a_notice_when_it_is_lost() 
     assert!(observation(&stayed, "run_python").contains("42"), "and keeps its state: {stayed}");
     assert_eq!(stayed["steps"][0]["tool"], "run_python", "{stayed}");
 }
+
+/// A host that accepts connections but never answers (a hung machine) is
+/// skipped after the call timeout while another host serves; when it is the
+/// only host, the block ends in `504 sandbox_timeout`, not a hang.
+#[test]
+fn a_silent_host_is_skipped_and_alone_is_a_504() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener that never answers");
+    let silent_address = silent.local_addr().expect("an address").to_string();
+    let hosts = Hosts::start("pool-silent");
+    let live = &hosts.addresses[0];
+    let all_ports = [&silent_address, live].map(|a| a.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).expect("a port"));
+    let allowed = format!("127.0.0.1:{}-{}", all_ports.iter().min().unwrap(), all_ports.iter().max().unwrap());
+    let start = |list: String, name: &str| {
+        let env = [
+            ("SPIN_VARIABLE_SANDBOX_HOSTS", list.as_str()),
+            ("SPIN_VARIABLE_SANDBOX_ALLOWED", allowed.as_str()),
+            ("SPIN_VARIABLE_SANDBOX_TOKEN", TOKEN),
+            ("SPIN_VARIABLE_CALL_TIMEOUT_MS", "1500"),
+        ];
+        App::start_with(&temp_kv(name), "spin.toml", &env)
+    };
+    let both = start(format!("{silent_address},{live}"), "pool-silent-both");
+    for n in 0..6 {
+        let created = both.send("POST", "/things/", Some(json!({"n": n})));
+        assert_eq!(created.status(), 201, "the live host serves whatever the ranking");
+    }
+    let alone = start(silent_address.clone(), "pool-silent-alone");
+    let response = alone.send("GET", "/things/", None);
+    assert_envelope(response, 504, "sandbox_timeout");
+    drop(silent);
+}

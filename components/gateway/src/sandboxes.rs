@@ -27,7 +27,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// over all the others instead of all falling on one neighbour. Only a call
 /// that got no answer (refused, reset, name not resolved, timed out, denied
 /// by the allowlist) moves on, each host at most once; a host's HTTP error is
-/// its answer.
+/// its answer. No host answering is a 503, or a 504 when every host timed out.
 pub fn exec(config: &Config, request_id: &str, body: &[u8], headers: &[(&str, &str)]) -> Result<Answer, Failure> {
     let pool = pool(config)?;
     let tried = pool.first_answer(request_id.as_bytes(), |host| {
@@ -40,6 +40,10 @@ pub fn exec(config: &Config, request_id: &str, body: &[u8], headers: &[(&str, &s
                 eprintln!("{}", json!({"request_id": request_id, "sandbox_unreachable": host, "error": error.to_string(), "ran_on": answered.host}));
             }
             Ok(answered.answer)
+        }
+        // Every host silent past the call timeout: the block may be what hangs them.
+        Err(failures) if failures.iter().all(|(_, e)| matches!(e, CallError::Timeout)) => {
+            Err(Failure::new(504, "sandbox_timeout", no_host_answered(&failures), "timeout"))
         }
         Err(failures) => Err(Failure::new(503, "sandbox_unavailable", no_host_answered(&failures), "unavailable")),
     }
