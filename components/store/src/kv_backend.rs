@@ -123,10 +123,10 @@ impl Backend for KvBackend {
         }
         let committed = match writes.as_slice() {
             [] => true,
-            [part] => {
-                let next = part.write.as_ref().map(|w| &w.next).unwrap_or(&part.snapshot.index);
-                self.swap(part.keys, &part.snapshot, &encode(next)?)?
-            }
+            [part] => match &part.write {
+                Some(write) => self.swap(part.keys, &part.snapshot, &encode(&write.next)?)?,
+                None => true,
+            },
             _ => self.commit_many(&writes)?,
         };
         if !committed {
