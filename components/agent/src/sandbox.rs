@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use anypath_agent::{ToolFailure, Workspace};
-use anypath_rest::sandbox_pool::session_key;
+use anypath_rest::sandbox_pool::{no_host_answered, session_key};
 use base64::Engine;
 use http_client::{Answer, CallError, Method, call, call_with};
 use serde_json::{Value, json};
@@ -69,10 +69,7 @@ impl<'a> SandboxSession<'a> {
         let opened = pool.first_answer(&session_key(tenant, session_id), |host| -> Result<Answer, CallError> {
             call(&format!("http://{host}/v1/sessions"), Some(body.as_bytes()), &headers, config.call_timeout)
         });
-        let answered = opened.map_err(|failures| {
-            let each: Vec<String> = failures.iter().map(|(host, e)| format!("{host} ({e})")).collect();
-            OpenError::Unreachable(format!("no sandbox host answered: {}", each.join("; ")))
-        })?;
+        let answered = opened.map_err(|failures| OpenError::Unreachable(no_host_answered(&failures)))?;
         if answered.answer.status != 201 {
             return Err(OpenError::Refused {
                 host: answered.host.to_owned(),

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use anypath_rest::SandboxPool;
+use anypath_rest::sandbox_pool::no_host_answered;
 use http_client::{Answer, CallError, call};
 use serde_json::{Value, json};
 
@@ -74,10 +75,4 @@ fn pool(config: &Config) -> Result<&SandboxPool, Failure> {
         .sandbox_pool
         .as_ref()
         .map_err(|e| Failure::new(503, "sandbox_unavailable", format!("no sandbox host can be used: {e}"), "unavailable"))
-}
-
-/// `no sandbox host answered: a:1 (ConnectionRefused); b:1 (timed out)`.
-fn no_host_answered(failures: &[(&str, CallError)]) -> String {
-    let each: Vec<String> = failures.iter().map(|(host, e)| format!("{host} ({e})")).collect();
-    format!("no sandbox host answered: {}", each.join("; "))
 }

@@ -92,6 +92,13 @@ impl SandboxPool {
     }
 }
 
+/// What a caller says when [`SandboxPool::first_answer`] got no answer:
+/// `no sandbox host answered: a:1 (ConnectionRefused); b:1 (timed out)`.
+pub fn no_host_answered<E: std::fmt::Display>(failures: &[(&str, E)]) -> String {
+    let each: Vec<String> = failures.iter().map(|(host, e)| format!("{host} ({e})")).collect();
+    format!("no sandbox host answered: {}", each.join("; "))
+}
+
 /// The rendezvous key of one interpreter session: the tenant and the
 /// session id, each length-prefixed so no two pairs share a key.
 pub fn session_key(tenant: &str, session_id: &str) -> Vec<u8> {
