@@ -59,7 +59,11 @@ struct UpArgs {
     /// The Spin manifest.
     #[arg(long = "from", short = 'f', default_value = "spin.toml")]
     manifest: PathBuf,
-    /// SQLite file for key-value (default: .spin/sqlite_key_value.db beside the manifest).
+    /// The runtime configuration (key-value store labels and paths), as in `spin up`.
+    #[arg(long)]
+    runtime_config_file: Option<PathBuf>,
+    /// SQLite file of the `default` key-value store, over the runtime
+    /// configuration's (default: .spin/sqlite_key_value.db beside the manifest).
     #[arg(long)]
     kv: Option<PathBuf>,
     /// Where the sandbox service (REST executor and code interpreter) listens.
@@ -388,6 +392,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let options = crate::up::UpOptions {
                 manifest: args.manifest,
                 listen: args.listen,
+                runtime_config: args.runtime_config_file,
                 kv_path: args.kv,
                 sandbox_listen: args.sandbox_listen,
                 api_keys: parse_api_keys(&args.api_keys)?,

@@ -27,6 +27,8 @@ use crate::serve::{ServeOptions, router, serve_on, shutdown_signal};
 pub struct UpOptions {
     pub manifest: PathBuf,
     pub listen: SocketAddr,
+    /// The runtime configuration file, as `spin up --runtime-config-file` reads it.
+    pub runtime_config: Option<PathBuf>,
     pub kv_path: Option<PathBuf>,
     /// The sandbox service's own listener.
     pub sandbox_listen: SocketAddr,
@@ -41,15 +43,34 @@ pub struct UpOptions {
 
 /// Runs the app until Ctrl-C or SIGTERM.
 pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
-    let sandbox = runner.start().await?;
     let sandbox_listener = tokio::net::TcpListener::bind(options.sandbox_listen)
         .await
         .with_context(|| format!("binding the sandbox listener {}", options.sandbox_listen))?;
-    let interpreter = anypath_interpreter::Interpreter::new(runner.session_sandboxes(&sandbox).await?, options.interpreter.clone())
-        .context("starting the code interpreter")?;
     let sandbox_address = sandbox_listener.local_addr()?;
     // The app's components present it to the sandbox listener to act for a tenant.
     let trusted_token = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    let own_sandbox = std::env::var_os("SPIN_VARIABLE_SANDBOX_HOSTS").is_none();
+    let mut overrides = HashMap::new();
+    if own_sandbox {
+        overrides.insert("sandbox_hosts".to_owned(), sandbox_address.to_string());
+        overrides.insert("sandbox_allowed".to_owned(), sandbox_address.to_string());
+        if std::env::var_os("SPIN_VARIABLE_SANDBOX_TOKEN").is_none() {
+            overrides.insert("sandbox_token".to_owned(), trusted_token.clone());
+        }
+    }
+    let config = AppConfig {
+        manifest: options.manifest.clone(),
+        runtime_config: options.runtime_config,
+        kv_path: options.kv_path,
+        variable_overrides: overrides,
+        local_services: HashMap::new(),
+    };
+    // Refuse an app Spin would refuse before the sandbox starts.
+    let mut config = tokio::task::spawn_blocking(move || App::check(&config).map(|_| config)).await.context("checking the app")??;
+
+    let sandbox = runner.start().await?;
+    let interpreter = anypath_interpreter::Interpreter::new(runner.session_sandboxes(&sandbox).await?, options.interpreter.clone())
+        .context("starting the code interpreter")?;
     let (stop, stopped) = watch::channel(false);
     let wait = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -61,29 +82,15 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         api_keys: options.api_keys.clone(),
         interpreter: Some(std::sync::Arc::new(interpreter)),
         mcp_allowed_hosts: options.mcp_allowed_hosts,
-        trusted_token: Some(trusted_token.clone()),
+        trusted_token: Some(trusted_token),
     };
     // One router, so in-process calls and outside callers share one admission.
     let sandbox_router = router(sandbox, &sandbox_options);
     let local_sandbox = in_process(sandbox_router.clone());
     let sandbox_task = tokio::spawn(serve_on(sandbox_listener, sandbox_router, wait(stopped.clone())));
-
-    let mut overrides = HashMap::new();
-    let mut local_services = HashMap::new();
-    if std::env::var_os("SPIN_VARIABLE_SANDBOX_HOSTS").is_none() {
-        overrides.insert("sandbox_hosts".to_owned(), sandbox_address.to_string());
-        overrides.insert("sandbox_allowed".to_owned(), sandbox_address.to_string());
-        if std::env::var_os("SPIN_VARIABLE_SANDBOX_TOKEN").is_none() {
-            overrides.insert("sandbox_token".to_owned(), trusted_token);
-        }
-        local_services.insert(sandbox_address.to_string(), local_sandbox);
+    if own_sandbox {
+        config.local_services.insert(sandbox_address.to_string(), local_sandbox);
     }
-    let config = AppConfig {
-        manifest: options.manifest.clone(),
-        kv_path: options.kv_path,
-        variable_overrides: overrides,
-        local_services,
-    };
     let app = tokio::task::spawn_blocking(move || App::load(&config))
         .await
         .context("loading the app")??;

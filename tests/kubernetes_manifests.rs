@@ -58,7 +58,7 @@ const SPIN_VARIABLES: &str = r#"
 [variables]
 store_backend = { default = "kv" }
 redis_url = { default = "", secret = true }
-redis_host = { default = "127.0.0.1:6379" }
+redis_allowed = { default = "" }
 sandbox_hosts = { default = "127.0.0.1:3001" }
 sandbox_allowed = { default = "127.0.0.1:3001" }
 sandbox_token = { default = "", secret = true }
@@ -243,7 +243,12 @@ fn inconsistencies_are_rejected() {
     rejected(
         "redis-url-elsewhere",
         |s| s.edit("secret.example.yaml", "@anypath-redis.anypath", "@redis.anypath"),
-        "does not point at redis_host",
+        "does not point at the host and port of redis_allowed 'redis://anypath-redis.anypath.svc.cluster.local:6379'",
+    );
+    rejected(
+        "redis-allowed-without-scheme",
+        |s| s.edit("spinapp.yaml", "value: redis://anypath-redis.", "value: anypath-redis."),
+        "redis_allowed 'anypath-redis.anypath.svc.cluster.local:6379' is not a redis:// allowed_outbound_hosts entry",
     );
     rejected(
         "redis-url-with-another-password",
@@ -262,8 +267,8 @@ fn inconsistencies_are_rejected() {
     );
     rejected(
         "variable-unknown-to-spin-toml",
-        |s| s.edit("spin.toml", "redis_host = { default = \"127.0.0.1:6379\" }\n", ""),
-        "the SpinApp sets redis_host, which spin.toml's [variables] does not declare",
+        |s| s.edit("spin.toml", "redis_allowed = { default = \"\" }\n", ""),
+        "the SpinApp sets redis_allowed, which spin.toml's [variables] does not declare",
     );
     rejected(
         "required-variable-unset",

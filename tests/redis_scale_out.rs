@@ -285,7 +285,7 @@ fn connections_received(redis: &RedisServer) -> u64 {
 
 /// Boundary: the store component's `allowed_outbound_hosts`, enforced by
 /// `anypath up`'s outbound Redis. A `redis_url` outside the granted
-/// `redis_host` is refused inside the component (a 500 naming the setting to
+/// `redis_allowed` is refused inside the component (a 500 naming the setting to
 /// fix), and the server never sees a connection.
 #[test]
 fn a_redis_address_outside_the_stores_allowlist_is_refused_before_connecting() {
@@ -295,7 +295,7 @@ fn a_redis_address_outside_the_stores_allowlist_is_refused_before_connecting() {
     let env = [
         ("SPIN_VARIABLE_STORE_BACKEND", "redis"),
         ("SPIN_VARIABLE_REDIS_URL", url.as_str()),
-        ("SPIN_VARIABLE_REDIS_HOST", "127.0.0.1:1"),
+        ("SPIN_VARIABLE_REDIS_ALLOWED", "redis://127.0.0.1:1"),
     ];
     let app = App::start_with(&kv, "spin.toml", &env);
     let before = connections_received(&redis);
@@ -309,8 +309,8 @@ fn a_redis_address_outside_the_stores_allowlist_is_refused_before_connecting() {
 }
 
 /// Boundary: data access in `spin.toml`. Only the store may reach the Redis
-/// server named by `redis_host` (or hold a key-value store), and with
-/// `redis_host` empty, the default, no component may reach any Redis.
+/// server named by `redis_allowed` (or hold a key-value store), and with
+/// `redis_allowed` empty, the default, no component may reach any Redis.
 #[test]
 fn only_the_store_may_reach_redis() {
     use anypath_spin_host::manifest::Manifest;
@@ -318,17 +318,18 @@ fn only_the_store_may_reach_redis() {
     use anypath_spin_host::variables::Variables;
 
     let manifest = Manifest::load(&common::app::repo().join("spin.toml")).unwrap();
-    for redis_host in [Some("10.0.0.9:6379"), None] {
+    let ids = manifest.component_ids();
+    for redis_allowed in [Some("redis://10.0.0.9:6379"), None] {
         let variables = Variables::resolve(&manifest.variables, |name| match name {
-            "SPIN_VARIABLE_REDIS_HOST" => redis_host.map(str::to_owned),
+            "SPIN_VARIABLE_REDIS_ALLOWED" => redis_allowed.map(str::to_owned),
             _ => None,
         })
         .unwrap();
         for (name, component) in &manifest.components {
-            let expanded: Vec<String> = component.allowed_outbound_hosts.iter().map(|h| variables.expand(h).unwrap()).collect();
-            let allowed = AllowedHosts::parse(expanded.iter().map(String::as_str)).unwrap();
+            let allowed = AllowedHosts::resolve(&component.allowed_outbound_hosts, &variables, &ids).unwrap();
             let reaches = allowed.allows("redis", "10.0.0.9", Some(6379));
-            assert_eq!(reaches, name == "store" && redis_host.is_some(), "{name} with redis_host {redis_host:?}: {expanded:?}");
+            let name = name.as_str();
+            assert_eq!(reaches, name == "store" && redis_allowed.is_some(), "{name} with redis_allowed {redis_allowed:?}");
             assert!(!allowed.allows("redis", "127.0.0.1", Some(6379)), "{name} reaches no other Redis");
             assert_eq!(!component.key_value_stores.is_empty(), name == "store", "{name}'s key-value grant");
         }

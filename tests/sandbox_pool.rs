@@ -19,6 +19,14 @@ const TOKEN: &str = "pool-test-token-6d1f0b";
 /// The agent's tenant (`X-Session-ID`).
 const TENANT: &str = "pool";
 
+/// The allowlist host entry for loopback ports covering every address, in
+/// Spin's range syntax (`low..high`, the end excluded).
+fn covering_range(addresses: &[String]) -> String {
+    let ports: Vec<u16> = addresses.iter().map(|a| a.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).expect("a port")).collect();
+    let (low, high) = (ports.iter().min().expect("a port"), ports.iter().max().expect("a port"));
+    format!("127.0.0.1:{low}..{}", high + 1)
+}
+
 /// Two sandbox hosts, `hosts[i]` serving at `addresses[i]`.
 struct Hosts {
     hosts: Vec<Option<Service>>,
@@ -40,11 +48,9 @@ impl Hosts {
     /// `SPIN_VARIABLE_SANDBOX_HOSTS`, `..._ALLOWED` (one port range covering
     /// both hosts) and `..._TOKEN`.
     fn env(&self) -> Vec<(String, String)> {
-        let ports: Vec<u16> = self.addresses.iter().map(|a| a.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).expect("a port")).collect();
-        let (low, high) = (ports.iter().min().expect("a port"), ports.iter().max().expect("a port"));
         vec![
             ("SPIN_VARIABLE_SANDBOX_HOSTS".into(), self.addresses.join(",")),
-            ("SPIN_VARIABLE_SANDBOX_ALLOWED".into(), format!("127.0.0.1:{low}-{high}")),
+            ("SPIN_VARIABLE_SANDBOX_ALLOWED".into(), covering_range(&self.addresses)),
             ("SPIN_VARIABLE_SANDBOX_TOKEN".into(), TOKEN.into()),
         ]
     }
@@ -259,8 +265,7 @@ fn a_silent_host_is_skipped_and_alone_is_a_504() {
     let silent_address = silent.local_addr().expect("an address").to_string();
     let hosts = Hosts::start("pool-silent");
     let live = &hosts.addresses[0];
-    let all_ports = [&silent_address, live].map(|a| a.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).expect("a port"));
-    let allowed = format!("127.0.0.1:{}-{}", all_ports.iter().min().unwrap(), all_ports.iter().max().unwrap());
+    let allowed = covering_range(&[silent_address.clone(), live.clone()]);
     let start = |list: String, name: &str| {
         let env = [
             ("SPIN_VARIABLE_SANDBOX_HOSTS", list.as_str()),

@@ -68,9 +68,9 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// The `host:port` an allowlist entry names.
-    pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+    /// The store's allowlist entry for this server.
+    pub fn allowed(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// A direct client, to look at what is stored.
@@ -83,7 +83,7 @@ impl RedisServer {
         vec![
             ("SPIN_VARIABLE_STORE_BACKEND".into(), "redis".into()),
             ("SPIN_VARIABLE_REDIS_URL".into(), self.url()),
-            ("SPIN_VARIABLE_REDIS_HOST".into(), self.host()),
+            ("SPIN_VARIABLE_REDIS_ALLOWED".into(), self.allowed()),
         ]
     }
 

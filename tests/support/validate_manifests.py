@@ -424,20 +424,24 @@ def check_sandbox_hosts(documents, spinapp):
 
 
 def check_redis(documents, spinapp):
-    """`redis_host` is a Service's name and port; `redis_url` (from its
-    Secret) points there with the password Redis requires."""
+    """`redis_allowed`, the store's allowed_outbound_hosts entry, is
+    `redis://` and a Service's name and port; `redis_url` (from its Secret)
+    points there with the password Redis requires."""
     problems = []
     variables = spin_variables(spinapp)
-    redis_host = plain(variables, "redis_host", problems)
-    if redis_host is None:
+    redis_allowed = plain(variables, "redis_allowed", problems)
+    if redis_allowed is None:
         return problems
+    if not redis_allowed.startswith("redis://"):
+        return problems + [f"redis_allowed {redis_allowed!r} is not a redis:// allowed_outbound_hosts entry"]
+    redis_host = redis_allowed.removeprefix("redis://")
     host, port = parse_host(redis_host)
     labels = host.split(".")
     if len(labels) != 5 or ".".join(labels[2:]) != CLUSTER_DOMAIN:
-        return problems + [f"redis_host {redis_host!r} is not <service>.<namespace>.{CLUSTER_DOMAIN}:<port>"]
+        return problems + [f"redis_allowed {redis_allowed!r} is not redis://<service>.<namespace>.{CLUSTER_DOMAIN}:<port>"]
     service = one(in_namespace(documents, labels[1]), "Service", labels[0])
     if service is None or not service_port(service, port):
-        return problems + [f"redis_host {redis_host!r} is not a port of a Service defined here"]
+        return problems + [f"redis_allowed {redis_allowed!r} is not a port of a Service defined here"]
     ref = secret_ref(variables.get("redis_url"))
     if not ref:
         return problems + ["redis_url should come from a Secret: it carries the password"]
@@ -447,7 +451,7 @@ def check_redis(documents, spinapp):
         return problems  # reported by the Secret references check
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme != "redis" or f"{parsed.hostname}:{parsed.port}" != redis_host:
-        problems.append(f"redis_url in Secret {ref['name']!r} does not point at redis_host {redis_host!r}")
+        problems.append(f"redis_url in Secret {ref['name']!r} does not point at the host and port of redis_allowed {redis_allowed!r}")
     for server in (d for d in documents if d.kind in WORKLOADS and selects(service, d)):
         for container in containers(server):
             env = {e["name"]: e for e in container.get("env", [])}

@@ -58,7 +58,7 @@ impl BenchRedis {
         vec![
             ("SPIN_VARIABLE_STORE_BACKEND".into(), "redis".into()),
             ("SPIN_VARIABLE_REDIS_URL".into(), format!("redis://127.0.0.1:{}", self.port)),
-            ("SPIN_VARIABLE_REDIS_HOST".into(), format!("127.0.0.1:{}", self.port)),
+            ("SPIN_VARIABLE_REDIS_ALLOWED".into(), format!("redis://127.0.0.1:{}", self.port)),
         ]
     }
 

@@ -71,7 +71,7 @@ impl RedisBackend {
             Ok(connection) => Ok(Self { connection }),
             // A setting to fix, not an outage to wait out.
             Err(Error::InvalidAddress) => Err(StoreError::Backend(
-                "redis_url is not an address the store may reach: malformed, or outside its allowed_outbound_hosts (redis://{{ redis_host }})".into(),
+                "redis_url is not an address the store may reach: malformed, or outside its allowed_outbound_hosts (redis_allowed)".into(),
             )),
             Err(e) => Err(unavailable("connect", e)),
         }

@@ -20,8 +20,9 @@ use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
 use crate::kv::{KvAccess, KvDatabase};
+use crate::manifest::{Manifest, Route, Source};
 use crate::redis::{self, RedisPool, RedisView};
-use crate::manifest::{Manifest, Route};
+use crate::runtime_config::{DEFAULT_STORE, RuntimeConfig, StoreLocation};
 use crate::outbound::AllowedHosts;
 use crate::platform::{self, PlatformView};
 use crate::routes::{Matched, Router};
@@ -33,7 +34,10 @@ const INTERNAL_SUFFIX: &str = ".spin.internal";
 /// How to run an application.
 pub struct AppConfig {
     pub manifest: PathBuf,
-    /// SQLite file for key-value (default: `.spin/sqlite_key_value.db` beside the manifest).
+    /// The runtime configuration file (`--runtime-config-file`), if any.
+    pub runtime_config: Option<PathBuf>,
+    /// SQLite file of the `default` key-value store, over the runtime
+    /// configuration's (default: `.spin/sqlite_key_value.db` beside the manifest).
     pub kv_path: Option<PathBuf>,
     /// Variable values that win over the environment and defaults.
     pub variable_overrides: HashMap<String, String>,
@@ -50,6 +54,13 @@ pub type LocalService = Arc<
         + Send
         + Sync,
 >;
+
+/// An app that passed the checks `spin up` makes when it loads one.
+pub struct CheckedApp {
+    manifest: Manifest,
+    runtime: RuntimeConfig,
+    variables: Variables,
+}
 
 /// A loaded application, ready to serve requests.
 #[derive(Clone)]
@@ -154,29 +165,41 @@ impl WasiHttpHooks for Hooks {
 }
 
 impl App {
-    /// Loads the manifest, resolves variables, compiles every component.
-    pub fn load(config: &AppConfig) -> anyhow::Result<Self> {
+    /// What `spin up` checks before it runs anything: the manifest, the
+    /// runtime configuration's store labels, the variables' values. Cheap,
+    /// so a caller can refuse a bad app before starting anything else.
+    pub fn check(config: &AppConfig) -> anyhow::Result<CheckedApp> {
         let manifest = Manifest::load(&config.manifest)?;
-        let overrides = config.variable_overrides.clone();
+        let mut runtime = RuntimeConfig::load(config.runtime_config.as_deref(), &manifest.dir)?;
+        if let Some(path) = &config.kv_path {
+            runtime.key_value_stores.insert(DEFAULT_STORE.to_owned(), StoreLocation::File(path.clone()));
+        }
+        // Spin checks the labels of every component, used by a trigger or not.
+        for (id, decl) in &manifest.components {
+            runtime.check_labels(id.as_str(), &decl.key_value_stores)?;
+        }
+        let overrides = &config.variable_overrides;
         let variables = Variables::resolve(&manifest.variables, |name| {
             let key = name.trim_start_matches("SPIN_VARIABLE_").to_lowercase();
             overrides.get(&key).cloned().or_else(|| std::env::var(name).ok())
         })?;
-        let kv_path = config.kv_path.clone().unwrap_or_else(|| manifest.dir.join(".spin/sqlite_key_value.db"));
-        let needs_kv = manifest.components.values().any(|c| !c.key_value_stores.is_empty());
-        let db = if needs_kv { Some(KvDatabase::open(&kv_path)?) } else { None };
+        Ok(CheckedApp { manifest, runtime, variables })
+    }
+
+    /// Checks the app (see [`App::check`]), then compiles every component.
+    pub fn load(config: &AppConfig) -> anyhow::Result<Self> {
+        let CheckedApp { manifest, runtime, variables } = Self::check(config)?;
+        let stores = Arc::new(open_stores(&manifest, &runtime)?);
 
         let engine = Engine::new(&engine_config())?;
-        let private: Vec<&str> = manifest
-            .triggers
-            .iter()
-            .filter(|t| t.route == Route::Private)
-            .map(|t| t.component.as_str())
-            .collect();
+        let component_ids = manifest.component_ids();
         let mut components = HashMap::new();
         for trigger in &manifest.triggers {
-            let decl = &manifest.components[&trigger.component];
-            let source = manifest.dir.join(&decl.source);
+            let decl = &manifest.components[trigger.component.as_str()];
+            let Source::Local(path) = &decl.source else {
+                anyhow::bail!("component {:?}: only a local source can be run", trigger.component);
+            };
+            let source = manifest.dir.join(path);
             let component = Component::from_file(&engine, &source).map_err(|e| {
                 anyhow!("loading component {:?} from {}: {e:#}", trigger.component, source.display())
             })?;
@@ -194,35 +217,24 @@ impl App {
                 pool: &s.redis,
             })?;
             let pre = ProxyPre::new(linker.instantiate_pre(&component)?)?;
-            let expanded: Vec<String> = decl
-                .allowed_outbound_hosts
-                .iter()
-                .map(|h| variables.expand(h))
-                .collect::<Result<_, _>>()?;
-            let allowed = AllowedHosts::parse(expanded.iter().map(String::as_str))?;
+            // As in Spin, an allowlist that does not parse with the values set
+            // denies every outbound call of the component, service chaining too.
+            let allowed = AllowedHosts::resolve(&decl.allowed_outbound_hosts, &variables, &component_ids).unwrap_or_else(|error| {
+                tracing::error!(component = %trigger.component, %error, "Error parsing allowed outbound hosts: every outbound request of this component is denied");
+                AllowedHosts::default()
+            });
             let mut component_vars = BTreeMap::new();
             for (name, template) in &decl.variables {
-                component_vars.insert(name.clone(), variables.expand(template)?);
+                component_vars.insert(name.to_string(), variables.expand(template)?);
             }
-            let kv = KvAccess {
-                db: db.clone(),
-                granted: Arc::new(decl.key_value_stores.clone()),
-                defined: Arc::new(vec!["default".to_owned()]),
-            };
-            let raw_route = match &trigger.route {
-                Route::Public(r) => r.clone(),
-                Route::Private => "/...".to_owned(),
+            let kv = KvAccess { stores: stores.clone(), granted: Arc::new(decl.key_value_stores.clone()) };
+            let (raw_route, private) = match &trigger.route {
+                Route::Public(r) => (r.clone(), false),
+                Route::Private => ("/...".to_owned(), true),
             };
             components.insert(
                 trigger.component.clone(),
-                Loaded {
-                    pre,
-                    allowed,
-                    variables: Arc::new(component_vars),
-                    kv,
-                    private: private.contains(&trigger.component.as_str()),
-                    raw_route,
-                },
+                Loaded { pre, allowed, variables: Arc::new(component_vars), kv, private, raw_route },
             );
         }
         let router = Router::new(&manifest.triggers);
@@ -341,6 +353,30 @@ impl AppInner {
             }
         })
     }
+}
+
+/// Opens the database of every store label some component was granted,
+/// each file once however many labels name it.
+fn open_stores(manifest: &Manifest, runtime: &RuntimeConfig) -> anyhow::Result<BTreeMap<String, Arc<KvDatabase>>> {
+    let used: std::collections::BTreeSet<&str> =
+        manifest.components.values().flat_map(|c| c.key_value_stores.iter().map(String::as_str)).collect();
+    let mut files: HashMap<PathBuf, Arc<KvDatabase>> = HashMap::new();
+    let mut stores = BTreeMap::new();
+    for label in used {
+        let db = match &runtime.key_value_stores[label] {
+            StoreLocation::InMemory => KvDatabase::in_memory()?,
+            StoreLocation::File(path) => match files.get(path) {
+                Some(db) => db.clone(),
+                None => {
+                    let db = KvDatabase::open(path)?;
+                    files.insert(path.clone(), db.clone());
+                    db
+                }
+            },
+        };
+        stores.insert(label.to_owned(), db);
+    }
+    Ok(stores)
 }
 
 /// Spin's engine settings: the pooling allocator with a small resident

@@ -2,6 +2,7 @@
 //! (`.spin/sqlite_key_value.db`, table `spin_key_value`), so `spin up` and
 //! `anypath up` see the same data.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -35,7 +36,15 @@ impl KvDatabase {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| KvError::Other(format!("creating {}: {e}", dir.display())))?;
         }
-        let conn = Connection::open(path)?;
+        Self::with(Connection::open(path)?)
+    }
+
+    /// A database that lives as long as the app: a store without a `path`.
+    pub fn in_memory() -> Result<Arc<Self>, KvError> {
+        Self::with(Connection::open_in_memory()?)
+    }
+
+    fn with(conn: Connection) -> Result<Arc<Self>, KvError> {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
@@ -147,25 +156,23 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// One component's view: the database and the store labels it was granted.
+/// One component's view: the stores that exist and the labels it was granted.
 #[derive(Clone)]
 pub struct KvAccess {
-    pub db: Option<Arc<KvDatabase>>,
+    /// The database behind each label that exists (those in the runtime
+    /// configuration; `default` always), opened when some component uses it.
+    pub stores: Arc<BTreeMap<String, Arc<KvDatabase>>>,
     pub granted: Arc<Vec<String>>,
-    /// Labels that exist (those in the runtime configuration; `default` always).
-    pub defined: Arc<Vec<String>>,
 }
 
 impl KvAccess {
     /// Checks `label` before a bucket is opened.
     pub fn open(&self, label: &str) -> Result<Arc<KvDatabase>, KvError> {
-        if !self.defined.iter().any(|l| l == label) {
-            return Err(KvError::NoSuchStore(label.to_owned()));
-        }
+        let db = self.stores.get(label).ok_or_else(|| KvError::NoSuchStore(label.to_owned()))?;
         if !self.granted.iter().any(|l| l == label) {
             return Err(KvError::AccessDenied(label.to_owned()));
         }
-        self.db.clone().ok_or_else(|| KvError::NoSuchStore(label.to_owned()))
+        Ok(db.clone())
     }
 }
 

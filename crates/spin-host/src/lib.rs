@@ -4,11 +4,13 @@
 //! Spin's layout, outbound Redis, application variables and
 //! `allowed_outbound_hosts`.
 
+pub mod ids;
 pub mod kv;
 pub mod manifest;
 pub mod outbound;
 pub mod platform;
 pub mod redis;
 pub mod routes;
+pub mod runtime_config;
 pub mod variables;
 pub mod app;

@@ -1,17 +1,96 @@
 //! Application variables (`SPIN_VARIABLE_*`, then the manifest default) and
-//! the `{{ name }}` templates components and allowed hosts use.
+//! the `{{ name }}` templates components and allowed hosts use, parsed as
+//! Spin's `spin_expressions::Template` parses them.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 
+use crate::ids::LowerSnakeId;
 use crate::manifest::VariableDecl;
 
-/// A variable could not be resolved.
+/// A variable or template could not be resolved; the messages are Spin's.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum VariableError {
-    #[error("variable {0:?} is required but not set (SPIN_VARIABLE_{upper})", upper = .0.to_uppercase())]
+    /// Spin: `no provider resolved required variable(s)`.
+    #[error("no provider resolved required variable(s): [Key({0:?})] (set SPIN_VARIABLE_{upper})", upper = .0.to_uppercase())]
     Missing(String),
-    #[error("template {0:?} names an undefined variable")]
-    Undefined(String),
+    #[error("invalid variable template: unmatched '{{{{' in template")]
+    Unmatched,
+    #[error("invalid variable template: unknown variable {0:?}")]
+    Unknown(String),
+}
+
+/// One piece of a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Literal(String),
+    /// The trimmed text between `{{` and `}}`.
+    Variable(String),
+}
+
+/// A string with `{{ variable }}` expressions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    parts: Vec<Part>,
+}
+
+impl Template {
+    /// Splits `text` into literals and expressions; an opening `{{` without
+    /// its `}}` is an error, a lone `}}` is literal text.
+    pub fn parse(text: &str) -> Result<Self, VariableError> {
+        let mut parts = Vec::new();
+        let mut rest = text;
+        while !rest.is_empty() {
+            if let Some(after) = rest.strip_prefix("{{") {
+                let (expression, tail) = after.split_once("}}").ok_or(VariableError::Unmatched)?;
+                parts.push(Part::Variable(expression.trim().to_owned()));
+                rest = tail;
+            } else {
+                let end = rest.find("{{").unwrap_or(rest.len());
+                parts.push(Part::Literal(rest[..end].to_owned()));
+                rest = &rest[end..];
+            }
+        }
+        Ok(Self { parts })
+    }
+
+    /// Whether the template has no expression.
+    pub fn is_literal(&self) -> bool {
+        self.parts.iter().all(|p| matches!(p, Part::Literal(_)))
+    }
+
+    /// The variable names the template refers to.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Variable(name) => Some(name.as_str()),
+            Part::Literal(_) => None,
+        })
+    }
+
+    /// Fills in every expression with `lookup`; a name it does not know is an error.
+    pub fn render(&self, lookup: impl Fn(&str) -> Option<String>) -> Result<String, VariableError> {
+        let mut out = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Literal(text) => out.push_str(text),
+                Part::Variable(name) => out.push_str(&lookup(name).ok_or_else(|| VariableError::Unknown(name.clone()))?),
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl fmt::Display for Template {
+    /// As Spin prints a template in its messages: `{{ name }}` with single spaces.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for part in &self.parts {
+            match part {
+                Part::Literal(text) => f.write_str(text)?,
+                Part::Variable(name) => write!(f, "{{{{ {name} }}}}")?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The application's variable values, resolved once at start-up.
@@ -23,38 +102,36 @@ pub struct Variables {
 impl Variables {
     /// Resolves each declared variable from `env` (`SPIN_VARIABLE_<NAME>`), then its default.
     pub fn resolve(
-        decls: &BTreeMap<String, VariableDecl>,
+        decls: &BTreeMap<LowerSnakeId, VariableDecl>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, VariableError> {
         let mut values = HashMap::new();
         for (name, decl) in decls {
-            let from_env = env(&format!("SPIN_VARIABLE_{}", name.to_uppercase()));
+            let from_env = env(&format!("SPIN_VARIABLE_{}", name.as_str().to_uppercase()));
             match from_env.or_else(|| decl.default.clone()) {
                 Some(value) => {
-                    values.insert(name.clone(), value);
+                    values.insert(name.to_string(), value);
                 }
-                None if decl.required => return Err(VariableError::Missing(name.clone())),
-                None => {}
+                None => return Err(VariableError::Missing(name.to_string())),
             }
         }
         Ok(Self { values })
     }
 
-    /// Expands every `{{ name }}` in `template`.
+    /// Only the declared defaults: what Spin checks templates with when it loads an app.
+    pub fn defaults(decls: &BTreeMap<LowerSnakeId, VariableDecl>) -> Self {
+        let values = decls.iter().filter_map(|(name, decl)| Some((name.to_string(), decl.default.clone()?))).collect();
+        Self { values }
+    }
+
+    /// The value of `name`, if it has one.
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.values.get(name).cloned()
+    }
+
+    /// Parses `template` and fills in every `{{ name }}`.
     pub fn expand(&self, template: &str) -> Result<String, VariableError> {
-        let mut out = String::new();
-        let mut rest = template;
-        while let Some(start) = rest.find("{{") {
-            out.push_str(&rest[..start]);
-            let after = &rest[start + 2..];
-            let end = after.find("}}").ok_or_else(|| VariableError::Undefined(template.to_owned()))?;
-            let name = after[..end].trim();
-            let value = self.values.get(name).ok_or_else(|| VariableError::Undefined(name.to_owned()))?;
-            out.push_str(value);
-            rest = &after[end + 2..];
-        }
-        out.push_str(rest);
-        Ok(out)
+        Template::parse(template)?.render(|name| self.get(name))
     }
 }
 
@@ -66,15 +143,30 @@ mod tests {
         VariableDecl { default: default.map(str::to_owned), required, secret: false, description: None }
     }
 
+    fn name(text: &str) -> LowerSnakeId {
+        LowerSnakeId::parse(text).unwrap()
+    }
+
     #[test]
     fn environment_overrides_default_and_required_must_be_set() {
         let mut decls = BTreeMap::new();
-        decls.insert("llm_host".to_string(), decl(Some("a.example"), false));
+        decls.insert(name("llm_host"), decl(Some("a.example"), false));
         let vars = Variables::resolve(&decls, |k| (k == "SPIN_VARIABLE_LLM_HOST").then(|| "b.example".to_string())).unwrap();
         assert_eq!(vars.expand("https://{{ llm_host }}").unwrap(), "https://b.example");
-        decls.insert("key".to_string(), decl(None, true));
+        assert_eq!(vars.expand("https://{{llm_host}}").unwrap(), "https://b.example", "Spin trims the expression");
+        decls.insert(name("key"), decl(None, true));
         assert_eq!(Variables::resolve(&decls, |_| None).unwrap_err(), VariableError::Missing("key".into()));
         let vars = Variables::resolve(&BTreeMap::new(), |_| None).unwrap();
-        assert!(vars.expand("{{ nope }}").is_err());
+        assert_eq!(vars.expand("{{ nope }}").unwrap_err().to_string(), r#"invalid variable template: unknown variable "nope""#);
+    }
+
+    #[test]
+    fn templates_parse_as_spin_parses_them() {
+        let unmatched = Template::parse("http://{{ host").unwrap_err();
+        assert_eq!(unmatched.to_string(), "invalid variable template: unmatched '{{' in template");
+        assert!(Template::parse("a }} b").unwrap().is_literal(), "a lone '}}' is text");
+        let template = Template::parse("{{scheme}}://{{  host }}:80").unwrap();
+        assert_eq!(template.to_string(), "{{ scheme }}://{{ host }}:80");
+        assert_eq!(template.names().collect::<Vec<_>>(), ["scheme", "host"]);
     }
 }
