@@ -7,10 +7,38 @@ use reqwest::StatusCode;
 use reqwest::blocking::{Client, Response};
 use serde_json::Value;
 
-/// A running `anypath up` with its own key-value file.
+/// The program a whole-app test runs the app under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppHost {
+    /// `anypath up`: the app and its own sandbox host in one process.
+    AnypathUp,
+    /// The Spin CLI at this path (`spin up`), with `anypath sandbox serve --token` beside it.
+    Spin(PathBuf),
+}
+
+impl AppHost {
+    /// `ANYPATH_TEST_APP_HOST=spin` (set by `cargo xtask test` for its pass
+    /// under the real Spin) picks the Spin CLI named by `SPIN_BIN`.
+    pub fn from_env() -> Self {
+        match std::env::var("ANYPATH_TEST_APP_HOST").as_deref() {
+            Ok("spin") => {
+                let bin = std::env::var_os("SPIN_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("spin"));
+                AppHost::Spin(bin)
+            }
+            _ => AppHost::AnypathUp,
+        }
+    }
+}
+
+/// A running app with its own key-value file (or Redis server).
 pub struct App {
+    /// `anypath up`, or `spin up`.
     pub process: super::Spawned,
     pub base: String,
+    /// The sandbox host the app's components call (`host:port`).
+    pub sandbox: String,
+    /// The separate sandbox host under Spin.
+    _sandbox_process: Option<super::Spawned>,
 }
 
 pub fn repo() -> &'static Path {
@@ -24,12 +52,29 @@ pub fn temp_kv(name: &str) -> PathBuf {
     dir.join("kv.db")
 }
 
+/// The shared secret the app presents to its sandbox host under Spin.
+const SANDBOX_TOKEN: &str = "test-sandbox-token";
+
 impl App {
     pub fn start(kv: &Path) -> Self {
         Self::start_with(kv, "spin.toml", &[])
     }
 
+    /// Starts `manifest` (relative to the repository) under the host the
+    /// test run chose, with `env` over the environment and the defaults.
     pub fn start_with(kv: &Path, manifest: &str, env: &[(&str, &str)]) -> Self {
+        let mut settings: Vec<(String, String)> = Vec::new();
+        if super::redis_server::suite_on_redis() {
+            settings.extend(super::redis_server::for_app(kv));
+        }
+        settings.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        match AppHost::from_env() {
+            AppHost::AnypathUp => Self::start_anypath_up(kv, manifest, &settings),
+            AppHost::Spin(bin) => Self::start_spin(&bin, kv, manifest, &settings),
+        }
+    }
+
+    fn start_anypath_up(kv: &Path, manifest: &str, settings: &[(String, String)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
         command
             .args(["up", "--listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0", "--from"])
@@ -40,14 +85,48 @@ impl App {
             .arg(kv.with_file_name("interpreter"))
             .arg("--runner")
             .arg(super::runner_path())
-            .env_remove("SPIN_VARIABLE_AUTH_TOKEN");
-        if super::redis_server::suite_on_redis() {
-            command.envs(super::redis_server::for_app(kv));
-        }
-        command.envs(env.iter().copied());
+            .env_remove("SPIN_VARIABLE_AUTH_TOKEN")
+            .envs(settings.iter().map(|(k, v)| (k, v)));
         let process = super::Spawned::start(&mut command, "app serving");
+        let sandbox = own_sandbox(&process).expect("the log names the app's own sandbox listener");
         let base = format!("http://{}", process.address);
-        App { process, base }
+        App { process, base, sandbox, _sandbox_process: None }
+    }
+
+    /// `spin up` over a runtime configuration that puts the `default` store
+    /// in `kv`, beside a sandbox host of its own that requires a token.
+    fn start_spin(spin: &Path, kv: &Path, manifest: &str, settings: &[(String, String)]) -> Self {
+        let dir = kv.parent().expect("kv has a directory");
+        let mut sandbox_command = Command::new(env!("CARGO_BIN_EXE_anypath"));
+        sandbox_command
+            .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--token", SANDBOX_TOKEN, "--runner"])
+            .arg(super::runner_path())
+            .arg("--data-dir")
+            .arg(dir.join("interpreter"));
+        let sandbox_process = super::Spawned::start(&mut sandbox_command, "sandbox serving");
+        let sandbox = sandbox_process.address.clone();
+        let runtime_config = dir.join("runtime-config.toml");
+        let kv_entry = toml::Value::String(kv.display().to_string());
+        std::fs::write(&runtime_config, format!("[key_value_store.default]\ntype = \"spin\"\npath = {kv_entry}\n"))
+            .expect("runtime config written");
+        let mut command = Command::new(spin);
+        command
+            .args(["up", "--listen", "127.0.0.1:0", "--from"])
+            .arg(repo().join(manifest))
+            .arg("--runtime-config-file")
+            .arg(&runtime_config)
+            .arg("--state-dir")
+            .arg(dir.join("spin-state"))
+            .env_remove("SPIN_VARIABLE_AUTH_TOKEN")
+            .env("SPIN_VARIABLE_SANDBOX_HOSTS", &sandbox)
+            .env("SPIN_VARIABLE_SANDBOX_ALLOWED", &sandbox)
+            .env("SPIN_VARIABLE_SANDBOX_TOKEN", SANDBOX_TOKEN)
+            .envs(settings.iter().map(|(k, v)| (k, v)));
+        let process = super::Spawned::start_when(&mut command, |line| {
+            line.trim().strip_prefix("Serving http://").map(str::to_owned)
+        });
+        let base = format!("http://{}", process.address);
+        App { process, base, sandbox, _sandbox_process: Some(sandbox_process) }
     }
 
     pub fn send(&self, method: &str, path: &str, body: Option<Value>) -> Response {
@@ -126,6 +205,18 @@ impl App {
             .envs(env.iter().map(|(k, v)| (k, v)));
         let process = super::Spawned::start(&mut command, "app serving");
         let base = format!("http://{}", process.address);
-        App { process, base }
+        // Builds before the code interpreter name no sandbox listener.
+        let sandbox = own_sandbox(&process).unwrap_or_default();
+        App { process, base, sandbox, _sandbox_process: None }
     }
+}
+
+/// The sandbox listener `anypath up` announced with "app serving".
+fn own_sandbox(process: &super::Spawned) -> Option<String> {
+    process
+        .log_lines()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|entry| entry["message"] == "app serving")
+        .and_then(|entry| entry["sandbox"].as_str().map(str::to_owned))
 }

@@ -119,27 +119,58 @@ impl Spawned {
     /// Starts `command` (stderr piped) and waits for a log line whose `message`
     /// is `ready`, taking the address from its `listen` field.
     pub fn start(command: &mut std::process::Command, ready: &str) -> Self {
+        let ready = ready.to_owned();
+        Self::start_when(command, move |line| {
+            let entry: Value = serde_json::from_str(line).ok()?;
+            (entry["message"] == ready.as_str()).then(|| entry["listen"].as_str().unwrap_or_default().to_owned())
+        })
+    }
+
+    /// Starts `command` with stdout and stderr piped and waits for the first
+    /// line of either from which `address` takes the address it serves on.
+    pub fn start_when(command: &mut std::process::Command, address: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
         use std::io::BufRead;
         let mut child = command
-            .stdout(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .expect("the anypath binary starts");
-        let stderr = child.stderr.take().expect("piped stderr");
+            .unwrap_or_else(|e| panic!("{command:?} starts: {e}"));
         let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (found, address) = std::sync::mpsc::channel();
-        let (sink, ready) = (logs.clone(), ready.to_owned());
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(entry) = serde_json::from_str::<Value>(&line)
-                    && entry["message"] == ready.as_str()
-                {
-                    let _ = found.send(entry["listen"].as_str().unwrap_or_default().to_owned());
+        let (found, announced) = std::sync::mpsc::channel();
+        let address = std::sync::Arc::new(address);
+        let stdout: Box<dyn std::io::Read + Send> = Box::new(child.stdout.take().expect("piped stdout"));
+        let stderr: Box<dyn std::io::Read + Send> = Box::new(child.stderr.take().expect("piped stderr"));
+        for stream in [stdout, stderr] {
+            let (sink, found, address) = (logs.clone(), found.clone(), address.clone());
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stream).lines().map_while(Result::ok) {
+                    let listen = address(&line);
+                    // Stored before it is announced, so the caller finds the line.
+                    sink.lock().expect("log lock").push(line);
+                    if let Some(listen) = listen {
+                        let _ = found.send(Some(listen));
+                    }
                 }
-                sink.lock().expect("log lock").push(line);
+                // The stream closed: the process is gone (or closed it).
+                let _ = found.send(None);
+            });
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+        let mut closed = 0;
+        let address = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match announced.recv_timeout(left) {
+                Ok(Some(address)) => break Some(address),
+                Ok(None) if closed == 0 => closed += 1,
+                Ok(None) | Err(_) => break None,
             }
-        });
-        let address = address.recv_timeout(std::time::Duration::from_secs(120)).expect("the process reports its address");
+        };
+        let Some(address) = address else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let lines = logs.lock().expect("log lock").join("\n");
+            panic!("{command:?} did not report its address; its output:\n{lines}");
+        };
         Self { child, address, logs }
     }
 
