@@ -123,9 +123,9 @@ pub struct BuildConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ComponentError {
     #[error("`allowed_outbound_hosts` is malformed: {0}")]
-    AllowedHosts(#[source] EntryError),
-    #[error("variable {name:?}: {source}")]
-    Variable { name: String, source: VariableError },
+    AllowedHosts(EntryError),
+    #[error("variable {name:?}: {cause}")]
+    Variable { name: String, cause: VariableError },
     #[error("invalid key_value_stores label {label:?}: expected kebab-case or snake_case")]
     StoreLabel { label: String },
     #[error("`{0}` is not supported by anypath up; run the app with `spin up`")]
@@ -137,16 +137,16 @@ pub enum ComponentError {
 /// The manifest could not be used; each message is the one `spin up` gives.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("invalid manifest {path}: {source}")]
-    Parse { path: PathBuf, source: toml::de::Error },
+    #[error("cannot read {path}: {cause}")]
+    Read { path: PathBuf, cause: std::io::Error },
+    #[error("invalid manifest {path}: {cause}")]
+    Parse { path: PathBuf, cause: toml::de::Error },
     #[error("invalid manifest version: {0}")]
     Version(String),
     #[error("variable {0:?}: must be `required` OR have a `default`")]
     VariableDeclaration(String),
-    #[error("Failed to load component `{id}`: {source}")]
-    Component { id: String, source: ComponentError },
+    #[error("Failed to load component `{id}`: {cause}")]
+    Component { id: String, cause: ComponentError },
     #[error("This application is using the deprecated trigger 'base' field. The base must be prepended to each [[trigger.http]]'s 'route'.")]
     DeprecatedBase,
     #[error("invalid trigger {id}: {message}")]
@@ -206,13 +206,13 @@ struct RawHttpTrigger {
 impl Manifest {
     /// Reads and checks `path` as `spin up` does before it runs anything.
     pub fn load(path: &Path) -> Result<Self, ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read { path: path.into(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|cause| ManifestError::Read { path: path.into(), cause })?;
         Self::parse(&text, path)
     }
 
     /// Checks manifest `text`; `path` names it in messages and gives the app directory.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ManifestError> {
-        let raw: RawManifest = toml::from_str(text).map_err(|source| ManifestError::Parse { path: path.into(), source })?;
+        let raw: RawManifest = toml::from_str(text).map_err(|cause| ManifestError::Parse { path: path.into(), cause })?;
         if raw.spin_manifest_version.as_integer() != Some(2) {
             return Err(ManifestError::Version(raw.spin_manifest_version.to_string()));
         }
@@ -224,7 +224,7 @@ impl Manifest {
         }
         let defaults = Variables::defaults(&raw.variables);
         for (id, component) in &raw.component {
-            check_component(component, &raw.variables, &defaults).map_err(|source| ManifestError::Component { id: id.to_string(), source })?;
+            check_component(component, &raw.variables, &defaults).map_err(|cause| ManifestError::Component { id: id.to_string(), cause })?;
         }
         let mut triggers = Vec::new();
         for (kind, entries) in raw.trigger {
@@ -296,7 +296,7 @@ fn check_component(
         check_store_label(label).map_err(|_| ComponentError::StoreLabel { label: label.clone() })?;
     }
     for (name, value) in &component.variables {
-        let variable_error = |source| ComponentError::Variable { name: name.to_string(), source };
+        let variable_error = |cause| ComponentError::Variable { name: name.to_string(), cause };
         let template = Template::parse(value).map_err(variable_error)?;
         // Every name must be an app variable, whether or not it has a value yet.
         if let Some(unknown) = template.names().find(|n| !declared.contains_key(*n)) {

@@ -33,11 +33,11 @@ pub enum EntryError {
     Host { host: String, reason: String },
     #[error("'insecure:allow-all' is not allowed - use '*://*:*' instead if you really want to allow all outbound traffic'")]
     InsecureAllowAll,
-    #[error("{0}")]
+    #[error(transparent)]
     Template(#[from] VariableError),
     /// Spin checks a templated entry with the variables' defaults at load time.
-    #[error("using default variable value(s) with template {template:?} results in invalid config {resolved:?}: {source}")]
-    WithDefaults { template: String, resolved: String, source: Box<EntryError> },
+    #[error("using default variable value(s) with template {template:?} results in invalid config {resolved:?}: {cause}")]
+    WithDefaults { template: String, resolved: String, cause: Box<EntryError> },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,7 +234,7 @@ impl AllowedHosts {
             parse_or_skip(&resolved).map_err(|source| EntryError::WithDefaults {
                 template: template.to_string(),
                 resolved,
-                source: Box::new(source),
+                cause: Box::new(source),
             })?;
         }
         Ok(())

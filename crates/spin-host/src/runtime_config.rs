@@ -28,10 +28,10 @@ pub struct RuntimeConfig {
 /// The runtime configuration could not be used; Spin's messages where it has one.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeConfigError {
-    #[error("failed to read runtime config file '{path}': {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("failed to parse runtime config file '{path}' as toml: {source}")]
-    Parse { path: PathBuf, source: toml::de::Error },
+    #[error("failed to read runtime config file '{path}': {cause}")]
+    Read { path: PathBuf, cause: std::io::Error },
+    #[error("failed to parse runtime config file '{path}' as toml: {cause}")]
+    Parse { path: PathBuf, cause: toml::de::Error },
     #[error("unused runtime config key(s): {0}")]
     UnusedKeys(String),
     #[error("runtime config key(s) {0} are not supported by anypath up; run the app with `spin up`")]
@@ -72,8 +72,8 @@ impl RuntimeConfig {
         let Some(file) = file else {
             return Ok(Self { key_value_stores: stores });
         };
-        let text = std::fs::read_to_string(file).map_err(|source| RuntimeConfigError::Read { path: file.into(), source })?;
-        let table: toml::Table = toml::from_str(&text).map_err(|source| RuntimeConfigError::Parse { path: file.into(), source })?;
+        let text = std::fs::read_to_string(file).map_err(|cause| RuntimeConfigError::Read { path: file.into(), cause })?;
+        let table: toml::Table = toml::from_str(&text).map_err(|cause| RuntimeConfigError::Parse { path: file.into(), cause })?;
         let unknown: Vec<&str> = table.keys().map(String::as_str).filter(|k| *k != "key_value_store" && !SPIN_KEYS.contains(k)).collect();
         if !unknown.is_empty() {
             return Err(RuntimeConfigError::UnusedKeys(unknown.join(", ")));
