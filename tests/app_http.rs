@@ -97,6 +97,66 @@ fn auth_token_is_required_when_configured() {
     assert_eq!(app.send_as("GET", "/members/", None, &[("authorization", "Bearer t0ken")]).status(), 200);
 }
 
+/// Boundary: API keys. A key selects its tenant; an unknown key, and a
+/// session id naming a keyed tenant, are refused before anything runs.
+#[test]
+fn api_keys_bind_tenants_and_guard_them() {
+    let kv = temp_kv("api-keys");
+    let app = App::start_with(&kv, "spin.toml", &[("SPIN_VARIABLE_API_KEYS", "key-alpha:alpha,key-beta:beta")]);
+    let alpha = [("x-api-key", "key-alpha")];
+    let beta = [("x-api-key", "key-beta")];
+    let created = app.send_as("POST", "/notes/", Some(json!({"text": "alpha's"})), &alpha);
+    assert_eq!(created.status(), 201);
+    assert_eq!(json_of(app.send_as("GET", "/notes/1", None, &alpha)).1["text"], "alpha's");
+    assert_eq!(app.send_as("GET", "/notes/1", None, &beta).status(), 404, "beta's key sees beta's tenant only");
+    assert_envelope(app.send_as("GET", "/notes/1", None, &[("x-api-key", "key-gamma")]), 401, "unauthorized");
+    assert_envelope(app.send_as("GET", "/notes/1", None, &[("x-session-id", "alpha")]), 401, "unauthorized");
+    assert_envelope(app.send_as("POST", "/notes/", Some(json!({"text": "forged"})), &[("x-session-id", "alpha")]), 401, "unauthorized");
+    let (_, page) = json_of(app.send_as("GET", "/notes/", None, &alpha));
+    assert_eq!(page["page"]["total"], 1, "the refused POST wrote nothing: {page}");
+    assert_eq!(app.send_as("GET", "/notes/", None, &[("x-session-id", "unkeyed")]).status(), 200, "other tenants still work by session id");
+}
+
+/// The records are where the store's backend setting says: in Redis under
+/// the tenant's hash-tagged keys (the suite's pass on Redis), else in the
+/// key-value SQLite file in Spin's layout; never in the other one.
+#[test]
+fn records_land_in_the_configured_store() {
+    let kv = temp_kv("backend");
+    let app = App::start(&kv);
+    let marker = "stored-where-configured-7f3a";
+    let created = app.send_as("POST", "/ledger/", Some(json!({"memo": marker})), &[("x-session-id", "backend")]);
+    assert_eq!(created.status(), 201);
+    let in_sqlite = sqlite_values(&kv, "anypath/v2/t/backend/c/ledger/d/%");
+    if common::redis_server::suite_on_redis() {
+        let env = common::redis_server::for_app(&kv);
+        let url = env.iter().find(|(k, _)| k == "SPIN_VARIABLE_REDIS_URL").map(|(_, v)| v.clone()).expect("the app's Redis");
+        let mut redis = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("anypath/v2/t/{backend}/c/ledger/d/*").query(&mut redis).unwrap();
+        let values: Vec<String> = keys.iter().map(|k| redis::cmd("GET").arg(k).query(&mut redis).unwrap()).collect();
+        assert!(values.len() == 1 && values[0].contains(marker), "one document in Redis: {values:?}");
+        assert!(in_sqlite.is_empty(), "nothing in the key-value file on Redis: {in_sqlite:?}");
+    } else {
+        assert!(in_sqlite.len() == 1 && in_sqlite[0].contains(marker), "one document in the key-value file: {in_sqlite:?}");
+    }
+}
+
+/// The values of Spin's key-value table under keys `LIKE pattern` (none when
+/// the file or table does not exist).
+fn sqlite_values(kv: &std::path::Path, pattern: &str) -> Vec<String> {
+    let Ok(db) = rusqlite::Connection::open_with_flags(kv, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) else {
+        return vec![];
+    };
+    let Ok(mut query) = db.prepare("SELECT value FROM spin_key_value WHERE store = 'default' AND key LIKE ?1") else {
+        return vec![];
+    };
+    query
+        .query_map([pattern], |row| row.get::<_, Vec<u8>>(0))
+        .unwrap()
+        .map(|v| String::from_utf8_lossy(&v.unwrap()).into_owned())
+        .collect()
+}
+
 /// Boundary: tenants. Each tenant's collections live under its own keys.
 #[test]
 fn two_tenants_never_see_each_others_data() {

@@ -29,7 +29,9 @@ pub fn authorise(auth_token: &str, authorization: Option<&str>) -> Result<(), Re
 }
 
 /// The tenant: the one an `X-API-Key` maps to (an unknown key is refused),
-/// else the `X-Session-Id`, else [`DEFAULT_TENANT`].
+/// else the `X-Session-Id`, else [`DEFAULT_TENANT`]. A tenant an API key
+/// maps to is reserved for that key: a session id naming it is refused, so
+/// the key is what protects its data.
 pub fn tenant(api_keys: &[(String, String)], api_key: Option<&str>, session_id: Option<&str>) -> Result<String, RestError> {
     if let Some(key) = api_key {
         return api_keys
@@ -38,7 +40,11 @@ pub fn tenant(api_keys: &[(String, String)], api_key: Option<&str>, session_id: 
             .map(|(_, tenant)| tenant.clone())
             .ok_or_else(|| RestError::Unauthorized("unknown API key".into()));
     }
-    names::tenant(session_id.unwrap_or(DEFAULT_TENANT)).map(str::to_owned)
+    let tenant = names::tenant(session_id.unwrap_or(DEFAULT_TENANT))?;
+    if api_keys.iter().any(|(_, keyed)| keyed == tenant) {
+        return Err(RestError::Unauthorized(format!("tenant {tenant:?} is bound to an API key: send it in X-API-Key")));
+    }
+    Ok(tenant.to_owned())
 }
 
 /// The caller's request id when usable (1-64 of letters, digits, `-_.`).
@@ -62,6 +68,8 @@ mod tests {
         assert_eq!(tenant(&keys, Some("k2"), Some("x")).ok().as_deref(), Some("bob"));
         assert!(tenant(&keys, Some("nope"), None).is_err());
         assert_eq!(tenant(&keys, None, None).ok().as_deref(), Some(DEFAULT_TENANT));
+        assert_eq!(tenant(&keys, None, Some("carol")).ok().as_deref(), Some("carol"));
+        assert!(tenant(&keys, None, Some("alice")).is_err(), "a keyed tenant needs its key");
         assert!(authorise("", None).is_ok());
         assert!(authorise("t", Some("Bearer t")).is_ok());
         assert!(authorise("t", Some("Bearer u")).is_err() && authorise("t", None).is_err());
