@@ -118,6 +118,73 @@ fn start_app(binary: &Path, runner: &Path, data: &Path, env: &[(String, String)]
     Ok(BenchApp { _process: process, base: format!("http://{address}"), sandbox: format!("http://{sandbox}") })
 }
 
+/// The app under the real `spin up`, beside `anypath sandbox serve --token`
+/// (the shape of a Spin deployment), each on a fresh data directory.
+struct SpinApp {
+    _spin: Running,
+    _sandbox: Running,
+    base: String,
+}
+
+fn start_spin_app(spin: &Path, binary: &Path, runner: &Path, data: &Path) -> anyhow::Result<SpinApp> {
+    const TOKEN: &str = "bench-sandbox-token";
+    std::fs::create_dir_all(data)?;
+    let mut sandbox = Command::new(binary)
+        .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--token", TOKEN, "--runner"])
+        .arg(runner)
+        .arg("--data-dir")
+        .arg(data.join("interpreter"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting anypath sandbox serve")?;
+    let stderr = sandbox.stderr.take().context("sandbox stderr")?;
+    let sandbox = Running(sandbox);
+    let sandbox_address = announced(stderr, |line| {
+        let entry: Value = serde_json::from_str(line).ok()?;
+        (entry["message"] == "sandbox serving").then(|| entry["listen"].as_str().unwrap_or_default().to_owned())
+    })
+    .context("anypath sandbox serve did not start serving")?;
+    let runtime_config = data.join("runtime-config.toml");
+    let kv = toml::Value::String(data.join("kv.db").display().to_string());
+    std::fs::write(&runtime_config, format!("[key_value_store.default]\ntype = \"spin\"\npath = {kv}\n"))?;
+    let mut child = Command::new(spin)
+        .args(["up", "--quiet", "--listen", "127.0.0.1:0", "--runtime-config-file"])
+        .arg(&runtime_config)
+        .arg("--state-dir")
+        .arg(data.join("spin-state"))
+        .env("SPIN_VARIABLE_SANDBOX_HOSTS", &sandbox_address)
+        .env("SPIN_VARIABLE_SANDBOX_ALLOWED", &sandbox_address)
+        .env("SPIN_VARIABLE_SANDBOX_TOKEN", TOKEN)
+        .current_dir(root())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting spin up")?;
+    let stdout = child.stdout.take().context("spin stdout")?;
+    let spin = Running(child);
+    let address = announced(stdout, |line| line.trim().strip_prefix("Serving http://").map(str::to_owned))
+        .context("spin up did not start serving")?;
+    Ok(SpinApp { _spin: spin, _sandbox: sandbox, base: format!("http://{address}") })
+}
+
+/// Reads `output` until `pick` finds the address in a line, then keeps
+/// draining it on a thread so the process never writes into a full pipe.
+fn announced<T: Send + 'static>(
+    output: impl std::io::Read + Send + 'static,
+    pick: impl Fn(&str) -> Option<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    let (found, address) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(output).lines().map_while(Result::ok) {
+            if let Some(address) = pick(&line) {
+                let _ = found.send(address);
+            }
+        }
+    });
+    address.recv_timeout(std::time::Duration::from_secs(120)).context("no address announced")
+}
+
 const MEMBER: &str = r#"{"name":"Alice","age":31}"#;
 
 /// GET-by-id and POST rows against one app: `(name, concurrency, oha result)`.
@@ -146,20 +213,33 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path) -> anyho
     let redis = BenchRedis::start(redis_server, &data.join("redis-data"))?;
     let on_redis = start_app(binary, runner, &data.join("redis"), &redis.app_env())?;
     let redis_rows = rest_rows(&oha, &on_redis.base)?;
+    let spin = crate::spin::find()?;
+    let spin_rows = match &spin {
+        Some(spin) => {
+            let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin"))?;
+            Some(rest_rows(&oha, &under_spin.base)?)
+        }
+        None => None,
+    };
 
-    println!("\nwhole request path (anypath up, rules planner), {REQUESTS} requests per row, load from oha {OHA_VERSION}");
-    println!("{:<26} {:<7} {:>5} {:>10} {:>10} {:>10}", "request", "store", "conc", "p50", "p99", "req/s");
-    for ((name, concurrency, on_sqlite), (_, _, on_redis)) in sqlite.iter().zip(&redis_rows) {
-        report(&format!("{name:<26} sqlite"), concurrency, on_sqlite);
-        report(&format!("{name:<26} redis"), concurrency, on_redis);
+    println!("\nwhole request path (rules planner), {REQUESTS} requests per row, load from oha {OHA_VERSION}");
+    println!("{:<26} {:<18} {:>5} {:>10} {:>10} {:>10}", "request", "host, store", "conc", "p50", "p99", "req/s");
+    for (i, (name, concurrency, on_sqlite)) in sqlite.iter().enumerate() {
+        report(&format!("{name:<26} {:<18}", "anypath up, sqlite"), concurrency, on_sqlite);
+        report(&format!("{name:<26} {:<18}", "anypath up, redis"), concurrency, &redis_rows[i].2);
+        if let Some(rows) = &spin_rows {
+            report(&format!("{name:<26} {:<18}", "spin up, sqlite"), concurrency, &rows[i].2);
+        }
     }
     let p50 = |result: &Value| result["latencyPercentiles"]["p50"].as_f64().unwrap_or(f64::NAN);
-    let ratios: Vec<String> = sqlite
-        .iter()
-        .zip(&redis_rows)
-        .map(|((name, c, a), (_, _, b))| format!("{name} c={c}: {:.2}x", p50(b) / p50(a)))
-        .collect();
-    println!("p50 on Redis against SQLite: {}", ratios.join(", "));
+    let ratios = |other: &[(String, &str, Value)]| -> String {
+        sqlite.iter().zip(other).map(|((name, c, a), (_, _, b))| format!("{name} c={c}: {:.2}x", p50(b) / p50(a))).collect::<Vec<_>>().join(", ")
+    };
+    println!("p50 on Redis against SQLite (anypath up): {}", ratios(&redis_rows));
+    match (&spin, &spin_rows) {
+        (Some(spin), Some(rows)) => println!("p50 under {} against anypath up (SQLite): {}", spin.version, ratios(rows)),
+        _ => println!("spin up rows skipped: no Spin CLI found (set SPIN_BIN, or put spin on PATH)"),
+    }
 
     let client = reqwest::blocking::Client::new();
     let get = || -> anyhow::Result<()> {
@@ -272,22 +352,14 @@ fn ensure_oha() -> anyhow::Result<PathBuf> {
     Ok(oha)
 }
 
-/// Reads the app's log until it reports its address and its sandbox
-/// listener's, then keeps draining it on a thread so the app never writes
-/// into a full or closed pipe.
+/// The app's address and its sandbox listener's, from its log line "app serving".
 fn listen_addresses(stderr: impl std::io::Read + Send + 'static) -> anyhow::Result<(String, String)> {
-    let (found, address) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(entry) = serde_json::from_str::<Value>(&line)
-                && entry["message"] == "app serving"
-            {
-                let text = |key: &str| entry[key].as_str().unwrap_or_default().to_owned();
-                let _ = found.send((text("listen"), text("sandbox")));
-            }
-        }
-    });
-    address.recv_timeout(std::time::Duration::from_secs(120)).context("anypath up did not start serving")
+    announced(stderr, |line| {
+        let entry: Value = serde_json::from_str(line).ok()?;
+        let text = |key: &str| entry[key].as_str().unwrap_or_default().to_owned();
+        (entry["message"] == "app serving").then(|| (text("listen"), text("sandbox")))
+    })
+    .context("anypath up did not start serving")
 }
 
 fn load(oha: &Path, url: &str, requests: &str, concurrency: &str, extra: &[&str]) -> anyhow::Result<Value> {

