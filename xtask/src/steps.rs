@@ -147,8 +147,9 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
 const REST_SUITES: &[&str] = &["app_http", "rest_contract", "llm_planner"];
 
 /// The suites run a second time under the real `spin up`: the REST suites,
-/// the agent's (scripted model) and the manifest rules against Spin itself.
-const SPIN_SUITES: &[&str] = &["app_http", "rest_contract", "llm_planner", "agent_run", "spin_manifest_rules"];
+/// the agent's (scripted model), several sandbox hosts, and the manifest
+/// rules against Spin itself.
+const SPIN_SUITES: &[&str] = &["app_http", "rest_contract", "llm_planner", "agent_run", "sandbox_pool", "spin_manifest_rules"];
 
 /// The venv's Python with the llama.cpp server, and the small model's path:
 /// what `tests/small_model.rs` runs a real model with.
