@@ -285,13 +285,17 @@ async def unauthorized(transport, _key, _other):
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "probe", "version": "0"}}}
     headers = {"accept": "application/json, text/event-stream"}
+    # A refusal answers before the body is read, so the server closes that
+    # connection: the probes ask for one-shot connections, and the allowed
+    # call after them does not race the close on a reused one.
+    probe = {**headers, "connection": "close"}
     async with httpx2.AsyncClient(timeout=30) as plain:
-        refused = await plain.post(url, json=initialize, headers=headers)
+        refused = await plain.post(url, json=initialize, headers=probe)
         assert refused.status_code == 401, refused.status_code
         assert refused.json()["error"]["code"] == "unauthorized", refused.text
-        wrong = await plain.post(url, json=initialize, headers={**headers, "x-api-key": "key-mallory"})
+        wrong = await plain.post(url, json=initialize, headers={**probe, "x-api-key": "key-mallory"})
         assert wrong.status_code == 401, wrong.status_code
-        rebound = await plain.post(url, json=initialize, headers={**headers, "x-api-key": _key, "host": "evil.example"})
+        rebound = await plain.post(url, json=initialize, headers={**probe, "x-api-key": _key, "host": "evil.example"})
         assert rebound.status_code in (400, 403), f"a foreign Host got {rebound.status_code}"
         allowed = await plain.post(url, json=initialize, headers={**headers, "x-api-key": _key})
         assert allowed.status_code == 200, (allowed.status_code, allowed.text)
