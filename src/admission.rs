@@ -1,18 +1,20 @@
 //! Fair admission of executions across tenants.
 //!
 //! One process and a few cores serve every tenant, so the host is the
-//! scheduler. A tenant runs at most `tenant_running` executions at once (half
-//! of that while other tenants are active) and, while others are active,
-//! keeps at most `tenant_queued` waiting;
-//! past that its requests are refused (429) while other tenants keep their
-//! own share. A tenant alone may fill the whole queue. The service as a
-//! whole runs `max_running` at once, more than one tenant may take, so a
-//! tenant whose code never ends cannot fill every slot; waiting requests are
-//! served round robin across tenants, not first come first served.
+//! scheduler, and a work-conserving one: a request is refused only when it
+//! would take a place another tenant needs now. A tenant runs at most
+//! `tenant_running` executions at once (half of that while another tenant
+//! is running or waiting) and may fill the whole queue while no other tenant
+//! is; while one is, it keeps at most `tenant_queued` waiting, past that its
+//! requests are refused (429). When the queue is full, the newest waiter of
+//! the tenant holding the most places makes way for a lighter tenant's
+//! request. The service as a whole runs `max_running` at once, more than one
+//! tenant may take, so a tenant whose code never ends cannot fill every slot;
+//! waiting requests are served round robin across tenants, not first come
+//! first served.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::sync::oneshot;
@@ -27,13 +29,10 @@ pub struct AdmissionConfig {
     pub tenant_running: usize,
     /// Requests waiting at once, over all tenants.
     pub max_queued: usize,
-    /// Requests one tenant may keep waiting while other tenants are active.
+    /// Requests one tenant may keep waiting while another tenant is
+    /// running or waiting.
     pub tenant_queued: usize,
 }
-
-/// How long after its last request a tenant still counts as active: a
-/// tenant sending request after request is active between them too.
-const ACTIVE_WINDOW: Duration = Duration::from_secs(2);
 
 impl AdmissionConfig {
     /// The defaults for a machine with `cpus` cores: a lone tenant runs as
@@ -99,17 +98,13 @@ struct State {
     turn: VecDeque<Arc<str>>,
 }
 
+/// What a waiter is told: a slot, or that it made way for a lighter tenant.
+type Answer = Result<(), Refused>;
+
+#[derive(Default)]
 struct Tenant {
     counts: TenantCounts,
-    waiting: VecDeque<(u64, oneshot::Sender<()>)>,
-    /// When it last asked for a slot.
-    last_seen: Instant,
-}
-
-impl Default for Tenant {
-    fn default() -> Self {
-        Self { counts: TenantCounts::default(), waiting: VecDeque::new(), last_seen: Instant::now() }
-    }
+    waiting: VecDeque<(u64, oneshot::Sender<Answer>)>,
 }
 
 /// A running execution's slot, given back when dropped.
@@ -142,26 +137,25 @@ impl Admission {
             let key = state.key(tenant);
             let config = self.config;
             let running_total = state.running;
-            let queued_total = state.queued;
-            let now = Instant::now();
-            let others_active = state.others_active(&key, now);
+            let others_active = state.others_active(&key);
             let queue_share = if others_active { config.tenant_queued } else { config.max_queued };
             let running_share = self.running_share(others_active);
             let entry = state.tenants.entry(key.clone()).or_default();
-            entry.last_seen = now;
             if entry.waiting.is_empty() && entry.counts.running < running_share && running_total < config.max_running {
                 entry.counts.running += 1;
                 entry.counts.admitted_total += 1;
                 state.running += 1;
                 return Ok(Permit { admission: self.clone(), tenant: key });
             }
-            if queued_total >= config.max_queued {
-                entry.counts.refused_total += 1;
-                return Err(Refused::Overloaded(queued_total));
-            }
-            if entry.waiting.len() >= queue_share {
-                entry.counts.refused_total += 1;
-                return Err(Refused::TenantBusy { running: entry.counts.running, queued: entry.waiting.len() });
+            let (running, queued) = (entry.counts.running, entry.waiting.len());
+            let over_share = queued >= queue_share;
+            let queued_total = state.queued;
+            // A full queue makes way only for a request that may then take the place.
+            let no_place = queued_total >= config.max_queued && (over_share || !state.shed_heaviest(&key));
+            if no_place || over_share {
+                state.tenants.entry(key.clone()).or_default().counts.refused_total += 1;
+                let alone_at_a_full_queue = no_place && !others_active;
+                return Err(if alone_at_a_full_queue { Refused::Overloaded(queued_total) } else { Refused::TenantBusy { running, queued } });
             }
             let (tx, rx) = oneshot::channel();
             let ticket = state.next_ticket;
@@ -180,7 +174,8 @@ impl Admission {
         let result = granted.await;
         waiting.done = true;
         match result {
-            Ok(()) => Ok(Permit { admission: self.clone(), tenant }),
+            Ok(Ok(())) => Ok(Permit { admission: self.clone(), tenant }),
+            Ok(Err(refused)) => Err(refused),
             Err(_) => Err(Refused::Closed),
         }
     }
@@ -206,8 +201,8 @@ impl Admission {
     }
 
     /// The executions a tenant may run at once: `tenant_running` alone, half
-    /// of it (at least one) while other tenants are active, so a tenant whose
-    /// code never ends leaves most of the cores to the others.
+    /// of it (at least one) while another tenant runs or waits, so a tenant
+    /// whose code never ends leaves most of the cores to the others.
     fn running_share(&self, others_active: bool) -> usize {
         if others_active { (self.config.tenant_running / 2).max(1) } else { self.config.tenant_running }
     }
@@ -225,10 +220,9 @@ impl Admission {
     /// While slots are free, admits the first waiter of the next tenant in
     /// turn that is under its share; a tenant served goes to the back.
     fn dispatch(&self, state: &mut State) {
-        let now = Instant::now();
         while state.running < self.config.max_running {
             let eligible = |key: &Arc<str>| {
-                let cap = self.running_share(state.others_active(key, now));
+                let cap = self.running_share(state.others_active(key));
                 state.tenants.get(key).is_some_and(|t| t.counts.running < cap && !t.waiting.is_empty())
             };
             let Some(position) = state.turn.iter().position(eligible) else { break };
@@ -238,7 +232,7 @@ impl Admission {
             entry.counts.queued = entry.waiting.len();
             state.queued = state.queued.saturating_sub(1);
             // A waiter still queued is still listening (leaving removes it first).
-            if tx.send(()).is_ok() {
+            if tx.send(Ok(())).is_ok() {
                 entry.counts.running += 1;
                 entry.counts.admitted_total += 1;
                 state.running += 1;
@@ -253,11 +247,28 @@ impl Admission {
 }
 
 impl State {
-    /// Whether a tenant other than `key` runs, waits, or asked within the window.
-    fn others_active(&self, key: &Arc<str>, now: Instant) -> bool {
-        self.tenants.iter().any(|(name, t)| {
-            name != key && (t.counts.running > 0 || !t.waiting.is_empty() || now.duration_since(t.last_seen) < ACTIVE_WINDOW)
-        })
+    /// Whether a tenant other than `key` is running or waiting right now.
+    fn others_active(&self, key: &Arc<str>) -> bool {
+        self.tenants.iter().any(|(name, t)| name != key && (t.counts.running > 0 || !t.waiting.is_empty()))
+    }
+
+    /// Frees a place in a full queue for `key`: the newest waiter of the
+    /// tenant holding the most places is refused, when that tenant holds
+    /// more than `key` would after taking the place. False when `key` is
+    /// itself the heaviest (it is the one to refuse).
+    fn shed_heaviest(&mut self, key: &Arc<str>) -> bool {
+        let own = self.tenants.get(key).map_or(0, |t| t.waiting.len());
+        let heaviest = self.tenants.iter().filter(|(name, _)| *name != key).max_by_key(|(_, t)| t.waiting.len()).map(|(name, t)| (name.clone(), t.waiting.len()));
+        let Some((heaviest, places)) = heaviest.filter(|(_, places)| *places > own + 1) else { return false };
+        let Some(entry) = self.tenants.get_mut(&heaviest) else { return false };
+        let Some((_, tx)) = entry.waiting.pop_back() else { return false };
+        entry.counts.queued = entry.waiting.len();
+        entry.counts.refused_total += 1;
+        let refused = Refused::TenantBusy { running: entry.counts.running, queued: places - 1 };
+        self.queued = self.queued.saturating_sub(1);
+        // A waiter that already left has nothing to be told.
+        let _ = tx.send(Err(refused));
+        true
     }
 
     /// The shared name of a tenant, so the map and the turn hold one copy.
@@ -351,16 +362,52 @@ mod tests {
         let admission = Admission::new(config(4, 2, 2));
         let _held: Vec<Permit> = vec![admission.admit("a").await.expect("1"), admission.admit("a").await.expect("2")];
         let other = admission.admit("b").await.expect("another tenant is admitted at once");
-        drop(other);
         let mut queued: Vec<_> = (0..2).map(|_| Box::pin(admission.admit("a"))).collect();
         for waiter in &mut queued {
             assert!(poll_now(waiter).is_none());
         }
         let refused = admission.admit("a").await.err();
-        assert_eq!(refused, Some(Refused::TenantBusy { running: 2, queued: 2 }));
+        assert_eq!(refused, Some(Refused::TenantBusy { running: 2, queued: 2 }), "b runs, so a keeps its share");
+        drop(other);
         let other = tokio::time::timeout(Duration::from_millis(100), admission.admit("b")).await;
         assert!(matches!(other, Ok(Ok(_))), "another tenant is admitted at once");
         assert_eq!(admission.snapshot().2["a"].refused_total, 1);
+    }
+
+    /// The burst of issue: another tenant was here a moment ago but is
+    /// neither running nor waiting, so the bursting tenant gets the whole
+    /// queue and nothing is refused.
+    #[tokio::test]
+    async fn a_burst_after_another_tenants_request_is_not_refused() {
+        let admission = Admission::new(config(4, 2, 8));
+        drop(admission.admit("b").await.expect("b's request"));
+        let running: Vec<Permit> = vec![admission.admit("a").await.expect("1"), admission.admit("a").await.expect("2")];
+        let mut burst: Vec<_> = (0..30).map(|_| Box::pin(admission.admit("a"))).collect();
+        for waiter in &mut burst {
+            assert!(poll_now(waiter).is_none(), "queued, not refused");
+        }
+        assert_eq!(admission.snapshot().2["a"].refused_total, 0);
+        drop(running);
+    }
+
+    /// A full queue makes way for a lighter tenant: the heaviest tenant's
+    /// newest waiter is refused (429) and the newcomer takes its place.
+    #[tokio::test]
+    async fn a_full_queue_sheds_the_heaviest_tenants_newest_waiter() {
+        let admission = Admission::new(AdmissionConfig { max_running: 1, tenant_running: 1, max_queued: 3, tenant_queued: 8 });
+        let _running = admission.admit("a").await.expect("running");
+        let mut a_waiters: Vec<_> = (0..3).map(|_| Box::pin(admission.admit("a"))).collect();
+        for waiter in &mut a_waiters {
+            assert!(poll_now(waiter).is_none());
+        }
+        let mut b = Box::pin(admission.admit("b"));
+        assert!(poll_now(&mut b).is_none(), "b waits in the place a gave up");
+        let shed = poll_now(&mut a_waiters[2]).expect("a's newest waiter is answered");
+        assert_eq!(shed.err(), Some(Refused::TenantBusy { running: 1, queued: 2 }));
+        assert!(poll_now(&mut a_waiters[0]).is_none() && poll_now(&mut a_waiters[1]).is_none(), "a's older waiters keep their places");
+        assert_eq!(admission.snapshot().1, 3);
+        let refused = admission.admit("a").await.err();
+        assert_eq!(refused, Some(Refused::TenantBusy { running: 1, queued: 2 }), "the heaviest tenant itself is refused");
     }
 
     #[tokio::test]

@@ -213,6 +213,37 @@ fn fifty_concurrent_posts_to_a_new_collection_keep_every_record() {
     assert_eq!(seen, (0..50).collect::<Vec<_>>());
 }
 
+/// Admission is work-conserving: a burst from one tenant right after
+/// another tenant's requests (which no longer run or wait) takes the free
+/// slots and the whole queue; nothing is refused, every record is kept.
+#[test]
+fn a_burst_right_after_another_tenants_requests_is_not_refused() {
+    let kv = temp_kv("burst");
+    let app = App::start(&kv);
+    for _ in 0..2 {
+        assert_eq!(app.send_as("GET", "/members/", None, &[("x-session-id", "earlier")]).status(), 200);
+    }
+    let base = app.base.clone();
+    let writers: Vec<_> = (0..40)
+        .map(|i| {
+            let url = format!("{base}/members/");
+            std::thread::spawn(move || {
+                let client = Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+                let response = client.post(url).header("x-session-id", "burst").json(&json!({"n": i})).send().unwrap();
+                (response.status(), response.text().unwrap_or_default())
+            })
+        })
+        .collect();
+    let mut ids = std::collections::BTreeSet::new();
+    for writer in writers {
+        let (status, body) = writer.join().unwrap();
+        assert_eq!(status, 201, "refused or failed: {body}");
+        let created: Value = serde_json::from_str(&body).unwrap();
+        ids.insert(created["id"].as_u64().unwrap());
+    }
+    assert_eq!(ids, (1..=40).collect(), "40 distinct ids");
+}
+
 /// Concurrent PATCHes of one document: each adds its own field, and the
 /// read check plus the index swap must keep every one (no lost update), while
 /// writers to other documents of the same collection are never turned away.
