@@ -68,31 +68,30 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
 impl AppState {
     /// The caller's tenant: the one its `X-API-Key` maps to; for a caller
-    /// with a bearer token (the service's, or the app's trusted one), or for
-    /// anyone when neither keys nor a token are configured, the tenant it
-    /// names in `x-anypath-tenant` (the app's components act for the tenant
-    /// they bound the request to), else `default`; none (401) otherwise.
+    /// holding a token (the service's bearer token, or the app's trusted
+    /// one) the tenant it names in `x-anypath-tenant` (the app's components
+    /// act for the tenant they bound the request to), else `default`. Anyone
+    /// else is `default` when neither keys nor a token are configured, and
+    /// none (401) otherwise: without a token, naming a tenant counts for nothing.
     pub(crate) fn tenant(&self, headers: &HeaderMap) -> Option<String> {
         if let Some(presented) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
             let presented = digest(presented);
             return self.api_keys.iter().find(|(key, _)| *key == presented).map(|(_, tenant)| tenant.clone());
         }
-        let open = self.token_digest.is_none() && self.api_keys.is_empty();
         let bearer = self.token_digest.is_some() && authorised(self, headers);
         let trusted = self.trusted_digest.is_some_and(|expected| bearer_digest(headers) == Some(expected));
-        (open || bearer || trusted).then(|| named_tenant(headers).unwrap_or("default").to_owned())
+        if bearer || trusted {
+            return Some(named_tenant(headers).unwrap_or("default").to_owned());
+        }
+        let open = self.token_digest.is_none() && self.api_keys.is_empty();
+        open.then(|| "default".to_owned())
     }
 
-    /// The tenant a REST block runs for: the API key's, else the one a
-    /// caller that passed the bearer check names in `x-anypath-tenant`, else
-    /// `default`. Used for fair admission and accounting, never for data.
+    /// The tenant a REST block runs for, by the same rule as [`Self::tenant`]
+    /// (`default` when it names none). Used for fair admission and
+    /// accounting, never for data.
     fn exec_tenant(&self, headers: &HeaderMap) -> String {
-        if headers.contains_key("x-api-key")
-            && let Some(tenant) = self.tenant(headers)
-        {
-            return tenant;
-        }
-        named_tenant(headers).unwrap_or("default").to_owned()
+        self.tenant(headers).unwrap_or_else(|| "default".to_owned())
     }
 
     /// A slot for one execution of `tenant`, or the answer refusing it.

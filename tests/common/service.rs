@@ -21,13 +21,18 @@ impl Service {
 
     /// The same, with more command-line arguments.
     pub fn start_with(data_dir: &Path, extra: &[&str]) -> Self {
+        Self::start_open(data_dir, &[&["--api-keys", "key-alice:alice,key-bob:bob"], extra].concat())
+    }
+
+    /// Serves the code interpreter without API keys, with `extra` arguments
+    /// (none: an open service, where every caller is tenant `default`).
+    pub fn start_open(data_dir: &Path, extra: &[&str]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
         command
             .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--warm-instances", "0", "--runner"])
             .arg(super::runner_path())
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--api-keys", "key-alice:alice,key-bob:bob"])
             .args(extra);
         let process = super::Spawned::start(&mut command, "sandbox serving");
         let base = format!("http://{}", process.address);

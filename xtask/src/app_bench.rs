@@ -91,6 +91,10 @@ impl BenchRedis {
     }
 }
 
+/// The API keys of the sandbox listener's two tenants: only a key (or a
+/// token) decides a caller's tenant there.
+const BENCH_KEYS: &str = "bench-a:tenant-a,bench-b:tenant-b";
+
 /// The app under test: `anypath up` on a fresh data directory.
 struct BenchApp {
     _process: Running,
@@ -100,7 +104,7 @@ struct BenchApp {
 
 fn start_app(binary: &Path, runner: &Path, data: &Path, env: &[(String, String)]) -> anyhow::Result<BenchApp> {
     let mut child = Command::new(binary)
-        .args(["up", "--listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0", "--kv"])
+        .args(["up", "--listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0", "--api-keys", BENCH_KEYS, "--kv"])
         .arg(data.join("kv.db"))
         .arg("--data-dir")
         .arg(data.join("interpreter"))
@@ -274,10 +278,10 @@ fn interpreter_over_mcp(oha: &Path, sandbox: &str) -> anyhow::Result<()> {
     let run_body = r#"{"code":"x = 1"}"#;
     let mcp_url = format!("{sandbox}/mcp");
     let mcp_body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_python","arguments":{"session_id":"bench","code":"x = 1"}}}"#;
-    let mcp_headers = ["-H", "accept: application/json, text/event-stream", "-H", "mcp-protocol-version: 2025-06-18"];
+    let mcp_headers = ["-H", "accept: application/json, text/event-stream", "-H", "mcp-protocol-version: 2025-06-18", "-H", "x-api-key: bench-a"];
     // Both must really run the cell (a tool error is HTTP 200 too), and the session gets warm.
     let client = reqwest::blocking::Client::new();
-    let plain: Value = client.post(&run_url).header("content-type", "application/json").body(run_body).send()?.json()?;
+    let plain: Value = client.post(&run_url).header("content-type", "application/json").header("x-api-key", "bench-a").body(run_body).send()?.json()?;
     if plain["exit_code"] != 0 {
         bail!("the warm-up run failed: {plain}");
     }
@@ -295,7 +299,7 @@ fn interpreter_over_mcp(oha: &Path, sandbox: &str) -> anyhow::Result<()> {
     println!("\ncode interpreter, a one-line cell in a warm session, {REQUESTS} requests per row");
     println!("{:<34} {:>5} {:>10} {:>10} {:>10}", "request", "conc", "p50", "p99", "req/s");
     let post = ["-m", "POST", "-T", "application/json", "-d"];
-    let http = load(oha, &run_url, REQUESTS, "1", &[&post[..], &[run_body]].concat())?;
+    let http = load(oha, &run_url, REQUESTS, "1", &[&post[..], &[run_body, "-H", "x-api-key: bench-a"]].concat())?;
     report("POST /v1/sessions/{id}/run", "1", &http);
     let mcp = load(oha, &mcp_url, REQUESTS, "1", &[&post[..], &[mcp_body], &mcp_headers[..]].concat())?;
     report("MCP tools/call run_python", "1", &mcp);
@@ -313,14 +317,14 @@ fn interpreter_over_mcp(oha: &Path, sandbox: &str) -> anyhow::Result<()> {
 /// with 16 clients looping on blocks that never end.
 fn fair_share(oha: &Path, sandbox: &str) -> anyhow::Result<()> {
     let url = format!("{sandbox}/v1/exec");
-    let as_b = ["-m", "POST", "-T", "application/json", "-H", "x-anypath-tenant: tenant-b", "-d", r#"{"code":"REPLY = {'status': 200}"}"#];
+    let as_b = ["-m", "POST", "-T", "application/json", "-H", "x-api-key: bench-b", "-d", r#"{"code":"REPLY = {'status': 200}"}"#];
     println!("\nfair share: tenant B's trivial block, {REQUESTS} requests per row, c=1");
     println!("{:<34} {:>5} {:>10} {:>10} {:>10}", "request", "conc", "p50", "p99", "req/s");
     let alone = load(oha, &url, REQUESTS, "1", &as_b)?;
     report("B alone", "1", &alone);
     let flood = Command::new(oha)
         .args(["--no-tui", "-z", "120s", "-c", "16", "-m", "POST", "-T", "application/json"])
-        .args(["-H", "x-anypath-tenant: tenant-a", "-d", r#"{"code":"while True:\n    pass"}"#])
+        .args(["-H", "x-api-key: bench-a", "-d", r#"{"code":"while True:\n    pass"}"#])
         .arg(&url)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
