@@ -152,11 +152,28 @@ fn bad_bodies_are_400_and_an_unreachable_llm_is_502() {
     let (status, _) = json_of(app.send("GET", "/run", None));
     assert_eq!(status.as_u16(), 405);
 
+    let (_, spec) = json_of(app.send("GET", "/openapi.json", None));
+    assert!(spec["paths"].get("/run").is_some(), "a configured agent is in the spec");
+
     let down = [("SPIN_VARIABLE_LLM_PROVIDER", "openai"), ("SPIN_VARIABLE_LLM_SCHEME", "http"), ("SPIN_VARIABLE_LLM_HOST", "127.0.0.1:9"), ("SPIN_VARIABLE_LLM_MODEL", "m")];
     let app = App::start_with(&temp_kv("agent-llm-down"), "spin.toml", &down);
     let (status, answer) = run(&app, json!({"input": "anything"}));
     assert_eq!((status, &answer["error"]["code"]), (502, &json!("llm_failed")), "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap_or("").contains("unreachable"), "{answer}");
+}
+
+/// Without an LLM the agent cannot work: the spec does not offer `POST /run`,
+/// and a call is a 503 naming the settings (a server's configuration, not a
+/// bad gateway).
+#[test]
+fn an_app_without_an_llm_neither_offers_nor_fails_the_agent_as_a_bad_gateway() {
+    let app = App::start(&temp_kv("agent-unconfigured"));
+    let (_, spec) = json_of(app.send("GET", "/openapi.json", None));
+    assert!(spec["paths"].get("/run").is_none(), "the spec offers /run: {}", spec["paths"]);
+    assert!(spec["paths"].get("/{collection}/").is_some(), "the rest of the spec is there");
+    let (status, answer) = run(&app, json!({"input": "Write hello.txt"}));
+    assert_eq!((status, &answer["error"]["code"]), (503, &json!("agent_unavailable")), "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap_or("").contains("llm_host"), "{answer}");
 }
 
 /// Boundary: `allowed_outbound_hosts`, live. The agent component, pointed

@@ -164,7 +164,13 @@ impl Model for PlannerModel<'_> {
         let parsed: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
         if answer.status != 200 {
             let message = parsed["error"]["message"].as_str().unwrap_or("no reason given").to_owned();
-            return Err(if answer.status == 504 { ModelError::Timeout(message) } else { ModelError::Failed(message) });
+            return Err(match (answer.status, parsed["error"]["code"].as_str()) {
+                (504, _) => ModelError::Timeout(message),
+                (503, Some("planner_unconfigured")) => ModelError::Unconfigured(format!(
+                    "no LLM is configured ({message}): set the variables llm_host, llm_model and, for a hosted provider, llm_api_key"
+                )),
+                _ => ModelError::Failed(message),
+            });
         }
         serde_json::from_value(parsed).map_err(|e| ModelError::Failed(format!("the planner's answer is malformed: {e}")))
     }

@@ -18,11 +18,15 @@ const REDOC: &str = r##"<!doctype html>
 </body></html>"##;
 
 /// The content type and body of a documentation path (`/openapi.json`,
-/// `/docs` or `/redoc`); `planning` is asked only for the spec.
-pub fn page(path: &str, planning: impl FnOnce() -> Planning) -> (&'static str, Vec<u8>) {
+/// `/docs` or `/redoc`); `planning` (the planning mode, and whether the
+/// agent has an LLM) is asked only for the spec.
+pub fn page(path: &str, planning: impl FnOnce() -> (Planning, bool)) -> (&'static str, Vec<u8>) {
     match path {
         "/docs" => ("text/html; charset=utf-8", SWAGGER.as_bytes().to_vec()),
         "/redoc" => ("text/html; charset=utf-8", REDOC.as_bytes().to_vec()),
-        _ => ("application/json", serde_json::to_vec(&surface::openapi(planning())).unwrap_or_default()),
+        _ => ("application/json", {
+            let (planning, agent) = planning();
+            serde_json::to_vec(&surface::openapi(planning, agent)).unwrap_or_default()
+        }),
     }
 }

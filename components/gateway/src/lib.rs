@@ -139,11 +139,13 @@ fn options(methods: &[&str], request_id: &str) -> Outcome {
     Outcome { response, status: 204, detail: "options" }
 }
 
-/// Whether a model plans beyond the rules, as the planner says; the rules
-/// when it cannot say (the narrower answer is the safe one).
-fn planning(config: &Config, request_id: &str) -> Planning {
+/// Whether a model plans beyond the rules, and whether the agent has an
+/// LLM, as the planner says; the rules and no agent when it cannot say (the
+/// narrower answer is the safe one).
+fn planning(config: &Config, request_id: &str) -> (Planning, bool) {
     let status = planner_status(config, request_id);
-    Planning::from_mode(status["planner_mode"].as_str().unwrap_or("rules"))
+    let planning = Planning::from_mode(status["planner_mode"].as_str().unwrap_or("rules"));
+    (planning, status["llm_configured"].as_bool().unwrap_or(false))
 }
 
 fn error_outcome(failure: Failure, request_id: &str) -> Outcome {
@@ -222,7 +224,7 @@ fn check_method(ctx: &RequestContext, path: &str, config: &Config, request_id: &
     if method != "OPTIONS" && surface::allowed(shape, Planning::Rules).contains(&method) {
         return Ok(None);
     }
-    let methods = surface::allowed(shape, planning(config, request_id));
+    let methods = surface::allowed(shape, planning(config, request_id).0);
     if methods.is_empty() {
         return Err(Failure::rest(RestError::NotFound(format!("no rule plans {path}; an LLM planner would interpret it"))));
     }

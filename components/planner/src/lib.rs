@@ -89,6 +89,11 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
     })
 }
 
+/// Whether an LLM can be called: valid settings and a host.
+fn llm_configured(config: &Config) -> bool {
+    config.settings.is_ok() && !config.base_url.is_empty()
+}
+
 fn status(config: &Config) -> Value {
     json!({
         "planner_mode": config.mode.name(),
@@ -97,7 +102,9 @@ fn status(config: &Config) -> Value {
         "model": config.model(),
         "prompt_version": PROMPT_VERSION,
         "structured_output": config.output_mode.map_or("auto", OutputMode::name),
-        "llm_ready": config.mode == Mode::Rules || (config.settings.is_ok() && !config.base_url.is_empty()),
+        "llm_ready": config.mode == Mode::Rules || llm_configured(config),
+        // What the agent needs, whatever the mode.
+        "llm_configured": llm_configured(config),
     })
 }
 

@@ -30,6 +30,9 @@ pub enum ModelError {
     /// No answer within the time left.
     #[error("{0}")]
     Timeout(String),
+    /// No LLM is configured: a setting to fix on the server, not a bad gateway.
+    #[error("{0}")]
+    Unconfigured(String),
 }
 
 /// Why a run ended without an answer.
@@ -39,6 +42,8 @@ pub enum AgentError {
     Llm(String),
     #[error("the run passed its deadline after {turns} model turns")]
     Deadline { turns: u32 },
+    #[error("the agent is unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl AgentError {
@@ -47,6 +52,7 @@ impl AgentError {
         match self {
             Self::Llm(_) => (502, "llm_failed"),
             Self::Deadline { .. } => (504, "run_timeout"),
+            Self::Unavailable(_) => (503, "agent_unavailable"),
         }
     }
 }
@@ -105,6 +111,7 @@ pub fn run(
         }
         let reply = model.complete(&chat).map_err(|e| match e {
             ModelError::Timeout(_) if expired() => AgentError::Deadline { turns: outcome.turns },
+            ModelError::Unconfigured(reason) => AgentError::Unavailable(reason),
             other => AgentError::Llm(other.to_string()),
         })?;
         outcome.turns += 1;

@@ -103,9 +103,13 @@ const PLANNED_ERRORS: &[(&str, &str)] = &[
 
 const SPEC: &str = include_str!("openapi.json");
 
-/// The OpenAPI document for this planning mode.
-pub fn openapi(planning: Planning) -> Value {
+/// The OpenAPI document for this planning mode; `POST /run` only when an
+/// LLM is configured for the agent (`agent`), since it cannot work without one.
+pub fn openapi(planning: Planning, agent: bool) -> Value {
     let mut spec: Value = serde_json::from_str(SPEC).unwrap_or_else(|_| json!({}));
+    if !agent && let Some(paths) = spec["paths"].as_object_mut() {
+        paths.remove("/run");
+    }
     let custom = spec["x-custom-operation"].take();
     if let Some(object) = spec.as_object_mut() {
         object.remove("x-custom-operation");
@@ -187,7 +191,7 @@ mod tests {
     #[test]
     fn the_spec_documents_exactly_the_allowed_methods() {
         for planning in [Planning::Rules, Planning::Model] {
-            let spec = openapi(planning);
+            let spec = openapi(planning, true);
             for shape in [Shape::Collection, Shape::Search, Shape::Item, Shape::Nested] {
                 let template = shape.template().unwrap();
                 assert_eq!(documented(&spec, template), declared(shape, planning), "{template} under {planning:?}");
@@ -200,7 +204,7 @@ mod tests {
 
     #[test]
     fn every_planned_operation_declares_every_error_status() {
-        let spec = openapi(Planning::Model);
+        let spec = openapi(Planning::Model, true);
         for (template, item) in spec["paths"].as_object().unwrap() {
             for (method, operation) in item.as_object().unwrap().iter().filter(|(k, _)| *k != "parameters") {
                 let statuses: Vec<&str> = if RESERVED_PATHS.contains(&template.as_str()) { vec!["405"] } else { PLANNED_ERRORS.iter().map(|(s, _)| *s).collect() };
@@ -209,6 +213,13 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn run_is_offered_only_when_the_agent_has_an_llm() {
+        assert!(openapi(Planning::Rules, false)["paths"].get("/run").is_none());
+        assert!(openapi(Planning::Rules, true)["paths"].get("/run").is_some());
+        assert!(openapi(Planning::Model, false)["paths"].get("/{collection}/").is_some());
     }
 
     #[test]
