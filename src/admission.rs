@@ -98,6 +98,16 @@ struct State {
     turn: VecDeque<Arc<str>>,
 }
 
+/// What admission does with a request arriving now.
+enum Decision {
+    /// A slot is free within the tenant's share: it runs at once.
+    Run,
+    /// It waits for a slot; `shed` when the queue is full and a heavier
+    /// tenant's newest waiter makes way for it.
+    Wait { shed: bool },
+    Refuse(Refused),
+}
+
 /// What a waiter is told: a slot, or that it made way for a lighter tenant.
 type Answer = Result<(), Refused>;
 
@@ -135,27 +145,22 @@ impl Admission {
         let (ticket, tenant, granted) = {
             let mut state = self.lock();
             let key = state.key(tenant);
-            let config = self.config;
-            let running_total = state.running;
-            let others_active = state.others_active(&key);
-            let queue_share = if others_active { config.tenant_queued } else { config.max_queued };
-            let running_share = self.running_share(others_active);
-            let entry = state.tenants.entry(key.clone()).or_default();
-            if entry.waiting.is_empty() && entry.counts.running < running_share && running_total < config.max_running {
-                entry.counts.running += 1;
-                entry.counts.admitted_total += 1;
-                state.running += 1;
-                return Ok(Permit { admission: self.clone(), tenant: key });
-            }
-            let (running, queued) = (entry.counts.running, entry.waiting.len());
-            let over_share = queued >= queue_share;
-            let queued_total = state.queued;
-            // A full queue makes way only for a request that may then take the place.
-            let no_place = queued_total >= config.max_queued && (over_share || !state.shed_heaviest(&key));
-            if no_place || over_share {
-                state.tenants.entry(key.clone()).or_default().counts.refused_total += 1;
-                let alone_at_a_full_queue = no_place && !others_active;
-                return Err(if alone_at_a_full_queue { Refused::Overloaded(queued_total) } else { Refused::TenantBusy { running, queued } });
+            let shed = match self.decide(&state, &key) {
+                Decision::Run => {
+                    let entry = state.tenants.entry(key.clone()).or_default();
+                    entry.counts.running += 1;
+                    entry.counts.admitted_total += 1;
+                    state.running += 1;
+                    return Ok(Permit { admission: self.clone(), tenant: key });
+                }
+                Decision::Refuse(refused) => {
+                    state.tenants.entry(key).or_default().counts.refused_total += 1;
+                    return Err(refused);
+                }
+                Decision::Wait { shed } => shed,
+            };
+            if shed {
+                state.shed_heaviest(&key);
             }
             let (tx, rx) = oneshot::channel();
             let ticket = state.next_ticket;
@@ -178,6 +183,46 @@ impl Admission {
             Ok(Err(refused)) => Err(refused),
             Err(_) => Err(Refused::Closed),
         }
+    }
+
+    /// Whether a request of `tenant` arriving now would be refused, without
+    /// taking or keeping any place: lets a caller refuse before it spends
+    /// work on a request the executor would turn away. A refusal counts as one.
+    pub fn probe(&self, tenant: &str) -> Result<(), Refused> {
+        let mut state = self.lock();
+        let key = state.key(tenant);
+        match self.decide(&state, &key) {
+            Decision::Refuse(refused) => {
+                state.tenants.entry(key).or_default().counts.refused_total += 1;
+                Err(refused)
+            }
+            Decision::Run | Decision::Wait { .. } => Ok(()),
+        }
+    }
+
+    /// What admission does with a request of `key` arriving now.
+    fn decide(&self, state: &State, key: &Arc<str>) -> Decision {
+        let config = self.config;
+        let others_active = state.others_active(key);
+        let queue_share = if others_active { config.tenant_queued } else { config.max_queued };
+        let running_share = self.running_share(others_active);
+        let (running, queued) = state.tenants.get(key).map_or((0, 0), |t| (t.counts.running, t.waiting.len()));
+        if queued == 0 && running < running_share && state.running < config.max_running {
+            return Decision::Run;
+        }
+        let over_share = queued >= queue_share;
+        let queue_full = state.queued >= config.max_queued;
+        // A full queue makes way only for a request that may then take the place.
+        let shed = queue_full && !over_share && state.heavier_than(key).is_some();
+        if over_share || (queue_full && !shed) {
+            // Alone at a full queue, the service is what is full, not a share.
+            return Decision::Refuse(if queue_full && !others_active {
+                Refused::Overloaded(state.queued)
+            } else {
+                Refused::TenantBusy { running, queued }
+            });
+        }
+        Decision::Wait { shed }
     }
 
     /// Counts an execution of `tenant` that ended on a limit.
@@ -257,9 +302,7 @@ impl State {
     /// more than `key` would after taking the place. False when `key` is
     /// itself the heaviest (it is the one to refuse).
     fn shed_heaviest(&mut self, key: &Arc<str>) -> bool {
-        let own = self.tenants.get(key).map_or(0, |t| t.waiting.len());
-        let heaviest = self.tenants.iter().filter(|(name, _)| *name != key).max_by_key(|(_, t)| t.waiting.len()).map(|(name, t)| (name.clone(), t.waiting.len()));
-        let Some((heaviest, places)) = heaviest.filter(|(_, places)| *places > own + 1) else { return false };
+        let Some((heaviest, places)) = self.heavier_than(key) else { return false };
         let Some(entry) = self.tenants.get_mut(&heaviest) else { return false };
         let Some((_, tx)) = entry.waiting.pop_back() else { return false };
         entry.counts.queued = entry.waiting.len();
@@ -269,6 +312,14 @@ impl State {
         // A waiter that already left has nothing to be told.
         let _ = tx.send(Err(refused));
         true
+    }
+
+    /// The tenant holding the most waiting places, with how many, when it
+    /// holds more than `key` would after taking one more.
+    fn heavier_than(&self, key: &Arc<str>) -> Option<(Arc<str>, usize)> {
+        let own = self.tenants.get(key).map_or(0, |t| t.waiting.len());
+        let heaviest = self.tenants.iter().filter(|(name, _)| *name != key).max_by_key(|(_, t)| t.waiting.len());
+        heaviest.map(|(name, t)| (name.clone(), t.waiting.len())).filter(|(_, places)| *places > own + 1)
     }
 
     /// The shared name of a tenant, so the map and the turn hold one copy.
@@ -372,6 +423,28 @@ mod tests {
         let other = tokio::time::timeout(Duration::from_millis(100), admission.admit("b")).await;
         assert!(matches!(other, Ok(Ok(_))), "another tenant is admitted at once");
         assert_eq!(admission.snapshot().2["a"].refused_total, 1);
+    }
+
+    /// The probe refuses exactly what admission would, and takes no place:
+    /// a tenant past its share while another runs is refused, the other
+    /// tenant and a lone tenant are not, and nothing is queued by asking.
+    #[tokio::test]
+    async fn the_probe_refuses_what_admission_would_without_taking_a_place() {
+        let admission = Admission::new(config(4, 2, 2));
+        assert_eq!(admission.probe("a"), Ok(()), "a lone tenant with free slots");
+        let _held: Vec<Permit> = vec![admission.admit("a").await.expect("1"), admission.admit("a").await.expect("2")];
+        let other = admission.admit("b").await.expect("b runs");
+        let mut queued: Vec<_> = (0..2).map(|_| Box::pin(admission.admit("a"))).collect();
+        for waiter in &mut queued {
+            assert!(poll_now(waiter).is_none());
+        }
+        assert_eq!(admission.probe("a"), Err(Refused::TenantBusy { running: 2, queued: 2 }));
+        assert_eq!(admission.probe("b"), Ok(()), "the other tenant is under its share");
+        let (running, waiting, tenants) = admission.snapshot();
+        assert_eq!((running, waiting, tenants["a"].refused_total), (3, 2, 1), "asking took no place");
+        drop(other);
+        drop(queued);
+        assert_eq!(admission.probe("a"), Ok(()), "alone again, a may queue");
     }
 
     /// The burst of issue: another tenant was here a moment ago but is

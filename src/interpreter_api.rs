@@ -27,6 +27,7 @@ use anypath_interpreter::{Artifact, Interpreter, InterpreterError, LinkQuery, Ru
 use anypath_sandbox::Runtime;
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
@@ -36,15 +37,22 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::envelope::upload_body_limit;
 use crate::serve::{AppState, error, request_id, set_request_id};
 
-/// The interpreter's routes.
-pub fn routes() -> Router<Arc<AppState>> {
+/// The interpreter's routes. The two that take a file accept a body as
+/// large as the upload quota allows (as base64 in its envelope); every other
+/// route keeps the framework's default limit.
+pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
+    let upload_limit = DefaultBodyLimit::max(state.interpreter.as_ref().map_or(0, |i| upload_body_limit(i.max_upload_bytes())));
+    let files = Router::new()
+        .route("/v1/sessions/{session_id}/files", get(list_files).post(upload_base64))
+        .route("/v1/sessions/{session_id}/files/{*path}", get(download).put(upload_raw).delete(delete_file))
+        .layer(upload_limit);
     Router::new()
         .route("/v1/sessions", post(open_session))
         .route("/v1/sessions/{session_id}", get(describe_session).delete(close_session))
-        .route("/v1/sessions/{session_id}/files", get(list_files).post(upload_base64))
-        .route("/v1/sessions/{session_id}/files/{*path}", get(download).put(upload_raw).delete(delete_file))
+        .merge(files)
         .route("/v1/sessions/{session_id}/run", post(run))
         .route("/v1/sessions/{session_id}/artifacts", get(list_artifacts))
         .route("/v1/sessions/{session_id}/artifacts/{*path}", get(read_artifact))
@@ -79,8 +87,7 @@ impl axum::extract::FromRequestParts<Arc<AppState>> for Caller {
         let Some(interpreter) = state.interpreter.clone() else {
             return Err(error(StatusCode::NOT_FOUND, "not_found", "this service runs no code interpreter", &request_id));
         };
-        let host = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok());
-        let base_url = interpreter.base_url(host);
+        let base_url = state.base_url(&interpreter, &parts.headers);
         match state.tenant(&parts.headers) {
             Some(tenant) => Ok(Caller { tenant, request_id, interpreter, base_url }),
             None => Err(error(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong API key or bearer token", &request_id)),
@@ -89,6 +96,18 @@ impl axum::extract::FromRequestParts<Arc<AppState>> for Caller {
 }
 
 impl Caller {
+    /// Runs interpreter work that touches files on the blocking pool, off
+    /// the async workers.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Interpreter, &str) -> Result<T, InterpreterError> + Send + 'static,
+    ) -> Result<T, InterpreterError> {
+        let (interpreter, tenant) = (self.interpreter.clone(), self.tenant.clone());
+        tokio::task::spawn_blocking(move || work(&interpreter, &tenant))
+            .await
+            .unwrap_or_else(|e| Err(InterpreterError::Io { what: "file work", source: std::io::Error::other(e.to_string()) }))
+    }
+
     fn fail(&self, e: &InterpreterError) -> Response {
         let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         error(status, e.code(), &e.to_string(), &self.request_id)
@@ -118,14 +137,15 @@ async fn open_session(c: Caller, body: Bytes) -> Response {
         Ok(o) => o,
         Err(e) => return c.bad_json(e),
     };
-    match c.interpreter.open_session(&c.tenant, &open.session_id, open.ttl_seconds.map(Duration::from_secs), open.runtime) {
+    let ttl = open.ttl_seconds.map(Duration::from_secs);
+    match c.blocking(move |i, tenant| i.open_session(tenant, &open.session_id, ttl, open.runtime)).await {
         Ok(info) => c.json(StatusCode::CREATED, info),
         Err(e) => c.fail(&e),
     }
 }
 
 async fn describe_session(c: Caller, Path(session_id): Path<String>) -> Response {
-    match c.interpreter.session_info(&c.tenant, &session_id) {
+    match c.blocking(move |i, tenant| i.session_info(tenant, &session_id)).await {
         Ok(info) => c.json(StatusCode::OK, info),
         Err(e) => c.fail(&e),
     }
@@ -157,7 +177,8 @@ async fn upload_base64(c: Caller, Path(session_id): Path<String>, body: Bytes) -
         Ok(b) => b,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_base64", &format!("content_base64: {e}"), &c.request_id),
     };
-    match c.interpreter.upload_file(&c.tenant, &session_id, &upload.filename, &bytes, upload.overwrite, upload.runtime) {
+    let Upload { filename, overwrite, runtime, .. } = upload;
+    match c.blocking(move |i, tenant| i.upload_file(tenant, &session_id, &filename, &bytes, overwrite, runtime)).await {
         Ok(info) => c.json(StatusCode::CREATED, info),
         Err(e) => c.fail(&e),
     }
@@ -179,21 +200,21 @@ async fn upload_raw(
     let Ok(Query(query)) = query else {
         return error(StatusCode::BAD_REQUEST, "invalid_query", "overwrite must be true or false; runtime python or python-data", &c.request_id);
     };
-    match c.interpreter.upload_file(&c.tenant, &session_id, &path, &body, query.overwrite, query.runtime) {
+    match c.blocking(move |i, tenant| i.upload_file(tenant, &session_id, &path, &body, query.overwrite, query.runtime)).await {
         Ok(info) => c.json(StatusCode::CREATED, info),
         Err(e) => c.fail(&e),
     }
 }
 
 async fn list_files(c: Caller, Path(session_id): Path<String>) -> Response {
-    match c.interpreter.list_files(&c.tenant, &session_id) {
+    match c.blocking(move |i, tenant| i.list_files(tenant, &session_id)).await {
         Ok(files) => c.json(StatusCode::OK, json!({"files": files})),
         Err(e) => c.fail(&e),
     }
 }
 
 async fn download(c: Caller, Path((session_id, path)): Path<(String, String)>) -> Response {
-    match c.interpreter.read_file(&c.tenant, &session_id, &path) {
+    match c.blocking(move |i, tenant| i.read_file(tenant, &session_id, &path)).await {
         Ok((_, bytes)) => {
             let mut response = ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response();
             set_request_id(&mut response, &c.request_id);
@@ -204,7 +225,7 @@ async fn download(c: Caller, Path((session_id, path)): Path<(String, String)>) -
 }
 
 async fn delete_file(c: Caller, Path((session_id, path)): Path<(String, String)>) -> Response {
-    match c.interpreter.delete_file(&c.tenant, &session_id, &path) {
+    match c.blocking(move |i, tenant| i.delete_file(tenant, &session_id, &path)).await {
         Ok(()) => {
             let mut response = StatusCode::NO_CONTENT.into_response();
             set_request_id(&mut response, &c.request_id);
@@ -236,21 +257,24 @@ async fn run(State(state): State<Arc<AppState>>, c: Caller, Path(session_id): Pa
 }
 
 async fn list_artifacts(c: Caller, Path(session_id): Path<String>) -> Response {
-    match c.interpreter.session_artifacts(&c.tenant, &session_id, &c.base_url) {
+    let base_url = c.base_url.clone();
+    match c.blocking(move |i, tenant| i.session_artifacts(tenant, &session_id, &base_url)).await {
         Ok(artifacts) => c.json(StatusCode::OK, json!({"artifacts": artifacts})),
         Err(e) => c.fail(&e),
     }
 }
 
 async fn read_artifact(c: Caller, Path((session_id, path)): Path<(String, String)>) -> Response {
-    match c.interpreter.read_artifact(&c.tenant, &session_id, &path, &c.base_url) {
+    let base_url = c.base_url.clone();
+    match c.blocking(move |i, tenant| i.read_artifact(tenant, &session_id, &path, &base_url)).await {
         Ok(content) => c.json(StatusCode::OK, content),
         Err(e) => c.fail(&e),
     }
 }
 
 async fn describe_artifact(c: Caller, Path(artifact_id): Path<String>) -> Response {
-    match c.interpreter.artifact(&c.tenant, &artifact_id, &c.base_url) {
+    let base_url = c.base_url.clone();
+    match c.blocking(move |i, tenant| i.artifact(tenant, &artifact_id, &base_url)).await {
         Ok(artifact) => c.json(StatusCode::OK, artifact),
         Err(e) => c.fail(&e),
     }

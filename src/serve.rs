@@ -1,6 +1,7 @@
 //! `anypath sandbox serve`: the sandbox as an HTTP JSON API.
 //!
-//! `POST /v1/exec` runs one block; `GET /healthz` reports readiness and limits;
+//! `POST /v1/exec` runs one block; `GET /v1/admission` says whether one would
+//! be admitted now; `GET /healthz` reports readiness and limits;
 //! `GET /openapi.json` describes every route;
 //! with a code interpreter, `/v1/sessions/...` serves it (`interpreter_api`)
 //! and `/mcp` offers it as MCP tools (`mcp::http`).
@@ -28,7 +29,7 @@ use crate::admission::{Admission, AdmissionConfig, Permit, Refused};
 /// Largest accepted request body.
 const MAX_BODY_BYTES: usize = 32 << 20;
 /// Header carrying the caller's request id (generated when absent or unusable).
-const REQUEST_ID: &str = "x-request-id";
+pub(crate) const REQUEST_ID: &str = "x-request-id";
 /// Header by which a trusted caller (the gateway, holding the bearer token)
 /// names the tenant a REST block runs for. The block itself has no network,
 /// so it cannot set it.
@@ -61,6 +62,9 @@ pub(crate) struct AppState {
     api_keys: Vec<([u8; 32], String)>,
     pub(crate) interpreter: Option<Arc<Interpreter>>,
     pub(crate) admission: Arc<Admission>,
+    /// The address this service listens on: links fall back to it when a
+    /// request names no `Host`.
+    listen: SocketAddr,
 }
 
 /// How often expired sessions are swept.
@@ -85,6 +89,12 @@ impl AppState {
         }
         let open = self.token_digest.is_none() && self.api_keys.is_empty();
         open.then(|| "default".to_owned())
+    }
+
+    /// The base of the absolute links an answer to this request carries.
+    pub(crate) fn base_url(&self, interpreter: &Interpreter, headers: &HeaderMap) -> String {
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_owned);
+        interpreter.base_url(&host.unwrap_or_else(|| self.listen.to_string()))
     }
 
     /// The tenant a REST block runs for, by the same rule as [`Self::tenant`]
@@ -126,8 +136,9 @@ fn refusal(refused: Refused, request_id: &str) -> Response {
 }
 
 /// Serves until Ctrl-C or SIGTERM.
-pub async fn serve(sandbox: Sandbox, options: ServeOptions) -> anyhow::Result<()> {
+pub async fn serve(sandbox: Sandbox, mut options: ServeOptions) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
+    options.listen = listener.local_addr()?;
     serve_on(listener, router(sandbox, &options), shutdown_signal()).await
 }
 
@@ -153,6 +164,7 @@ impl AppState {
             api_keys: options.api_keys.iter().map(|(key, tenant)| (digest(key), tenant.clone())).collect(),
             interpreter: options.interpreter.clone(),
             admission: Admission::new(options.admission),
+            listen: options.listen,
         })
     }
 }
@@ -166,11 +178,13 @@ pub fn router(sandbox: Sandbox, options: &ServeOptions) -> Router {
     }
     Router::new()
         .route("/v1/exec", post(exec))
+        .route("/v1/admission", get(admission_probe))
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi))
-        .merge(crate::interpreter_api::routes())
+        .merge(crate::interpreter_api::routes(&state))
         .merge(crate::mcp::http::routes(&state, &options.mcp_allowed_hosts))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(crate::envelope::every_error_an_envelope))
         .with_state(state)
 }
 
@@ -254,6 +268,29 @@ async fn exec(State(state): State<Arc<AppState>>, request: Request) -> Response 
     };
     set_request_id(&mut response, &request_id);
     response
+}
+
+/// Whether an execution for the caller's tenant would be admitted now: 204,
+/// or the refusal `/v1/exec` would give (429 or 503, with `Retry-After`).
+/// The gateway asks before it plans, so a tenant past its share is turned
+/// away before any planning or loading is spent on its request.
+async fn admission_probe(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let request_id = request_id(&headers);
+    if !authorised(&state, &headers) {
+        return error(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong bearer token", &request_id);
+    }
+    let tenant = state.exec_tenant(&headers);
+    match state.admission.probe(&tenant) {
+        Ok(()) => {
+            let mut response = StatusCode::NO_CONTENT.into_response();
+            set_request_id(&mut response, &request_id);
+            response
+        }
+        Err(refused) => {
+            tracing::info!(request_id = %request_id, tenant, outcome = "refused", "admission probe");
+            refusal(refused, &request_id)
+        }
+    }
 }
 
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {

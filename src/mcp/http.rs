@@ -16,13 +16,8 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::{CodeInterpreterTools, Tenant};
+use crate::envelope::upload_body_limit;
 use crate::serve::{AppState, error, request_id};
-
-/// Room in a request body beyond the base64 of the largest upload: the
-/// JSON-RPC envelope, the file name and the session id.
-const ENVELOPE_BYTES: usize = 64 << 10;
-/// The floor of the body limit (rmcp's own default).
-const MIN_BODY_BYTES: usize = 4 << 20;
 
 /// `/mcp`, when the service runs a code interpreter. `allowed_hosts` are the
 /// `Host` values it answers (a guard against DNS rebinding); empty allows any.
@@ -32,7 +27,7 @@ pub fn routes(state: &Arc<AppState>, allowed_hosts: &[String]) -> Router<Arc<App
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_allowed_hosts(allowed_hosts.iter().cloned())
-        .with_max_request_body_bytes(body_limit(interpreter.max_upload_bytes()));
+        .with_max_request_body_bytes(upload_body_limit(interpreter.max_upload_bytes()));
     let tools_state = state.clone();
     let service = StreamableHttpService::new(
         move || Ok(CodeInterpreterTools::over_http(tools_state.clone())),
@@ -40,12 +35,6 @@ pub fn routes(state: &Arc<AppState>, allowed_hosts: &[String]) -> Router<Arc<App
         config,
     );
     Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(state.clone(), authenticate))
-}
-
-/// The body limit that lets the largest permitted upload through as base64.
-fn body_limit(max_upload_bytes: u64) -> usize {
-    let upload = usize::try_from(max_upload_bytes).unwrap_or(usize::MAX);
-    upload.div_ceil(3).saturating_mul(4).saturating_add(ENVELOPE_BYTES).max(MIN_BODY_BYTES)
 }
 
 /// Binds the caller's tenant to the request, or answers 401 before any
@@ -62,18 +51,5 @@ async fn authenticate(State(state): State<Arc<AppState>>, mut request: Request, 
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"anypath\""));
             response
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_body_limit_carries_the_largest_upload_as_base64() {
-        let limit = body_limit(100 << 20);
-        assert!(limit >= (100 << 20) * 4 / 3 + ENVELOPE_BYTES);
-        assert!(limit < (100 << 20) * 4 / 3 + 2 * ENVELOPE_BYTES);
-        assert_eq!(body_limit(1), MIN_BODY_BYTES);
     }
 }

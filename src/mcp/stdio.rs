@@ -21,7 +21,7 @@ pub async fn serve(state: Arc<AppState>, tenant: String, downloads: SocketAddr) 
         .await
         .with_context(|| format!("binding the download listener {downloads}"))?;
     let address = listener.local_addr()?;
-    let base_url = interpreter.base_url(Some(&address.to_string()));
+    let base_url = interpreter.base_url(&address.to_string());
     let routes = crate::interpreter_api::signed_download_routes().with_state(state.clone());
     let downloads_task = tokio::spawn(async move { axum::serve(listener, routes).await });
     tracing::info!(tenant, downloads = %base_url, "mcp serving on stdio");

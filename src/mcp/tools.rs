@@ -151,11 +151,9 @@ session by default). Cannot run while code runs in the same session.",
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(args.content_base64.trim())
             .map_err(|e| format!("invalid_base64: content_base64: {e}"))?;
-        let interpreter = self.interpreter()?;
-        interpreter
-            .upload_file(&caller.tenant, &args.session_id, &args.filename, &bytes, args.overwrite, args.runtime)
-            .map(Json)
-            .map_err(|e| tool_error(&e))
+        let interpreter = self.interpreter()?.clone();
+        let UploadFile { session_id, filename, overwrite, runtime, .. } = args;
+        off_workers(move || interpreter.upload_file(&caller.tenant, &session_id, &filename, &bytes, overwrite, runtime)).await.map(Json)
     }
 
     #[tool(
@@ -201,10 +199,8 @@ read cap (5 MiB by default) are not returned inline: the error gives a download_
     async fn read_artifact(&self, ctx: RequestContext<RoleServer>, args: Arguments<ReadArtifact>) -> Result<CallToolResult, String> {
         let args = args.0?;
         let caller = self.caller(&ctx)?;
-        let interpreter = self.interpreter()?;
-        let content = interpreter
-            .read_artifact(&caller.tenant, &args.session_id, &args.path, &caller.base_url)
-            .map_err(|e| tool_error(&e))?;
+        let interpreter = self.interpreter()?.clone();
+        let content = off_workers(move || interpreter.read_artifact(&caller.tenant, &args.session_id, &args.path, &caller.base_url)).await?;
         let image = content.mime_type.starts_with("image/") && content.mime_type != "image/svg+xml";
         let block = image.then(|| ContentBlock::image(content.content_base64.clone(), content.mime_type.clone()));
         let value = serde_json::to_value(&content).map_err(|e| format!("internal: {e}"))?;
@@ -253,9 +249,18 @@ impl CodeInterpreterTools {
         }
         let parts = ctx.extensions.get::<axum::http::request::Parts>();
         let tenant = parts.and_then(|p| p.extensions.get::<Tenant>()).ok_or("unauthorized: no tenant is bound to this request")?;
-        let host = parts.and_then(|p| p.headers.get(axum::http::header::HOST)).and_then(|h| h.to_str().ok());
-        let base_url = self.interpreter()?.base_url(host);
+        let headers = parts.map(|p| p.headers.clone()).unwrap_or_default();
+        let base_url = self.state.base_url(self.interpreter()?, &headers);
         Ok(Caller { tenant: tenant.0.clone(), base_url })
+    }
+}
+
+/// Runs interpreter work that touches files on the blocking pool, off the
+/// async workers; its error is the tool error text.
+async fn off_workers<T: Send + 'static>(work: impl FnOnce() -> Result<T, InterpreterError> + Send + 'static) -> Result<T, String> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => done.map_err(|e| tool_error(&e)),
+        Err(e) => Err(format!("internal: {e}")),
     }
 }
 

@@ -172,6 +172,22 @@ impl ArtifactStore {
         Ok(self.linked(artifact, base_url))
     }
 
+    /// The newest live artifact of the session's `filename` holding exactly
+    /// the bytes now at `host_path`, if a run kept one. Only reads.
+    pub fn find_content(&self, tenant: &str, session_id: &str, filename: &str, host_path: &Path, base_url: &str) -> Result<Option<Artifact>, InterpreterError> {
+        let sha256 = hash_file(host_path)?;
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        let found = db
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM artifacts WHERE tenant = ?1 AND session_id = ?2 AND filename = ?3 AND sha256 = ?4 AND expires_unix > ?5 ORDER BY created_unix DESC, rowid DESC LIMIT 1"),
+                params![tenant, session_id, filename, sha256, unix_now() as i64],
+                row,
+            )
+            .optional()
+            .map_err(InterpreterError::index)?;
+        Ok(found.map(|a| self.linked(a, base_url)))
+    }
+
     /// The tenant's artifact `id`, while it lives.
     pub fn get(&self, tenant: &str, id: &str, base_url: &str) -> Result<Artifact, InterpreterError> {
         self.by_id(id)?.filter(|a| a.tenant == tenant).map(|a| self.linked(a, base_url)).ok_or_else(|| InterpreterError::NoSuchArtifact(id.to_owned()))
@@ -305,15 +321,29 @@ impl ArtifactStore {
         let signature = self.signer.sign(&["artifact", &artifact.id, &expires]);
         artifact.download_url = format!("{base_url}/v1/artifacts/{}/content?expires={expires}&signature={signature}", artifact.id);
         let signature = self.signer.sign(&["file", &artifact.tenant, &artifact.session_id, &artifact.filename, &expires]);
-        let filename: Vec<String> = artifact.filename.split('/').map(|part| utf8_percent_encode(part, URL_ESCAPED).to_string()).collect();
         artifact.file_url = format!(
             "{base_url}/files/{}/{}?tenant={}&expires={expires}&signature={signature}",
             artifact.session_id,
-            filename.join("/"),
+            url_path(&artifact.filename),
             utf8_percent_encode(&artifact.tenant, URL_ESCAPED)
         );
         artifact
     }
+}
+
+/// A session-relative file name as a URL path: each segment escaped.
+pub(crate) fn url_path(filename: &str) -> String {
+    let segments: Vec<String> = filename.split('/').map(|part| utf8_percent_encode(part, URL_ESCAPED).to_string()).collect();
+    segments.join("/")
+}
+
+/// Hex SHA-256 of a file's bytes, read without following a symlink.
+fn hash_file(path: &Path) -> Result<String, InterpreterError> {
+    let io = |e| InterpreterError::io("reading the file", e);
+    let mut input = fs::OpenOptions::new().read(true).custom_flags(crate::files::O_NOFOLLOW).open(path).map_err(io)?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut input, &mut hasher).map_err(io)?;
+    Ok(hex::encode(hasher.finalize()))
 }
 
 /// Where a copy is hashed before it becomes a blob.

@@ -166,6 +166,8 @@ struct Session {
     runtime: Runtime,
     ttl: Duration,
     last_used: Mutex<Instant>,
+    /// A run has left Python state in the instance (kept in `meta.json`).
+    had_state: std::sync::atomic::AtomicBool,
     live: tokio::sync::Mutex<LiveInstance>,
 }
 
@@ -176,6 +178,10 @@ struct Meta {
     /// Absent in sessions written before runtimes existed: those ran `python`.
     #[serde(default)]
     runtime: Runtime,
+    /// A run has left Python state in the session's instance: a process
+    /// that finds the session on disk starts a fresh one and must say so.
+    #[serde(default)]
+    had_state: bool,
 }
 
 impl Interpreter {
@@ -263,8 +269,9 @@ impl Interpreter {
         let name = names::filename(filename)?;
         let replaced = std::fs::symlink_metadata(session.files.dir().join(name)).ok().filter(|m| m.is_file()).map(|m| m.len());
         let usage = anypath_sandbox::directory_usage(session.files.dir());
-        let bytes = usage.bytes - replaced.unwrap_or(0) + size;
-        let files = usage.files + u64::from(replaced.is_none());
+        // Saturating: the directory may have changed since it was counted.
+        let bytes = usage.bytes.saturating_sub(replaced.unwrap_or(0)).saturating_add(size);
+        let files = usage.files.saturating_add(u64::from(replaced.is_none()));
         if size > quota.max_file_bytes {
             return Err(InterpreterError::Quota(format!("{name} is {size} bytes; a file may hold {}", quota.max_file_bytes)));
         }
@@ -287,18 +294,21 @@ impl Interpreter {
         self.session(tenant, session_id, Create::No)?.files.read(path)
     }
 
-    /// Deletes one file.
+    /// Deletes one file, under the run lock: a run or an upload counting the
+    /// session's usage never sees a file vanish halfway.
     pub fn delete_file(&self, tenant: &str, session_id: &str, path: &str) -> Result<(), InterpreterError> {
-        self.session(tenant, session_id, Create::No)?.files.delete(path)
+        let session = self.session(tenant, session_id, Create::No)?;
+        let _running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        session.files.delete(path)
     }
 
-    /// The base of absolute links: the configured public URL, else the
-    /// request's `Host`, else the loopback default of the sandbox listener.
-    pub fn base_url(&self, host: Option<&str>) -> String {
-        match (&self.config.public_url, host) {
-            (Some(url), _) => url.trim_end_matches('/').to_owned(),
-            (None, Some(host)) => format!("http://{host}"),
-            (None, None) => "http://127.0.0.1:3001".to_owned(),
+    /// The base of absolute links: the configured public URL, else `host`,
+    /// the address the caller was reached at (its request's `Host`, or the
+    /// listener's own address).
+    pub fn base_url(&self, host: &str) -> String {
+        match &self.config.public_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => format!("http://{host}"),
         }
     }
 
@@ -323,20 +333,21 @@ impl Interpreter {
         self.artifacts.get(names::tenant(tenant)?, id, base_url)
     }
 
-    /// A session file's bytes as base64, up to the read cap; a larger file is
-    /// kept as an artifact and the error names its download link.
+    /// A session file's bytes as base64, up to the read cap. A larger file is
+    /// refused with a link to fetch it instead: the signed link of the
+    /// artifact holding these bytes when a run kept one, else the session's
+    /// file download route. A read never writes.
     pub fn read_artifact(&self, tenant: &str, session_id: &str, path: &str, base_url: &str) -> Result<ArtifactContent, InterpreterError> {
         use base64::Engine;
         let session = self.session(tenant, session_id, Create::No)?;
         let (info, host_path) = session.files.host_path(path)?;
         if info.size_bytes > self.config.read_cap_bytes {
-            let artifact = self.artifacts.ingest(&session.tenant, &session.id, &info.filename, &host_path, base_url)?;
-            return Err(InterpreterError::TooLarge {
-                path: info.path,
-                size: info.size_bytes,
-                cap: self.config.read_cap_bytes,
-                download_url: artifact.download_url,
-            });
+            let kept = self.artifacts.find_content(&session.tenant, &session.id, &info.filename, &host_path, base_url)?;
+            let download_url = match kept {
+                Some(artifact) => artifact.download_url,
+                None => format!("{base_url}/v1/sessions/{}/files/{}", session.id, crate::artifacts::url_path(&info.filename)),
+            };
+            return Err(InterpreterError::TooLarge { path: info.path, size: info.size_bytes, cap: self.config.read_cap_bytes, download_url });
         }
         let (info, bytes) = session.files.read(path)?;
         let head = &bytes[..bytes.len().min(crate::mime::SNIFF_BYTES)];
@@ -359,6 +370,7 @@ impl Interpreter {
             .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
         let before = snapshot(session.files.dir());
         let cell = live.run(CellRequest { code: request.code, env, limits: request.limits }).await;
+        session.had_state.store(live.is_live(), std::sync::atomic::Ordering::Relaxed);
         // Fail fast: after a failed run nothing is scanned or kept.
         let changed_files = if cell.error.is_none() { changed(&session.files, &before) } else { Vec::new() };
         // Kept while the run's lock is held, so the next run cannot change them first.
@@ -469,7 +481,12 @@ impl Interpreter {
         }
         let data = home.join("data");
         std::fs::create_dir_all(&data).map_err(|e| InterpreterError::io("creating the session directory", e))?;
-        let live = sandbox.live_instance(Some(data.clone()), &LimitOverrides::default()).with_quota(self.config.quota);
+        let mut live = sandbox.live_instance(Some(data.clone()), &LimitOverrides::default()).with_quota(self.config.quota);
+        // An earlier process's instance held state this one cannot bring back.
+        let had_state = on_disk.as_ref().is_some_and(|m| m.had_state);
+        if had_state {
+            live = live.with_state_lost();
+        }
         let session = Arc::new(Session {
             tenant: tenant.to_owned(),
             id: session_id.to_owned(),
@@ -478,6 +495,7 @@ impl Interpreter {
             runtime,
             ttl,
             last_used: Mutex::new(Instant::now()),
+            had_state: std::sync::atomic::AtomicBool::new(had_state),
             live: tokio::sync::Mutex::new(live),
         });
         session.write_meta()?;
@@ -587,7 +605,12 @@ impl Session {
     }
 
     fn write_meta(&self) -> Result<(), InterpreterError> {
-        let meta = Meta { ttl_seconds: self.ttl.as_secs(), last_used_unix: unix_now(), runtime: self.runtime };
+        let meta = Meta {
+            ttl_seconds: self.ttl.as_secs(),
+            last_used_unix: unix_now(),
+            runtime: self.runtime,
+            had_state: self.had_state.load(std::sync::atomic::Ordering::Relaxed),
+        };
         let bytes = serde_json::to_vec(&meta).unwrap_or_default();
         std::fs::write(self.home.join("meta.json"), bytes).map_err(|e| InterpreterError::io("writing session metadata", e))
     }

@@ -70,9 +70,18 @@ const BASE_ENV: [(&str, &str); 5] = [
 ];
 /// Precedes the JSON report on stdout (`data_runtime/cell_report.py`).
 const REPORT_MARKER: &[u8] = b"\x1eanypath-cell-report ";
-/// Output kept per stream between two drains, beyond the run's own caps:
-/// room for the report with its JSON escaping.
+/// Output kept per stream between two drains beyond what the run's caps
+/// need: room for the report's traceback and framing.
 const PIPE_SLACK: usize = 1 << 20;
+/// The most bytes JSON escaping makes of one byte of output (`\u001f`).
+const JSON_ESCAPE_FACTOR: usize = 6;
+
+/// Bytes stdout must keep for a run's report to survive whole: both captured
+/// streams at their caps, every byte escaped, plus the slack.
+fn report_room(input: &wit::CellInput) -> usize {
+    let captured = input.stdout_bytes as usize + input.stderr_bytes as usize;
+    captured.saturating_mul(JSON_ESCAPE_FACTOR).saturating_add(PIPE_SLACK)
+}
 
 /// Loads the cell code into a fresh instance: the default runtime's modules
 /// `captured_output` and `cell`, and the report driver, as real modules.
@@ -221,6 +230,8 @@ impl DataGuest {
             input.stdout_bytes,
             input.stderr_bytes,
         );
+        // The report comes last on stdout: the pipe keeps enough for all of it.
+        self.stdout.set_capacity(report_room(input));
         let status = self.bindings.call_turn(&mut *store, &source).await?;
         let (raw_out, _) = self.stdout.drain();
         let (raw_err, _) = self.stderr.drain();

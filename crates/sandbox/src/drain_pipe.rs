@@ -18,19 +18,25 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 #[derive(Clone)]
 pub(crate) struct DrainPipe {
     buffer: Arc<Mutex<Held>>,
-    capacity: usize,
 }
 
-#[derive(Default)]
 struct Held {
     bytes: BytesMut,
     /// Bytes dropped from the front since the last drain.
     dropped: u64,
+    /// The most bytes kept; shared by every clone, so the host can widen it
+    /// for a run while the guest holds its end.
+    capacity: usize,
 }
 
 impl DrainPipe {
     pub(crate) fn new(capacity: usize) -> Self {
-        Self { buffer: Arc::new(Mutex::new(Held::default())), capacity }
+        Self { buffer: Arc::new(Mutex::new(Held { bytes: BytesMut::new(), dropped: 0, capacity })) }
+    }
+
+    /// Keeps at most `capacity` bytes from now on (until the next call).
+    pub(crate) fn set_capacity(&self, capacity: usize) {
+        self.buffer.lock().unwrap_or_else(PoisonError::into_inner).capacity = capacity;
     }
 
     /// What was written since the last drain, and how many older bytes were dropped.
@@ -42,13 +48,14 @@ impl DrainPipe {
 
     fn push(&self, data: &[u8]) {
         let mut held = self.buffer.lock().unwrap_or_else(PoisonError::into_inner);
-        let data = if data.len() > self.capacity {
-            held.dropped += (data.len() - self.capacity) as u64;
-            &data[data.len() - self.capacity..]
+        let capacity = held.capacity;
+        let data = if data.len() > capacity {
+            held.dropped += (data.len() - capacity) as u64;
+            &data[data.len() - capacity..]
         } else {
             data
         };
-        let over = (held.bytes.len() + data.len()).saturating_sub(self.capacity);
+        let over = (held.bytes.len() + data.len()).saturating_sub(capacity);
         if over > 0 {
             held.bytes.advance(over);
             held.dropped += over as u64;
@@ -123,5 +130,18 @@ mod tests {
         assert_eq!(&kept[..], b"456789ab");
         assert_eq!(dropped, 4);
         assert_eq!(pipe.drain(), (Bytes::new(), 0));
+    }
+
+    #[test]
+    fn a_wider_capacity_applies_to_every_clone() {
+        let pipe = DrainPipe::new(4);
+        let mut guest_end = pipe.clone();
+        pipe.set_capacity(8);
+        tokio::io::AsyncWrite::poll_write(Pin::new(&mut guest_end), &mut Context::from_waker(std::task::Waker::noop()), b"0123456789")
+            .map(|written| assert_eq!(written.ok(), Some(10)))
+            .is_ready()
+            .then_some(())
+            .expect("ready");
+        assert_eq!(pipe.drain(), (Bytes::from_static(b"23456789"), 2));
     }
 }

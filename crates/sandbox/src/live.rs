@@ -101,6 +101,13 @@ impl LiveInstance {
         self.instance.as_ref().map_or(0, |i| i.store.data().memory.largest)
     }
 
+    /// Marks the session as having had state this instance does not hold
+    /// (an earlier process ran it): the next run reports `state_reset`.
+    pub fn with_state_lost(mut self) -> Self {
+        self.lost_state = true;
+        self
+    }
+
     /// Drops the instance and its state; the next run starts fresh.
     pub fn reset(&mut self) {
         if self.instance.take().is_some() {

@@ -1,0 +1,95 @@
+//! Every refusal the sandbox service gives is the JSON error envelope with
+//! the request id, the framework's own included: a body over its limit, a
+//! path or query that does not parse, a method a route does not take.
+//!
+//! Handlers build their envelopes themselves (`serve::error`); this layer
+//! gives each request its id before any handler runs, so every envelope of
+//! one request names the same id, and rewrites whatever error answer left
+//! without one.
+
+use axum::body::to_bytes;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::serve::{REQUEST_ID, error, request_id};
+
+/// Room in a request body beyond the base64 of the largest upload: the JSON
+/// envelope (or JSON-RPC envelope), the file name and the session id.
+const ENVELOPE_BYTES: usize = 64 << 10;
+/// The floor of an upload route's body limit (rmcp's own default).
+const MIN_UPLOAD_BODY_BYTES: usize = 4 << 20;
+/// The most of a framework's plain-text refusal kept as the message.
+const MESSAGE_BYTES: usize = 4 << 10;
+
+/// The body limit of a route that takes a file: the largest permitted
+/// upload as base64, in its envelope.
+pub(crate) fn upload_body_limit(max_upload_bytes: u64) -> usize {
+    let upload = usize::try_from(max_upload_bytes).unwrap_or(usize::MAX);
+    upload.div_ceil(3).saturating_mul(4).saturating_add(ENVELOPE_BYTES).max(MIN_UPLOAD_BODY_BYTES)
+}
+
+/// Gives the request its id, then makes any error answer without a JSON body
+/// the envelope, keeping its status and headers (`Allow`, `Retry-After`, ...).
+pub(crate) async fn every_error_an_envelope(mut request: Request, next: Next) -> Response {
+    let id = request_id(request.headers());
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        request.headers_mut().insert(REQUEST_ID, value);
+    }
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) || is_json(&response) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match to_bytes(body, MESSAGE_BYTES).await {
+        Ok(bytes) if !bytes.is_empty() => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        _ => status.canonical_reason().unwrap_or("request refused").to_owned(),
+    };
+    let mut enveloped = error(status, code(status), &text, &id);
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            enveloped.headers_mut().entry(name).or_insert_with(|| value.clone());
+        }
+    }
+    enveloped
+}
+
+fn is_json(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json") || v.ends_with("+json"))
+}
+
+/// The envelope's code for a refusal the framework made.
+fn code(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
+        StatusCode::BAD_REQUEST => "bad_request",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::NOT_ACCEPTABLE => "not_acceptable",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::UNPROCESSABLE_ENTITY => "invalid_request",
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        StatusCode::FORBIDDEN => "forbidden",
+        s if s.is_server_error() => "internal",
+        _ => "request_refused",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_upload_limit_carries_the_largest_upload_as_base64() {
+        let limit = upload_body_limit(100 << 20);
+        assert!(limit >= (100 << 20) * 4 / 3 + ENVELOPE_BYTES);
+        assert!(limit < (100 << 20) * 4 / 3 + 2 * ENVELOPE_BYTES);
+        assert_eq!(upload_body_limit(1), MIN_UPLOAD_BODY_BYTES);
+    }
+}
