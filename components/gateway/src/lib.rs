@@ -197,6 +197,11 @@ fn serve(
         return Ok(outcome);
     }
     names::body_id(ctx.body_json.as_mut()).map_err(Failure::rest)?;
+    // A tenant past its share is turned away before planning costs anything.
+    let refused = sandboxes::with_tenant_headers(config, request_id, &tenant, |headers| sandboxes::refused_before_planning(config, request_id, headers));
+    if let Some(refused) = refused {
+        return Err(refused);
+    }
     let mut timings = Timings::default();
     let served = plan_and_run(&ctx, &tenant, config, request_id, &mut timings, usage)?;
     source.clone_from(&served.source);

@@ -99,14 +99,7 @@ fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], tenant: &st
         body["limits"] = limits.clone();
     }
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
-    let bearer = format!("Bearer {}", config.sandbox_token);
-    // The tenant the request is bound to, for the sandbox's fair share; the
-    // block cannot reach this header.
-    let mut headers = vec![("x-request-id", request_id), ("x-anypath-tenant", tenant)];
-    if !config.sandbox_token.is_empty() {
-        headers.push(("authorization", bearer.as_str()));
-    }
-    let answer = sandboxes::exec(config, request_id, &bytes, &headers)?;
+    let answer = sandboxes::with_tenant_headers(config, request_id, tenant, |headers| sandboxes::exec(config, request_id, &bytes, headers))?;
     if answer.status == 400 {
         // The request was built from the plan (its code, its collections): a
         // plan the sandbox refuses is the plan's defect, repaired like one.

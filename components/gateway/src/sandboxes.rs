@@ -50,6 +50,30 @@ pub fn exec(config: &Config, request_id: &str, body: &[u8], headers: &[(&str, &s
     }
 }
 
+/// Calls `f` with the headers a sandbox host needs to act for `tenant`: the
+/// request id, the tenant (for its fair share; a block cannot reach this
+/// header) and the token that entitles the gateway to name it.
+pub fn with_tenant_headers<T>(config: &Config, request_id: &str, tenant: &str, f: impl FnOnce(&[(&str, &str)]) -> T) -> T {
+    let bearer = format!("Bearer {}", config.sandbox_token);
+    let mut headers = vec![("x-request-id", request_id), ("x-anypath-tenant", tenant)];
+    if !config.sandbox_token.is_empty() {
+        headers.push(("authorization", bearer.as_str()));
+    }
+    f(&headers)
+}
+
+/// Asks the host that would run this request's block (the first of its
+/// ranking) whether the tenant would be admitted now: its refusal (429 or
+/// 503) is the request's answer, before anything is planned or loaded. Any
+/// other outcome, a host without the route or no answer included, lets the
+/// request go on: `POST /v1/exec` decides in the end.
+pub fn refused_before_planning(config: &Config, request_id: &str, headers: &[(&str, &str)]) -> Option<Failure> {
+    let pool = config.sandbox_pool.as_ref().ok()?;
+    let host = pool.ranked(request_id.as_bytes()).into_iter().next()?;
+    let answer = call(&format!("http://{host}/v1/admission"), None, headers, config.call_timeout).ok()?;
+    matches!(answer.status, 429 | 503).then(|| Failure::passed_on(&answer, "sandbox"))
+}
+
 /// `/readyz`'s view of the pool: whether any host is ready, and each host's state.
 pub fn readiness(config: &Config, request_id: &str) -> (bool, Value) {
     let pool = match &config.sandbox_pool {
