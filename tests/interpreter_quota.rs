@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anypath_sandbox::{CellReport, CellRequest, FileQuota, LimitOverrides, LiveInstance, Usage, directory_usage};
 
@@ -70,11 +70,9 @@ fn crossing_errno(errno: &str, quota_errno: &str) -> bool {
     errno == quota_errno || errno == "EIO"
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anypath-quota-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+/// A fresh session directory, removed when the returned value is dropped.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    common::scratch(&format!("anypath-quota-{name}-"))
 }
 
 /// Sizes and entries under `dir`, walked with std::fs alone, independent of
@@ -102,7 +100,8 @@ fn host_usage(dir: &Path) -> (u64, u64) {
 /// `EDQUOT` ("Quota exceeded" in the guest's libc).
 #[test]
 fn writing_past_the_session_quota_fails_with_edquot() {
-    let dir = temp_dir("session");
+    let tmp = temp_dir("session");
+    let dir = tmp.path();
     let mut session = live(&dir, session_quota());
     let out = attempts(
         &mut session,
@@ -128,7 +127,8 @@ fn writing_past_the_session_quota_fails_with_edquot() {
 /// or at an offset, fails with `EFBIG`, while other files still take writes.
 #[test]
 fn one_file_past_its_cap_fails_with_efbig_and_small_files_still_work() {
-    let dir = temp_dir("file-cap");
+    let tmp = temp_dir("file-cap");
+    let dir = tmp.path();
     let mut session = live(&dir, FileQuota { max_file_bytes: 128 * KIB, max_session_bytes: MIB, max_files: 16 });
     let out = attempts(
         &mut session,
@@ -157,7 +157,8 @@ fn one_file_past_its_cap_fails_with_efbig_and_small_files_still_work() {
 /// holds more entries, and opening an existing file does not count again.
 #[test]
 fn creating_more_than_max_files_entries_fails_with_edquot() {
-    let dir = temp_dir("count");
+    let tmp = temp_dir("count");
+    let dir = tmp.path();
     let mut session = live(&dir, FileQuota { max_file_bytes: MIB, max_session_bytes: MIB, max_files: 5 });
     let out = attempts(
         &mut session,
@@ -183,7 +184,8 @@ fn creating_more_than_max_files_entries_fails_with_edquot() {
 /// on a raw fd; hard links, which would count one file twice, are refused.
 #[test]
 fn other_write_paths_cannot_bypass_the_quota() {
-    let dir = temp_dir("bypass");
+    let tmp = temp_dir("bypass");
+    let dir = tmp.path();
     let mut session = live(&dir, session_quota());
     let out = attempts(
         &mut session,
@@ -249,7 +251,8 @@ fn other_write_paths_cannot_bypass_the_quota() {
 /// where another near-quota file must fail; once closed it frees its bytes.
 #[test]
 fn unlinking_a_file_but_keeping_it_open_does_not_free_its_bytes() {
-    let dir = temp_dir("unlinked");
+    let tmp = temp_dir("unlinked");
+    let dir = tmp.path();
     let mut session = live(&dir, session_quota());
     let first = attempts(
         &mut session,
@@ -281,7 +284,8 @@ fn unlinking_a_file_but_keeping_it_open_does_not_free_its_bytes() {
 /// from what the directory holds, including deletions made by the host.
 #[test]
 fn usage_is_recounted_at_the_start_of_each_run() {
-    let dir = temp_dir("recount");
+    let tmp = temp_dir("recount");
+    let dir = tmp.path();
     std::fs::write(dir.join("upload.csv"), vec![b'u'; 640 * KIB as usize]).expect("upload");
     let mut session = live(&dir, session_quota());
     let first = attempts(
@@ -308,7 +312,8 @@ fn usage_is_recounted_at_the_start_of_each_run() {
 /// drops the instance, the fresh one is still under the same quota.
 #[test]
 fn the_quota_survives_a_restart() {
-    let dir = temp_dir("restart");
+    let tmp = temp_dir("restart");
+    let dir = tmp.path();
     let mut session = live(&dir, session_quota());
     let bomb = common::block_on(session.run(CellRequest {
         code: "while True:\n    pass".into(),

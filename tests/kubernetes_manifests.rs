@@ -71,26 +71,26 @@ llm_model = { default = "" }
 llm_api_key = { default = "", secret = true }
 "#;
 
-/// A scratch copy of `deploy/kubernetes/` plus a stand-in spin.toml, removed on drop.
+/// A scratch copy of `deploy/kubernetes/` plus a stand-in spin.toml, in a
+/// temporary directory removed on drop.
 struct Scratch {
-    root: PathBuf,
+    root: tempfile::TempDir,
 }
 
 impl Scratch {
     fn new(name: &str) -> Self {
-        let root = std::env::temp_dir().join(format!("anypath-k8s-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        copy_dir(&manifests(), &root.join("kubernetes"));
-        std::fs::write(root.join("spin.toml"), SPIN_VARIABLES).expect("write the stand-in spin.toml");
+        let root = tempfile::Builder::new().prefix(&format!("anypath-k8s-{name}-")).tempdir().expect("a temporary directory");
+        copy_dir(&manifests(), &root.path().join("kubernetes"));
+        std::fs::write(root.path().join("spin.toml"), SPIN_VARIABLES).expect("write the stand-in spin.toml");
         Self { root }
     }
 
     fn dir(&self) -> PathBuf {
-        self.root.join("kubernetes")
+        self.root.path().join("kubernetes")
     }
 
     fn spin_toml(&self) -> PathBuf {
-        self.root.join("spin.toml")
+        self.root.path().join("spin.toml")
     }
 
     /// Replaces the one occurrence of `from` in `file` (relative to the copy, or `spin.toml`).
@@ -99,12 +99,6 @@ impl Scratch {
         let text = std::fs::read_to_string(&path).expect("read the copy");
         assert_eq!(text.matches(from).count(), 1, "{file} should hold {from:?} exactly once");
         std::fs::write(&path, text.replacen(from, to, 1)).expect("write the copy");
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 

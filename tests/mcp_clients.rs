@@ -26,10 +26,10 @@ fn python() -> PathBuf {
     path
 }
 
-fn data_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anypath-mcp-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// A fresh data directory, removed when the returned value is dropped: bind
+/// it before the service (or client) using it, so it outlives the process.
+fn data_dir(name: &str) -> tempfile::TempDir {
+    common::scratch(&format!("anypath-mcp-{name}-"))
 }
 
 /// Runs one scenario; panics with the client's own report when it fails.
@@ -50,11 +50,10 @@ fn check(scenario: &str, transport: &[String]) {
 fn over_http(scenario: &str) {
     let dir = data_dir(&format!("http-{scenario}"));
     let python_data = common::python_data_dir().display().to_string();
-    let service = Service::start_with(&dir, &["--read-cap-kib", "1", "--python-data", &python_data]);
+    let service = Service::start_with(dir.path(), &["--read-cap-kib", "1", "--python-data", &python_data]);
     let url = format!("{}/mcp", service.base);
     check(scenario, &["http".into(), url, "key-alice".into(), "key-bob".into()]);
     drop(service);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Over stdio: the client starts `anypath mcp` itself.
@@ -70,14 +69,13 @@ fn over_stdio(scenario: &str) {
         "--runner".into(),
         common::runner_path().display().to_string(),
         "--data-dir".into(),
-        dir.display().to_string(),
+        dir.path().display().to_string(),
         "--python-data".into(),
         common::python_data_dir().display().to_string(),
     ];
     let mut transport = vec!["stdio".to_owned()];
     transport.extend(command);
     check(scenario, &transport);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -145,8 +143,8 @@ fn http_refuses_callers_without_a_key() {
 #[test]
 fn the_example_agent_script_downloads_its_chart_and_report() {
     let dir = data_dir("example");
-    let service = Service::start(&dir);
-    let out = dir.join("downloads");
+    let service = Service::start(dir.path());
+    let out = dir.path().join("downloads");
     let output = Command::new(python())
         .arg(repo().join("examples/mcp_agent.py"))
         .arg(format!("{}/mcp", service.base))
@@ -162,5 +160,4 @@ fn the_example_agent_script_downloads_its_chart_and_report() {
     let chart = std::fs::read_to_string(out.join("revenue.svg")).expect("revenue.svg downloaded");
     assert!(chart.starts_with("<svg") && chart.matches("<rect").count() == 2, "{chart}");
     drop(service);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -298,7 +298,9 @@ mod wasm_layer {
 
     #[test]
     fn writing_a_file_fails_and_leaves_nothing_on_the_host() {
-        let target = std::env::temp_dir().join(format!("anypath-escape-{}", std::process::id()));
+        // A host path the guest must not reach, in a directory of its own removed at the end.
+        let outside = common::scratch("anypath-escape-");
+        let target = outside.path().join("pwned");
         let code = format!("open({:?}, 'w').write('pwned')", target.display().to_string());
         assert_exception(&run_ungated(&code), &["FileNotFoundError", "PermissionError", "OSError"]);
         assert!(!target.exists());

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -49,25 +48,17 @@ key_value_stores = ["default"]
     )
 }
 
-/// One case's files in a directory of its own.
+/// One case's files in a temporary directory of its own, removed on drop.
 struct Case {
-    dir: PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl Case {
     fn new(name: &str, manifest: &str, runtime_config: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("anypath-rules-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("case directory");
-        std::fs::write(dir.join("spin.toml"), manifest).expect("manifest written");
-        std::fs::write(dir.join("runtime-config.toml"), runtime_config).expect("runtime config written");
+        let dir = common::scratch(&format!("anypath-rules-{name}-"));
+        std::fs::write(dir.path().join("spin.toml"), manifest).expect("manifest written");
+        std::fs::write(dir.path().join("runtime-config.toml"), runtime_config).expect("runtime config written");
         Self { dir }
-    }
-}
-
-impl Drop for Case {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -88,22 +79,22 @@ fn command(host: &AppHost, case: &Case, env: &[(&str, &str)]) -> Command {
             let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
             command
                 .args(["up", "--sandbox-listen", "127.0.0.1:0", "--data-dir"])
-                .arg(case.dir.join("interpreter"))
+                .arg(case.dir.path().join("interpreter"))
                 .arg("--runner")
                 .arg(common::runner_path());
             command
         }
         AppHost::Spin(spin) => {
             let mut command = Command::new(spin);
-            command.arg("up").arg("--state-dir").arg(case.dir.join("spin-state"));
+            command.arg("up").arg("--state-dir").arg(case.dir.path().join("spin-state"));
             command
         }
     };
     command
         .args(["--listen", "127.0.0.1:0", "--from"])
-        .arg(case.dir.join("spin.toml"))
+        .arg(case.dir.path().join("spin.toml"))
         .arg("--runtime-config-file")
-        .arg(case.dir.join("runtime-config.toml"))
+        .arg(case.dir.path().join("runtime-config.toml"))
         .envs(env.iter().copied());
     command
 }

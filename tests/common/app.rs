@@ -2,10 +2,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 
 use reqwest::StatusCode;
 use reqwest::blocking::{Client, Response};
 use serde_json::Value;
+
+use super::{Location, TempPath};
 
 /// The program a whole-app test runs the app under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,39 +42,44 @@ pub struct App {
     pub sandbox: String,
     /// The separate sandbox host under Spin.
     _sandbox_process: Option<super::Spawned>,
+    /// The temporary directory the app's files are in, when it was started on
+    /// a [`TempPath`]: removed after the processes above are gone.
+    _dir: Option<Arc<tempfile::TempDir>>,
 }
 
 pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-pub fn temp_kv(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anypath-app-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("kv.db")
+/// `kv.db` in a fresh temporary directory `anypath-app-<name>-*`, removed
+/// when the returned path and every app or service started on it (or on a
+/// sibling from [`TempPath::with_file_name`]) are dropped.
+pub fn temp_kv(name: &str) -> TempPath {
+    TempPath::new(super::scratch(&format!("anypath-app-{name}-")), "kv.db")
 }
 
 /// The shared secret the app presents to its sandbox host under Spin.
 const SANDBOX_TOKEN: &str = "test-sandbox-token";
 
 impl App {
-    pub fn start(kv: &Path) -> Self {
+    pub fn start<K: Location + ?Sized>(kv: &K) -> Self {
         Self::start_with(kv, "spin.toml", &[])
     }
 
     /// Starts `manifest` (relative to the repository) under the host the
     /// test run chose, with `env` over the environment and the defaults.
-    pub fn start_with(kv: &Path, manifest: &str, env: &[(&str, &str)]) -> Self {
+    pub fn start_with<K: Location + ?Sized>(kv: &K, manifest: &str, env: &[(&str, &str)]) -> Self {
+        let (dir, kv) = (kv.keep(), kv.path());
         let mut settings: Vec<(String, String)> = Vec::new();
         if super::redis_server::suite_on_redis() {
             settings.extend(super::redis_server::for_app(kv));
         }
         settings.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        match AppHost::from_env() {
+        let app = match AppHost::from_env() {
             AppHost::AnypathUp => Self::start_anypath_up(kv, manifest, &settings),
             AppHost::Spin(bin) => Self::start_spin(&bin, kv, manifest, &settings),
-        }
+        };
+        App { _dir: dir, ..app }
     }
 
     fn start_anypath_up(kv: &Path, manifest: &str, settings: &[(String, String)]) -> Self {
@@ -90,7 +98,7 @@ impl App {
         let process = super::Spawned::start(&mut command, "app serving");
         let sandbox = own_sandbox(&process).expect("the log names the app's own sandbox listener");
         let base = format!("http://{}", process.address);
-        App { process, base, sandbox, _sandbox_process: None }
+        App { process, base, sandbox, _sandbox_process: None, _dir: None }
     }
 
     /// `spin up` over a runtime configuration that puts the `default` store
@@ -126,7 +134,7 @@ impl App {
             line.trim().strip_prefix("Serving http://").map(str::to_owned)
         });
         let base = format!("http://{}", process.address);
-        App { process, base, sandbox, _sandbox_process: Some(sandbox_process) }
+        App { process, base, sandbox, _sandbox_process: Some(sandbox_process), _dir: None }
     }
 
     pub fn send(&self, method: &str, path: &str, body: Option<Value>) -> Response {
@@ -187,7 +195,8 @@ impl Build {
 
 impl App {
     /// Starts `build` with its own key-value file and `env` on top of the test's environment.
-    pub fn start_build(kv: &Path, build: &Build, env: &[(String, String)]) -> Self {
+    pub fn start_build<K: Location + ?Sized>(kv: &K, build: &Build, env: &[(String, String)]) -> Self {
+        let (dir, kv) = (kv.keep(), kv.path());
         let mut command = Command::new(&build.binary);
         command.args(["up", "--listen", "127.0.0.1:0"]);
         if build.binary == Path::new(env!("CARGO_BIN_EXE_anypath")) {
@@ -207,7 +216,7 @@ impl App {
         let base = format!("http://{}", process.address);
         // Builds before the code interpreter name no sandbox listener.
         let sandbox = own_sandbox(&process).unwrap_or_default();
-        App { process, base, sandbox, _sandbox_process: None }
+        App { process, base, sandbox, _sandbox_process: None, _dir: dir }
     }
 }
 

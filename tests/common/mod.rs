@@ -12,6 +12,98 @@ pub mod service;
 use anypath_sandbox::{ExecError, ExecRequest, Failure, Report, Sandbox, SandboxConfig, Success};
 use serde_json::{Value, json};
 
+/// A fresh, empty directory `<tmp>/<prefix><random>`, removed with everything
+/// in it when the returned value is dropped: bind it for as long as the
+/// directory is used (by the test, or a process serving on it).
+pub fn scratch(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(prefix).tempdir().unwrap_or_else(|e| panic!("a temporary directory {prefix}*: {e}"))
+}
+
+/// A path in a [`scratch`] directory that keeps the directory alive: it goes
+/// when the last holder does, the test's binding or an app or service
+/// started on the path (see [`Location`]), so a path passed as a temporary
+/// (`App::start(&temp_kv("x"))`) is still there while the app runs.
+#[derive(Clone, Debug)]
+pub struct TempPath {
+    path: PathBuf,
+    dir: std::sync::Arc<tempfile::TempDir>,
+}
+
+impl TempPath {
+    /// `name` in `dir`, which the value then owns.
+    pub fn new(dir: tempfile::TempDir, name: impl AsRef<std::path::Path>) -> Self {
+        Self { path: dir.path().join(name), dir: std::sync::Arc::new(dir) }
+    }
+
+    /// A sibling of this path (as [`std::path::Path::with_file_name`]) that
+    /// keeps the same directory alive.
+    pub fn with_file_name(&self, name: impl AsRef<std::ffi::OsStr>) -> Self {
+        Self { path: self.path.with_file_name(name), dir: self.dir.clone() }
+    }
+
+    /// The path itself.
+    pub fn as_path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl std::ops::Deref for TempPath {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::path::Path> for TempPath {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+/// Where a test starts an app or a service: a plain path, or a [`TempPath`]
+/// whose directory the app or service then keeps until it is dropped.
+pub trait Location {
+    fn path(&self) -> &std::path::Path;
+
+    /// The temporary directory to keep alive with what is started there.
+    fn keep(&self) -> Option<std::sync::Arc<tempfile::TempDir>> {
+        None
+    }
+}
+
+impl Location for std::path::Path {
+    fn path(&self) -> &std::path::Path {
+        self
+    }
+}
+
+impl Location for PathBuf {
+    fn path(&self) -> &std::path::Path {
+        self
+    }
+}
+
+impl Location for TempPath {
+    fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    fn keep(&self) -> Option<std::sync::Arc<tempfile::TempDir>> {
+        Some(self.dir.clone())
+    }
+}
+
+impl<T: Location + ?Sized> Location for &T {
+    fn path(&self) -> &std::path::Path {
+        (**self).path()
+    }
+
+    fn keep(&self) -> Option<std::sync::Arc<tempfile::TempDir>> {
+        (**self).keep()
+    }
+}
+
 /// The runner built by `cargo xtask build` (or `ANYPATH_RUNNER`).
 pub fn runner_path() -> PathBuf {
     let path = std::env::var_os("ANYPATH_RUNNER")

@@ -1,42 +1,47 @@
 //! `anypath sandbox serve` as a client sees it: a child process with API
 //! keys for two tenants (`key-alice`, `key-bob`) and JSON helpers.
 
-use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 
 use reqwest::blocking::{Client, Response};
 use serde_json::Value;
+
+use super::Location;
 
 /// A running sandbox service.
 pub struct Service {
     pub process: super::Spawned,
     pub base: String,
+    /// The temporary directory the data directory is in, when it was given
+    /// as a [`super::TempPath`]: removed after the process is gone.
+    _dir: Option<Arc<tempfile::TempDir>>,
 }
 
 impl Service {
     /// Serves the code interpreter on `data_dir`.
-    pub fn start(data_dir: &Path) -> Self {
+    pub fn start<D: Location + ?Sized>(data_dir: &D) -> Self {
         Self::start_with(data_dir, &[])
     }
 
     /// The same, with more command-line arguments.
-    pub fn start_with(data_dir: &Path, extra: &[&str]) -> Self {
+    pub fn start_with<D: Location + ?Sized>(data_dir: &D, extra: &[&str]) -> Self {
         Self::start_open(data_dir, &[&["--api-keys", "key-alice:alice,key-bob:bob"], extra].concat())
     }
 
     /// Serves the code interpreter without API keys, with `extra` arguments
     /// (none: an open service, where every caller is tenant `default`).
-    pub fn start_open(data_dir: &Path, extra: &[&str]) -> Self {
+    pub fn start_open<D: Location + ?Sized>(data_dir: &D, extra: &[&str]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
         command
             .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--warm-instances", "0", "--runner"])
             .arg(super::runner_path())
             .arg("--data-dir")
-            .arg(data_dir)
+            .arg(data_dir.path())
             .args(extra);
         let process = super::Spawned::start(&mut command, "sandbox serving");
         let base = format!("http://{}", process.address);
-        Self { process, base }
+        Self { process, base, _dir: data_dir.keep() }
     }
 
     /// One request; `key` empty sends no API key.

@@ -392,12 +392,13 @@ fn unix_now() -> u64 {
 mod tests {
     use super::*;
 
-    fn store(name: &str, retention: Duration, quota: u64) -> (ArtifactStore, PathBuf) {
-        let dir = std::env::temp_dir().join(format!("anypath-artifact-store-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
+    /// A store in a fresh directory, which is removed when the returned
+    /// `TempDir` is dropped (bound first, so after the store).
+    fn store(name: &str, retention: Duration, quota: u64) -> (tempfile::TempDir, ArtifactStore) {
+        let dir = tempfile::Builder::new().prefix(&format!("anypath-artifact-store-{name}-")).tempdir().unwrap();
         let config = ArtifactConfig { retention, tenant_quota_bytes: quota };
-        (ArtifactStore::open(&dir.join("artifacts"), Signer::new(b"k".repeat(32)), config).unwrap(), dir)
+        let store = ArtifactStore::open(&dir.path().join("artifacts"), Signer::new(b"k".repeat(32)), config).unwrap();
+        (dir, store)
     }
 
     fn file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
@@ -408,8 +409,8 @@ mod tests {
 
     #[test]
     fn expired_artifacts_go_and_so_do_blobs_nothing_refers_to() {
-        let (store, dir) = store("expiry", Duration::from_secs(1), 1 << 20);
-        let shared = file(&dir, "shared.txt", b"same bytes");
+        let (dir, store) = store("expiry", Duration::from_secs(1), 1 << 20);
+        let shared = file(dir.path(), "shared.txt", b"same bytes");
         let first = store.ingest("t", "s1", "shared.txt", &shared, "http://h").unwrap();
         assert_eq!(store.blob_count(), 1);
         std::thread::sleep(Duration::from_millis(2100));
@@ -425,8 +426,8 @@ mod tests {
 
     #[test]
     fn the_quota_counts_live_artifacts_of_one_tenant() {
-        let (store, dir) = store("quota", Duration::from_secs(3600), 10);
-        let path = file(&dir, "six.txt", b"123456");
+        let (dir, store) = store("quota", Duration::from_secs(3600), 10);
+        let path = file(dir.path(), "six.txt", b"123456");
         store.ingest("t", "s", "six.txt", &path, "http://h").unwrap();
         assert!(matches!(store.ingest("t", "s", "six.txt", &path, "http://h"), Err(InterpreterError::ArtifactQuota { .. })));
         store.ingest("u", "s", "six.txt", &path, "http://h").unwrap();

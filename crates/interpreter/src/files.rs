@@ -162,16 +162,17 @@ pub(crate) const O_NOFOLLOW: i32 = 0x0100;
 mod tests {
     use super::*;
 
-    fn temp(name: &str) -> SessionFiles {
-        let dir = std::env::temp_dir().join(format!("anypath-files-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        SessionFiles::new(dir)
+    /// The files of a fresh directory, which is removed when the returned
+    /// `TempDir` is dropped.
+    fn temp(name: &str) -> (tempfile::TempDir, SessionFiles) {
+        let dir = tempfile::Builder::new().prefix(&format!("anypath-files-{name}-")).tempdir().unwrap();
+        let files = SessionFiles::new(dir.path().to_path_buf());
+        (dir, files)
     }
 
     #[test]
     fn write_read_list_delete_round_trip() {
-        let files = temp("round");
+        let (_dir, files) = temp("round");
         let binary: Vec<u8> = (0..=255).collect();
         assert_eq!(files.write("b.bin", &binary, false).unwrap().size_bytes, 256);
         files.write("a.txt", b"hello", false).unwrap();
@@ -189,7 +190,7 @@ mod tests {
     /// symlink the code planted.
     #[test]
     fn symlinks_are_neither_read_listed_nor_written_through() {
-        let files = temp("links");
+        let (_dir, files) = temp("links");
         std::os::unix::fs::symlink("/etc/hostname", files.dir().join("link")).unwrap();
         assert!(matches!(files.read("link"), Err(InterpreterError::NotAFile(_))));
         assert!(matches!(files.write("link", b"x", true), Err(InterpreterError::NotAFile(_))));

@@ -103,23 +103,21 @@ mod tests {
 
     #[test]
     fn processes_starting_together_agree_on_one_key() {
-        let path = std::env::temp_dir().join(format!("anypath-signing-race-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let dir = tempfile::Builder::new().prefix("anypath-signing-race-").tempdir().unwrap();
+        let path = dir.path().join("signing.key");
         let signers: Vec<Signer> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..8).map(|_| scope.spawn(|| Signer::load_or_create(&path).unwrap())).collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
         assert!(signers.iter().all(|s| s.sign(&["x"]) == signers[0].sign(&["x"])));
-        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
     fn a_generated_key_is_kept_and_reused() {
-        let path = std::env::temp_dir().join(format!("anypath-signing-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let dir = tempfile::Builder::new().prefix("anypath-signing-").tempdir().unwrap();
+        let path = dir.path().join("signing.key");
         let first = Signer::load_or_create(&path).unwrap();
         let second = Signer::load_or_create(&path).unwrap();
         assert_eq!(first.sign(&["x"]), second.sign(&["x"]));
-        let _ = std::fs::remove_file(&path);
     }
 }

@@ -660,16 +660,15 @@ impl OutputStream for QuotaOutputStream {
 mod tests {
     use super::*;
 
-    fn temp_dir(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("anypath-quota-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        dir
+    /// A fresh directory, removed when the returned value is dropped.
+    fn temp_dir(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new().prefix(&format!("anypath-quota-{name}-")).tempdir().expect("temp dir")
     }
 
     #[test]
     fn usage_counts_entries_and_file_bytes_without_following_symlinks() {
-        let dir = temp_dir("usage");
+        let tmp = temp_dir("usage");
+        let dir = tmp.path();
         std::fs::write(dir.join("a"), [0u8; 10]).expect("a");
         std::fs::create_dir(dir.join("sub")).expect("sub");
         std::fs::write(dir.join("sub/b"), [0u8; 5]).expect("b");

@@ -196,8 +196,8 @@ mod tests {
 
     #[test]
     fn increment_and_compare_and_swap_are_atomic_per_call() {
-        let dir = std::env::temp_dir().join(format!("anypath-kv-{}", std::process::id()));
-        let db = KvDatabase::open(&dir.join("kv.db")).unwrap();
+        let dir = tempfile::Builder::new().prefix("anypath-kv-").tempdir().unwrap();
+        let db = KvDatabase::open(&dir.path().join("kv.db")).unwrap();
         assert_eq!(db.increment("default", "t", 1).unwrap(), 1);
         assert_eq!(db.increment("default", "t", 1).unwrap(), 2);
         assert!(db.swap_if("default", "k", None, b"a").unwrap());
@@ -207,6 +207,5 @@ mod tests {
         assert_eq!(db.get("default", "k").unwrap().as_deref(), Some(&b"b"[..]));
         db.set("default", "bad", b"123").unwrap();
         assert!(db.increment("default", "bad", 1).is_err(), "a non-counter errors instead of panicking");
-        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -116,9 +116,8 @@ mod tests {
     use super::*;
 
     fn load(text: &str) -> Result<RuntimeConfig, RuntimeConfigError> {
-        let dir = std::env::temp_dir().join(format!("anypath-rc-{}-{}", std::process::id(), text.len()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("runtime-config.toml");
+        let dir = tempfile::Builder::new().prefix("anypath-rc-").tempdir().unwrap();
+        let file = dir.path().join("runtime-config.toml");
         std::fs::write(&file, text).unwrap();
         RuntimeConfig::load(Some(&file), Path::new("/app"))
     }
