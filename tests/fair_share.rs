@@ -143,6 +143,21 @@ fn a_flooding_tenant_cannot_stall_another_through_the_app() {
     assert!(tally.refused.load(Ordering::Relaxed) > 0, "tenant A's excess was never refused");
     assert_eq!(tally.other.load(Ordering::Relaxed), 0, "tenant A got no answers but its share and 429");
 
+    // Boundary: a request arriving while its tenant is past its share costs
+    // no planning: it is refused before the planner is asked (no model
+    // call). A request whose share filled while it was being planned is
+    // still refused by the executor, after planning; before the early
+    // refusal every 429 was of that kind.
+    let refusals: Vec<Value> = app
+        .process
+        .log_lines()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|entry| entry["status"] == 429)
+        .collect();
+    let unplanned = refusals.iter().filter(|r| r["llm_calls"] == 0).count();
+    assert!(unplanned > 0, "none of {} refusals came before planning", refusals.len());
+
     // The sandbox saw the tenants the gateway bound the requests to.
     let line = app.process.wait_for_log(|l| l.contains("\"app serving\"")).expect("the serving line");
     let entry: Value = serde_json::from_str(&line).expect("a JSON log line");

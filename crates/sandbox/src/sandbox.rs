@@ -282,7 +282,10 @@ fn engine_config(config: &SandboxConfig) -> Config {
     wasm.consume_fuel(true)
         .epoch_interruption(true)
         .memory_init_cow(true)
-        .wasm_component_model(true);
+        .wasm_component_model(true)
+        // The crate is built with GC for the data runtime's exceptions; the
+        // runner uses none of it, and a GC heap per instance costs its start.
+        .gc_support(false);
     let slots = config.instance_slots.max(1);
     let mut pooling = PoolingAllocationConfig::default();
     pooling
