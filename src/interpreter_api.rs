@@ -249,7 +249,7 @@ async fn run(State(state): State<Arc<AppState>>, c: Caller, Path(session_id): Pa
     drop(permit);
     match ran {
         Ok(report) => {
-            state.account(&c.tenant, report.cell.error.as_ref().map(|e| e.kind()));
+            state.account(&c.tenant, report.cell.error.as_ref());
             c.json(StatusCode::OK, report)
         }
         Err(e) => c.fail(&e),

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anypath_interpreter::Interpreter;
-use anypath_sandbox::{ExecRequest, Sandbox};
+use anypath_sandbox::{ExecError, ExecRequest, Sandbox};
 use axum::Router;
 use axum::body::to_bytes;
 use axum::extract::{Request, State};
@@ -110,16 +110,11 @@ impl AppState {
     }
 
     /// Counts an execution that ended on a limit against its tenant.
-    pub(crate) fn account(&self, tenant: &str, error_kind: Option<&str>) {
-        if error_kind.is_some_and(is_limit_breach) {
+    pub(crate) fn account(&self, tenant: &str, error: Option<&ExecError>) {
+        if error.is_some_and(ExecError::is_limit) {
             self.admission.record_limit_breach(tenant);
         }
     }
-}
-
-/// Whether an error kind means the code hit one of its limits.
-fn is_limit_breach(kind: &str) -> bool {
-    matches!(kind, "fuel_exhausted" | "timeout" | "memory_limit" | "output_limit")
 }
 
 /// The answer to a refused admission: 429 for a tenant past its share, 503
@@ -250,7 +245,7 @@ async fn exec(State(state): State<Arc<AppState>>, request: Request) -> Response 
     };
     let report = state.sandbox.execute(exec_request).await;
     drop(permit);
-    state.account(&tenant, Some(report.outcome_name()));
+    state.account(&tenant, report.outcome.as_ref().err().map(|failure| &failure.error));
     // One line per execution: never the code, context or data.
     tracing::info!(
         request_id = %request_id,

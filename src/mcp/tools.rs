@@ -184,7 +184,7 @@ fuel (CPU), memory and wall-clock time; limits may lower them for one run.",
         let report = interpreter.run_python(&caller.tenant, &args.session_id, request, &caller.base_url).await;
         drop(permit);
         let report = report.map_err(|e| tool_error(&e))?;
-        self.state.account(&caller.tenant, report.cell.error.as_ref().map(|e| e.kind()));
+        self.state.account(&caller.tenant, report.cell.error.as_ref());
         Ok(Json(report))
     }
 

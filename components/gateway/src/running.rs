@@ -3,6 +3,7 @@
 
 use anypath_rest::plan::LoadSpec;
 use anypath_rest::{Plan, RequestContext, lessons};
+use anypath_wire::ExecError;
 use serde_json::{Value, json};
 
 use crate::calls::{STORE_COMMIT, STORE_LOAD, post, post_json};
@@ -14,10 +15,6 @@ use crate::timing::Timings;
 /// Re-runs after a conflict before giving up. Every round lets at least one
 /// contender commit, so this bounds how many may race on one document.
 const MAX_CONFLICT_RETRIES: usize = 64;
-
-/// Sandbox failures that are the block's fault: worth a repair by the model.
-const BLOCK_FAULTS: &[&str] =
-    &["policy", "exception", "invalid_reply", "fuel_exhausted", "timeout", "memory_limit", "output_limit", "code_too_large"];
 
 /// Why a plan produced no report.
 pub enum RunError {
@@ -101,11 +98,11 @@ fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], tenant: &st
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
     let answer = sandboxes::with_tenant_headers(config, request_id, tenant, |headers| sandboxes::exec(config, request_id, &bytes, headers))?;
     if answer.status == 400 {
-        // The request was built from the plan (its code, its collections): a
-        // plan the sandbox refuses is the plan's defect, repaired like one.
-        let failure = Failure::passed_on(&answer, "sandbox");
-        let problem = format!("the sandbox refused the plan: {}", failure.message);
-        return Err(RunError::Block { failure, problem });
+        // The sandbox checks the request's shape, which the gateway built,
+        // not the plan: a model cannot repair this, so it is ours to answer.
+        let refused = Failure::passed_on(&answer, "sandbox");
+        let message = format!("the sandbox host refused the request the gateway built: {}", refused.message);
+        return Err(Failure::new(502, "sandbox_rejected", message, "upstream").into());
     }
     if answer.status != 200 {
         return Err(Failure::passed_on(&answer, "sandbox").into());
@@ -115,39 +112,53 @@ fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], tenant: &st
     if report["ok"] == json!(true) {
         return Ok(Exec::Report(report));
     }
-    let error = &report["error"];
-    let kind = error["kind"].as_str().unwrap_or("internal").to_owned();
-    if kind == "needs_data" {
+    let error: ExecError = serde_json::from_value(report["error"].clone())
+        .map_err(|e| Failure::new(502, "sandbox_failed", format!("the sandbox's error is malformed: {e}"), "upstream"))?;
+    if matches!(error, ExecError::NeedsData { .. }) {
         return Ok(Exec::NeedsData);
     }
-    let status = if matches!(kind.as_str(), "timeout" | "fuel_exhausted") { 504 } else { 500 };
-    let message = error["message"].as_str().map(str::to_owned).unwrap_or_else(|| format!("the block failed: {kind}"));
+    let kind = error.kind();
+    let status = if matches!(error, ExecError::Timeout { .. } | ExecError::FuelExhausted { .. }) { 504 } else { 500 };
+    let message = error_message(&error);
     let failure = Failure::new(status, format!("sandbox_{kind}"), message.clone(), "sandbox_failed");
-    if !BLOCK_FAULTS.contains(&kind.as_str()) {
+    if !error.is_block_fault() {
         return Err(failure.into());
     }
-    Err(RunError::Block { failure, problem: describe_fault(&kind, error, &message) })
+    Err(RunError::Block { failure, problem: describe_fault(&error, &message) })
+}
+
+/// What the client is told a failed block did: the error's own message.
+fn error_message(error: &ExecError) -> String {
+    match error {
+        ExecError::Policy { message, .. }
+        | ExecError::Exception { message, .. }
+        | ExecError::InvalidReply { message }
+        | ExecError::OutputLimit { message }
+        | ExecError::InvalidRequest { message }
+        | ExecError::Trap { message }
+        | ExecError::Internal { message }
+        | ExecError::NeedsData { message } => message.clone(),
+        other => format!("the block failed: {}", other.kind()),
+    }
 }
 
 /// The sandbox's verdict in words the model can act on, with the pattern that fixes it.
-fn describe_fault(kind: &str, error: &Value, message: &str) -> String {
-    let type_name = error["type_name"].as_str().unwrap_or("");
-    lessons::teach(&state_fault(kind, error, message), lessons::for_block_fault(kind, type_name, message))
+fn describe_fault(error: &ExecError, message: &str) -> String {
+    let type_name = match error {
+        ExecError::Exception { type_name, .. } => type_name.as_str(),
+        _ => "",
+    };
+    lessons::teach(&state_fault(error, message), lessons::for_block_fault(error.kind(), type_name, message))
 }
 
-fn state_fault(kind: &str, error: &Value, message: &str) -> String {
-    match kind {
-        "policy" => format!(
-            "the policy gate refused the code at line {}: {message}",
-            error["line"].as_u64().unwrap_or(0)
-        ),
-        "exception" => format!(
-            "the code raised {}: {message}\n{}",
-            error["type_name"].as_str().unwrap_or("an exception"),
-            error["traceback"].as_str().unwrap_or("")
-        ),
-        "fuel_exhausted" | "timeout" => format!("the code ran past its limit ({kind}); it must finish quickly, without unbounded loops"),
-        other => format!("{other}: {message}"),
+fn state_fault(error: &ExecError, message: &str) -> String {
+    match error {
+        ExecError::Policy { line, .. } => format!("the policy gate refused the code at line {line}: {message}"),
+        ExecError::Exception { type_name, traceback, .. } => format!("the code raised {type_name}: {message}\n{traceback}"),
+        ExecError::FuelExhausted { .. } | ExecError::Timeout { .. } => {
+            format!("the code ran past its limit ({}); it must finish quickly, without unbounded loops", error.kind())
+        }
+        other => format!("{}: {message}", other.kind()),
     }
 }
 

@@ -89,7 +89,7 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
     let result = route(&request);
     Ok(match result {
         Ok(body) => json(200, body),
-        Err(StoreError::Rest(e)) => json(e.status(), serde_json::to_vec(&ErrorEnvelope::from_error(&e, &request_id))?),
+        Err(StoreError::Rest(e)) => json(e.status(), serde_json::to_vec(&e.envelope(&request_id))?),
         Err(StoreError::Unavailable(message)) => {
             let mut response = json(503, serde_json::to_vec(&ErrorEnvelope::new("store_unavailable", message, &request_id))?);
             response.set_header("retry-after", "1");

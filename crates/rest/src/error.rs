@@ -1,7 +1,5 @@
 //! Errors with an HTTP status, and the JSON envelope they are sent in.
 
-use serde::Serialize;
-
 /// A request that cannot be served, with the status it maps to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RestError {
@@ -45,28 +43,11 @@ impl RestError {
     }
 }
 
-/// `{"error": {"code", "message", "request_id"}}`
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct ErrorEnvelope {
-    pub error: ErrorBody,
-}
+pub use anypath_wire::{ErrorBody, ErrorEnvelope};
 
-/// The inside of an [`ErrorEnvelope`].
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct ErrorBody {
-    pub code: String,
-    pub message: String,
-    pub request_id: String,
-}
-
-impl ErrorEnvelope {
-    /// An envelope for any code and message.
-    pub fn new(code: &str, message: impl Into<String>, request_id: &str) -> Self {
-        Self { error: ErrorBody { code: code.to_owned(), message: message.into(), request_id: request_id.to_owned() } }
-    }
-
-    /// The envelope for a [`RestError`].
-    pub fn from_error(error: &RestError, request_id: &str) -> Self {
-        Self::new(error.code(), error.to_string(), request_id)
+impl RestError {
+    /// The error envelope answering this error.
+    pub fn envelope(&self, request_id: &str) -> ErrorEnvelope {
+        ErrorEnvelope::new(self.code(), self.to_string(), request_id)
     }
 }

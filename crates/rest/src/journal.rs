@@ -27,15 +27,7 @@ pub struct MutationRecord {
     pub document: Option<Value>,
 }
 
-/// Kind of journal entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Op {
-    Insert,
-    Replace,
-    Patch,
-    Delete,
-}
+pub use anypath_wire::Op;
 
 /// Why a journal was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

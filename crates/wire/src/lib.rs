@@ -1,0 +1,14 @@
+//! The types that cross a boundary between anypath's parts, defined once:
+//! the native host writes them, the Spin components read them, and neither
+//! spells a field or an error kind by hand.
+//!
+//! - [`ExecError`]: why an execution produced no reply, with the questions
+//!   callers ask of it ([`ExecError::is_limit`], [`ExecError::is_block_fault`]).
+//! - [`Output`], [`Metrics`], [`ReadSet`], [`Op`]: the parts of an execution report.
+//! - [`ErrorEnvelope`]: the JSON body of every error answer.
+
+mod envelope;
+mod exec;
+
+pub use envelope::{ErrorBody, ErrorEnvelope};
+pub use exec::{ExecError, Metrics, Op, Output, ReadSet};
