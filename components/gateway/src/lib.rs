@@ -23,6 +23,7 @@ use std::time::Instant;
 use anypath_rest::context::RawRequest;
 use anypath_rest::surface::{self, Planning, Shape};
 use anypath_rest::{ErrorEnvelope, RequestContext, RestError, caller, names, reply::ReplyError};
+use anypath_wire::ExecReport;
 use serde_json::{Value, json};
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
 use spin_sdk::http_component;
@@ -46,9 +47,8 @@ struct Outcome {
 struct Committed(Vec<Value>);
 
 impl Committed {
-    fn from_report(report: &Value) -> Self {
-        let mutations = report["mutations"].as_array().into_iter().flatten();
-        Self(mutations.map(|m| json!({"collection": m["collection"], "op": m["op"], "id": m["id"]})).collect())
+    fn from_report(report: &ExecReport) -> Self {
+        Self(report.mutations.iter().map(|m| json!({"collection": m.collection, "op": m.op, "id": m.id})).collect())
     }
 
     /// `members: insert 3, replace 4`, or `nothing`.
@@ -206,7 +206,7 @@ fn serve(
     let served = plan_and_run(&ctx, &tenant, config, request_id, &mut timings, usage)?;
     source.clone_from(&served.source);
     *committed = Committed::from_report(&served.report);
-    let mut outcome = reply(&served.report["reply"], *request.method() == Method::Head, request_id).map_err(|e| {
+    let mut outcome = reply(&served.report.reply, *request.method() == Method::Head, request_id).map_err(|e| {
         // The changes are committed: say so, rather than let the request look failed and unwritten.
         let message = format!("the request's changes were committed ({}), but its reply cannot be sent: {e}", committed.describe());
         Failure::new(500, "reply_failed", message, "committed_reply_failed")

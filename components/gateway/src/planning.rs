@@ -3,6 +3,7 @@
 //! failed attempt writes nothing: only a block that succeeds is committed.
 
 use anypath_rest::{Plan, RequestContext, lessons, shape};
+use anypath_wire::ExecReport;
 use serde_json::{Value, json};
 
 use crate::calls::{PLANNER_PLAN, STORE_PLAN_EVICT, STORE_PLAN_PUT, post, post_json};
@@ -33,7 +34,7 @@ impl Usage {
 
 /// A committed report and where its plan came from (`rules`, `cache`, `llm`).
 pub struct Served {
-    pub report: Value,
+    pub report: ExecReport,
     pub source: String,
 }
 

@@ -3,7 +3,7 @@
 
 use anypath_rest::plan::LoadSpec;
 use anypath_rest::{Plan, RequestContext, lessons};
-use anypath_wire::ExecError;
+use anypath_wire::{ExecError, ExecReport, MutationRecord};
 use serde_json::{Value, json};
 
 use crate::calls::{STORE_COMMIT, STORE_LOAD, post, post_json};
@@ -32,13 +32,13 @@ impl From<Failure> for RunError {
 
 /// What an execution ended in.
 enum Exec {
-    Report(Value),
+    Report(ExecReport),
     /// The block touched data outside a partial load.
     NeedsData,
 }
 
 /// Runs `plan` to a committed report (`reply`, `mutations`, ...).
-pub fn run(plan: &Plan, ctx: &RequestContext, tenant: &str, config: &Config, request_id: &str, timings: &mut Timings) -> Result<Value, RunError> {
+pub fn run(plan: &Plan, ctx: &RequestContext, tenant: &str, config: &Config, request_id: &str, timings: &mut Timings) -> Result<ExecReport, RunError> {
     let mut specs = plan.load_specs(ctx.body_json.as_ref());
     for attempt in 0..=MAX_CONFLICT_RETRIES {
         if attempt > 0 {
@@ -56,8 +56,7 @@ pub fn run(plan: &Plan, ctx: &RequestContext, tenant: &str, config: &Config, req
             }
             Exec::Report(report) => report,
         };
-        let mutations = report["mutations"].as_array().cloned().unwrap_or_default();
-        if !mutations.is_empty() && !timings.time("store", || commit(tenant, &collections, &report, mutations, config, request_id))? {
+        if !report.mutations.is_empty() && !timings.time("store", || commit(tenant, &collections, &report, config, request_id))? {
             continue;
         }
         return Ok(report);
@@ -107,13 +106,12 @@ fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], tenant: &st
     if answer.status != 200 {
         return Err(Failure::passed_on(&answer, "sandbox").into());
     }
-    let report: Value = serde_json::from_slice(&answer.body)
-        .map_err(|e| Failure::new(502, "sandbox_failed", e.to_string(), "upstream"))?;
-    if report["ok"] == json!(true) {
+    let report: ExecReport = serde_json::from_slice(&answer.body)
+        .map_err(|e| Failure::new(502, "sandbox_failed", format!("the sandbox's report is malformed: {e}"), "upstream"))?;
+    if report.ok {
         return Ok(Exec::Report(report));
     }
-    let error: ExecError = serde_json::from_value(report["error"].clone())
-        .map_err(|e| Failure::new(502, "sandbox_failed", format!("the sandbox's error is malformed: {e}"), "upstream"))?;
+    let error = report.error.ok_or_else(|| Failure::new(502, "sandbox_failed", "the sandbox reported a failure without its error", "upstream"))?;
     if matches!(error, ExecError::NeedsData { .. }) {
         return Ok(Exec::NeedsData);
     }
@@ -163,26 +161,20 @@ fn state_fault(error: &ExecError, message: &str) -> String {
 }
 
 /// Commits the journal with what the block read; `Ok(false)` means a conflict (re-run).
-fn commit(tenant: &str, loaded: &[Value], report: &Value, mutations: Vec<Value>, config: &Config, request_id: &str) -> Result<bool, Failure> {
-    let reads = report["reads"].as_array().map(Vec::as_slice).unwrap_or_default();
+fn commit(tenant: &str, loaded: &[Value], report: &ExecReport, config: &Config, request_id: &str) -> Result<bool, Failure> {
     let changes: Vec<Value> = loaded
         .iter()
         .filter_map(|c| {
             let name = c["name"].as_str()?;
-            let own: Vec<Value> = mutations.iter().filter(|m| m["collection"] == name).cloned().collect();
-            let read = reads.iter().find(|r| r["collection"] == name);
+            let own: Vec<&MutationRecord> = report.mutations.iter().filter(|m| m.collection == name).collect();
+            let read = report.reads.iter().find(|r| r.collection == name);
             if own.is_empty() && read.is_none() {
                 return None;
             }
             // Each id the block looked up, with the tag it had when loaded (null: absent).
-            let seen: serde_json::Map<String, Value> = read
-                .and_then(|r| r["ids"].as_array())
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(|id| (id.to_owned(), c["tags"][id].clone()))
-                .collect();
-            let scanned = read.is_some_and(|r| r["scanned"] == json!(true));
+            let seen: serde_json::Map<String, Value> =
+                read.into_iter().flat_map(|r| &r.ids).map(|id| (id.clone(), c["tags"][id].clone())).collect();
+            let scanned = read.is_some_and(|r| r.scanned);
             Some(json!({"name": name, "expected_version": c["version"], "scanned": scanned, "reads": seen, "mutations": own}))
         })
         .collect();

@@ -18,16 +18,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One journal entry, as the sandbox reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MutationRecord {
-    pub collection: String,
-    pub op: Op,
-    pub id: Value,
-    pub document: Option<Value>,
-}
-
-pub use anypath_wire::Op;
+pub use anypath_wire::{MutationRecord, Op};
 
 /// Why a journal was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

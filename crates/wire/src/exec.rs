@@ -12,6 +12,37 @@ pub enum Op {
     Delete,
 }
 
+/// One journal entry as a caller reads it: the document as plain JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MutationRecord {
+    pub collection: String,
+    pub op: Op,
+    /// The document id (a JSON number or string).
+    pub id: serde_json::Value,
+    /// The document after the change; none for a delete.
+    pub document: Option<serde_json::Value>,
+}
+
+/// What `POST /v1/exec` answers, as its callers read it: on success the
+/// block's `REPLY`, its journal and what it read; on failure the error;
+/// the captured output and the metrics either way.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecReport {
+    pub ok: bool,
+    /// The block's `REPLY` (`status`, `headers`, `body`), checked by whoever answers with it.
+    #[serde(default)]
+    pub reply: serde_json::Value,
+    #[serde(default)]
+    pub mutations: Vec<MutationRecord>,
+    #[serde(default)]
+    pub reads: Vec<ReadSet>,
+    #[serde(default)]
+    pub error: Option<ExecError>,
+    #[serde(flatten)]
+    pub output: Output,
+    pub metrics: Metrics,
+}
+
 /// Captured stdout and stderr, each capped.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Output {

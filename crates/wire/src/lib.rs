@@ -4,11 +4,12 @@
 //!
 //! - [`ExecError`]: why an execution produced no reply, with the questions
 //!   callers ask of it ([`ExecError::is_limit`], [`ExecError::is_block_fault`]).
-//! - [`Output`], [`Metrics`], [`ReadSet`], [`Op`]: the parts of an execution report.
+//! - [`ExecReport`]: what `POST /v1/exec` answers, with its parts [`Output`],
+//!   [`Metrics`], [`ReadSet`] and [`MutationRecord`] ([`Op`]).
 //! - [`ErrorEnvelope`]: the JSON body of every error answer.
 
 mod envelope;
 mod exec;
 
 pub use envelope::{ErrorBody, ErrorEnvelope};
-pub use exec::{ExecError, Metrics, Op, Output, ReadSet};
+pub use exec::{ExecError, ExecReport, Metrics, MutationRecord, Op, Output, ReadSet};
