@@ -7,8 +7,10 @@
 mod common;
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::app::{App, json_of, repo, temp_kv};
+use common::app::{App, assert_envelope, json_of, repo, temp_kv};
 use common::fake_llm::{FakeLlm, Reply};
 use reqwest::blocking::Response;
 use serde_json::{Value, json};
@@ -405,4 +407,45 @@ fn a_plan_naming_its_collection_twice_is_normalised_not_a_500() {
     let promoted = app.send("POST", "/members/1/promote", None);
     assert_eq!(json_of(promoted), (reqwest::StatusCode::OK, json!({"id": 1, "name": "Ada", "role": "admin"})));
     assert_eq!(fake.calls().len(), 2, "no repair was needed");
+}
+
+/// A sandbox host that admits every block and refuses every execution with
+/// a 400, as it would a body it cannot parse; counts the refusals.
+fn refusing_sandbox_host() -> (String, Arc<AtomicUsize>) {
+    let refused = Arc::new(AtomicUsize::new(0));
+    let counter = refused.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            tx.send(listener.local_addr().expect("address").to_string()).expect("report address");
+            let exec = move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let body = json!({"error": {"code": "invalid_request", "message": "unknown field `gate`", "request_id": "r"}});
+                async move { (axum::http::StatusCode::BAD_REQUEST, axum::Json(body)) }
+            };
+            let app = axum::Router::new()
+                .route("/v1/admission", axum::routing::get(|| async { axum::http::StatusCode::NO_CONTENT }))
+                .route("/v1/exec", axum::routing::post(exec));
+            axum::serve(listener, app).await.expect("serve");
+        });
+    });
+    (rx.recv().expect("fake sandbox address"), refused)
+}
+
+/// Boundary: the gateway and the sandbox host. A 400 from `/v1/exec` can only
+/// mean the gateway built a body the host refuses, never a defect of the
+/// plan: the client gets `502 sandbox_rejected`, and the model is not asked
+/// to repair what it did not write.
+#[test]
+fn a_request_the_sandbox_host_refuses_is_the_gateways_fault_not_a_plan_to_repair() {
+    let (host, refused) = refusing_sandbox_host();
+    let fake = FakeLlm::start(vec![]).otherwise(Reply::Oracle);
+    let extra = [("SPIN_VARIABLE_SANDBOX_HOSTS", host.as_str()), ("SPIN_VARIABLE_SANDBOX_ALLOWED", host.as_str())];
+    let app = start(&fake, "openai", "llm", "llm-sandbox-400", &extra);
+    let response = app.send("POST", "/members/", Some(json!({"name": "Alice"})));
+    assert_envelope(response, 502, "sandbox_rejected");
+    assert_eq!(refused.load(Ordering::SeqCst), 1, "the block was sent once, not re-run");
+    assert_eq!(fake.calls().len(), 1, "one plan and no repair");
 }

@@ -4,11 +4,11 @@
 mod common;
 
 use anypath_sandbox::{ExecError, ExecRequest, LimitOverrides};
-use common::{error, exec, failure, run, success};
+use common::{error, exec, exec_ungated, failure, run, success};
 
 /// Runs `code` with the policy gate switched off (test-only hook).
 fn run_ungated(code: &str) -> anypath_sandbox::Report {
-    exec(ExecRequest::new(code).without_policy_gate())
+    exec_ungated(ExecRequest::new(code))
 }
 
 fn run_limited(code: &str, limits: LimitOverrides) -> anypath_sandbox::Report {
@@ -152,9 +152,8 @@ mod deadline {
     #[test]
     fn sleep_blocked_in_the_host_is_cut_at_the_deadline() {
         let request = ExecRequest::new("import time\ntime.sleep(30)\nREPLY = {'status': 200}")
-            .without_policy_gate()
             .with_limits(LimitOverrides { timeout_ms: Some(200), ..Default::default() });
-        let report = exec(request);
+        let report = exec_ungated(request);
         assert_eq!(error(&report), &ExecError::Timeout { timeout_ms: 200 });
         // The 30 s sleep did not run to its end.
         assert!(report.metrics.duration_us < 10_000_000, "{:?}", report.metrics);

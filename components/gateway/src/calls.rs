@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use http_client::{Answer, CallError, call};
-use serde_json::Value;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::failure::Failure;
 
@@ -15,13 +16,13 @@ pub const STORE_PLAN_PUT: &str = "http://store.spin.internal/plan-cache/put";
 pub const STORE_PLAN_EVICT: &str = "http://store.spin.internal/plan-cache/evict";
 
 /// `POST url` with a JSON body and the request id.
-pub fn post(url: &str, body: &Value, timeout: Duration, request_id: &str) -> Result<Answer, CallError> {
+pub fn post(url: &str, body: &impl Serialize, timeout: Duration, request_id: &str) -> Result<Answer, CallError> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     call(url, Some(&bytes), &[("x-request-id", request_id)], timeout)
 }
 
 /// `POST url`, answering the JSON body of a 200 or the failure `what` caused.
-pub fn post_json(url: &str, body: &Value, what: &str, timeout: Duration, request_id: &str) -> Result<Value, Failure> {
+pub fn post_json<T: DeserializeOwned>(url: &str, body: &impl Serialize, what: &str, timeout: Duration, request_id: &str) -> Result<T, Failure> {
     let answer = post(url, body, timeout, request_id).map_err(|e| Failure::unavailable(what, e))?;
     if answer.status != 200 {
         return Err(Failure::passed_on(&answer, what));

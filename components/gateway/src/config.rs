@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use anypath_rest::{PoolError, SandboxPool};
+use anypath_wire::LimitOverrides;
 use spin_sdk::variables;
 
 /// Everything the gateway reads from `spin.toml` variables.
@@ -20,8 +21,8 @@ pub struct Config {
     pub call_timeout: Duration,
     /// For the planner call, which may wait on the LLM.
     pub plan_timeout: Duration,
-    /// Limits to lower for every execution (`exec_fuel`, `exec_timeout_ms`), as sandbox JSON.
-    pub exec_limits: Option<serde_json::Value>,
+    /// Limits to lower for every execution (`exec_fuel`, `exec_timeout_ms`).
+    pub exec_limits: LimitOverrides,
 }
 
 fn var(name: &str) -> String {
@@ -45,12 +46,7 @@ impl Config {
     }
 }
 
-fn exec_limits() -> Option<serde_json::Value> {
-    let mut limits = serde_json::Map::new();
-    for (variable, field) in [("exec_fuel", "fuel"), ("exec_timeout_ms", "timeout_ms")] {
-        if let Ok(n) = var(variable).trim().parse::<u64>() {
-            limits.insert(field.to_owned(), n.into());
-        }
-    }
-    (!limits.is_empty()).then_some(serde_json::Value::Object(limits))
+fn exec_limits() -> LimitOverrides {
+    let number = |variable: &str| var(variable).trim().parse::<u64>().ok();
+    LimitOverrides { fuel: number("exec_fuel"), timeout_ms: number("exec_timeout_ms"), ..LimitOverrides::default() }
 }

@@ -52,7 +52,7 @@ pub fn plan_and_run(
     let mut skip_cache = false;
     loop {
         let body = json!({"tenant": tenant, "ctx": ctx, "repairs": repairs, "skip_cache": skip_cache});
-        let answer = timings.time("plan", || post_json(PLANNER_PLAN, &body, "planner", config.plan_timeout, request_id))?;
+        let answer: Value = timings.time("plan", || post_json(PLANNER_PLAN, &body, "planner", config.plan_timeout, request_id))?;
         usage.add(&answer["usage"]);
         let source = answer["source"].as_str().unwrap_or("llm").to_owned();
         let cache_key = answer["cache_key"].as_str().unwrap_or("").to_owned();

@@ -1,10 +1,8 @@
 //! Runs one plan: load what it needs, execute the block in the sandbox,
 //! commit the journal with what the block read; re-run on a conflict.
 
-use anypath_rest::plan::LoadSpec;
 use anypath_rest::{Plan, RequestContext, lessons};
-use anypath_wire::{ExecError, ExecReport, MutationRecord};
-use serde_json::{Value, json};
+use anypath_wire::{Change, CommitRequest, ExecError, ExecReport, ExecRequest, LoadAnswer, LoadRequest, LoadSpec, LoadedCollection};
 
 use crate::calls::{STORE_COMMIT, STORE_LOAD, post, post_json};
 use crate::config::Config;
@@ -71,30 +69,22 @@ fn back_off(attempt: usize) {
     wasi::clocks::monotonic_clock::subscribe_duration(jitter_ns).block();
 }
 
-fn load(tenant: &str, specs: &[LoadSpec], config: &Config, request_id: &str) -> Result<Vec<Value>, Failure> {
-    let loaded = post_json(STORE_LOAD, &json!({"tenant": tenant, "collections": specs}), "store", config.call_timeout, request_id)?;
-    Ok(loaded["collections"].as_array().cloned().unwrap_or_default())
+fn load(tenant: &str, specs: &[LoadSpec], config: &Config, request_id: &str) -> Result<Vec<LoadedCollection>, Failure> {
+    let request = LoadRequest { tenant: tenant.to_owned(), collections: specs.to_vec() };
+    let loaded: LoadAnswer = post_json(STORE_LOAD, &request, "store", config.call_timeout, request_id)?;
+    Ok(loaded.collections)
 }
 
-/// What the sandbox accepts of a loaded collection (the tags stay here).
-fn sandbox_view(loaded: &Value) -> Value {
-    json!({
-        "name": loaded["name"],
-        "version": loaded["version"],
-        "documents": loaded["documents"],
-        "complete": loaded["complete"],
-        "absent_ids": loaded["absent_ids"],
-        "reserved_id": loaded["reserved_id"],
-    })
+/// The body of `POST /v1/exec`: the plan's code, the request and what was loaded (the tags stay here).
+fn exec_body(plan: &Plan, ctx: &RequestContext, collections: &[LoadedCollection], config: &Config) -> Result<Vec<u8>, serde_json::Error> {
+    let mut request = ExecRequest::new(plan.code.source()).with_ctx(ctx)?.with_limits(config.exec_limits);
+    request.collections = collections.iter().map(LoadedCollection::exec_input).collect::<Result<_, _>>()?;
+    serde_json::to_vec(&request)
 }
 
-fn execute(plan: &Plan, ctx: &RequestContext, collections: &[Value], tenant: &str, config: &Config, request_id: &str) -> Result<Exec, RunError> {
-    let views: Vec<Value> = collections.iter().map(sandbox_view).collect();
-    let mut body = json!({"code": plan.code.source(), "ctx": ctx, "collections": views});
-    if let Some(limits) = &config.exec_limits {
-        body["limits"] = limits.clone();
-    }
-    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+fn execute(plan: &Plan, ctx: &RequestContext, collections: &[LoadedCollection], tenant: &str, config: &Config, request_id: &str) -> Result<Exec, RunError> {
+    let bytes = exec_body(plan, ctx, collections, config)
+        .map_err(|e| Failure::internal(format!("the execution request could not be encoded: {e}")))?;
     let answer = sandboxes::with_tenant_headers(config, request_id, tenant, |headers| sandboxes::exec(config, request_id, &bytes, headers))?;
     if answer.status == 400 {
         // The sandbox checks the request's shape, which the gateway built,
@@ -161,25 +151,20 @@ fn state_fault(error: &ExecError, message: &str) -> String {
 }
 
 /// Commits the journal with what the block read; `Ok(false)` means a conflict (re-run).
-fn commit(tenant: &str, loaded: &[Value], report: &ExecReport, config: &Config, request_id: &str) -> Result<bool, Failure> {
-    let changes: Vec<Value> = loaded
+fn commit(tenant: &str, loaded: &[LoadedCollection], report: &ExecReport, config: &Config, request_id: &str) -> Result<bool, Failure> {
+    let changes: Vec<Change> = loaded
         .iter()
-        .filter_map(|c| {
-            let name = c["name"].as_str()?;
-            let own: Vec<&MutationRecord> = report.mutations.iter().filter(|m| m.collection == name).collect();
-            let read = report.reads.iter().find(|r| r.collection == name);
-            if own.is_empty() && read.is_none() {
+        .filter_map(|collection| {
+            let mutations: Vec<_> = report.mutations.iter().filter(|m| m.collection == collection.name).cloned().collect();
+            let read = report.reads.iter().find(|r| r.collection == collection.name);
+            if mutations.is_empty() && read.is_none() {
                 return None;
             }
-            // Each id the block looked up, with the tag it had when loaded (null: absent).
-            let seen: serde_json::Map<String, Value> =
-                read.into_iter().flat_map(|r| &r.ids).map(|id| (id.clone(), c["tags"][id].clone())).collect();
-            let scanned = read.is_some_and(|r| r.scanned);
-            Some(json!({"name": name, "expected_version": c["version"], "scanned": scanned, "reads": seen, "mutations": own}))
+            Some(Change { name: collection.name.clone(), check: collection.read_check(read), mutations })
         })
         .collect();
-    let answer = post(STORE_COMMIT, &json!({"tenant": tenant, "changes": changes}), config.call_timeout, request_id)
-        .map_err(|e| Failure::unavailable("store", e))?;
+    let request = CommitRequest { tenant: tenant.to_owned(), changes };
+    let answer = post(STORE_COMMIT, &request, config.call_timeout, request_id).map_err(|e| Failure::unavailable("store", e))?;
     match answer.status {
         200 => Ok(true),
         409 => Ok(false),

@@ -5,9 +5,9 @@
 //! read again and retry, so no concurrent update is lost and unrelated ones
 //! do not conflict.
 
-use anypath_rest::journal::{MutationRecord, ReadCheck};
 use anypath_rest::RestError;
-use serde::Deserialize;
+use anypath_rest::journal::MutationRecord;
+use anypath_wire::{Change, CommitAnswer, CommitRequest};
 
 use crate::backend::{Backend, IndexWrite, Outcome, Part};
 use crate::keys::CollectionKeys;
@@ -15,21 +15,6 @@ use crate::{StoreError, encode};
 
 /// Commit attempts while other commits keep landing in between.
 const MAX_COMMIT_ATTEMPTS: usize = 64;
-
-#[derive(Deserialize)]
-pub struct CommitRequest {
-    tenant: String,
-    changes: Vec<Change>,
-}
-
-#[derive(Deserialize)]
-struct Change {
-    name: String,
-    #[serde(flatten)]
-    check: ReadCheck,
-    #[serde(default)]
-    mutations: Vec<MutationRecord>,
-}
 
 pub fn commit(backend: &dyn Backend, request: CommitRequest) -> Result<Vec<u8>, StoreError> {
     let mut work = Vec::with_capacity(request.changes.len());
@@ -54,13 +39,13 @@ pub fn commit(backend: &dyn Backend, request: CommitRequest) -> Result<Vec<u8>, 
         };
         match backend.commit(&parts) {
             Ok(Outcome::Committed) => {
-                let mut versions = serde_json::Map::new();
+                let mut answer = CommitAnswer::default();
                 for ((_, change), part) in work.iter().zip(&parts) {
                     if let Some(write) = &part.write {
-                        versions.insert(change.name.clone(), write.next.version.into());
+                        answer.versions.insert(change.name.clone(), write.next.version);
                     }
                 }
-                return encode(&serde_json::json!({ "versions": versions }));
+                return encode(&answer);
             }
             Ok(Outcome::Changed) => last = parts,
             Err(e) => {

@@ -4,10 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use anypath_rest::plan::LoadSpec;
 use anypath_rest::{Index, RestError};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use anypath_wire::{LoadAnswer, LoadRequest, LoadSpec, LoadedCollection};
 
 use crate::backend::Backend;
 use crate::keys::CollectionKeys;
@@ -16,41 +14,23 @@ use crate::{StoreError, decode, encode};
 /// Loads retried when a document value vanished under a concurrent commit.
 const MAX_LOAD_ATTEMPTS: usize = 8;
 
-#[derive(Deserialize)]
-pub struct LoadRequest {
-    tenant: String,
-    collections: Vec<LoadSpec>,
-}
-
-#[derive(Serialize)]
-struct Loaded {
-    name: String,
-    version: u64,
-    complete: bool,
-    documents: Vec<Value>,
-    absent_ids: Vec<String>,
-    reserved_id: Option<i64>,
-    /// Tag of each loaded document, echoed back in the commit's read check.
-    tags: BTreeMap<String, String>,
-}
-
 pub fn load(backend: &dyn Backend, request: LoadRequest) -> Result<Vec<u8>, StoreError> {
     let mut loaded = Vec::with_capacity(request.collections.len());
     for spec in request.collections {
         let keys = CollectionKeys::new(&request.tenant, &spec.name, backend.key_style())?;
         loaded.push(load_one(backend, &keys, spec)?);
     }
-    encode(&serde_json::json!({ "collections": loaded }))
+    encode(&LoadAnswer { collections: loaded })
 }
 
-fn load_one(backend: &dyn Backend, keys: &CollectionKeys, spec: LoadSpec) -> Result<Loaded, StoreError> {
+fn load_one(backend: &dyn Backend, keys: &CollectionKeys, spec: LoadSpec) -> Result<LoadedCollection, StoreError> {
     for _ in 0..MAX_LOAD_ATTEMPTS {
         let index = backend.read_index(keys)?;
         let wanted: Vec<String> = match &spec.ids {
             Some(ids) => ids.clone(),
             None => index.docs.keys().cloned().collect(),
         };
-        let mut loaded = Loaded {
+        let mut loaded = LoadedCollection {
             name: spec.name.clone(),
             version: index.version,
             complete: spec.ids.is_none(),

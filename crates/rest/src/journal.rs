@@ -12,13 +12,11 @@
 //! be unchanged; one that only looked up ids needs those ids unchanged. So
 //! two requests creating or updating different documents both commit.
 
-use std::collections::BTreeMap;
-
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use anypath_wire::{MutationRecord, Op};
+pub use anypath_wire::{MutationRecord, Op, ReadCheck};
 
 /// Why a journal was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,19 +64,6 @@ pub struct Lock {
     /// Wall-clock milliseconds when the lock was taken; a lock left pending
     /// for too long may be aborted by anyone.
     pub since_ms: u64,
-}
-
-/// What a block read of one collection, with the tags it saw.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReadCheck {
-    /// The index version that was loaded.
-    pub expected_version: u64,
-    /// The block depended on the whole collection.
-    #[serde(default)]
-    pub scanned: bool,
-    /// Each id looked up, with the tag it had (none: it was absent).
-    #[serde(default)]
-    pub reads: BTreeMap<String, Option<String>>,
 }
 
 /// The result of applying a journal to an index: the index to swap in, the
@@ -167,6 +152,7 @@ impl Index {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     fn entry(op: Op, id: Value, document: Option<Value>) -> MutationRecord {
         MutationRecord { collection: "m".into(), op, id, document }

@@ -53,24 +53,8 @@ impl Code {
     }
 }
 
-/// What to load of one collection for a plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LoadSpec {
-    pub name: String,
-    /// Only these ids (keys as strings); none loads the whole collection.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ids: Option<Vec<String>>,
-    /// Reserve a fresh integer id for an insert without one.
-    #[serde(default)]
-    pub reserve_id: bool,
-}
-
-impl LoadSpec {
-    /// The whole collection.
-    pub fn whole(name: &str) -> Self {
-        Self { name: name.to_owned(), ids: None, reserve_id: false }
-    }
-}
+/// What to load of one collection for a plan: the store's own wire type.
+pub use anypath_wire::LoadSpec;
 
 impl Plan {
     /// Every collection the block needs, the default first.

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+pub use anypath_wire::LimitOverrides;
 use serde::{Deserialize, Serialize};
 
 /// Every bound one execution runs under.
@@ -66,28 +67,6 @@ pub const BLOCK_FUEL_PER_INPUT_BYTE: u64 = 700;
 /// The fuel budget of a REST block over `input_bytes` of input, at most `ceiling`.
 pub fn block_fuel(input_bytes: u64, ceiling: u64) -> u64 {
     BLOCK_BASE_FUEL.saturating_add(BLOCK_FUEL_PER_INPUT_BYTE.saturating_mul(input_bytes)).min(ceiling)
-}
-
-/// Optional values that replace defaults (policy file) or narrow them (request).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LimitOverrides {
-    /// WebAssembly fuel (roughly instructions).
-    pub fuel: Option<u64>,
-    /// Largest linear memory, in bytes.
-    pub memory_bytes: Option<u64>,
-    /// Wall-clock budget, in milliseconds.
-    pub timeout_ms: Option<u64>,
-    /// Largest source code, in bytes.
-    pub max_code_bytes: Option<u64>,
-    /// Largest input, in bytes.
-    pub max_input_bytes: Option<u64>,
-    /// Captured stdout kept, in bytes.
-    pub stdout_bytes: Option<u32>,
-    /// Captured stderr kept, in bytes.
-    pub stderr_bytes: Option<u32>,
-    /// Largest reply plus journal, in bytes.
-    pub result_bytes: Option<u32>,
 }
 
 /// A policy file could not be used.

@@ -239,6 +239,18 @@ impl Sandbox {
 
     /// Runs one block. Never panics on guest behaviour: every failure is a typed error.
     pub async fn execute(&self, request: ExecRequest) -> Report {
+        self.execute_gated(request, PolicyGate::Enforced).await
+    }
+
+    /// Runs one block with the policy gate switched off, to prove the
+    /// WebAssembly layer holds by itself. Exists only with the
+    /// `unsafe-test-hooks` feature.
+    #[cfg(feature = "unsafe-test-hooks")]
+    pub async fn execute_without_policy_gate(&self, request: ExecRequest) -> Report {
+        self.execute_gated(request, PolicyGate::Disabled).await
+    }
+
+    async fn execute_gated(&self, request: ExecRequest, gate: PolicyGate) -> Report {
         let started = Instant::now();
         let mut limits = self.inner.limits.narrowed_by(&request.limits);
         // A block's fuel follows what it was handed: runaway code over little
@@ -247,7 +259,7 @@ impl Sandbox {
         limits.fuel = crate::limits::block_fuel(request.input_bytes(), limits.fuel);
         let mut metrics = Metrics::default();
         let outcome = match self.inner.runtime {
-            Runtime::Python => self.inner.run(request, limits, &mut metrics).await,
+            Runtime::Python => self.inner.run(request, gate, limits, &mut metrics).await,
             runtime => Err(Failure {
                 error: invalid(&format!("the {runtime} runtime runs code-interpreter sessions, not REST blocks")),
                 output: Output::default(),
@@ -399,7 +411,7 @@ impl Inner {
         }
     }
 
-    async fn run(&self, request: ExecRequest, limits: Limits, metrics: &mut Metrics) -> Result<Success, Failure> {
+    async fn run(&self, request: ExecRequest, gate: PolicyGate, limits: Limits, metrics: &mut Metrics) -> Result<Success, Failure> {
         let fail = |error| Failure { error, output: Output::default() };
         check_request(&request, &limits).map_err(fail)?;
         let (instance, warm) = match self.pool.get().and_then(WarmPool::take) {
@@ -419,7 +431,7 @@ impl Inner {
         }
         store.set_fuel(limits.fuel).map_err(|e| fail(internal("setting fuel", &e)))?;
 
-        let input = wit_input(request, &limits);
+        let input = wit_input(request, gate, &limits);
         let Instance { store, guest: Guest::Runner(runner) } = &mut *instance else {
             return Err(fail(invalid("a REST block needs the runner")));
         };
@@ -485,10 +497,10 @@ pub(crate) fn internal(context: &str, error: &wasmtime::Error) -> ExecError {
 
 /// Moves the request's text into the guest input: documents can be megabytes,
 /// and the host needs nothing of them after the call but the collection names.
-fn wit_input(request: ExecRequest, limits: &Limits) -> wit::ExecInput {
+fn wit_input(request: ExecRequest, gate: PolicyGate, limits: &Limits) -> wit::ExecInput {
     let raw = |value: Box<serde_json::value::RawValue>| Box::<str>::from(value).into_string();
     wit::ExecInput {
-        policy_gate: request.gate == PolicyGate::Enforced,
+        policy_gate: gate == PolicyGate::Enforced,
         code: request.code,
         ctx_json: raw(request.ctx),
         collections: request

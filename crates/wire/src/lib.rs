@@ -6,10 +6,19 @@
 //!   callers ask of it ([`ExecError::is_limit`], [`ExecError::is_block_fault`]).
 //! - [`ExecReport`]: what `POST /v1/exec` answers, with its parts [`Output`],
 //!   [`Metrics`], [`ReadSet`] and [`MutationRecord`] ([`Op`]).
+//! - [`ExecRequest`]: what `POST /v1/exec` is asked to run, with its
+//!   [`CollectionInput`]s and [`LimitOverrides`].
+//! - The store's bodies: [`LoadRequest`] / [`LoadAnswer`] and
+//!   [`CommitRequest`] / [`CommitAnswer`], with the [`ReadCheck`] a commit
+//!   re-checks.
 //! - [`ErrorEnvelope`]: the JSON body of every error answer.
 
 mod envelope;
 mod exec;
+mod exec_request;
+mod store;
 
 pub use envelope::{ErrorBody, ErrorEnvelope};
 pub use exec::{ExecError, ExecReport, Metrics, MutationRecord, Op, Output, ReadSet};
+pub use exec_request::{CollectionInput, ExecRequest, LimitOverrides};
+pub use store::{Change, CommitAnswer, CommitRequest, LoadAnswer, LoadRequest, LoadSpec, LoadedCollection, ReadCheck};
