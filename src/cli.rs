@@ -33,6 +33,9 @@ enum Command {
     /// Serve the code interpreter as MCP tools on stdin/stdout (for agents
     /// that start their tool servers, such as Claude Code).
     Mcp(McpArgs),
+    /// Print the configuration reference (every Spin variable and flag) as Markdown.
+    #[command(hide = true)]
+    ConfigReference,
 }
 
 #[derive(Args)]
@@ -278,20 +281,6 @@ impl InterpreterArgs {
     }
 }
 
-/// `key:tenant,key:tenant` as pairs; a malformed entry is an error, not ignored.
-fn parse_api_keys(text: &str) -> anyhow::Result<Vec<(String, String)>> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|entry| !entry.is_empty())
-        .map(|entry| match entry.split_once(':') {
-            Some((key, tenant)) if !key.is_empty() && anypath_interpreter::names::tenant(tenant).is_ok() => {
-                Ok((key.to_owned(), tenant.to_owned()))
-            }
-            _ => anyhow::bail!("--api-keys entry {entry:?} is not key:tenant (tenant of A-Z, a-z, 0-9, '-', '_')"),
-        })
-        .collect()
-}
-
 #[derive(Args)]
 struct ExecArgs {
     /// The Python file to run.
@@ -369,7 +358,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 listen: args.listen,
                 token: args.token.filter(|t| !t.is_empty()),
                 admission: args.admission.config(),
-                api_keys: parse_api_keys(&args.api_keys)?,
+                api_keys: anypath_rest::caller::parse_api_keys(&args.api_keys).context("--api-keys")?,
                 interpreter: Some(std::sync::Arc::new(
                     anypath_interpreter::Interpreter::new(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config())
                         .context("starting the code interpreter")?,
@@ -395,7 +384,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 runtime_config: args.runtime_config_file,
                 kv_path: args.kv,
                 sandbox_listen: args.sandbox_listen,
-                api_keys: parse_api_keys(&args.api_keys)?,
+                api_keys: anypath_rest::caller::parse_api_keys(&args.api_keys).context("--api-keys")?,
                 admission: args.admission.config(),
                 interpreter: args.interpreter.config(),
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
@@ -424,5 +413,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Exec(args) => crate::exec_file::run(args.file, &args.ctx, &args.collections, &args.runner).await,
+        Command::ConfigReference => {
+            print!("{}", crate::reference::markdown(&<Cli as clap::CommandFactory>::command()));
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

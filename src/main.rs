@@ -7,6 +7,7 @@ mod exec_file;
 mod runner_path;
 mod interpreter_api;
 mod mcp;
+mod reference;
 mod serve;
 mod up;
 

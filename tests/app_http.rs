@@ -317,3 +317,28 @@ fn sandbox_host_down_is_503_and_not_ready() {
     assert!(ready["sandbox_hosts"][0]["error"].is_string(), "{ready}");
     assert_eq!(app.send("GET", "/healthz", None).status(), 200, "the gateway itself is alive");
 }
+
+/// A variable set to a value that cannot be used (a typo in a number, a
+/// malformed API key list) is not replaced by its default: `/readyz` says
+/// which, the log line names it, and the REST face and the agent refuse to
+/// serve instead of running on a setting nobody asked for (with a malformed
+/// key list, that would have been an open app).
+#[test]
+fn an_unusable_variable_is_reported_and_refused_never_defaulted() {
+    let kv = temp_kv("misconfigured");
+    let env = [("SPIN_VARIABLE_CALL_TIMEOUT_MS", "1O000"), ("SPIN_VARIABLE_API_KEYS", "k1:alice,broken")];
+    let app = App::start_with(&kv, "spin.toml", &env);
+    let (status, ready) = json_of(app.send("GET", "/readyz", None));
+    assert_eq!(status, 503, "{ready}");
+    let named: Vec<&str> = ready["config_errors"].as_array().expect("a list").iter().filter_map(|e| e["variable"].as_str()).collect();
+    assert_eq!(named, ["api_keys", "call_timeout_ms"], "{ready}");
+    assert!(!ready.to_string().contains("k1"), "a secret's value is never echoed: {ready}");
+    let refused = app.send("GET", "/members/", None);
+    let id = refused.headers()["x-request-id"].to_str().expect("an id").to_owned();
+    let (status, body) = json_of(refused);
+    assert_eq!((status.as_u16(), body["error"]["code"].as_str()), (500, Some("misconfigured")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap_or("").contains("call_timeout_ms"), "{body}");
+    assert_envelope(app.send("POST", "/run", Some(json!({"input": "hello"}))), 500, "misconfigured");
+    let line = app.process.wait_for_log(|l| l.contains(&id)).expect("the request's log line");
+    assert!(line.contains("\"config_errors\":[{") && line.contains("1O000"), "{line}");
+}

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anypath_agent::{AgentError, Model, ModelError, RunRequest, Step};
 use anypath_rest::chat::{ChatReply, ChatRequest};
+use anypath_rest::settings::{SettingError, Settings};
 use anypath_rest::{ErrorEnvelope, PoolError, SandboxPool, caller};
 use http_client::{CallError, call};
 use serde_json::{Value, json};
@@ -39,24 +40,26 @@ struct Config {
     /// Where completions are asked: the planner, unless a test manifest
     /// points it elsewhere to prove the allowlist refuses that.
     completion_url: String,
-}
-
-fn var(name: &str) -> String {
-    variables::get(name).unwrap_or_default()
+    /// Variables whose values cannot be used: the agent then runs nothing.
+    errors: Vec<SettingError>,
 }
 
 impl Config {
     fn load() -> Self {
-        Self {
-            auth_token: var("auth_token"),
-            api_keys: caller::parse_api_keys(&var("api_keys")),
-            sandbox_pool: SandboxPool::parse(&var("sandbox_hosts")),
-            sandbox_token: var("sandbox_token"),
-            call_timeout: Duration::from_millis(var("call_timeout_ms").parse().unwrap_or(10_000)),
-            run_timeout: Duration::from_millis(var("agent_timeout_ms").parse().unwrap_or(120_000)),
-            max_iterations: var("agent_max_iterations").parse().unwrap_or(6).clamp(1, 50),
-            completion_url: Some(var("completion_url")).filter(|u| !u.trim().is_empty()).unwrap_or_else(|| PLANNER_COMPLETE.to_owned()),
-        }
+        let mut settings = Settings::new(|name: &str| variables::get(name).ok());
+        let completion_url = settings.text("completion_url");
+        let config = Self {
+            auth_token: settings.text("auth_token"),
+            api_keys: settings.api_keys("api_keys"),
+            sandbox_pool: SandboxPool::parse(&settings.text("sandbox_hosts")),
+            sandbox_token: settings.text("sandbox_token"),
+            call_timeout: settings.millis("call_timeout_ms", 10_000),
+            run_timeout: settings.millis("agent_timeout_ms", 120_000),
+            max_iterations: settings.number("agent_max_iterations", 6u32).clamp(1, 50),
+            completion_url: Some(completion_url).filter(|u| !u.trim().is_empty()).unwrap_or_else(|| PLANNER_COMPLETE.to_owned()),
+            errors: Vec::new(),
+        };
+        Self { errors: settings.errors(), ..config }
     }
 }
 
@@ -84,7 +87,7 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
         "{}",
         json!({"request_id": request_id, "path": "/run", "status": status, "turns": tally.turns, "tool_calls": tally.tool_calls,
                "input_tokens": tally.input_tokens, "output_tokens": tally.output_tokens,
-               "duration_ms": started.elapsed().as_secs_f64() * 1e3})
+               "config_errors": config.errors, "duration_ms": started.elapsed().as_secs_f64() * 1e3})
     );
     let mut builder = Response::builder();
     builder.status(status).header("content-type", "application/json").header("x-request-id", &request_id);
@@ -99,6 +102,10 @@ type Refusal = (u16, &'static str, String);
 fn serve(request: &Request, config: &Config, request_id: &str, started: Instant, tally: &mut Tally) -> Result<Value, Refusal> {
     let rest = |e: anypath_rest::RestError| (e.status(), e.code(), e.to_string());
     let header = |name| request.header(name).and_then(|v| v.as_str());
+    if !config.errors.is_empty() {
+        let listed: Vec<String> = config.errors.iter().map(ToString::to_string).collect();
+        return Err((500, "misconfigured", format!("the app is misconfigured: {}", listed.join("; "))));
+    }
     caller::authorise(&config.auth_token, header("authorization")).map_err(rest)?;
     let tenant = caller::tenant(&config.api_keys, header("x-api-key"), header("x-session-id")).map_err(rest)?;
     if *request.method() != Method::Post {

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use anypath_rest::settings::{SettingError, Settings};
 use anypath_rest::{PoolError, SandboxPool};
 use anypath_wire::LimitOverrides;
 use spin_sdk::variables;
@@ -23,30 +24,31 @@ pub struct Config {
     pub plan_timeout: Duration,
     /// Limits to lower for every execution (`exec_fuel`, `exec_timeout_ms`).
     pub exec_limits: LimitOverrides,
-}
-
-fn var(name: &str) -> String {
-    variables::get(name).unwrap_or_default()
+    /// Variables whose values cannot be used.
+    pub errors: Vec<SettingError>,
 }
 
 impl Config {
-    /// Reads the variables; unset optional ones take their defaults.
+    /// Reads the variables; empty ones take their defaults, and a value that
+    /// cannot be used is kept in [`Config::errors`] (the gateway then refuses
+    /// to serve rather than run on a setting nobody asked for).
     pub fn load() -> Self {
-        let api_keys = anypath_rest::caller::parse_api_keys(&var("api_keys"));
-        Self {
-            auth_token: var("auth_token"),
-            api_keys,
-            sandbox_pool: SandboxPool::parse(&var("sandbox_hosts")),
-            sandbox_token: var("sandbox_token"),
-            max_body_bytes: var("max_body_bytes").parse().unwrap_or(1 << 20),
-            call_timeout: Duration::from_millis(var("call_timeout_ms").parse().unwrap_or(10_000)),
-            plan_timeout: Duration::from_millis(var("planner_timeout_ms").parse().unwrap_or(120_000)),
-            exec_limits: exec_limits(),
-        }
+        let mut settings = Settings::new(|name: &str| variables::get(name).ok());
+        let config = Self {
+            auth_token: settings.text("auth_token"),
+            api_keys: settings.api_keys("api_keys"),
+            sandbox_pool: SandboxPool::parse(&settings.text("sandbox_hosts")),
+            sandbox_token: settings.text("sandbox_token"),
+            max_body_bytes: settings.number("max_body_bytes", 1 << 20),
+            call_timeout: settings.millis("call_timeout_ms", 10_000),
+            plan_timeout: settings.millis("planner_timeout_ms", 120_000),
+            exec_limits: LimitOverrides {
+                fuel: settings.optional_number("exec_fuel"),
+                timeout_ms: settings.optional_number("exec_timeout_ms"),
+                ..LimitOverrides::default()
+            },
+            errors: Vec::new(),
+        };
+        Self { errors: settings.errors(), ..config }
     }
-}
-
-fn exec_limits() -> LimitOverrides {
-    let number = |variable: &str| var(variable).trim().parse::<u64>().ok();
-    LimitOverrides { fuel: number("exec_fuel"), timeout_ms: number("exec_timeout_ms"), ..LimitOverrides::default() }
 }

@@ -1,5 +1,6 @@
 //! Error answers of the gateway, in the one JSON envelope.
 
+use anypath_rest::settings::SettingError;
 use anypath_rest::{ErrorEnvelope, RestError};
 use http_client::{Answer, CallError};
 
@@ -53,5 +54,12 @@ impl Failure {
 
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "internal", message, "internal")
+    }
+
+    /// The app's variables hold values that cannot be used: nothing is
+    /// served on a setting nobody asked for.
+    pub fn misconfigured(errors: &[SettingError]) -> Self {
+        let listed: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        Self::new(500, "misconfigured", format!("the app is misconfigured: {}", listed.join("; ")), "misconfigured")
     }
 }

@@ -87,7 +87,7 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
         json!({"request_id": request_id, "method": method, "path": path, "status": outcome.status,
                "detail": outcome.detail, "plan": source, "llm_calls": usage.llm_calls, "repairs": usage.repairs,
                "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens, "committed": committed.0,
-               "duration_ms": started.elapsed().as_secs_f64() * 1e3})
+               "config_errors": config.errors, "duration_ms": started.elapsed().as_secs_f64() * 1e3})
     );
     Ok(outcome.response)
 }
@@ -168,6 +168,9 @@ fn serve(
     source: &mut String,
     committed: &mut Committed,
 ) -> Result<Outcome, Failure> {
+    if !config.errors.is_empty() {
+        return Err(Failure::misconfigured(&config.errors));
+    }
     authorise(request, config)?;
     let tenant = tenant(request, config)?;
     if request.body().len() > config.max_body_bytes {
@@ -313,10 +316,13 @@ fn health(config: &Config, request_id: &str) -> Outcome {
     respond(200, &json!({"status": "ok", "planner_mode": mode, "planner": planner}), request_id, "health")
 }
 
-/// Readiness: 200 while at least one sandbox host answers its `/healthz`,
-/// with each host's state: `{"status", "ready", "sandbox_hosts": [{"host", "ready", "error"?}]}`.
+/// Readiness: 200 while every variable is usable and at least one sandbox
+/// host answers its `/healthz`, with each host's state and each unusable
+/// variable: `{"status", "ready", "sandbox_hosts": [{"host", "ready", "error"?}], "config_errors": [...]}`.
 fn ready(config: &Config, request_id: &str) -> Outcome {
-    let (ready, mut body) = sandboxes::readiness(config, request_id);
+    let (hosts_ready, mut body) = sandboxes::readiness(config, request_id);
+    let ready = hosts_ready && config.errors.is_empty();
+    body["config_errors"] = json!(config.errors);
     body["ready"] = json!(ready);
     body["status"] = json!(if ready { "ready" } else { "not_ready" });
     if ready {

@@ -8,12 +8,30 @@ use crate::names;
 /// The tenant of a request that names none.
 pub const DEFAULT_TENANT: &str = "default";
 
-/// Parses `key:tenant` pairs separated by commas (the `api_keys` variable).
-pub fn parse_api_keys(text: &str) -> Vec<(String, String)> {
+/// An `api_keys` entry that is not `key:tenant`. The entry itself is not
+/// kept: it holds a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("entry {position} of the API key list is not key:tenant (a tenant is 1-64 characters of A-Z, a-z, 0-9, '_' or '-')")]
+pub struct ApiKeysError {
+    /// 1-based position of the entry in the list.
+    pub position: usize,
+}
+
+/// Parses `key:tenant` pairs separated by commas (the `api_keys` variable,
+/// `--api-keys`). Blank entries are skipped; any other entry that is not a
+/// non-empty key and a valid tenant refuses the whole list, so a typo never
+/// silently drops a key.
+pub fn parse_api_keys(text: &str) -> Result<Vec<(String, String)>, ApiKeysError> {
     text.split(',')
-        .filter_map(|pair| pair.split_once(':'))
-        .map(|(k, t)| (k.trim().to_owned(), t.trim().to_owned()))
-        .filter(|(k, t)| !k.is_empty() && !t.is_empty())
+        .map(str::trim)
+        .enumerate()
+        .filter(|(_, entry)| !entry.is_empty())
+        .map(|(index, entry)| match entry.split_once(':') {
+            Some((key, tenant)) if !key.trim().is_empty() && names::tenant(tenant.trim()).is_ok() => {
+                Ok((key.trim().to_owned(), tenant.trim().to_owned()))
+            }
+            _ => Err(ApiKeysError { position: index + 1 }),
+        })
         .collect()
 }
 
@@ -64,7 +82,9 @@ mod tests {
 
     #[test]
     fn keys_bind_tenants_and_tokens_are_checked() {
-        let keys = parse_api_keys(" k1:alice, k2:bob ,broken");
+        assert_eq!(parse_api_keys(" k1:alice, k2:bob ,broken"), Err(ApiKeysError { position: 3 }), "a typo refuses the list");
+        assert_eq!(parse_api_keys("k1:alice,k2:b@d"), Err(ApiKeysError { position: 2 }), "so does a tenant that cannot be one");
+        let keys = parse_api_keys(" k1:alice, k2:bob ,").expect("blank entries are skipped");
         assert_eq!(tenant(&keys, Some("k2"), Some("x")).ok().as_deref(), Some("bob"));
         assert!(tenant(&keys, Some("nope"), None).is_err());
         assert_eq!(tenant(&keys, None, None).ok().as_deref(), Some(DEFAULT_TENANT));

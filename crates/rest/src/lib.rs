@@ -18,6 +18,7 @@ pub mod plan_schema;
 pub mod prompt;
 pub mod reply;
 pub mod rules;
+pub mod settings;
 pub mod sandbox_pool;
 pub mod shape;
 pub mod surface;
