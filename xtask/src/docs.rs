@@ -1,0 +1,47 @@
+//! The book under `docs/`: built with a pinned mdbook (installed from
+//! crates.io into `target/tools/` once), then checked by [`crate::doc_links`].
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::bail;
+
+use crate::steps::{cargo, root, run, step};
+
+/// The mdbook release the book is built with.
+pub const MDBOOK_VERSION: &str = "0.5.4";
+
+/// The pinned mdbook, installed on first use. Only its `search` feature:
+/// `serve` and `watch` would compile a web server for nothing here.
+pub fn ensure_mdbook() -> anyhow::Result<PathBuf> {
+    let tools = root().join(format!("target/tools/mdbook-{MDBOOK_VERSION}"));
+    let mdbook = tools.join("bin/mdbook");
+    if !mdbook.is_file() {
+        step(&format!("installing mdbook {MDBOOK_VERSION} into {} (once; a few minutes)", relative(&tools)));
+        run(Command::new(cargo())
+            .args(["install", "--locked", "mdbook", "--version", MDBOOK_VERSION, "--no-default-features", "--features", "search", "--root"])
+            .arg(&tools))?;
+    }
+    Ok(mdbook)
+}
+
+/// `cargo xtask docs`: builds the book into `target/book/` and checks its
+/// links, the README's, and its code blocks.
+pub fn build() -> anyhow::Result<()> {
+    let mdbook = ensure_mdbook()?;
+    step("building the book (docs/ into target/book/)");
+    run(Command::new(&mdbook).args(["build", "docs"]))?;
+    step("checking the links and code blocks of the book and README.md");
+    let problems = crate::doc_links::check(&root())?;
+    if !problems.is_empty() {
+        for problem in &problems {
+            eprintln!("{problem}");
+        }
+        bail!("{} problem(s) in the book or README.md", problems.len());
+    }
+    Ok(())
+}
+
+fn relative(path: &std::path::Path) -> String {
+    path.strip_prefix(root()).unwrap_or(path).display().to_string()
+}
