@@ -29,6 +29,7 @@ pub fn ensure_mdbook() -> anyhow::Result<PathBuf> {
 /// links, the README's, and its code blocks.
 pub fn build() -> anyhow::Result<()> {
     let mdbook = ensure_mdbook()?;
+    generate_configuration_reference()?;
     step("building the book (docs/ into target/book/)");
     run(Command::new(&mdbook).args(["build", "docs"]))?;
     step("checking the links and code blocks of the book and README.md");
@@ -39,6 +40,24 @@ pub fn build() -> anyhow::Result<()> {
         }
         bail!("{} problem(s) in the book or README.md", problems.len());
     }
+    Ok(())
+}
+
+/// The page the configuration reference lives on, written from the code's
+/// own definitions (`anypath config-reference`); `tests/configuration_reference.rs`
+/// fails when it is out of date.
+pub const CONFIGURATION_PAGE: &str = "docs/src/configuration.md";
+
+fn generate_configuration_reference() -> anyhow::Result<()> {
+    step(&format!("writing {CONFIGURATION_PAGE} from the variables and flags the code defines"));
+    let output = Command::new(cargo())
+        .args(["run", "--release", "--quiet", "--bin", "anypath", "--", "config-reference"])
+        .current_dir(root())
+        .output()?;
+    if !output.status.success() {
+        bail!("anypath config-reference failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    std::fs::write(root().join(CONFIGURATION_PAGE), &output.stdout)?;
     Ok(())
 }
 
