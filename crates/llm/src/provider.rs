@@ -1,7 +1,10 @@
 //! Which wire format a provider speaks, and the settings of a call to it.
 
+use serde::Serialize;
+
 use crate::adapter::Adapter;
 use crate::anthropic::Anthropic;
+use crate::chat::ChatRequest;
 use crate::openai::OpenAiCompatible;
 
 /// Which API a provider speaks.
@@ -53,6 +56,26 @@ pub struct Settings {
     pub temperature: f64,
     /// Most tokens to generate.
     pub max_tokens: u32,
+}
+
+/// What every body carries in both formats, under the same names: the
+/// model, and the limits (the request's own where it sets them).
+#[derive(Serialize)]
+pub(crate) struct Sampling<'a> {
+    model: &'a str,
+    temperature: f64,
+    max_tokens: u32,
+}
+
+impl Settings {
+    /// The model and limits of a request for `chat`.
+    pub(crate) fn sampling(&self, chat: &ChatRequest) -> Sampling<'_> {
+        Sampling {
+            model: &self.model,
+            temperature: chat.temperature.unwrap_or(self.temperature),
+            max_tokens: chat.max_tokens.unwrap_or(self.max_tokens),
+        }
+    }
 }
 
 #[cfg(test)]

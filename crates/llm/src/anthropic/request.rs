@@ -6,15 +6,14 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::chat::{ChatRequest, Message, ToolChoice};
-use crate::provider::Settings;
+use crate::provider::{Sampling, Settings};
 
 #[derive(Serialize)]
 struct Body<'a> {
-    model: &'a str,
+    #[serde(flatten)]
+    sampling: Sampling<'a>,
     system: &'a str,
     messages: Vec<Turn<'a>>,
-    temperature: f64,
-    max_tokens: u32,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -61,11 +60,9 @@ enum Choice<'a> {
 /// The body asking `settings.model` for `chat`.
 pub(super) fn body<'a>(settings: &'a Settings, chat: &'a ChatRequest) -> impl Serialize + 'a {
     Body {
-        model: &settings.model,
+        sampling: settings.sampling(chat),
         system: &chat.system,
         messages: turns(&chat.messages),
-        temperature: chat.temperature.unwrap_or(settings.temperature),
-        max_tokens: chat.max_tokens.unwrap_or(settings.max_tokens),
         tools: chat.tools.iter().map(|t| Tool { name: &t.name, description: &t.description, input_schema: &t.parameters }).collect(),
         tool_choice: chat.tool_choice.as_ref().map(|choice| match choice {
             ToolChoice::Auto => Choice::Auto,

@@ -4,14 +4,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::chat::{ChatRequest, Message, ResponseFormat, ToolChoice};
-use crate::provider::Settings;
+use crate::provider::{Sampling, Settings};
 
 #[derive(Serialize)]
 struct Body<'a> {
-    model: &'a str,
+    #[serde(flatten)]
+    sampling: Sampling<'a>,
     messages: Vec<Said<'a>>,
-    temperature: f64,
-    max_tokens: u32,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -104,10 +103,8 @@ pub(super) fn body<'a>(settings: &'a Settings, chat: &'a ChatRequest) -> impl Se
     let mut messages = vec![Said::System { content: &chat.system }];
     messages.extend(chat.messages.iter().map(said));
     Body {
-        model: &settings.model,
+        sampling: settings.sampling(chat),
         messages,
-        temperature: chat.temperature.unwrap_or(settings.temperature),
-        max_tokens: chat.max_tokens.unwrap_or(settings.max_tokens),
         tools: chat
             .tools
             .iter()
