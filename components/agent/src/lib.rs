@@ -11,7 +11,7 @@ mod sandbox;
 use std::time::{Duration, Instant};
 
 use anypath_agent::{AgentError, Model, ModelError, RunRequest, Step};
-use anypath_rest::chat::{ChatReply, ChatRequest};
+use anypath_llm::{ChatAnswer, ChatRequest};
 use anypath_rest::settings::{SettingError, Settings};
 use anypath_rest::{ErrorEnvelope, PoolError, SandboxPool, caller};
 use http_client::{CallError, call};
@@ -161,17 +161,17 @@ struct PlannerModel<'a> {
 }
 
 impl Model for PlannerModel<'_> {
-    fn complete(&mut self, chat: &ChatRequest) -> Result<ChatReply, ModelError> {
+    fn complete(&mut self, chat: &ChatRequest) -> Result<ChatAnswer, ModelError> {
         let body = serde_json::to_vec(chat).map_err(|e| ModelError::Failed(e.to_string()))?;
         let left = self.deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         let answer = call(self.url, Some(&body), &[("x-request-id", self.request_id)], left).map_err(|e| match e {
             CallError::Timeout => ModelError::Timeout("the model did not answer before the run's deadline".into()),
             other => ModelError::Failed(format!("the planner is unreachable: {other}")),
         })?;
-        let parsed: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
         if answer.status != 200 {
-            let message = parsed["error"]["message"].as_str().unwrap_or("no reason given").to_owned();
-            return Err(match (answer.status, parsed["error"]["code"].as_str()) {
+            let refusal = serde_json::from_slice::<ErrorEnvelope>(&answer.body).ok().map(|envelope| envelope.error);
+            let message = refusal.as_ref().map_or("no reason given", |e| e.message.as_str()).to_owned();
+            return Err(match (answer.status, refusal.as_ref().map(|e| e.code.as_str())) {
                 (504, _) => ModelError::Timeout(message),
                 (503, Some("planner_unconfigured")) => ModelError::Unconfigured(format!(
                     "no LLM is configured ({message}): set the variables llm_host, llm_model and, for a hosted provider, llm_api_key"
@@ -179,7 +179,7 @@ impl Model for PlannerModel<'_> {
                 _ => ModelError::Failed(message),
             });
         }
-        serde_json::from_value(parsed).map_err(|e| ModelError::Failed(format!("the planner's answer is malformed: {e}")))
+        serde_json::from_slice(&answer.body).map_err(|e| ModelError::Failed(format!("the planner's answer is malformed: {e}")))
     }
 }
 

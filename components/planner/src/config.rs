@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use anypath_rest::llm::{OutputMode, Provider, Settings};
+use anypath_llm::{OutputMode, Provider, Settings};
 use spin_sdk::variables;
 
 /// How plans are made.

@@ -6,17 +6,20 @@
 //! store) or from the LLM. An LLM answer that is not a valid plan comes back
 //! as `{"ok": false, "problem", "answer"}`, so the gateway can ask for a
 //! repair with the reason. `POST /complete` is the agent's one way to the
-//! LLM: a tool-calling completion (`completion`).
+//! LLM: a tool-calling completion (`completion`). Both reach the LLM the
+//! same way (`llm_call`); a plan only adds the schema its answer is held to
+//! (`output_mode`).
 
 mod completion;
 mod config;
+mod llm_call;
 mod output_mode;
 
-use anypath_rest::llm::{self, Completion, LlmError, OutputMode, Turn};
+use anypath_llm::{ChatRequest, OutputMode};
 use anypath_rest::plan_check::{bind_to_path, parse_plan};
 use anypath_rest::prompt::{self, CollectionSummary, PROMPT_VERSION};
-use anypath_rest::{ErrorEnvelope, Plan, RequestContext, RestError, lessons, names, rules, shape};
-use http_client::{CallError, call};
+use anypath_rest::{ErrorEnvelope, Plan, RequestContext, RestError, lessons, names, plan_schema, rules, shape};
+use http_client::call;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
@@ -49,10 +52,12 @@ struct Repair {
 
 /// LLM use of one planning call, for the gateway's log line.
 #[derive(Default, Serialize)]
-struct Usage {
-    llm_calls: u32,
-    input_tokens: u64,
-    output_tokens: u64,
+pub(crate) struct Usage {
+    /// Calls made, refused ones included.
+    pub(crate) llm_calls: u32,
+    /// Tokens of the answered ones.
+    #[serde(flatten)]
+    pub(crate) tokens: anypath_llm::Usage,
 }
 
 /// Why no answer could be produced at all.
@@ -74,7 +79,7 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
     let config = Config::load();
     let result = match (request.method(), request.path()) {
         (Method::Get, "/status") => Ok(status(&config)),
-        (Method::Post, "/complete") => serde_json::from_slice::<anypath_rest::chat::ChatRequest>(request.body())
+        (Method::Post, "/complete") => serde_json::from_slice::<ChatRequest>(request.body())
             .map_err(|e| Failure::from(RestError::BadRequest(format!("invalid completion request: {e}"))))
             .and_then(|chat| completion::complete(&config, &chat, &request_id))
             .and_then(|reply| serde_json::to_value(reply).map_err(|e| Failure { status: 500, code: "internal", message: e.to_string() })),
@@ -91,7 +96,7 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
 
 /// Whether an LLM can be called: valid settings and a host.
 fn llm_configured(config: &Config) -> bool {
-    config.settings.is_ok() && !config.base_url.is_empty()
+    llm_call::settings(config).is_ok()
 }
 
 fn status(config: &Config) -> Value {
@@ -129,10 +134,7 @@ fn plan(config: &Config, request: PlanRequest, request_id: &str) -> Result<Value
         let plan = rules::plan(&request.ctx)?;
         return Ok(json!({"ok": true, "source": "rules", "plan": plan, "usage": Usage::default()}));
     }
-    let settings = config.settings.as_ref().map_err(|e| unconfigured(e.clone()))?;
-    if config.base_url.is_empty() {
-        return Err(unconfigured("llm_host is not set".into()));
-    }
+    let settings = llm_call::settings(config)?;
     let cache_key = shape::cache_key(&request.tenant, &request.ctx, PROMPT_VERSION, &settings.model);
     if !request.skip_cache && request.repairs.is_empty() {
         if let Some(plan) = cached(config, &request.tenant, &cache_key, request_id) {
@@ -141,55 +143,19 @@ fn plan(config: &Config, request: PlanRequest, request_id: &str) -> Result<Value
     }
     let described = describe(config, &request.tenant, &request.ctx, request_id);
     let repairs: Vec<(String, String)> = request.repairs.into_iter().map(|r| (r.answer, r.problem)).collect();
-    let turns = prompt::conversation(&request.ctx, &described, &repairs);
+    let chat = ChatRequest::new(prompt::SYSTEM, prompt::conversation(&request.ctx, &described, &repairs));
     let mut usage = Usage::default();
-    let completion = complete_in_best_mode(config, settings, &turns, request_id, &mut usage)?;
-    Ok(match parse_plan(&completion.text) {
+    let answer = output_mode::ask(config, settings, &chat, &plan_schema::output_schema(), request_id, &mut usage)?;
+    Ok(match parse_plan(&answer) {
         Ok(mut plan) => {
             bind_to_path(&mut plan, &request.ctx);
-            json!({"ok": true, "source": "llm", "plan": plan, "answer": completion.text, "cache_key": cache_key, "usage": usage})
+            json!({"ok": true, "source": "llm", "plan": plan, "answer": answer, "cache_key": cache_key, "usage": usage})
         }
         Err(problem) => {
             let taught = lessons::teach(&problem.to_string(), lessons::for_plan_error(&problem));
-            json!({"ok": false, "problem": taught, "answer": completion.text, "usage": usage})
+            json!({"ok": false, "problem": taught, "answer": answer, "usage": usage})
         }
     })
-}
-
-/// One completion in the strongest output mode the server accepts: starts
-/// from the configured or remembered mode, steps down on a refusal, and
-/// remembers the mode that worked.
-fn complete_in_best_mode(
-    config: &Config,
-    settings: &llm::Settings,
-    turns: &[Turn],
-    request_id: &str,
-    usage: &mut Usage,
-) -> Result<Completion, Failure> {
-    let first = output_mode::starting(config, settings, request_id);
-    let mut mode = first;
-    loop {
-        usage.llm_calls += 1;
-        match complete(config, settings, turns, mode, request_id) {
-            Ok(completion) => {
-                usage.input_tokens += completion.input_tokens;
-                usage.output_tokens += completion.output_tokens;
-                if mode != first {
-                    output_mode::remember(config, settings, mode, request_id);
-                }
-                return Ok(completion);
-            }
-            Err(Refusal::Mode(error)) => match mode.fallback(settings.provider) {
-                Some(weaker) if config.output_mode.is_none() => mode = weaker,
-                _ => return Err(llm_failed(&error)),
-            },
-            Err(Refusal::Other(failure)) => return Err(failure),
-        }
-    }
-}
-
-pub(crate) fn unconfigured(message: String) -> Failure {
-    Failure { status: 503, code: "planner_unconfigured", message }
 }
 
 /// The cached plan for `key`; any failure is a miss.
@@ -214,32 +180,6 @@ fn describe(config: &Config, tenant: &str, ctx: &RequestContext, request_id: &st
         Ok(answer) if answer.status == 200 => serde_json::from_slice(&answer.body).unwrap_or_default(),
         _ => vec![],
     }
-}
-
-/// Why a completion failed: the server refused the output mode, or anything else.
-enum Refusal {
-    Mode(LlmError),
-    Other(Failure),
-}
-
-pub(crate) fn llm_failed(error: &LlmError) -> Failure {
-    Failure { status: 502, code: "llm_failed", message: error.to_string() }
-}
-
-fn complete(config: &Config, settings: &llm::Settings, turns: &[Turn], mode: OutputMode, request_id: &str) -> Result<Completion, Refusal> {
-    let http = llm::request(settings, &config.api_key, prompt::SYSTEM, turns, mode);
-    let url = format!("{}{}", config.base_url, http.path);
-    let mut headers: Vec<(&str, &str)> = http.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    headers.push(("x-request-id", request_id));
-    let answer = call(&url, Some(&http.body), &headers, config.timeout).map_err(|e| {
-        Refusal::Other(match e {
-            CallError::Timeout => Failure { status: 504, code: "llm_timeout", message: "the LLM did not answer in time".into() },
-            other => Failure { status: 502, code: "llm_unavailable", message: format!("the LLM is unreachable: {other}") },
-        })
-    })?;
-    llm::response(settings.provider, answer.status, &answer.body).map_err(|e| {
-        if mode != OutputMode::Free && e.refuses_output_mode() { Refusal::Mode(e) } else { Refusal::Other(llm_failed(&e)) }
-    })
 }
 
 fn json(status: u16, body: &[u8]) -> Response {

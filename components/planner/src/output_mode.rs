@@ -1,35 +1,93 @@
-//! Which structured-output mode to ask the LLM for, and remembering the one
-//! a server accepted. `llm_structured_output` fixes it; `auto` (the default)
-//! starts from the strongest, steps down when the server refuses, and keeps
-//! the mode that worked in the store, keyed by provider URL and model, so
-//! later requests (each a fresh component instance) start there.
+//! Asking for an answer held to a schema in the strongest structured-output
+//! mode the LLM server accepts. `llm_structured_output` fixes the mode;
+//! `auto` (the default) starts from the strongest, steps down when the
+//! server refuses, and keeps the mode that worked in the store, keyed by
+//! provider URL and model, so later requests (each a fresh component
+//! instance) start there.
 
-use anypath_rest::llm::{OutputMode, Settings, memo_key};
+use anypath_llm::structured::memo_key;
+use anypath_llm::{ChatRequest, OutputMode, OutputSchema, Settings};
 use http_client::call;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
+use crate::llm_call::{self, AskError};
+use crate::{Failure, Usage};
 
 const STORE_MEMO_GET: &str = "http://store.spin.internal/planner-memo/get";
 const STORE_MEMO_PUT: &str = "http://store.spin.internal/planner-memo/put";
 
+/// What the planner keeps about a server: the mode it accepted.
+#[derive(Serialize, Deserialize)]
+struct Memo {
+    output_mode: String,
+}
+
+/// The store's answer to a memo lookup: the memo, or null.
+#[derive(Deserialize)]
+struct Found {
+    value: Option<Memo>,
+}
+
+#[derive(Serialize)]
+struct Lookup<'a> {
+    key: &'a str,
+}
+
+#[derive(Serialize)]
+struct Entry<'a> {
+    key: &'a str,
+    value: Memo,
+}
+
+/// The answer to `chat` held to `schema`, as text: from the configured or
+/// remembered mode, stepping down on a refusal, remembering the mode that
+/// worked. Every call is counted in `usage`, refused ones too.
+pub fn ask(config: &Config, settings: &Settings, chat: &ChatRequest, schema: &OutputSchema, request_id: &str, usage: &mut Usage) -> Result<String, Failure> {
+    let first = starting(config, settings, request_id);
+    let mut mode = first;
+    loop {
+        usage.llm_calls += 1;
+        let mut asked = chat.clone();
+        mode.apply(settings.provider, &mut asked, schema);
+        match llm_call::ask(config, settings, &asked, request_id) {
+            Ok(answer) => {
+                usage.tokens += answer.usage;
+                let text = settings.provider.adapter().structured_text(&answer)?;
+                if mode != first {
+                    remember(config, settings, mode, request_id);
+                }
+                return Ok(text);
+            }
+            // Free text asks for nothing a server could refuse.
+            Err(AskError::Provider(error)) if mode != OutputMode::Free && error.refuses_setting() => match mode.fallback(settings.provider) {
+                Some(weaker) if config.output_mode.is_none() => mode = weaker,
+                _ => return Err(error.into()),
+            },
+            Err(other) => return Err(other.into()),
+        }
+    }
+}
+
 /// The configured mode, else the remembered one, else the strongest.
-pub fn starting(config: &Config, settings: &Settings, request_id: &str) -> OutputMode {
+fn starting(config: &Config, settings: &Settings, request_id: &str) -> OutputMode {
     if let Some(mode) = config.output_mode {
         return mode;
     }
     let remembered = || -> Option<OutputMode> {
-        let body = serde_json::to_vec(&json!({"key": memo_key(&config.base_url, &settings.model)})).ok()?;
+        let key = memo_key(&config.base_url, &settings.model);
+        let body = serde_json::to_vec(&Lookup { key: &key }).ok()?;
         let answer = call(STORE_MEMO_GET, Some(&body), &[("x-request-id", request_id)], config.call_timeout).ok()?;
-        let found: Value = serde_json::from_slice(&answer.body).ok().filter(|_| answer.status == 200)?;
-        OutputMode::from_name(found["value"]["output_mode"].as_str()?)
+        let found: Found = serde_json::from_slice(&answer.body).ok().filter(|_| answer.status == 200)?;
+        OutputMode::from_name(&found.value?.output_mode)
     };
     remembered().unwrap_or(OutputMode::Schema)
 }
 
 /// Keeps `mode` for later requests; a failure to keep it only costs a refusal later.
-pub fn remember(config: &Config, settings: &Settings, mode: OutputMode, request_id: &str) {
-    let entry = json!({"key": memo_key(&config.base_url, &settings.model), "value": {"output_mode": mode.name()}});
+fn remember(config: &Config, settings: &Settings, mode: OutputMode, request_id: &str) {
+    let key = memo_key(&config.base_url, &settings.model);
+    let entry = Entry { key: &key, value: Memo { output_mode: mode.name().to_owned() } };
     if let Ok(body) = serde_json::to_vec(&entry) {
         let _ = call(STORE_MEMO_PUT, Some(&body), &[("x-request-id", request_id)], config.call_timeout);
     }

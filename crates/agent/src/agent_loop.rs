@@ -3,7 +3,7 @@
 //! turn limit is reached (then a clear answer says so and the model is not
 //! called again), or the run's deadline passes.
 
-use anypath_rest::chat::{ChatReply, ChatRequest, Message};
+use anypath_llm::{ChatAnswer, ChatRequest, Message};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -18,7 +18,7 @@ and no tool call.";
 /// The model side of the loop (the component asks the planner).
 pub trait Model {
     /// One completion of `chat`.
-    fn complete(&mut self, chat: &ChatRequest) -> Result<ChatReply, ModelError>;
+    fn complete(&mut self, chat: &ChatRequest) -> Result<ChatAnswer, ModelError>;
 }
 
 /// Why the model gave no answer.
@@ -91,11 +91,7 @@ pub fn run(
     workspace: &mut dyn Workspace,
     expired: &dyn Fn() -> bool,
 ) -> Result<RunOutcome, AgentError> {
-    let mut chat = ChatRequest {
-        system: SYSTEM_PROMPT.into(),
-        messages: vec![Message::User { content: input.to_owned() }],
-        tools: tools::specs(),
-    };
+    let mut chat = ChatRequest::new(SYSTEM_PROMPT, vec![Message::user(input)]).with_tools(tools::specs());
     let mut outcome = RunOutcome {
         output: String::new(),
         steps: Vec::new(),
@@ -115,14 +111,14 @@ pub fn run(
             other => AgentError::Llm(other.to_string()),
         })?;
         outcome.turns += 1;
-        outcome.input_tokens += reply.input_tokens;
-        outcome.output_tokens += reply.output_tokens;
+        outcome.input_tokens += reply.usage.input_tokens;
+        outcome.output_tokens += reply.usage.output_tokens;
         if reply.tool_calls.is_empty() {
-            outcome.output = reply.content;
+            outcome.output = reply.text().to_owned();
             return Ok(outcome);
         }
-        let thought = (!reply.content.trim().is_empty()).then(|| reply.content.clone());
-        chat.messages.push(Message::Assistant { content: reply.content.clone(), tool_calls: reply.tool_calls.clone() });
+        let thought = (!reply.text().trim().is_empty()).then(|| reply.text().to_owned());
+        chat.messages.push(Message::Assistant { content: reply.text().to_owned(), tool_calls: reply.tool_calls.clone() });
         for call in &reply.tool_calls {
             let (observation, is_error) = tools::dispatch(call, workspace);
             outcome.tool_calls += 1;
@@ -143,7 +139,7 @@ pub fn run(
 mod tests {
     use std::collections::{BTreeMap, VecDeque};
 
-    use anypath_rest::chat::ToolCall;
+    use anypath_llm::{ToolCall, Usage};
     use serde_json::json;
 
     use super::*;
@@ -151,29 +147,29 @@ mod tests {
 
     /// A scripted model: each turn takes the next reply; records what it saw.
     struct Scripted {
-        replies: VecDeque<ChatReply>,
+        replies: VecDeque<ChatAnswer>,
         seen: Vec<ChatRequest>,
-        forever: Option<ChatReply>,
+        forever: Option<ChatAnswer>,
     }
 
     impl Model for Scripted {
-        fn complete(&mut self, chat: &ChatRequest) -> Result<ChatReply, ModelError> {
+        fn complete(&mut self, chat: &ChatRequest) -> Result<ChatAnswer, ModelError> {
             self.seen.push(chat.clone());
             self.replies.pop_front().or_else(|| self.forever.clone()).ok_or_else(|| ModelError::Failed("script ended".into()))
         }
     }
 
-    fn scripted(replies: Vec<ChatReply>) -> Scripted {
+    fn scripted(replies: Vec<ChatAnswer>) -> Scripted {
         Scripted { replies: replies.into(), seen: Vec::new(), forever: None }
     }
 
-    fn calls(calls: &[(&str, Value)]) -> ChatReply {
+    fn calls(calls: &[(&str, Value)]) -> ChatAnswer {
         let tool_calls = calls.iter().enumerate().map(|(i, (name, arguments))| ToolCall { id: format!("c{i}"), name: (*name).into(), arguments: arguments.clone() }).collect();
-        ChatReply { content: String::new(), tool_calls, input_tokens: 10, output_tokens: 2 }
+        ChatAnswer { tool_calls, usage: Usage { input_tokens: 10, output_tokens: 2 }, ..ChatAnswer::default() }
     }
 
-    fn answer(text: &str) -> ChatReply {
-        ChatReply { content: text.into(), ..ChatReply::default() }
+    fn answer(text: &str) -> ChatAnswer {
+        ChatAnswer { content: Some(text.into()), ..ChatAnswer::default() }
     }
 
     /// Files in memory; `run_tests` passes once `calc.py` has the fix.

@@ -4,7 +4,7 @@
 //! leaving the session directory) is answered with a tool error it can read,
 //! and touches nothing.
 
-use anypath_rest::chat::{ToolCall, ToolSpec};
+use anypath_llm::{ToolCall, ToolSpec};
 use serde_json::{Value, json};
 
 /// The only command `run_tests` runs: `python -m unittest discover` in the

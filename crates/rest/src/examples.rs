@@ -6,11 +6,11 @@
 //! escape). They are sent as an earlier request and its answer, on a
 //! collection of their own, `books`.
 
+use anypath_llm::Message;
 use serde_json::{Value, json};
 
 use crate::RequestContext;
 use crate::context::RawRequest;
-use crate::llm::Turn;
 use crate::prompt::{CollectionSummary, request_turn};
 
 /// What a missing document answers.
@@ -135,7 +135,7 @@ impl Example {
     }
 
     /// The example as an earlier request and its answer.
-    pub fn turns(&self) -> [Turn; 2] {
+    pub fn turns(&self) -> [Message; 2] {
         let books = CollectionSummary {
             name: "books".into(),
             count: 12,
@@ -145,7 +145,7 @@ impl Example {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         };
-        [request_turn(&self.context(), &[books]), Turn { role: "assistant", content: self.plan().to_string() }]
+        [request_turn(&self.context(), &[books]), Message::assistant(self.plan().to_string())]
     }
 }
 

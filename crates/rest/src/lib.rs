@@ -1,16 +1,15 @@
 //! The REST side of anypath, shared by the gateway, planner and store
 //! components and testable natively: the request context a block sees, the
-//! rule-based planner, name rules, how a mutation journal is applied, and
-//! which sandbox host of the pool serves a request or a session.
+//! rule-based planner, the planner's prompt and the plan's schema (asked of
+//! an LLM through `anypath-llm`), name rules, how a mutation journal is
+//! applied, and which sandbox host of the pool serves a request or a session.
 
 pub mod caller;
-pub mod chat;
 pub mod context;
 pub mod error;
 pub mod examples;
 pub mod journal;
 pub mod lessons;
-pub mod llm;
 pub mod names;
 pub mod plan;
 pub mod plan_check;

@@ -6,6 +6,7 @@
 //! Only the fields the gateway uses are in it: fewer tokens to generate, and
 //! nothing optional that a grammar would have to guess about.
 
+use anypath_llm::OutputSchema;
 use serde_json::{Value, json};
 
 use crate::plan_check::ACTIONS;
@@ -37,6 +38,12 @@ pub fn plan_json_schema() -> Value {
     })
 }
 
+/// What a plan is held to: the schema under its name, with what the
+/// answer is for where a tool carries it (Anthropic's forced tool call).
+pub fn output_schema() -> OutputSchema {
+    OutputSchema { name: SCHEMA_NAME.to_owned(), description: "Submit the plan for the request.".to_owned(), schema: plan_json_schema() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +62,21 @@ mod tests {
             assert!(plan.get(field).is_some(), "{field} is required by the schema");
         }
         assert_eq!(parse_plan(&plan.to_string()).unwrap().resource, "members");
+    }
+
+    /// Each provider is asked for this schema its own way, under this name.
+    #[test]
+    fn a_plan_is_asked_for_by_its_schema_on_either_provider() {
+        use anypath_llm::{ChatRequest, OutputMode, Provider, ResponseFormat, ToolChoice};
+        let asked = |provider| {
+            let mut chat = ChatRequest::new("s", vec![]);
+            OutputMode::Schema.apply(provider, &mut chat, &output_schema());
+            chat
+        };
+        let openai = asked(Provider::OpenAi);
+        assert_eq!(openai.response_format, Some(ResponseFormat::JsonSchema { name: SCHEMA_NAME.into(), schema: plan_json_schema(), strict: false }));
+        let anthropic = asked(Provider::Anthropic);
+        assert_eq!(anthropic.tool_choice, Some(ToolChoice::Tool { name: SCHEMA_NAME.into() }));
+        assert_eq!((anthropic.tools[0].name.as_str(), &anthropic.tools[0].parameters), (SCHEMA_NAME, &plan_json_schema()));
     }
 }

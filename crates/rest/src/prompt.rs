@@ -1,11 +1,11 @@
 //! The Router+Planner prompt of seed 000, with the `store` API the runner
 //! really offers and a short description of the tenant's collections.
 
+use anypath_llm::Message;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::RequestContext;
-use crate::llm::Turn;
 
 /// Bumped whenever the prompt changes, so cached plans of the old prompt are not reused.
 pub const PROMPT_VERSION: &str = "p4";
@@ -65,7 +65,7 @@ pub fn type_name(value: &Value) -> &'static str {
 }
 
 /// The user turn: the request and the collections it names.
-pub fn request_turn(ctx: &RequestContext, collections: &[CollectionSummary]) -> Turn {
+pub fn request_turn(ctx: &RequestContext, collections: &[CollectionSummary]) -> Message {
     let request = json!({
         "method": ctx.method,
         "path": ctx.path,
@@ -79,13 +79,13 @@ pub fn request_turn(ctx: &RequestContext, collections: &[CollectionSummary]) -> 
         request,
         if existing.is_empty() { "none".to_owned() } else { serde_json::to_string(&existing).unwrap_or_default() }
     );
-    Turn { role: "user", content }
+    Message::user(content)
 }
 
 /// Everything after the system prompt: the worked example for this shape of
 /// request, the request itself, then each failed answer with what was wrong.
-pub fn conversation(ctx: &RequestContext, collections: &[CollectionSummary], repairs: &[(String, String)]) -> Vec<Turn> {
-    let mut turns: Vec<Turn> = crate::examples::for_request(ctx).turns().into();
+pub fn conversation(ctx: &RequestContext, collections: &[CollectionSummary], repairs: &[(String, String)]) -> Vec<Message> {
+    let mut turns: Vec<Message> = crate::examples::for_request(ctx).turns().into();
     turns.push(request_turn(ctx, collections));
     for (answer, problem) in repairs {
         turns.extend(repair_turns(answer, problem));
@@ -94,15 +94,10 @@ pub fn conversation(ctx: &RequestContext, collections: &[CollectionSummary], rep
 }
 
 /// The turns that ask for a repair of `previous` (the model's last answer).
-pub fn repair_turns(previous: &str, problem: &str) -> [Turn; 2] {
+pub fn repair_turns(previous: &str, problem: &str) -> [Message; 2] {
     [
-        Turn { role: "assistant", content: previous.to_owned() },
-        Turn {
-            role: "user",
-            content: format!(
-                "That plan failed: {problem}\nFix it and output only the corrected JSON object per the schema."
-            ),
-        },
+        Message::assistant(previous),
+        Message::user(format!("That plan failed: {problem}\nFix it and output only the corrected JSON object per the schema.")),
     ]
 }
 
@@ -116,7 +111,7 @@ mod tests {
     fn the_prompt_stays_small() {
         assert!(SYSTEM.len() < 3_000, "system prompt is {} characters", SYSTEM.len());
         for example in &crate::examples::EXAMPLES {
-            let chars: usize = example.turns().iter().map(|t| t.content.len()).sum();
+            let chars: usize = example.turns().iter().map(|t| t.text().len()).sum();
             assert!(chars < 900, "the {} example is {chars} characters", example.action);
         }
         let headers = vec![("content-type".to_string(), "application/json".to_string())];
@@ -131,7 +126,7 @@ mod tests {
             fields: fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         };
         let turn = request_turn(&ctx, &[members]);
-        assert!(turn.content.len() < 600, "request turn is {} characters: {}", turn.content.len(), turn.content);
+        assert!(turn.text().len() < 600, "request turn is {} characters: {}", turn.text().len(), turn.text());
     }
 
     #[test]
@@ -142,8 +137,8 @@ mod tests {
         let members = CollectionSummary { name: "members".into(), count: 2, sample_ids: vec![json!(1)], ..Default::default() };
         let empty = CollectionSummary { name: "1".into(), ..Default::default() };
         let turn = request_turn(&ctx, &[members, empty]);
-        assert!(turn.content.contains("\"/members/1\"") && turn.content.contains("\"members\""));
-        assert!(!turn.content.contains("secret"), "headers never reach the model");
-        assert!(!turn.content.contains("\"name\":\"1\""), "empty collections are left out");
+        assert!(turn.text().contains("\"/members/1\"") && turn.text().contains("\"members\""));
+        assert!(!turn.text().contains("secret"), "headers never reach the model");
+        assert!(!turn.text().contains("\"name\":\"1\""), "empty collections are left out");
     }
 }
