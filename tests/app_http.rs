@@ -298,7 +298,7 @@ fn healthz_and_readyz() {
     assert_eq!(json_of(app.send("GET", "/healthz", None)).1["status"], "ok");
     let (status, ready) = json_of(app.send("GET", "/readyz", None));
     assert_eq!(status, StatusCode::OK, "{ready}");
-    assert_eq!(ready, json!({"status": "ready", "ready": true, "sandbox_hosts": [{"host": app.sandbox, "ready": true}]}));
+    assert_eq!(ready, json!({"status": "ready", "ready": true, "sandbox_hosts": [{"host": app.sandbox, "ready": true}], "config_errors": []}));
 }
 
 #[test]
@@ -326,12 +326,16 @@ fn sandbox_host_down_is_503_and_not_ready() {
 #[test]
 fn an_unusable_variable_is_reported_and_refused_never_defaulted() {
     let kv = temp_kv("misconfigured");
-    let env = [("SPIN_VARIABLE_CALL_TIMEOUT_MS", "1O000"), ("SPIN_VARIABLE_API_KEYS", "k1:alice,broken")];
+    let env = [
+        ("SPIN_VARIABLE_CALL_TIMEOUT_MS", "1O000"),
+        ("SPIN_VARIABLE_API_KEYS", "k1:alice,broken"),
+        ("SPIN_VARIABLE_PLANNER_MODE", "sometimes"),
+    ];
     let app = App::start_with(&kv, "spin.toml", &env);
     let (status, ready) = json_of(app.send("GET", "/readyz", None));
     assert_eq!(status, 503, "{ready}");
     let named: Vec<&str> = ready["config_errors"].as_array().expect("a list").iter().filter_map(|e| e["variable"].as_str()).collect();
-    assert_eq!(named, ["api_keys", "call_timeout_ms"], "{ready}");
+    assert_eq!(named, ["api_keys", "call_timeout_ms", "planner_mode"], "the gateway's and the planner's: {ready}");
     assert!(!ready.to_string().contains("k1"), "a secret's value is never echoed: {ready}");
     let refused = app.send("GET", "/members/", None);
     let id = refused.headers()["x-request-id"].to_str().expect("an id").to_owned();

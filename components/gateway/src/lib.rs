@@ -23,7 +23,7 @@ use std::time::Instant;
 use anypath_rest::context::RawRequest;
 use anypath_rest::surface::{self, Planning, Shape};
 use anypath_rest::{ErrorEnvelope, RequestContext, RestError, caller, names, reply::ReplyError};
-use anypath_wire::ExecReport;
+use anypath_wire::{ExecReport, PlannerStatus};
 use serde_json::{Value, json};
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
 use spin_sdk::http_component;
@@ -143,9 +143,10 @@ fn options(methods: &[&str], request_id: &str) -> Outcome {
 /// LLM, as the planner says; the rules and no agent when it cannot say (the
 /// narrower answer is the safe one).
 fn planning(config: &Config, request_id: &str) -> (Planning, bool) {
-    let status = planner_status(config, request_id);
-    let planning = Planning::from_mode(status["planner_mode"].as_str().unwrap_or("rules"));
-    (planning, status["llm_configured"].as_bool().unwrap_or(false))
+    match planner_status(config, request_id) {
+        Ok(status) => (Planning::from_mode(&status.planner_mode), status.llm_configured),
+        Err(_) => (Planning::from_mode("rules"), false),
+    }
 }
 
 fn error_outcome(failure: Failure, request_id: &str) -> Outcome {
@@ -300,20 +301,24 @@ fn respond(status: u16, body: &Value, request_id: &str, detail: &'static str) ->
     Outcome { response, status, detail }
 }
 
-/// The planner's `/status`, or `{"error"}` saying why there is none.
-fn planner_status(config: &Config, request_id: &str) -> Value {
+/// The planner's `/status`, or why there is none.
+fn planner_status(config: &Config, request_id: &str) -> Result<PlannerStatus, String> {
     match call(PLANNER_STATUS, None, &[("x-request-id", request_id)], config.call_timeout) {
-        Ok(answer) if answer.status == 200 => serde_json::from_slice(&answer.body).unwrap_or(Value::Null),
-        Ok(answer) => json!({"error": format!("the planner answered {}", answer.status)}),
-        Err(e) => json!({"error": e.to_string()}),
+        Ok(answer) if answer.status == 200 => {
+            serde_json::from_slice(&answer.body).map_err(|e| format!("the planner's status is malformed: {e}"))
+        }
+        Ok(answer) => Err(format!("the planner answered {}", answer.status)),
+        Err(e) => Err(e.to_string()),
     }
 }
 
 /// Liveness, with the planner's mode (`rules`, `llm`, `auto`) and why.
 fn health(config: &Config, request_id: &str) -> Outcome {
-    let planner = planner_status(config, request_id);
-    let mode = planner["planner_mode"].clone();
-    respond(200, &json!({"status": "ok", "planner_mode": mode, "planner": planner}), request_id, "health")
+    let body = match planner_status(config, request_id) {
+        Ok(planner) => json!({"status": "ok", "planner_mode": planner.planner_mode, "planner": planner}),
+        Err(error) => json!({"status": "ok", "planner_mode": null, "planner": {"error": error}}),
+    };
+    respond(200, &body, request_id, "health")
 }
 
 /// Readiness: 200 while every variable is usable and at least one sandbox
@@ -321,8 +326,17 @@ fn health(config: &Config, request_id: &str) -> Outcome {
 /// variable: `{"status", "ready", "sandbox_hosts": [{"host", "ready", "error"?}], "config_errors": [...]}`.
 fn ready(config: &Config, request_id: &str) -> Outcome {
     let (hosts_ready, mut body) = sandboxes::readiness(config, request_id);
-    let ready = hosts_ready && config.errors.is_empty();
-    body["config_errors"] = json!(config.errors);
+    let mut errors = config.errors.clone();
+    if let Ok(planner) = planner_status(config, request_id) {
+        // Both read some variables (call_timeout_ms): list each problem once.
+        for error in planner.config_errors {
+            if !errors.contains(&error) {
+                errors.push(error);
+            }
+        }
+    }
+    let ready = hosts_ready && errors.is_empty();
+    body["config_errors"] = json!(errors);
     body["ready"] = json!(ready);
     body["status"] = json!(if ready { "ready" } else { "not_ready" });
     if ready {

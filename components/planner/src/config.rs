@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use anypath_llm::{OutputMode, Provider, Settings};
+use anypath_rest::settings::{SettingError, Settings as Variables};
 use spin_sdk::variables;
 
 /// How plans are made.
@@ -42,10 +43,8 @@ pub struct Config {
     pub output_mode: Option<OutputMode>,
     pub timeout: Duration,
     pub call_timeout: Duration,
-}
-
-fn var(name: &str) -> String {
-    variables::get(name).unwrap_or_default().trim().to_owned()
+    /// Variables whose values cannot be used: no plan is made on them.
+    pub errors: Vec<SettingError>,
 }
 
 /// Loopback and private-network hosts run their own model (Ollama, vLLM, ...).
@@ -55,39 +54,60 @@ fn is_local(host: &str) -> bool {
 }
 
 impl Config {
-    /// Reads the variables. An unset or unknown mode is `auto` when an API
-    /// key or a local base URL is configured, `rules` otherwise.
+    /// Reads the variables. An unset mode is `auto` when an API key or a
+    /// local base URL is configured, `rules` otherwise; a value that cannot
+    /// be used is kept in [`Config::errors`].
     pub fn load() -> Self {
-        let host = var("llm_host");
-        let scheme = match var("llm_scheme").as_str() {
-            "" => "https".to_owned(),
-            s => s.to_owned(),
+        let mut vars = Variables::new(|name: &str| variables::get(name).ok());
+        let var = |vars: &Variables<_>, name: &str| vars.text(name).trim().to_owned();
+        let host = var(&vars, "llm_host");
+        let scheme = match var(&vars, "llm_scheme").as_str() {
+            "" | "https" => "https",
+            "http" => "http",
+            other => {
+                vars.reject("llm_scheme", other, "is neither https nor http");
+                "https"
+            }
         };
-        let api_key = var("llm_api_key");
+        let api_key = var(&vars, "llm_api_key");
         let can_reach_llm = !host.is_empty() && (!api_key.is_empty() || is_local(&host));
-        let (mode, mode_reason) = match var("planner_mode").as_str() {
+        let (mode, mode_reason) = match var(&vars, "planner_mode").as_str() {
             "rules" => (Mode::Rules, "planner_mode"),
             "llm" => (Mode::Llm, "planner_mode"),
             "auto" => (Mode::Auto, "planner_mode"),
-            _ if can_reach_llm => (Mode::Auto, "an LLM host with an API key or on a local address is configured"),
-            _ => (Mode::Rules, "no LLM is configured"),
+            "" if can_reach_llm => (Mode::Auto, "an LLM host with an API key or on a local address is configured"),
+            "" => (Mode::Rules, "no LLM is configured"),
+            other => {
+                vars.reject("planner_mode", other, "is not rules, llm or auto");
+                (Mode::Rules, "planner_mode is not usable")
+            }
         };
-        let settings = var("llm_provider")
+        let provider_name = var(&vars, "llm_provider");
+        let temperature = vars.number("llm_temperature", 0.0);
+        let max_tokens = vars.number("llm_max_tokens", 1500);
+        let model = var(&vars, "llm_model");
+        let settings = provider_name
             .parse::<Provider>()
-            .or_else(|e| if var("llm_provider").is_empty() { Ok(Provider::OpenAi) } else { Err(e) })
+            .or_else(|e| if provider_name.is_empty() { Ok(Provider::OpenAi) } else { Err(e) })
             .map_err(|e| e.to_string())
             .and_then(|provider| {
-                let model = var("llm_model");
                 if model.is_empty() && mode != Mode::Rules {
                     return Err("llm_model is not set".to_owned());
                 }
-                Ok(Settings {
-                    provider,
-                    model,
-                    temperature: var("llm_temperature").parse().unwrap_or(0.0),
-                    max_tokens: var("llm_max_tokens").parse().unwrap_or(1500),
-                })
+                Ok(Settings { provider, model, temperature, max_tokens })
             });
+        if let Err(reason) = &settings {
+            if !provider_name.is_empty() && provider_name.parse::<Provider>().is_err() {
+                vars.reject("llm_provider", &provider_name, reason);
+            }
+        }
+        let structured = var(&vars, "llm_structured_output");
+        let output_mode = OutputMode::from_name(&structured);
+        if output_mode.is_none() && !matches!(structured.as_str(), "" | "auto") {
+            vars.reject("llm_structured_output", &structured, "is not auto, json_schema, json_object or none");
+        }
+        let timeout = vars.millis("llm_timeout_ms", 60_000);
+        let call_timeout = vars.millis("call_timeout_ms", 10_000);
         Self {
             mode,
             mode_reason,
@@ -95,9 +115,10 @@ impl Config {
             host,
             api_key,
             settings,
-            output_mode: OutputMode::from_name(&var("llm_structured_output")),
-            timeout: Duration::from_millis(var("llm_timeout_ms").parse().unwrap_or(60_000)),
-            call_timeout: Duration::from_millis(var("call_timeout_ms").parse().unwrap_or(10_000)),
+            output_mode,
+            timeout,
+            call_timeout,
+            errors: vars.errors(),
         }
     }
 

@@ -16,6 +16,7 @@ mod llm_call;
 mod output_mode;
 
 use anypath_llm::{ChatRequest, OutputMode};
+use anypath_wire::PlannerStatus;
 use anypath_rest::plan_check::{bind_to_path, parse_plan};
 use anypath_rest::prompt::{self, CollectionSummary, PROMPT_VERSION};
 use anypath_rest::{ErrorEnvelope, Plan, RequestContext, RestError, lessons, names, plan_schema, rules, shape};
@@ -78,7 +79,11 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
     let request_id = request.header("x-request-id").and_then(|v| v.as_str()).unwrap_or("-").to_owned();
     let config = Config::load();
     let result = match (request.method(), request.path()) {
-        (Method::Get, "/status") => Ok(status(&config)),
+        (Method::Get, "/status") => serde_json::to_value(status(&config)).map_err(|e| Failure { status: 500, code: "internal", message: e.to_string() }),
+        (Method::Post, _) if !config.errors.is_empty() => {
+            let listed: Vec<String> = config.errors.iter().map(ToString::to_string).collect();
+            Err(Failure { status: 500, code: "misconfigured", message: format!("the planner is misconfigured: {}", listed.join("; ")) })
+        }
         (Method::Post, "/complete") => serde_json::from_slice::<ChatRequest>(request.body())
             .map_err(|e| Failure::from(RestError::BadRequest(format!("invalid completion request: {e}"))))
             .and_then(|chat| completion::complete(&config, &chat, &request_id))
@@ -99,18 +104,19 @@ fn llm_configured(config: &Config) -> bool {
     llm_call::settings(config).is_ok()
 }
 
-fn status(config: &Config) -> Value {
-    json!({
-        "planner_mode": config.mode.name(),
-        "reason": config.mode_reason,
-        "llm_host": config.host,
-        "model": config.model(),
-        "prompt_version": PROMPT_VERSION,
-        "structured_output": config.output_mode.map_or("auto", OutputMode::name),
-        "llm_ready": config.mode == Mode::Rules || llm_configured(config),
+fn status(config: &Config) -> PlannerStatus {
+    PlannerStatus {
+        planner_mode: config.mode.name().to_owned(),
+        reason: config.mode_reason.to_owned(),
+        llm_host: config.host.clone(),
+        model: config.model().to_owned(),
+        prompt_version: PROMPT_VERSION.to_owned(),
+        structured_output: config.output_mode.map_or("auto", OutputMode::name).to_owned(),
+        llm_ready: config.mode == Mode::Rules || llm_configured(config),
         // What the agent needs, whatever the mode.
-        "llm_configured": llm_configured(config),
-    })
+        llm_configured: llm_configured(config),
+        config_errors: config.errors.clone(),
+    }
 }
 
 /// A request the seed's rules answer as well as a model would: a collection

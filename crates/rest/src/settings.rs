@@ -6,8 +6,6 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::caller;
 
 /// One variable of the app (`[variables]` in `spin.toml`).
@@ -106,15 +104,8 @@ pub fn variable(name: &str) -> Option<&'static Variable> {
     VARIABLES.iter().find(|v| v.name == name)
 }
 
-/// A variable whose value cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
-#[error("variable {variable} = {value}: {reason}")]
-pub struct SettingError {
-    pub variable: String,
-    /// The value as set, quoted; `(secret)` for a secret variable.
-    pub value: String,
-    pub reason: String,
-}
+/// A variable whose value cannot be used: the wire's type, since a component reports it to another.
+pub use anypath_wire::SettingError;
 
 /// Reads variables through a lookup (Spin's `variables::get` in a
 /// component), collecting every value it cannot use. An empty value takes

@@ -11,14 +11,18 @@
 //! - The store's bodies: [`LoadRequest`] / [`LoadAnswer`] and
 //!   [`CommitRequest`] / [`CommitAnswer`], with the [`ReadCheck`] a commit
 //!   re-checks.
+//! - [`PlannerStatus`]: the planner's `GET /status`, and [`SettingError`], a
+//!   variable a component cannot use.
 //! - [`ErrorEnvelope`]: the JSON body of every error answer.
 
 mod envelope;
 mod exec;
 mod exec_request;
+mod planner;
 mod store;
 
 pub use envelope::{ErrorBody, ErrorEnvelope};
 pub use exec::{ExecError, ExecReport, Metrics, MutationRecord, Op, Output, ReadSet};
 pub use exec_request::{CollectionInput, ExecRequest, LimitOverrides};
+pub use planner::{PlannerStatus, SettingError};
 pub use store::{Change, CommitAnswer, CommitRequest, LoadAnswer, LoadRequest, LoadSpec, LoadedCollection, ReadCheck};
