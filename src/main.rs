@@ -2,6 +2,7 @@
 
 mod admission;
 mod cli;
+mod credentials;
 mod envelope;
 mod exec_file;
 mod runner_path;

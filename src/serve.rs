@@ -22,18 +22,14 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use crate::admission::{Admission, AdmissionConfig, Permit, Refused};
+use crate::credentials::Credentials;
 
 /// Largest accepted request body.
 const MAX_BODY_BYTES: usize = 32 << 20;
 /// Header carrying the caller's request id (generated when absent or unusable).
 pub(crate) const REQUEST_ID: &str = "x-request-id";
-/// Header by which a trusted caller (the gateway, holding the bearer token)
-/// names the tenant a REST block runs for. The block itself has no network,
-/// so it cannot set it.
-const TENANT: &str = "x-anypath-tenant";
 
 /// How the server listens and admits work.
 pub struct ServeOptions {
@@ -56,10 +52,7 @@ pub struct ServeOptions {
 
 pub(crate) struct AppState {
     sandbox: Sandbox,
-    token_digest: Option<[u8; 32]>,
-    trusted_digest: Option<[u8; 32]>,
-    /// Digest of each API key, and its tenant.
-    api_keys: Vec<([u8; 32], String)>,
+    credentials: Credentials,
     pub(crate) interpreter: Option<Arc<Interpreter>>,
     pub(crate) admission: Arc<Admission>,
     /// The address this service listens on: links fall back to it when a
@@ -78,17 +71,7 @@ impl AppState {
     /// else is `default` when neither keys nor a token are configured, and
     /// none (401) otherwise: without a token, naming a tenant counts for nothing.
     pub(crate) fn tenant(&self, headers: &HeaderMap) -> Option<String> {
-        if let Some(presented) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
-            let presented = digest(presented);
-            return self.api_keys.iter().find(|(key, _)| *key == presented).map(|(_, tenant)| tenant.clone());
-        }
-        let bearer = self.token_digest.is_some() && authorised(self, headers);
-        let trusted = self.trusted_digest.is_some_and(|expected| bearer_digest(headers) == Some(expected));
-        if bearer || trusted {
-            return Some(named_tenant(headers).unwrap_or("default").to_owned());
-        }
-        let open = self.token_digest.is_none() && self.api_keys.is_empty();
-        open.then(|| "default".to_owned())
+        self.credentials.identify(headers).tenant()
     }
 
     /// The base of the absolute links an answer to this request carries.
@@ -154,9 +137,7 @@ impl AppState {
     pub(crate) fn new(sandbox: Sandbox, options: &ServeOptions) -> Arc<Self> {
         Arc::new(AppState {
             sandbox,
-            token_digest: options.token.as_deref().map(digest),
-            trusted_digest: options.trusted_token.as_deref().map(digest),
-            api_keys: options.api_keys.iter().map(|(key, tenant)| (digest(key), tenant.clone())).collect(),
+            credentials: Credentials::new(options.token.as_deref(), options.trusted_token.as_deref(), &options.api_keys),
             interpreter: options.interpreter.clone(),
             admission: Admission::new(options.admission),
             listen: options.listen,
@@ -211,10 +192,6 @@ pub async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
-}
-
-fn digest(token: &str) -> [u8; 32] {
-    Sha256::digest(token.as_bytes()).into()
 }
 
 async fn exec(State(state): State<Arc<AppState>>, request: Request) -> Response {
@@ -334,23 +311,7 @@ async fn not_found(headers: HeaderMap) -> Response {
 }
 
 fn authorised(state: &AppState, headers: &HeaderMap) -> bool {
-    let Some(expected) = &state.token_digest else { return true };
-    bearer_digest(headers) == Some(*expected)
-}
-
-/// Digest of the presented bearer token: comparing digests keeps the
-/// comparison time independent of the token's prefix.
-fn bearer_digest(headers: &HeaderMap) -> Option<[u8; 32]> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(digest)
-}
-
-/// The tenant a trusted caller names in `x-anypath-tenant`, when valid.
-fn named_tenant(headers: &HeaderMap) -> Option<&str> {
-    headers.get(TENANT).and_then(|v| v.to_str().ok()).filter(|name| anypath_interpreter::names::tenant(name).is_ok())
+    state.credentials.may_execute(headers)
 }
 
 /// The caller's id when it is short and printable, otherwise a new one.

@@ -1,0 +1,136 @@
+//! Who a caller of the sandbox service is, decided in one place: the
+//! credentials the service was started with against what a request presents.
+
+use axum::http::{HeaderMap, header};
+use sha2::{Digest, Sha256};
+
+/// Header by which a caller holding a token (the gateway) names the tenant a
+/// REST block runs for. The block itself has no network, so it cannot set it.
+pub(crate) const TENANT: &str = "x-anypath-tenant";
+
+/// The tenant of a caller that names none, and of everyone on an open service.
+const DEFAULT_TENANT: &str = "default";
+
+/// What a caller is, as decided by [`Credentials::identify`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// Presented a known API key: its tenant.
+    Keyed(String),
+    /// Holds the service's bearer token or the app's trusted token: acts for
+    /// the tenant it names in `x-anypath-tenant` (`default` when none).
+    TokenHolder(String),
+    /// Neither a token nor API keys are configured: everyone is `default`.
+    Open,
+    /// An unknown API key, or no usable credential where one is required.
+    Refused,
+}
+
+impl Caller {
+    /// The tenant this caller acts for; none when refused.
+    pub(crate) fn tenant(self) -> Option<String> {
+        match self {
+            Self::Keyed(tenant) | Self::TokenHolder(tenant) => Some(tenant),
+            Self::Open => Some(DEFAULT_TENANT.to_owned()),
+            Self::Refused => None,
+        }
+    }
+}
+
+/// The credentials a service was started with, kept as SHA-256 digests:
+/// comparing digests keeps the comparison time independent of a secret's prefix.
+pub(crate) struct Credentials {
+    /// `--token`: required of `/v1/exec` callers; its holder may name a tenant.
+    token: Option<[u8; 32]>,
+    /// The app's own token (`anypath up` makes one per process): its holder may name a tenant.
+    trusted: Option<[u8; 32]>,
+    /// `--api-keys`: each key's digest and tenant.
+    api_keys: Vec<([u8; 32], String)>,
+}
+
+impl Credentials {
+    pub(crate) fn new(token: Option<&str>, trusted: Option<&str>, api_keys: &[(String, String)]) -> Self {
+        Self {
+            token: token.map(digest),
+            trusted: trusted.map(digest),
+            api_keys: api_keys.iter().map(|(key, tenant)| (digest(key), tenant.clone())).collect(),
+        }
+    }
+
+    /// The decision table: an API key decides alone (known: its tenant;
+    /// unknown: refused); else a bearer holding either token acts for the
+    /// tenant it names; else the service is open only when it has neither a
+    /// token nor keys. Without a token, naming a tenant counts for nothing.
+    pub(crate) fn identify(&self, headers: &HeaderMap) -> Caller {
+        if let Some(presented) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+            let presented = digest(presented);
+            return match self.api_keys.iter().find(|(key, _)| *key == presented) {
+                Some((_, tenant)) => Caller::Keyed(tenant.clone()),
+                None => Caller::Refused,
+            };
+        }
+        let bearer = bearer_digest(headers);
+        let holds_token = bearer.is_some() && (bearer == self.token || bearer == self.trusted);
+        if holds_token {
+            return Caller::TokenHolder(named_tenant(headers).unwrap_or(DEFAULT_TENANT).to_owned());
+        }
+        if self.token.is_none() && self.api_keys.is_empty() { Caller::Open } else { Caller::Refused }
+    }
+
+    /// Whether the caller may run REST blocks (`/v1/exec`, `/v1/admission`):
+    /// it holds the service's bearer token, when one is set.
+    pub(crate) fn may_execute(&self, headers: &HeaderMap) -> bool {
+        self.token.is_none_or(|expected| bearer_digest(headers) == Some(expected))
+    }
+}
+
+fn digest(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+/// Digest of the presented bearer token.
+fn bearer_digest(headers: &HeaderMap) -> Option<[u8; 32]> {
+    headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).map(digest)
+}
+
+/// The tenant a token holder names in `x-anypath-tenant`, when valid.
+fn named_tenant(headers: &HeaderMap) -> Option<&str> {
+    headers.get(TENANT).and_then(|v| v.to_str().ok()).filter(|name| anypath_interpreter::names::tenant(name).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, value.parse().expect("a header value"));
+        }
+        map
+    }
+
+    #[test]
+    fn the_decision_table() {
+        let keys = [("k1".to_owned(), "alice".to_owned())];
+        let guarded = Credentials::new(Some("service"), Some("app"), &keys);
+        let cases: &[(&[(&'static str, &str)], Caller)] = &[
+            (&[("x-api-key", "k1")], Caller::Keyed("alice".into())),
+            (&[("x-api-key", "k1"), ("x-anypath-tenant", "bob")], Caller::Keyed("alice".into())),
+            (&[("x-api-key", "nope"), ("authorization", "Bearer service")], Caller::Refused),
+            (&[("authorization", "Bearer service"), ("x-anypath-tenant", "bob")], Caller::TokenHolder("bob".into())),
+            (&[("authorization", "Bearer app")], Caller::TokenHolder("default".into())),
+            (&[("authorization", "Bearer app"), ("x-anypath-tenant", "../x")], Caller::TokenHolder("default".into())),
+            (&[("authorization", "Bearer wrong"), ("x-anypath-tenant", "bob")], Caller::Refused),
+            (&[("x-anypath-tenant", "bob")], Caller::Refused),
+        ];
+        for (presented, expected) in cases {
+            assert_eq!(&guarded.identify(&headers(presented)), expected, "{presented:?}");
+        }
+        let open = Credentials::new(None, Some("app"), &[]);
+        assert_eq!(open.identify(&headers(&[("x-anypath-tenant", "bob")])), Caller::Open, "naming a tenant without a token counts for nothing");
+        assert_eq!(open.identify(&headers(&[("authorization", "Bearer app"), ("x-anypath-tenant", "bob")])), Caller::TokenHolder("bob".into()));
+        assert!(open.may_execute(&headers(&[])));
+        assert!(guarded.may_execute(&headers(&[("authorization", "Bearer service")])));
+        assert!(!guarded.may_execute(&headers(&[("authorization", "Bearer app")])), "the app's token alone does not open /v1/exec");
+    }
+}
