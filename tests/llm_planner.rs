@@ -414,24 +414,15 @@ fn a_plan_naming_its_collection_twice_is_normalised_not_a_500() {
 fn refusing_sandbox_host() -> (String, Arc<AtomicUsize>) {
     let refused = Arc::new(AtomicUsize::new(0));
     let counter = refused.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            tx.send(listener.local_addr().expect("address").to_string()).expect("report address");
-            let exec = move || {
-                counter.fetch_add(1, Ordering::SeqCst);
-                let body = json!({"error": {"code": "invalid_request", "message": "unknown field `gate`", "request_id": "r"}});
-                async move { (axum::http::StatusCode::BAD_REQUEST, axum::Json(body)) }
-            };
-            let app = axum::Router::new()
-                .route("/v1/admission", axum::routing::get(|| async { axum::http::StatusCode::NO_CONTENT }))
-                .route("/v1/exec", axum::routing::post(exec));
-            axum::serve(listener, app).await.expect("serve");
-        });
-    });
-    (rx.recv().expect("fake sandbox address"), refused)
+    let exec = move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        let body = json!({"error": {"code": "invalid_request", "message": "unknown field `gate`", "request_id": "r"}});
+        async move { (axum::http::StatusCode::BAD_REQUEST, axum::Json(body)) }
+    };
+    let app = axum::Router::new()
+        .route("/v1/admission", axum::routing::get(|| async { axum::http::StatusCode::NO_CONTENT }))
+        .route("/v1/exec", axum::routing::post(exec));
+    (common::serve_in_background(app), refused)
 }
 
 /// Boundary: the gateway and the sandbox host. A 400 from `/v1/exec` can only

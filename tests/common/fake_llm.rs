@@ -81,22 +81,11 @@ impl FakeLlm {
     /// Starts on a free loopback port with `replies` queued.
     pub fn start(replies: Vec<Reply>) -> Self {
         let script = Arc::new(Mutex::new(Script { replies: replies.into(), ..Script::default() }));
-        let state = script.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-                tx.send(listener.local_addr().expect("address").to_string()).expect("report address");
-                let app = axum::Router::new()
-                    .route("/v1/chat/completions", post(openai))
-                    .route("/v1/messages", post(anthropic))
-                    .with_state(state);
-                axum::serve(listener, app).await.expect("serve");
-            });
-        });
-        let address = rx.recv().expect("fake LLM address");
-        Self { address, script }
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", post(openai))
+            .route("/v1/messages", post(anthropic))
+            .with_state(script.clone());
+        Self { address: super::serve_in_background(app), script }
     }
 
     /// Answers every call beyond the queue with `reply`.

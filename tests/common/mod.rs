@@ -311,3 +311,18 @@ impl Drop for Spawned {
         let _ = self.child.wait();
     }
 }
+
+/// Serves `app` on a free loopback port from a thread of its own, for the
+/// rest of the test process; answers its `host:port`.
+pub fn serve_in_background(app: axum::Router) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            tx.send(listener.local_addr().expect("address").to_string()).expect("report address");
+            axum::serve(listener, app).await.expect("serve");
+        });
+    });
+    rx.recv().expect("the server's address")
+}
