@@ -172,19 +172,15 @@ fuel (CPU), memory and wall-clock time; limits may lower them for one run.",
     async fn run_python(&self, ctx: RequestContext<RoleServer>, args: Arguments<RunPython>) -> Result<Json<RunReport>, String> {
         let args = args.0?;
         let caller = self.caller(&ctx)?;
-        let interpreter = self.interpreter()?;
-        // Runs share the executor's fair admission: the same slots bound every face.
-        let permit = self.state.admission.admit(&caller.tenant).await.map_err(|refused| format!("{}: {refused}", refused.code()))?;
+        let service = crate::interpreter_service::InterpreterService::of(&self.state).map_err(|e| format!("{}: {e}", e.code()))?;
         let request = RunRequest {
             code: args.code,
             env: args.env.unwrap_or_default(),
             limits: args.limits.unwrap_or_default(),
             runtime: args.runtime,
         };
-        let report = interpreter.run_python(&caller.tenant, &args.session_id, request, &caller.base_url).await;
-        drop(permit);
-        let report = report.map_err(|e| tool_error(&e))?;
-        self.state.account(&caller.tenant, report.cell.error.as_ref());
+        let caller = crate::interpreter_service::Caller { tenant: caller.tenant, request_id: uuid::Uuid::new_v4().to_string(), base_url: caller.base_url };
+        let report = service.run_python(&caller, args.session_id, request).await.map_err(|e| format!("{}: {e}", e.code()))?;
         Ok(Json(report))
     }
 

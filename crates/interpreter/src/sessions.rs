@@ -130,6 +130,9 @@ pub struct RunRequest {
 pub struct RunReport {
     pub run_id: String,
     pub session_id: String,
+    /// The Python the session runs: for the caller's log, not the answer.
+    #[serde(skip)]
+    pub runtime: Runtime,
     #[serde(flatten)]
     pub cell: CellReport,
     /// Files the run created or changed, kept as artifacts (none after a failed run).
@@ -391,7 +394,8 @@ impl Interpreter {
         })
     }
 
-    /// Runs code in the session (created on first use), one run at a time.
+    /// Runs code in the session (created on first use), one run at a time;
+    /// the caller writes the run's log line (it knows the request).
     /// Files the run created or changed become artifacts linked under
     /// `base_url`. Finding the session, scanning its files and hashing what
     /// changed run on the blocking pool; only the run itself is async.
@@ -422,15 +426,7 @@ impl Interpreter {
         drop(live);
         self.evict_beyond_limit(&session).await;
         let run_id = uuid::Uuid::new_v4().simple().to_string();
-        let report = RunReport { run_id, session_id: session_id.to_owned(), cell, artifacts, artifact_errors };
-        tracing::info!(
-            tenant, session = session_id, run_id = %report.run_id, runtime = %session.runtime,
-            outcome = report.cell.error.as_ref().map_or("ok", |e| e.kind()),
-            duration_us = report.cell.metrics.duration_us, fuel = report.cell.metrics.fuel_consumed,
-            peak_memory_bytes = report.cell.metrics.peak_memory_bytes, state_reset = report.cell.state_reset,
-            "run"
-        );
-        Ok(report)
+        Ok(RunReport { run_id, session_id: session_id.to_owned(), runtime: session.runtime, cell, artifacts, artifact_errors })
     }
 
     /// Keeps each changed file as an artifact.
