@@ -115,7 +115,10 @@ fn fail(e: &ServiceError, request_id: &str) -> Response {
         ServiceError::Interpreter(e) => StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         ServiceError::NoInterpreter => StatusCode::NOT_FOUND,
         ServiceError::Unauthorized => StatusCode::UNAUTHORIZED,
-        ServiceError::InvalidJson(_) | ServiceError::InvalidQuery | ServiceError::InvalidBase64(_) => StatusCode::BAD_REQUEST,
+        ServiceError::InvalidJson(_)
+        | ServiceError::InvalidArguments(_)
+        | ServiceError::InvalidQuery
+        | ServiceError::InvalidBase64(_) => StatusCode::BAD_REQUEST,
         ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     error(status, e.code(), &e.to_string(), request_id)

@@ -12,3 +12,11 @@ pub(crate) struct Caller {
     /// Base of the absolute links (`http://host:port`, or the public URL).
     pub base_url: String,
 }
+
+impl Caller {
+    /// The same caller making another request (a transport with one caller
+    /// for its whole life, such as stdio, resolves it once).
+    pub fn next_request(&self) -> Self {
+        Self { request_id: uuid::Uuid::new_v4().to_string(), ..self.clone() }
+    }
+}

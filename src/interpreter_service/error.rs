@@ -18,6 +18,9 @@ pub(crate) enum ServiceError {
     /// A request body that is not the JSON the call takes.
     #[error("{0}")]
     InvalidJson(#[source] serde_json::Error),
+    /// Tool arguments that do not fit the tool's input schema.
+    #[error("{0}")]
+    InvalidArguments(#[source] serde_json::Error),
     /// A query string that does not parse.
     #[error("overwrite must be true or false; runtime python or python-data")]
     InvalidQuery,
@@ -42,6 +45,7 @@ impl ServiceError {
             Self::NoInterpreter => "not_found",
             Self::Unauthorized => "unauthorized",
             Self::InvalidJson(_) => "invalid_json",
+            Self::InvalidArguments(_) => "invalid_arguments",
             Self::InvalidQuery => "invalid_query",
             Self::InvalidBase64(_) => "invalid_base64",
             Self::Refused(refused) => refused.code(),

@@ -104,6 +104,12 @@ impl InterpreterService {
         Ok(Caller { tenant, request_id, base_url })
     }
 
+    /// The caller of a transport serving one tenant (stdio), with links
+    /// under `address`.
+    pub fn sole_caller(&self, tenant: String, address: &str) -> Caller {
+        Caller { tenant, request_id: uuid::Uuid::new_v4().to_string(), base_url: self.interpreter.base_url(address) }
+    }
+
     /// Creates the session, or returns it as it is.
     pub async fn open_session(&self, caller: &Caller, open: OpenSession) -> Result<SessionInfo, ServiceError> {
         self.for_caller(caller, move |i, c| i.open_session(&c.tenant, &open.session_id, open.ttl, open.runtime)).await

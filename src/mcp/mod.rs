@@ -5,6 +5,7 @@
 mod arguments;
 pub mod http;
 pub mod stdio;
+mod tool_error;
 mod tools;
 
-pub use tools::{CodeInterpreterTools, Tenant};
+pub use tools::CodeInterpreterTools;

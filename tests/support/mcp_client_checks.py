@@ -44,10 +44,15 @@ def ok(result, tool):
 
 
 def tool_error(result, tool, code):
+    """The error's message: a tool error is structured content holding
+    exactly its stable code and message, and its text is the same JSON."""
     assert result.is_error, f"{tool} should have failed with {code}: {result.structured_content}"
-    text = text_of(result)
-    assert text.startswith(code + ":"), f"{tool}: expected {code}, got {text!r}"
-    return text
+    error = result.structured_content
+    assert isinstance(error, dict) and set(error) == {"code", "message"}, f"{tool}: error content {error!r}"
+    assert error["code"] == code, f"{tool}: expected {code}, got {error!r}"
+    assert isinstance(error["message"], str) and error["message"], f"{tool}: empty message {error!r}"
+    assert json.loads(text_of(result)) == error, f"{tool}: text {text_of(result)!r} is not the structured error"
+    return error["message"]
 
 
 def tiny_png():
