@@ -7,6 +7,7 @@
 
 mod caller;
 mod error;
+mod limits;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use serde::Serialize;
 
 pub(crate) use caller::Caller;
 pub(crate) use error::ServiceError;
+pub(crate) use limits::RunningLimits;
 
 use crate::serve::AppState;
 
@@ -108,6 +110,11 @@ impl InterpreterService {
     /// under `address`.
     pub fn sole_caller(&self, tenant: String, address: &str) -> Caller {
         Caller { tenant, request_id: uuid::Uuid::new_v4().to_string(), base_url: self.interpreter.base_url(address) }
+    }
+
+    /// The limits this service was started with.
+    pub fn limits(&self) -> RunningLimits {
+        RunningLimits::of(&self.interpreter)
     }
 
     /// Creates the session, or returns it as it is.

@@ -3,6 +3,7 @@
 //! sandbox service).
 
 mod arguments;
+mod descriptions;
 pub mod http;
 pub mod stdio;
 mod tool_error;

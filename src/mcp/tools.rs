@@ -8,6 +8,7 @@
 //! HTTP envelope and the message.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use anypath_interpreter::{ArtifactContent, FileInfo, RunReport, RunRequest};
 use anypath_sandbox::{LimitOverrides, Runtime};
@@ -20,19 +21,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::arguments::{Arguments, input_schema};
+use super::descriptions;
 use super::tool_error::ToolError;
 use crate::interpreter_service::{Caller, Closed, Content, FileList, InterpreterService, ServiceError, Upload};
-
-/// What the server tells a model before it calls anything.
-const INSTRUCTIONS: &str = "A Python 3 code interpreter in a WebAssembly sandbox (no network, no host files). \
-Work happens in sessions you name: pass the same session_id (1-64 of A-Z a-z 0-9 - _) to every call. \
-upload_file or run_python creates the session on first use, on the runtime it names: `python` \
-(standard library only, starts in milliseconds) or `python-data` (numpy, pandas, matplotlib, scipy, \
-scikit-learn, statsmodels, seaborn, reportlab, openpyxl, ...; seconds for the first import); a session \
-keeps its runtime. Files live in /mnt/data. Variables, imports \
-and functions persist across run_python calls in one session until close_session or an idle timeout \
-(15 minutes by default). Files a run creates or changes come back as artifacts with signed download_url \
-links; read_artifact returns a file's bytes (images also as image content).";
 
 /// The code interpreter as an MCP server.
 #[derive(Clone)]
@@ -42,6 +33,8 @@ pub struct CodeInterpreterTools {
     /// brings its own, resolved by the authentication layer.
     sole_caller: Option<Caller>,
     tool_router: ToolRouter<Self>,
+    /// What the server tells a model before it calls anything.
+    instructions: Arc<str>,
 }
 
 /// `upload_file`'s arguments.
@@ -106,19 +99,26 @@ impl CodeInterpreterTools {
     /// Tools for HTTP callers: each request's caller is the [`Caller`] the
     /// authentication layer resolved and put on it.
     pub fn over_http(service: InterpreterService) -> Self {
-        Self { service, sole_caller: None, tool_router: Self::tool_router() }
+        Self::new(service, None)
     }
 
     /// Tools for the single caller of a stdio server.
     pub fn for_sole_caller(service: InterpreterService, caller: Caller) -> Self {
-        Self { service, sole_caller: Some(caller), tool_router: Self::tool_router() }
+        Self::new(service, Some(caller))
     }
 
+    /// The tools, described with the limits the service runs with.
+    fn new(service: InterpreterService, sole_caller: Option<Caller>) -> Self {
+        let limits = service.limits();
+        let mut tool_router = Self::tool_router();
+        descriptions::describe(&mut tool_router, &limits);
+        let instructions = descriptions::instructions(&limits).into();
+        Self { service, sole_caller, tool_router, instructions }
+    }
+
+    /// Writes a file into a session; its description, stating the upload
+    /// quota, is set from the running limits (`descriptions`).
     #[tool(
-        description = "Write a file into the session's /mnt/data (the session is created when new). \
-Returns its path as code sees it. Fails when the file exists unless overwrite is true, when the name \
-has a directory part, or past the session's quota (100 MiB per file, 500 MiB and 1000 files per \
-session by default). Cannot run while code runs in the same session.",
         input_schema = input_schema::<UploadFile>(),
         annotations(title = "Upload a file", read_only_hint = false, destructive_hint = false, open_world_hint = false)
     )]
@@ -129,16 +129,9 @@ session by default). Cannot run while code runs in the same session.",
         Ok(Json(self.service.upload(&caller, upload).await?))
     }
 
+    /// Runs code in a session; its description, stating each runtime's
+    /// bounds, is set from the running limits (`descriptions`).
     #[tool(
-        description = "Run Python 3 code in the session (created when new); /mnt/data holds its files. \
-State persists: variables, imports and functions from earlier calls in the session are still defined. \
-Returns exit_code (0 on success), stdout, stderr, traceback, error (kind: exception, fuel_exhausted, \
-timeout, memory_limit, ...), state_reset (true when earlier state was lost, e.g. after a limit), \
-quota_exceeded, metrics, and artifacts: every file the run created or changed, with a signed \
-download_url. The standard library is available, and in python-data sessions numpy, pandas, \
-matplotlib (save figures to /mnt/data), scipy, scikit-learn, statsmodels, seaborn, pillow, reportlab, \
-openpyxl, xlsxwriter, pypdf, lxml and jinja2; there is no network. Runs are bounded by \
-fuel (CPU), memory and wall-clock time; limits may lower them for one run.",
         input_schema = input_schema::<RunPython>(),
         annotations(title = "Run Python", read_only_hint = false, destructive_hint = false, open_world_hint = false)
     )]
@@ -154,10 +147,9 @@ fuel (CPU), memory and wall-clock time; limits may lower them for one run.",
         Ok(Json(self.service.run_python(&caller, args.session_id, request).await?))
     }
 
+    /// Reads a file back; its description, stating the read cap, is set
+    /// from the running limits (`descriptions`).
     #[tool(
-        description = "Read a file of the session: its bytes as base64 with mime_type, size_bytes and \
-sha256. An image also comes back as image content, so you can look at a chart you drew. Files over the \
-read cap (5 MiB by default) are not returned inline: the error gives a download_url instead.",
         input_schema = input_schema::<ReadArtifact>(),
         output_schema = rmcp::handler::server::common::schema_for_output::<ArtifactContent>(),
         annotations(title = "Read a file", read_only_hint = true, open_world_hint = false)
@@ -222,6 +214,6 @@ impl ServerHandler for CodeInterpreterTools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("anypath", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(self.instructions.to_string())
     }
 }
