@@ -1,6 +1,7 @@
 //! The code interpreter over HTTP, on the sandbox service: one endpoint per
 //! core call, JSON with the service's error envelope and request ids, the
-//! tenant taken from the caller's API key.
+//! tenant taken from the caller's API key. Each handler is an adapter over
+//! [`InterpreterService`]: extract the inputs, call, map the answer.
 //!
 //! | method and path | call |
 //! | --- | --- |

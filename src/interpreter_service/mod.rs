@@ -36,6 +36,7 @@ pub(crate) struct InterpreterService {
 /// A session to open.
 #[derive(Debug)]
 pub(crate) struct OpenSession {
+    /// The session's name, chosen by the client.
     pub session_id: String,
     /// Idle time after which it is removed (the server's default when absent).
     pub ttl: Option<Duration>,
@@ -46,8 +47,11 @@ pub(crate) struct OpenSession {
 /// A file to write into a session.
 #[derive(Debug)]
 pub(crate) struct Upload {
+    /// The session to write into (created when new).
     pub session_id: String,
+    /// The file's name in the session directory.
     pub filename: String,
+    /// The file's bytes.
     pub content: Content,
     /// Replace the file when it exists.
     pub overwrite: bool,
@@ -60,6 +64,7 @@ pub(crate) struct Upload {
 pub(crate) enum Content {
     /// Base64 (standard alphabet), decoded by the service off the async workers.
     Base64(String),
+    /// The bytes themselves.
     Raw(Bytes),
 }
 
@@ -68,25 +73,33 @@ pub(crate) enum Content {
 pub(crate) enum SignedTarget {
     /// `/v1/artifacts/{id}/content`.
     Artifact(String),
-    /// `/files/{session_id}/{filename}`.
-    File { session_id: String, filename: String },
+    /// `/files/{session_id}/{filename}`: a session's file by name.
+    File {
+        /// The session the file was kept from.
+        session_id: String,
+        /// The file's name in that session.
+        filename: String,
+    },
 }
 
 /// The files of a session.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct FileList {
+pub(crate) struct FileList {
+    // Undocumented on purpose: a doc comment here would change the
+    // published output schema of `list_files`.
     pub files: Vec<FileInfo>,
 }
 
 /// The artifacts of a session, newest first.
 #[derive(Debug, Serialize)]
 pub(crate) struct ArtifactList {
+    /// Each artifact with its signed links.
     pub artifacts: Vec<Artifact>,
 }
 
 /// A closed session.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct Closed {
+pub(crate) struct Closed {
     /// Always `closed`.
     pub status: String,
 }

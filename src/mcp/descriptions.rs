@@ -91,7 +91,7 @@ read cap ({}) are not returned inline: the error gives a download_url instead.",
 /// A size in the largest binary unit that divides it: `7 MiB`, `1 KiB`, `1000 bytes`.
 fn bytes(n: u64) -> String {
     for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if n >= size && n % size == 0 {
+        if n >= size && n.is_multiple_of(size) {
             return format!("{} {unit}", n / size);
         }
     }
@@ -100,7 +100,7 @@ fn bytes(n: u64) -> String {
 
 /// A run's wall clock in seconds (`60 s`), or milliseconds when not whole.
 fn wall_clock(ms: u64) -> String {
-    if ms >= 1000 && ms % 1000 == 0 { format!("{} s", ms / 1000) } else { format!("{ms} ms") }
+    if ms >= 1000 && ms.is_multiple_of(1000) { format!("{} s", ms / 1000) } else { format!("{ms} ms") }
 }
 
 /// A duration in the largest unit that divides it: `4 hours`, `15 minutes`, `5 s`, `250 ms`.
@@ -108,9 +108,9 @@ fn duration(d: Duration) -> String {
     let ms = d.as_millis();
     let plural = |n: u128, unit: &str| if n == 1 { format!("1 {unit}") } else { format!("{n} {unit}s") };
     match ms {
-        _ if ms >= 3_600_000 && ms % 3_600_000 == 0 => plural(ms / 3_600_000, "hour"),
-        _ if ms >= 60_000 && ms % 60_000 == 0 => plural(ms / 60_000, "minute"),
-        _ if ms >= 1000 && ms % 1000 == 0 => format!("{} s", ms / 1000),
+        _ if ms >= 3_600_000 && ms.is_multiple_of(3_600_000) => plural(ms / 3_600_000, "hour"),
+        _ if ms >= 60_000 && ms.is_multiple_of(60_000) => plural(ms / 60_000, "minute"),
+        _ if ms >= 1000 && ms.is_multiple_of(1000) => format!("{} s", ms / 1000),
         _ => format!("{ms} ms"),
     }
 }
