@@ -1,6 +1,7 @@
 //! The code interpreter over HTTP, on the sandbox service: one endpoint per
 //! core call, JSON with the service's error envelope and request ids, the
-//! tenant taken from the caller's API key.
+//! tenant taken from the caller's API key. Each handler is an adapter over
+//! [`InterpreterService`]: extract the inputs, call, map the answer.
 //!
 //! | method and path | call |
 //! | --- | --- |
@@ -23,7 +24,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anypath_interpreter::{Artifact, Interpreter, InterpreterError, LinkQuery, RunRequest};
+use anypath_interpreter::{Artifact, InterpreterError, LinkQuery, RunRequest};
 use anypath_sandbox::Runtime;
 use axum::Router;
 use axum::body::Bytes;
@@ -33,12 +34,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use base64::Engine;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::envelope::upload_body_limit;
-use crate::serve::{AppState, error, request_id, set_request_id};
+use crate::interpreter_service::{Caller, Content, InterpreterService, OpenSession, ServiceError, SignedTarget, Upload};
+use crate::serve::{AppState, error, refusal, request_id, set_request_id};
 
 /// The interpreter's routes. The two that take a file accept a body as
 /// large as the upload quota allows (as base64 in its envelope); every other
@@ -68,99 +68,98 @@ pub fn signed_download_routes() -> Router<Arc<AppState>> {
         .route("/files/{session_id}/{*filename}", get(download_signed_file))
 }
 
-/// The caller's tenant and request id, or the answer refusing the call.
-struct Caller {
-    tenant: String,
-    request_id: String,
-    interpreter: Arc<Interpreter>,
-    /// Base of the absolute links this call returns.
-    base_url: String,
+/// A call: the service and the caller it resolved from the request's key
+/// or token.
+struct Call {
+    service: InterpreterService,
+    caller: Caller,
 }
 
-/// Every handler starts from the caller: the extractor answers 404 without an
+/// Every handler starts from the call: the extractor answers 404 without an
 /// interpreter and 401 without a valid key or token, before any body is read.
-impl axum::extract::FromRequestParts<Arc<AppState>> for Caller {
+impl axum::extract::FromRequestParts<Arc<AppState>> for Call {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &Arc<AppState>) -> Result<Self, Response> {
         let request_id = request_id(&parts.headers);
-        let Some(interpreter) = state.interpreter.clone() else {
-            return Err(error(StatusCode::NOT_FOUND, "not_found", "this service runs no code interpreter", &request_id));
-        };
-        let base_url = state.base_url(&interpreter, &parts.headers);
-        match state.tenant(&parts.headers) {
-            Some(tenant) => Ok(Caller { tenant, request_id, interpreter, base_url }),
-            None => Err(error(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong API key or bearer token", &request_id)),
-        }
+        let resolved = InterpreterService::of(state).and_then(|service| {
+            let caller = service.caller(&parts.headers, request_id.clone())?;
+            Ok(Call { service, caller })
+        });
+        resolved.map_err(|e| fail(&e, &request_id))
     }
 }
 
-impl Caller {
-    /// Runs interpreter work that touches files on the blocking pool, off
-    /// the async workers.
-    async fn blocking<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&Interpreter, &str) -> Result<T, InterpreterError> + Send + 'static,
-    ) -> Result<T, InterpreterError> {
-        let (interpreter, tenant) = (self.interpreter.clone(), self.tenant.clone());
-        tokio::task::spawn_blocking(move || work(&interpreter, &tenant))
-            .await
-            .unwrap_or_else(|e| Err(InterpreterError::Io { what: "file work", source: std::io::Error::other(e.to_string()) }))
+impl Call {
+    /// The service's answer as JSON with `status`, or its error's envelope.
+    fn answer(&self, status: StatusCode, result: Result<impl serde::Serialize, ServiceError>) -> Response {
+        match result {
+            Ok(body) => {
+                let mut response = (status, axum::Json(body)).into_response();
+                set_request_id(&mut response, &self.caller.request_id);
+                response
+            }
+            Err(e) => self.fail(&e),
+        }
     }
 
-    fn fail(&self, e: &InterpreterError) -> Response {
-        let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        error(status, e.code(), &e.to_string(), &self.request_id)
+    fn fail(&self, e: &ServiceError) -> Response {
+        fail(e, &self.caller.request_id)
     }
+}
 
-    fn json(&self, status: StatusCode, body: impl serde::Serialize) -> Response {
-        let mut response = (status, axum::Json(body)).into_response();
-        set_request_id(&mut response, &self.request_id);
-        response
-    }
+/// The envelope of a failed call: a refused run is 429 or 503 with
+/// `Retry-After`, an interpreter error has its own status.
+fn fail(e: &ServiceError, request_id: &str) -> Response {
+    let status = match e {
+        ServiceError::Refused(refused) => return refusal(*refused, request_id),
+        ServiceError::Interpreter(e) => StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        ServiceError::NoInterpreter => StatusCode::NOT_FOUND,
+        ServiceError::Unauthorized => StatusCode::UNAUTHORIZED,
+        ServiceError::InvalidJson(_)
+        | ServiceError::InvalidArguments(_)
+        | ServiceError::InvalidQuery
+        | ServiceError::InvalidBase64(_) => StatusCode::BAD_REQUEST,
+        ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error(status, e.code(), &e.to_string(), request_id)
+}
 
-    fn bad_json(&self, e: impl std::fmt::Display) -> Response {
-        error(StatusCode::BAD_REQUEST, "invalid_json", &e.to_string(), &self.request_id)
-    }
+/// A JSON body of type `T`.
+fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ServiceError> {
+    serde_json::from_slice(body).map_err(ServiceError::InvalidJson)
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct OpenSession {
+struct OpenSessionBody {
     session_id: String,
     ttl_seconds: Option<u64>,
     runtime: Option<Runtime>,
 }
 
-async fn open_session(c: Caller, body: Bytes) -> Response {
-    let open: OpenSession = match serde_json::from_slice(&body) {
-        Ok(o) => o,
-        Err(e) => return c.bad_json(e),
+async fn open_session(c: Call, body: Bytes) -> Response {
+    let opened = match parse::<OpenSessionBody>(&body) {
+        Ok(open) => {
+            let open = OpenSession { session_id: open.session_id, ttl: open.ttl_seconds.map(Duration::from_secs), runtime: open.runtime };
+            c.service.open_session(&c.caller, open).await
+        }
+        Err(e) => Err(e),
     };
-    let ttl = open.ttl_seconds.map(Duration::from_secs);
-    match c.blocking(move |i, tenant| i.open_session(tenant, &open.session_id, ttl, open.runtime)).await {
-        Ok(info) => c.json(StatusCode::CREATED, info),
-        Err(e) => c.fail(&e),
-    }
+    c.answer(StatusCode::CREATED, opened)
 }
 
-async fn describe_session(c: Caller, Path(session_id): Path<String>) -> Response {
-    match c.blocking(move |i, tenant| i.session_info(tenant, &session_id)).await {
-        Ok(info) => c.json(StatusCode::OK, info),
-        Err(e) => c.fail(&e),
-    }
+async fn describe_session(c: Call, Path(session_id): Path<String>) -> Response {
+    c.answer(StatusCode::OK, c.service.session_info(&c.caller, session_id).await)
 }
 
-async fn close_session(c: Caller, Path(session_id): Path<String>) -> Response {
-    match c.interpreter.close_session(&c.tenant, &session_id).await {
-        Ok(()) => c.json(StatusCode::OK, json!({"status": "closed"})),
-        Err(e) => c.fail(&e),
-    }
+async fn close_session(c: Call, Path(session_id): Path<String>) -> Response {
+    c.answer(StatusCode::OK, c.service.close_session(&c.caller, session_id).await)
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Upload {
+struct UploadBody {
     filename: String,
     content_base64: String,
     #[serde(default)]
@@ -168,20 +167,15 @@ struct Upload {
     runtime: Option<Runtime>,
 }
 
-async fn upload_base64(c: Caller, Path(session_id): Path<String>, body: Bytes) -> Response {
-    let upload: Upload = match serde_json::from_slice(&body) {
-        Ok(u) => u,
-        Err(e) => return c.bad_json(e),
+async fn upload_base64(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
+    let uploaded = match parse::<UploadBody>(&body) {
+        Ok(UploadBody { filename, content_base64, overwrite, runtime }) => {
+            let upload = Upload { session_id, filename, content: Content::Base64(content_base64), overwrite, runtime };
+            c.service.upload(&c.caller, upload).await
+        }
+        Err(e) => Err(e),
     };
-    let bytes = match base64::engine::general_purpose::STANDARD.decode(upload.content_base64.trim()) {
-        Ok(b) => b,
-        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_base64", &format!("content_base64: {e}"), &c.request_id),
-    };
-    let Upload { filename, overwrite, runtime, .. } = upload;
-    match c.blocking(move |i, tenant| i.upload_file(tenant, &session_id, &filename, &bytes, overwrite, runtime)).await {
-        Ok(info) => c.json(StatusCode::CREATED, info),
-        Err(e) => c.fail(&e),
-    }
+    c.answer(StatusCode::CREATED, uploaded)
 }
 
 #[derive(Deserialize)]
@@ -192,97 +186,65 @@ struct UploadQuery {
 }
 
 async fn upload_raw(
-    c: Caller,
-    Path((session_id, path)): Path<(String, String)>,
+    c: Call,
+    Path((session_id, filename)): Path<(String, String)>,
     query: Result<Query<UploadQuery>, QueryRejection>,
     body: Bytes,
 ) -> Response {
-    let Ok(Query(query)) = query else {
-        return error(StatusCode::BAD_REQUEST, "invalid_query", "overwrite must be true or false; runtime python or python-data", &c.request_id);
+    let uploaded = match query {
+        Ok(Query(UploadQuery { overwrite, runtime })) => {
+            let upload = Upload { session_id, filename, content: Content::Raw(body), overwrite, runtime };
+            c.service.upload(&c.caller, upload).await
+        }
+        Err(_) => Err(ServiceError::InvalidQuery),
     };
-    match c.blocking(move |i, tenant| i.upload_file(tenant, &session_id, &path, &body, query.overwrite, query.runtime)).await {
-        Ok(info) => c.json(StatusCode::CREATED, info),
-        Err(e) => c.fail(&e),
-    }
+    c.answer(StatusCode::CREATED, uploaded)
 }
 
-async fn list_files(c: Caller, Path(session_id): Path<String>) -> Response {
-    match c.blocking(move |i, tenant| i.list_files(tenant, &session_id)).await {
-        Ok(files) => c.json(StatusCode::OK, json!({"files": files})),
-        Err(e) => c.fail(&e),
-    }
+async fn list_files(c: Call, Path(session_id): Path<String>) -> Response {
+    c.answer(StatusCode::OK, c.service.list_files(&c.caller, session_id).await)
 }
 
-async fn download(c: Caller, Path((session_id, path)): Path<(String, String)>) -> Response {
-    match c.blocking(move |i, tenant| i.read_file(tenant, &session_id, &path)).await {
-        Ok((_, bytes)) => {
+async fn download(c: Call, Path((session_id, path)): Path<(String, String)>) -> Response {
+    match c.service.read_file(&c.caller, session_id, path).await {
+        Ok(bytes) => {
             let mut response = ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response();
-            set_request_id(&mut response, &c.request_id);
+            set_request_id(&mut response, &c.caller.request_id);
             response
         }
         Err(e) => c.fail(&e),
     }
 }
 
-async fn delete_file(c: Caller, Path((session_id, path)): Path<(String, String)>) -> Response {
-    match c.blocking(move |i, tenant| i.delete_file(tenant, &session_id, &path)).await {
+async fn delete_file(c: Call, Path((session_id, path)): Path<(String, String)>) -> Response {
+    match c.service.delete_file(&c.caller, session_id, path).await {
         Ok(()) => {
             let mut response = StatusCode::NO_CONTENT.into_response();
-            set_request_id(&mut response, &c.request_id);
+            set_request_id(&mut response, &c.caller.request_id);
             response
         }
         Err(e) => c.fail(&e),
     }
 }
 
-async fn run(State(state): State<Arc<AppState>>, c: Caller, Path(session_id): Path<String>, body: Bytes) -> Response {
-    let request: RunRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => return c.bad_json(e),
+async fn run(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
+    let ran = match parse::<RunRequest>(&body) {
+        Ok(request) => c.service.run_python(&c.caller, session_id, request).await,
+        Err(e) => Err(e),
     };
-    // Runs share the executor's fair admission: the same slots bound both faces.
-    let permit = match state.admit(&c.tenant, &c.request_id).await {
-        Ok(permit) => permit,
-        Err(refused) => return refused,
-    };
-    let ran = c.interpreter.run_python(&c.tenant, &session_id, request, &c.base_url).await;
-    drop(permit);
-    match ran {
-        Ok(report) => {
-            state.account(&c.tenant, report.cell.error.as_ref());
-            c.json(StatusCode::OK, report)
-        }
-        Err(e) => c.fail(&e),
-    }
+    c.answer(StatusCode::OK, ran)
 }
 
-async fn list_artifacts(c: Caller, Path(session_id): Path<String>) -> Response {
-    let base_url = c.base_url.clone();
-    match c.blocking(move |i, tenant| i.session_artifacts(tenant, &session_id, &base_url)).await {
-        Ok(artifacts) => c.json(StatusCode::OK, json!({"artifacts": artifacts})),
-        Err(e) => c.fail(&e),
-    }
+async fn list_artifacts(c: Call, Path(session_id): Path<String>) -> Response {
+    c.answer(StatusCode::OK, c.service.session_artifacts(&c.caller, session_id).await)
 }
 
-async fn read_artifact(c: Caller, Path((session_id, path)): Path<(String, String)>) -> Response {
-    let base_url = c.base_url.clone();
-    match c.blocking(move |i, tenant| i.read_artifact(tenant, &session_id, &path, &base_url)).await {
-        Ok(content) => c.json(StatusCode::OK, content),
-        Err(e) => c.fail(&e),
-    }
+async fn read_artifact(c: Call, Path((session_id, path)): Path<(String, String)>) -> Response {
+    c.answer(StatusCode::OK, c.service.read_artifact(&c.caller, session_id, path).await)
 }
 
-async fn describe_artifact(c: Caller, Path(artifact_id): Path<String>) -> Response {
-    let base_url = c.base_url.clone();
-    match c.blocking(move |i, tenant| i.artifact(tenant, &artifact_id, &base_url)).await {
-        Ok(artifact) => c.json(StatusCode::OK, artifact),
-        Err(e) => c.fail(&e),
-    }
-}
-
-/// The query of a signed link; anything unparsable is the same 403 as a wrong signature.
-fn link_query(query: Result<Query<LinkQuery>, QueryRejection>) -> Result<LinkQuery, InterpreterError> {
-    query.map(|Query(q)| q).map_err(|_| InterpreterError::Forbidden)
+async fn describe_artifact(c: Call, Path(artifact_id): Path<String>) -> Response {
+    c.answer(StatusCode::OK, c.service.artifact(&c.caller, artifact_id).await)
 }
 
 async fn download_signed(
@@ -291,7 +253,7 @@ async fn download_signed(
     Path(artifact_id): Path<String>,
     query: Result<Query<LinkQuery>, QueryRejection>,
 ) -> Response {
-    signed_download(&state, &headers, |i| i.artifacts().open_signed(&artifact_id, &link_query(query)?)).await
+    signed_download(&state, &headers, SignedTarget::Artifact(artifact_id), query).await
 }
 
 async fn download_signed_file(
@@ -300,28 +262,34 @@ async fn download_signed_file(
     Path((session_id, filename)): Path<(String, String)>,
     query: Result<Query<LinkQuery>, QueryRejection>,
 ) -> Response {
-    signed_download(&state, &headers, |i| i.artifacts().open_signed_file(&session_id, &filename, &link_query(query)?)).await
+    signed_download(&state, &headers, SignedTarget::File { session_id, filename }, query).await
 }
 
 /// Serves an artifact's bytes to whoever holds a valid link: no header, no
 /// key. Served as an attachment in a sandboxed origin, so an HTML artifact
 /// never runs script against this service.
 async fn signed_download(
-    state: &AppState,
+    state: &Arc<AppState>,
     headers: &axum::http::HeaderMap,
-    open: impl FnOnce(&Interpreter) -> Result<(Artifact, std::fs::File), InterpreterError>,
+    target: SignedTarget,
+    query: Result<Query<LinkQuery>, QueryRejection>,
 ) -> Response {
     let request_id = request_id(headers);
-    let Some(interpreter) = state.interpreter.clone() else {
-        return error(StatusCode::NOT_FOUND, "not_found", "this service runs no code interpreter", &request_id);
+    // Anything unparsable in the link's query is the same 403 as a wrong signature.
+    let opened = match (InterpreterService::of(state), query) {
+        (Ok(service), Ok(Query(query))) => service.open_signed(target, query).await,
+        (Err(e), _) => Err(e),
+        (Ok(_), Err(_)) => Err(InterpreterError::Forbidden.into()),
     };
-    let (artifact, file) = match open(&interpreter) {
-        Ok(opened) => opened,
-        Err(e) => {
-            let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            return error(status, e.code(), &e.to_string(), &request_id);
-        }
-    };
+    match opened {
+        Ok((artifact, file)) => attachment(&artifact, file, &request_id),
+        Err(e) => fail(&e, &request_id),
+    }
+}
+
+/// The artifact's bytes, streamed from its open file, with the headers of
+/// a download.
+fn attachment(artifact: &Artifact, file: std::fs::File, request_id: &str) -> Response {
     let body = axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file)));
     let leaf = artifact.filename.rsplit('/').next().unwrap_or("artifact");
     let ascii: String = leaf.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' }).collect();
@@ -341,6 +309,6 @@ async fn signed_download(
             headers.insert(name, value);
         }
     }
-    set_request_id(&mut response, &request_id);
+    set_request_id(&mut response, request_id);
     response
 }

@@ -7,6 +7,7 @@ mod envelope;
 mod exec_file;
 mod runner_path;
 mod interpreter_api;
+mod interpreter_service;
 mod mcp;
 mod reference;
 mod serve;

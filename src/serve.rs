@@ -103,7 +103,7 @@ impl AppState {
 /// The answer to a refused admission: 429 for a tenant past its share, 503
 /// when the service is full or stopping; both ask for a retry in a second
 /// (a slot frees as soon as any execution ends).
-fn refusal(refused: Refused, request_id: &str) -> Response {
+pub(crate) fn refusal(refused: Refused, request_id: &str) -> Response {
     let status = match refused {
         Refused::TenantBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
         Refused::Overloaded(_) | Refused::Closed => StatusCode::SERVICE_UNAVAILABLE,

@@ -46,26 +46,44 @@ fn check(scenario: &str, transport: &[String]) {
     assert!(stdout.contains(&format!("{scenario} over")), "{scenario} did not finish:\n{stdout}\n{stderr}");
 }
 
-/// Over Streamable HTTP, against a fresh service with a 1 KiB read cap.
+/// Limits unlike the defaults every server here runs with, which the
+/// `tools` scenario expects the tool descriptions to state: a 1 KiB read
+/// cap, 7 MiB files, 9-minute sessions and (from the policy file) a 7 s
+/// wall clock for python runs.
+fn limits(dir: &std::path::Path) -> Vec<String> {
+    let policy = dir.join("policy.toml");
+    std::fs::write(&policy, "[limits]\ntimeout_ms = 7000\n").expect("policy written");
+    ["--read-cap-kib", "1", "--max-file-mb", "7", "--session-ttl-minutes", "9", "--policy"]
+        .map(str::to_owned)
+        .into_iter()
+        .chain([policy.display().to_string()])
+        .collect()
+}
+
+/// Over Streamable HTTP, against a fresh service with [`limits`].
 fn over_http(scenario: &str) {
     let dir = data_dir(&format!("http-{scenario}"));
     let python_data = common::python_data_dir().display().to_string();
-    let service = Service::start_with(dir.path(), &["--read-cap-kib", "1", "--python-data", &python_data]);
+    let policy_dir = data_dir(&format!("http-{scenario}-policy"));
+    let mut args = limits(policy_dir.path());
+    args.extend(["--python-data".to_owned(), python_data]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let service = Service::start_with(dir.path(), &args);
     let url = format!("{}/mcp", service.base);
     check(scenario, &["http".into(), url, "key-alice".into(), "key-bob".into()]);
     drop(service);
 }
 
-/// Over stdio: the client starts `anypath mcp` itself.
+/// Over stdio, with [`limits`]: the client starts `anypath mcp` itself.
 fn over_stdio(scenario: &str) {
     let dir = data_dir(&format!("stdio-{scenario}"));
+    let policy_dir = data_dir(&format!("stdio-{scenario}-policy"));
+    let limits = limits(policy_dir.path());
     let command = [
         env!("CARGO_BIN_EXE_anypath").to_owned(),
         "mcp".into(),
         "--warm-instances".into(),
         "0".into(),
-        "--read-cap-kib".into(),
-        "1".into(),
         "--runner".into(),
         common::runner_path().display().to_string(),
         "--data-dir".into(),
@@ -75,6 +93,7 @@ fn over_stdio(scenario: &str) {
     ];
     let mut transport = vec!["stdio".to_owned()];
     transport.extend(command);
+    transport.extend(limits);
     check(scenario, &transport);
 }
 

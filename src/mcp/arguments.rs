@@ -9,13 +9,15 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::JsonObject;
 use serde::de::DeserializeOwned;
 
+use crate::interpreter_service::ServiceError;
+
 /// A tool's arguments, or why they do not fit its input schema.
-pub struct Arguments<T>(pub Result<T, String>);
+pub struct Arguments<T>(pub Result<T, ServiceError>);
 
 impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Arguments<T> {
     fn from_context_part(context: &mut ToolCallContext<'_, S>) -> Result<Self, rmcp::ErrorData> {
         let arguments = context.arguments.take().unwrap_or_default();
-        let parsed = serde_json::from_value(serde_json::Value::Object(arguments)).map_err(|e| format!("invalid_arguments: {e}"));
+        let parsed = serde_json::from_value(serde_json::Value::Object(arguments)).map_err(ServiceError::InvalidArguments);
         Ok(Self(parsed))
     }
 }

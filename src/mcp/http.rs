@@ -15,39 +15,37 @@ use axum::response::Response;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::{CodeInterpreterTools, Tenant};
+use super::CodeInterpreterTools;
 use crate::envelope::upload_body_limit;
+use crate::interpreter_service::InterpreterService;
 use crate::serve::{AppState, error, request_id};
 
 /// `/mcp`, when the service runs a code interpreter. `allowed_hosts` are the
 /// `Host` values it answers (a guard against DNS rebinding); empty allows any.
 pub fn routes(state: &Arc<AppState>, allowed_hosts: &[String]) -> Router<Arc<AppState>> {
-    let Some(interpreter) = &state.interpreter else { return Router::new() };
+    let (Some(interpreter), Ok(service)) = (&state.interpreter, InterpreterService::of(state)) else { return Router::new() };
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_allowed_hosts(allowed_hosts.iter().cloned())
         .with_max_request_body_bytes(upload_body_limit(interpreter.max_upload_bytes()));
-    let tools_state = state.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(CodeInterpreterTools::over_http(tools_state.clone())),
-        Arc::new(NeverSessionManager::default()),
-        config,
-    );
-    Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(state.clone(), authenticate))
+    // Built once: each stateless request gets a copy of the same tools.
+    let tools = CodeInterpreterTools::over_http(service.clone());
+    let mcp = StreamableHttpService::new(move || Ok(tools.clone()), Arc::new(NeverSessionManager::default()), config);
+    Router::new().nest_service("/mcp", mcp).layer(axum::middleware::from_fn_with_state(service, authenticate))
 }
 
-/// Binds the caller's tenant to the request, or answers 401 before any
+/// Binds the resolved caller to the request, or answers 401 before any
 /// JSON-RPC is read.
-async fn authenticate(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
-    match state.tenant(request.headers()) {
-        Some(tenant) => {
-            request.extensions_mut().insert(Tenant(tenant));
+async fn authenticate(State(service): State<InterpreterService>, mut request: Request, next: Next) -> Response {
+    let request_id = request_id(request.headers());
+    match service.caller(request.headers(), request_id.clone()) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
             next.run(request).await
         }
-        None => {
-            let message = "missing or wrong API key or bearer token";
-            let mut response = error(StatusCode::UNAUTHORIZED, "unauthorized", message, &request_id(request.headers()));
+        Err(e) => {
+            let mut response = error(StatusCode::UNAUTHORIZED, e.code(), &e.to_string(), &request_id);
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"anypath\""));
             response
         }

@@ -3,8 +3,10 @@
 //! sandbox service).
 
 mod arguments;
+mod descriptions;
 pub mod http;
 pub mod stdio;
+mod tool_error;
 mod tools;
 
-pub use tools::{CodeInterpreterTools, Tenant};
+pub use tools::CodeInterpreterTools;

@@ -12,21 +12,22 @@ use anyhow::Context;
 use rmcp::ServiceExt;
 
 use super::CodeInterpreterTools;
+use crate::interpreter_service::InterpreterService;
 use crate::serve::AppState;
 
 /// Serves the tools on stdin/stdout until the client closes them.
 pub async fn serve(state: Arc<AppState>, tenant: String, downloads: SocketAddr) -> anyhow::Result<()> {
-    let interpreter = state.interpreter.clone().context("the MCP server needs a code interpreter")?;
+    let service = InterpreterService::of(&state).context("the MCP server needs a code interpreter")?;
     let listener = tokio::net::TcpListener::bind(downloads)
         .await
         .with_context(|| format!("binding the download listener {downloads}"))?;
     let address = listener.local_addr()?;
-    let base_url = interpreter.base_url(&address.to_string());
+    let caller = service.sole_caller(tenant, &address.to_string());
     let routes = crate::interpreter_api::signed_download_routes().with_state(state.clone());
     let downloads_task = tokio::spawn(async move { axum::serve(listener, routes).await });
-    tracing::info!(tenant, downloads = %base_url, "mcp serving on stdio");
+    tracing::info!(tenant = %caller.tenant, downloads = %caller.base_url, "mcp serving on stdio");
 
-    let tools = CodeInterpreterTools::for_one_caller(state, tenant, base_url);
+    let tools = CodeInterpreterTools::for_sole_caller(service, caller);
     let running = tools.serve(rmcp::transport::stdio()).await.context("starting the MCP session on stdio")?;
     let reason = running.waiting().await.context("the MCP session on stdio failed")?;
     tracing::info!(?reason, "mcp stopped");

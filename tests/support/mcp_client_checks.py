@@ -44,10 +44,15 @@ def ok(result, tool):
 
 
 def tool_error(result, tool, code):
+    """The error's message: a tool error is structured content holding
+    exactly its stable code and message, and its text is the same JSON."""
     assert result.is_error, f"{tool} should have failed with {code}: {result.structured_content}"
-    text = text_of(result)
-    assert text.startswith(code + ":"), f"{tool}: expected {code}, got {text!r}"
-    return text
+    error = result.structured_content
+    assert isinstance(error, dict) and set(error) == {"code", "message"}, f"{tool}: error content {error!r}"
+    assert error["code"] == code, f"{tool}: expected {code}, got {error!r}"
+    assert isinstance(error["message"], str) and error["message"], f"{tool}: empty message {error!r}"
+    assert json.loads(text_of(result)) == error, f"{tool}: text {text_of(result)!r} is not the structured error"
+    return error["message"]
 
 
 def tiny_png():
@@ -89,6 +94,14 @@ async def tools(transport, key, _other):
             assert outputs[name] <= set(out.get("properties", {})), f"{name}: output properties {sorted(out.get('properties', {}))}"
             assert tool.description and len(tool.description) > 60, f"{name}: description {tool.description!r}"
         assert "limits" in listed["run_python"].input_schema["properties"]
+        # tests/mcp_clients.rs starts every server with limits unlike the
+        # defaults; the descriptions state those, not the defaults.
+        upload = listed["upload_file"].description
+        assert "7 MiB per file" in upload and "100 MiB" not in upload, upload
+        read = listed["read_artifact"].description
+        assert "read cap (1 KiB)" in read and "5 MiB" not in read, read
+        run = listed["run_python"].description
+        assert "python: 7 s wall clock" in run and "python: 5 s" not in run, run
         assert listed["read_artifact"].annotations.read_only_hint is True
         assert listed["close_session"].annotations.destructive_hint is True
 

@@ -20,7 +20,7 @@ pub async fn run(sandbox: &Sandbox, iterations: usize) -> anyhow::Result<Duratio
     let root = std::env::temp_dir().join(format!("anypath-bench-interpreter-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let config = InterpreterConfig::new(&root);
-    let interpreter = Interpreter::new(vec![sandbox.clone()], config).context("starting the interpreter")?;
+    let interpreter = std::sync::Arc::new(Interpreter::new(vec![sandbox.clone()], config).context("starting the interpreter")?);
     let heavy = iterations.clamp(10, 200);
     println!();
     println!("code interpreter ({} warm runs, {heavy} of the others)", iterations);

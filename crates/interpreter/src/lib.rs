@@ -1,7 +1,8 @@
 //! anypath's code interpreter: sessions with live Python state, session
 //! files and runs, on the same sandbox (engine, limits, logging) as the REST
-//! executor. Transports (the HTTP API, MCP) are thin layers over
-//! [`Interpreter`], one call per tool.
+//! executor. The host's interpreter service puts admission, file work on
+//! the blocking pool and logging in front of [`Interpreter`]; its transports
+//! (the HTTP API, MCP) are thin layers over that service, one call per tool.
 
 pub mod artifacts;
 pub mod error;

@@ -8,7 +8,9 @@
 //!
 //! On disk: `<root>/sessions/<tenant>/<session_id>/meta.json` (TTL and last
 //! use) beside `data/`, the directory the code sees at /mnt/data. A restart
-//! finds the files again; what is past its TTL is removed at start.
+//! finds the files again; what is past its TTL is removed at start. An
+//! expired session's directory is first moved to `<root>/discarded/`, so the
+//! session table is never locked for the length of a tree's removal.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -23,6 +25,10 @@ use crate::error::InterpreterError;
 use crate::files::{FileInfo, SessionFiles};
 use crate::names;
 use crate::signing::Signer;
+
+/// Where an expired session's directory is moved, under the root, to be
+/// removed once the session table is unlocked.
+const DISCARDED: &str = "discarded";
 
 /// Environment a run may pass: this many variables, each name and value bounded.
 const MAX_ENV_VARS: usize = 64;
@@ -124,6 +130,9 @@ pub struct RunRequest {
 pub struct RunReport {
     pub run_id: String,
     pub session_id: String,
+    /// The Python the session runs: for the caller's log, not the answer.
+    #[serde(skip)]
+    pub runtime: Runtime,
     #[serde(flatten)]
     pub cell: CellReport,
     /// Files the run created or changed, kept as artifacts (none after a failed run).
@@ -196,6 +205,9 @@ impl Interpreter {
             config.root = memory_root()?;
         }
         std::fs::create_dir_all(config.root.join("sessions")).map_err(|e| InterpreterError::io("creating the session root", e))?;
+        // What a killed process moved aside but never removed.
+        let _ = std::fs::remove_dir_all(config.root.join(DISCARDED));
+        std::fs::create_dir_all(config.root.join(DISCARDED)).map_err(|e| InterpreterError::io("creating the discarded-sessions directory", e))?;
         let signer = match &config.signing_key {
             Some(key) => Signer::new(key.clone()),
             None => Signer::load_or_create(&config.root.join("signing.key"))?,
@@ -235,12 +247,28 @@ impl Interpreter {
         Ok(self.info(&session))
     }
 
-    /// Removes the session: its instance, its directory, its files.
-    pub async fn close_session(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
-        let session = self.session(tenant, session_id, Create::No)?;
+    /// Removes the session: its instance, its directory, its files. The
+    /// file work runs on the blocking pool.
+    pub async fn close_session(self: &Arc<Self>, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
+        let (tenant, id) = (tenant.to_owned(), session_id.to_owned());
+        let session = self.off_workers(move |i| i.session(&tenant, &id, Create::No)).await?;
         let _running = session.live.lock().await;
-        self.forget(&session);
+        self.unlist(&session);
+        let home = session.home.clone();
+        // The session is gone whether or not its directory could be removed.
+        let _ = tokio::task::spawn_blocking(move || remove_tree(&home)).await;
         Ok(())
+    }
+
+    /// Runs file work on the blocking pool, off the async workers.
+    async fn off_workers<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&Interpreter) -> Result<T, InterpreterError> + Send + 'static,
+    ) -> Result<T, InterpreterError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || work(&this))
+            .await
+            .unwrap_or_else(|e| Err(InterpreterError::io("file work", std::io::Error::other(e.to_string()))))
     }
 
     /// Writes a file into the session (created on first use, on `runtime`
@@ -317,6 +345,12 @@ impl Interpreter {
         self.config.quota.max_file_bytes
     }
 
+    /// The configuration the interpreter runs with (what its callers may be
+    /// told of its limits).
+    pub fn config(&self) -> &InterpreterConfig {
+        &self.config
+    }
+
     /// The artifact store (signed downloads read it directly).
     pub fn artifacts(&self) -> &ArtifactStore {
         &self.artifacts
@@ -360,34 +394,39 @@ impl Interpreter {
         })
     }
 
-    /// Runs code in the session (created on first use), one run at a time.
-    /// Files the run created or changed become artifacts linked under `base_url`.
-    pub async fn run_python(&self, tenant: &str, session_id: &str, request: RunRequest, base_url: &str) -> Result<RunReport, InterpreterError> {
+    /// Runs code in the session (created on first use), one run at a time;
+    /// the caller writes the run's log line (it knows the request).
+    /// Files the run created or changed become artifacts linked under
+    /// `base_url`. Finding the session, scanning its files and hashing what
+    /// changed run on the blocking pool; only the run itself is async.
+    pub async fn run_python(self: &Arc<Self>, tenant: &str, session_id: &str, request: RunRequest, base_url: &str) -> Result<RunReport, InterpreterError> {
         let env = checked_env(request.env)?;
-        let session = self.session(tenant, session_id, Create::Yes { ttl: None, runtime: request.runtime })?;
+        let create = Create::Yes { ttl: None, runtime: request.runtime };
+        let (owner, id) = (tenant.to_owned(), session_id.to_owned());
+        let session = self.off_workers(move |i| i.session(&owner, &id, create)).await?;
         let mut live = tokio::time::timeout(self.config.busy_wait, session.live.lock())
             .await
             .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
-        let before = snapshot(session.files.dir());
+        let scanned = session.clone();
+        let before = self.off_workers(move |_| Ok(snapshot(scanned.files.dir()))).await?;
         let cell = live.run(CellRequest { code: request.code, env, limits: request.limits }).await;
         session.had_state.store(live.is_live(), std::sync::atomic::Ordering::Relaxed);
-        // Fail fast: after a failed run nothing is scanned or kept.
-        let changed_files = if cell.error.is_none() { changed(&session.files, &before) } else { Vec::new() };
+        let succeeded = cell.error.is_none();
+        let (kept, base_url) = (session.clone(), base_url.to_owned());
         // Kept while the run's lock is held, so the next run cannot change them first.
-        let (artifacts, artifact_errors) = self.keep(&session, changed_files, base_url);
+        let (artifacts, artifact_errors) = self
+            .off_workers(move |i| {
+                // Fail fast: after a failed run nothing is scanned or kept.
+                let changed_files = if succeeded { changed(&kept.files, &before) } else { Vec::new() };
+                let artifacts = i.keep(&kept, changed_files, &base_url);
+                i.touch(&kept);
+                Ok(artifacts)
+            })
+            .await?;
         drop(live);
-        self.touch(&session);
         self.evict_beyond_limit(&session).await;
         let run_id = uuid::Uuid::new_v4().simple().to_string();
-        let report = RunReport { run_id, session_id: session_id.to_owned(), cell, artifacts, artifact_errors };
-        tracing::info!(
-            tenant, session = session_id, run_id = %report.run_id, runtime = %session.runtime,
-            outcome = report.cell.error.as_ref().map_or("ok", |e| e.kind()),
-            duration_us = report.cell.metrics.duration_us, fuel = report.cell.metrics.fuel_consumed,
-            peak_memory_bytes = report.cell.metrics.peak_memory_bytes, state_reset = report.cell.state_reset,
-            "run"
-        );
-        Ok(report)
+        Ok(RunReport { run_id, session_id: session_id.to_owned(), runtime: session.runtime, cell, artifacts, artifact_errors })
     }
 
     /// Keeps each changed file as an artifact.
@@ -442,8 +481,22 @@ impl Interpreter {
         }
     }
 
-    /// The session named `session_id` of `tenant`: known, found on disk, or (with `create`) new.
+    /// The session named `session_id` of `tenant`: known, found on disk, or
+    /// (with `create`) new. An expired predecessor's directory is removed
+    /// after the session table is unlocked, so calls on other sessions never
+    /// wait for it.
     fn session(&self, tenant: &str, session_id: &str, create: Create) -> Result<Arc<Session>, InterpreterError> {
+        let mut discarded = None;
+        let session = self.session_locked(tenant, session_id, create, &mut discarded);
+        if let Some(path) = discarded {
+            remove_tree(&path);
+        }
+        session
+    }
+
+    /// [`Self::session`] under the table's lock; an expired predecessor's
+    /// directory is moved aside into `discarded` (one rename), not removed.
+    fn session_locked(&self, tenant: &str, session_id: &str, create: Create, discarded: &mut Option<PathBuf>) -> Result<Arc<Session>, InterpreterError> {
         let tenant = names::tenant(tenant)?;
         let session_id = names::session_id(session_id)?;
         let (ttl, asked) = match create {
@@ -477,7 +530,8 @@ impl Interpreter {
             .min(self.config.max_ttl)
             .max(Duration::from_secs(1));
         if on_disk.is_none() {
-            let _ = std::fs::remove_dir_all(&home); // an expired predecessor
+            // An expired predecessor: the path is free at once, the tree goes later.
+            *discarded = self.discard(&home);
         }
         let data = home.join("data");
         std::fs::create_dir_all(&data).map_err(|e| InterpreterError::io("creating the session directory", e))?;
@@ -508,14 +562,37 @@ impl Interpreter {
         let _ = session.write_meta();
     }
 
+    /// Removes the session from the table and its directory from the disk.
     fn forget(&self, session: &Session) {
+        self.unlist(session);
+        remove_tree(&session.home);
+    }
+
+    /// Takes the session out of the table (when it is still the one listed).
+    fn unlist(&self, session: &Session) {
         let key = (session.tenant.clone(), session.id.clone());
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if sessions.get(&key).is_some_and(|s| std::ptr::eq(Arc::as_ptr(s), session)) {
             sessions.remove(&key);
         }
-        drop(sessions);
-        let _ = std::fs::remove_dir_all(&session.home);
+    }
+
+    /// Moves `home` aside under the root, to be removed by the caller once
+    /// it has let go of the session table: one rename instead of a whole
+    /// tree's removal while every other call waits. Where the rename fails
+    /// (the tree is elsewhere), the tree is removed in place, since the path
+    /// must be free before the new session takes it.
+    fn discard(&self, home: &Path) -> Option<PathBuf> {
+        let aside = self.config.root.join(DISCARDED).join(uuid::Uuid::new_v4().simple().to_string());
+        match std::fs::rename(home, &aside) {
+            Ok(()) => Some(aside),
+            Err(_) => {
+                if std::fs::symlink_metadata(home).is_ok() {
+                    let _ = std::fs::remove_dir_all(home);
+                }
+                None
+            }
+        }
     }
 
     /// Keeps at most `max_live` instances: the least recently used idle
@@ -565,6 +642,13 @@ impl Drop for Interpreter {
             let _ = std::fs::remove_dir_all(&self.config.root);
         }
     }
+}
+
+/// Removes a directory tree no session refers to any more.
+fn remove_tree(path: &Path) {
+    #[cfg(test)]
+    tests::before_removal(path);
+    let _ = std::fs::remove_dir_all(path);
 }
 
 /// A fresh directory on the RAM-backed filesystem, named after this process
@@ -690,7 +774,108 @@ fn changed(files: &SessionFiles, before: &HashMap<String, (u64, SystemTime)>) ->
 mod send_check {
     fn is_send<T: Send>(_: T) {}
     #[allow(dead_code)]
-    fn run_python_is_send(i: &super::Interpreter) {
+    fn run_python_is_send(i: &std::sync::Arc<super::Interpreter>) {
         is_send(i.run_python("t", "s", super::RunRequest::default(), "http://h"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::sync::mpsc::{Receiver, Sender, channel};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use anypath_sandbox::{Sandbox, SandboxConfig};
+
+    use super::{Interpreter, InterpreterConfig};
+
+    /// A removal held up under `root`: it reports the path, then waits to be let go.
+    struct Gate {
+        root: PathBuf,
+        entered: Sender<PathBuf>,
+        release: Receiver<()>,
+    }
+
+    /// Removals the test holds up; tests in this process share it, each under its own root.
+    static GATES: Mutex<Vec<Gate>> = Mutex::new(Vec::new());
+
+    /// Called by every tree removal: a removal under a gated root waits there.
+    pub(super) fn before_removal(path: &Path) {
+        let gate = {
+            let mut gates = GATES.lock().unwrap_or_else(|p| p.into_inner());
+            let at = gates.iter().position(|g| path.starts_with(&g.root));
+            at.map(|at| gates.remove(at))
+        };
+        if let Some(gate) = gate {
+            let _ = gate.entered.send(path.to_path_buf());
+            let _ = gate.release.recv_timeout(Duration::from_secs(30));
+        }
+    }
+
+    fn runner() -> PathBuf {
+        let path = std::env::var_os("ANYPATH_RUNNER")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/python-runner/runner.wasm"));
+        assert!(path.is_file(), "runner component {} is missing: run `cargo xtask build` or set ANYPATH_RUNNER", path.display());
+        path
+    }
+
+    /// An interpreter on `root`, and the runtime its sandbox started on
+    /// (kept alive as long as the sandbox).
+    fn interpreter(root: &Path) -> (tokio::runtime::Runtime, Arc<Interpreter>) {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+        let mut config = SandboxConfig::new(runner());
+        config.warm_instances = 0;
+        let sandbox: Sandbox = runtime.block_on(Sandbox::start(config)).expect("sandbox starts");
+        (runtime, Arc::new(Interpreter::new(vec![sandbox], InterpreterConfig::new(root)).expect("interpreter")))
+    }
+
+    /// Runs `work` on its own thread; its answer, or `None` when it takes
+    /// longer than `within`.
+    fn within<T: Send + 'static>(within: Duration, work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(work());
+        });
+        rx.recv_timeout(within).ok()
+    }
+
+    /// Reopening an expired session removes its old directory while the
+    /// session table is free: with that removal held up, calls on other
+    /// sessions (an existing one, a new one) still answer at once.
+    #[test]
+    fn an_expired_sessions_directory_is_removed_without_holding_the_table() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (_runtime, interpreter) = interpreter(dir.path());
+        let short = Some(Duration::from_secs(1));
+        interpreter.open_session("t", "old", short, None).expect("old session");
+        interpreter.upload_file("t", "old", "left.txt", b"from before", false, None).expect("upload");
+        interpreter.open_session("t", "other", None, None).expect("other session");
+        std::thread::sleep(Duration::from_millis(1100));
+
+        let (entered_tx, entered) = channel();
+        let (release, release_rx) = channel();
+        GATES.lock().expect("gates").push(Gate { root: dir.path().to_path_buf(), entered: entered_tx, release: release_rx });
+        let reopening = {
+            let interpreter = interpreter.clone();
+            std::thread::spawn(move || interpreter.open_session("t", "old", None, None))
+        };
+        let removing = entered.recv_timeout(Duration::from_secs(10)).expect("the expired directory is removed");
+        assert!(removing.starts_with(dir.path().join(super::DISCARDED)), "removed after being moved aside: {}", removing.display());
+
+        let other = interpreter.clone();
+        let answered = within(Duration::from_secs(5), move || other.session_info("t", "other").map(|i| i.session_id));
+        assert_eq!(answered.map(Result::ok), Some(Some("other".to_owned())), "another session answers during the removal");
+        let other = interpreter.clone();
+        let created = within(Duration::from_secs(5), move || other.open_session("t", "new", None, None).is_ok());
+        assert_eq!(created, Some(true), "a new session is created during the removal");
+        assert!(!reopening.is_finished(), "the reopening call waits for its own removal");
+
+        release.send(()).expect("released");
+        let reopened = reopening.join().expect("no panic").expect("reopened");
+        assert_eq!(reopened.session_id, "old");
+        assert!(interpreter.list_files("t", "old").expect("files").is_empty(), "the reopened session starts empty");
+        assert!(!removing.exists(), "the old tree is gone");
     }
 }

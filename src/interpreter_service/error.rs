@@ -1,0 +1,62 @@
+//! Why a call to the interpreter service failed: one error for every
+//! transport, each kind with the stable code both the HTTP envelope and MCP
+//! tool errors name.
+
+use anypath_interpreter::InterpreterError;
+
+use crate::admission::Refused;
+
+/// A failed service call.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ServiceError {
+    /// The process serves no code interpreter.
+    #[error("this service runs no code interpreter")]
+    NoInterpreter,
+    /// No valid key or token: the caller has no tenant.
+    #[error("missing or wrong API key or bearer token")]
+    Unauthorized,
+    /// A request body that is not the JSON the call takes.
+    #[error("{0}")]
+    InvalidJson(#[source] serde_json::Error),
+    /// Tool arguments that do not fit the tool's input schema.
+    #[error("{0}")]
+    InvalidArguments(#[source] serde_json::Error),
+    /// A query string that does not parse.
+    #[error("overwrite must be true or false; runtime python or python-data")]
+    InvalidQuery,
+    /// File content that is not base64.
+    #[error("content_base64: {0}")]
+    InvalidBase64(#[source] base64::DecodeError),
+    /// Admission turned the run away.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// The interpreter refused or failed the call.
+    #[error(transparent)]
+    Interpreter(#[from] InterpreterError),
+    /// Work on the blocking pool did not finish (it panicked or was cancelled).
+    #[error("the call's file work did not finish: {0}")]
+    Internal(String),
+}
+
+impl ServiceError {
+    /// The stable code of the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NoInterpreter => "not_found",
+            Self::Unauthorized => "unauthorized",
+            Self::InvalidJson(_) => "invalid_json",
+            Self::InvalidArguments(_) => "invalid_arguments",
+            Self::InvalidQuery => "invalid_query",
+            Self::InvalidBase64(_) => "invalid_base64",
+            Self::Refused(refused) => refused.code(),
+            Self::Interpreter(e) => e.code(),
+            Self::Internal(_) => "internal",
+        }
+    }
+}
+
+impl From<tokio::task::JoinError> for ServiceError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        Self::Internal(e.to_string())
+    }
+}
