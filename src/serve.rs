@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anypath_interpreter::Interpreter;
-use anypath_sandbox::{ExecError, ExecRequest, Sandbox};
+use anypath_sandbox::{BlockRunner, ExecError, ExecRequest};
 use axum::Router;
 use axum::body::to_bytes;
 use axum::extract::{Request, State};
@@ -55,7 +55,7 @@ pub struct ServeOptions {
 }
 
 pub(crate) struct AppState {
-    sandbox: Sandbox,
+    sandbox: BlockRunner,
     token_digest: Option<[u8; 32]>,
     trusted_digest: Option<[u8; 32]>,
     /// Digest of each API key, and its tenant.
@@ -131,7 +131,7 @@ fn refusal(refused: Refused, request_id: &str) -> Response {
 }
 
 /// Serves until Ctrl-C or SIGTERM.
-pub async fn serve(sandbox: Sandbox, mut options: ServeOptions) -> anyhow::Result<()> {
+pub async fn serve(sandbox: BlockRunner, mut options: ServeOptions) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
     options.listen = listener.local_addr()?;
     serve_on(listener, router(sandbox, &options), shutdown_signal()).await
@@ -151,7 +151,7 @@ pub async fn serve_on(
 impl AppState {
     /// The state every route (and the stdio MCP server) shares: credentials,
     /// the interpreter and the admission limits.
-    pub(crate) fn new(sandbox: Sandbox, options: &ServeOptions) -> Arc<Self> {
+    pub(crate) fn new(sandbox: BlockRunner, options: &ServeOptions) -> Arc<Self> {
         Arc::new(AppState {
             sandbox,
             token_digest: options.token.as_deref().map(digest),
@@ -166,7 +166,7 @@ impl AppState {
 
 /// The sandbox's HTTP API (`/v1/exec`, `/healthz`, the code interpreter and
 /// `/mcp`) with its admission limits.
-pub fn router(sandbox: Sandbox, options: &ServeOptions) -> Router {
+pub fn router(sandbox: BlockRunner, options: &ServeOptions) -> Router {
     let state = AppState::new(sandbox, options);
     if let Some(interpreter) = &options.interpreter {
         spawn_sweeper(Arc::downgrade(interpreter));
