@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use anypath_sandbox::{Limits, Sandbox, SandboxConfig};
+use anypath_sandbox::{BlockRunner, Limits, PythonDataConfig, RunnerConfig, SessionRuntime};
 use clap::{Args, Parser, Subcommand};
 
 use crate::runner_path::default_runner;
@@ -296,9 +296,9 @@ struct ExecArgs {
 }
 
 impl RunnerArgs {
-    /// The sandbox configuration these arguments describe.
-    pub fn config(&self) -> anyhow::Result<SandboxConfig> {
-        let mut config = SandboxConfig::new(self.runner.clone().unwrap_or_else(default_runner));
+    /// The runner configuration these arguments describe.
+    pub fn config(&self) -> anyhow::Result<RunnerConfig> {
+        let mut config = RunnerConfig::new(self.runner.clone().unwrap_or_else(default_runner));
         if !config.runner_component.is_file() {
             anyhow::bail!(
                 "runner component {} not found; build it with `cargo xtask build` or pass --runner",
@@ -315,16 +315,15 @@ impl RunnerArgs {
         Ok(config)
     }
 
-    /// Starts the sandbox these arguments describe.
-    pub async fn start(&self) -> anyhow::Result<Sandbox> {
-        Sandbox::start(self.config()?).await.context("starting the sandbox")
+    /// Starts the block runner these arguments describe.
+    pub async fn start(&self) -> anyhow::Result<BlockRunner> {
+        BlockRunner::start(self.config()?).await.context("starting the sandbox")
     }
 
-    /// Starts a sandbox with no warm pool, for one-off runs.
-    /// The sandboxes code-interpreter sessions run on: `python` (the one
-    /// already started) and, when its files are there, `python-data`.
-    pub async fn session_sandboxes(&self, python: &Sandbox) -> anyhow::Result<Vec<Sandbox>> {
-        let mut sandboxes = vec![python.clone()];
+    /// The runtimes code-interpreter sessions run on: `python` (on the block
+    /// runner already started) and, when its files are there, `python-data`.
+    pub async fn session_sandboxes(&self, python: &BlockRunner) -> anyhow::Result<Vec<SessionRuntime>> {
+        let mut sandboxes = vec![python.session_runtime()];
         let dir = match &self.python_data {
             Some(dir) if dir.join("lib").is_dir() => dir.clone(),
             Some(dir) => anyhow::bail!("--python-data {} holds no data runtime (lib/ is missing); build it with `cargo xtask build`", dir.display()),
@@ -336,13 +335,14 @@ impl RunnerArgs {
                 }
             },
         };
-        let config = SandboxConfig::python_data(&dir, self.python_data_variant == DataVariant::Snapshot);
-        tracing::info!(component = %config.runner_component.display(), "loading the python-data runtime");
-        sandboxes.push(Sandbox::start(config).await.context("starting the python-data runtime")?);
+        let config = PythonDataConfig::new(&dir, self.python_data_variant == DataVariant::Snapshot);
+        tracing::info!(component = %config.component.display(), "loading the python-data runtime");
+        sandboxes.push(SessionRuntime::start_python_data(config).await.context("starting the python-data runtime")?);
         Ok(sandboxes)
     }
 
-    pub async fn start_cold(&self) -> anyhow::Result<Sandbox> {
+    /// Starts a block runner with no warm pool, for one-off runs.
+    pub async fn start_cold(&self) -> anyhow::Result<BlockRunner> {
         let mut args = self.clone();
         args.warm_instances = 0;
         args.start().await

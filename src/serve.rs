@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anypath_interpreter::Interpreter;
-use anypath_sandbox::{ExecError, ExecRequest, Sandbox};
+use anypath_sandbox::{BlockRunner, ExecError, ExecRequest};
 use axum::Router;
 use axum::body::to_bytes;
 use axum::extract::{Request, State};
@@ -51,7 +51,7 @@ pub struct ServeOptions {
 }
 
 pub(crate) struct AppState {
-    sandbox: Sandbox,
+    sandbox: BlockRunner,
     credentials: Credentials,
     pub(crate) interpreter: Option<Arc<Interpreter>>,
     pub(crate) admission: Arc<Admission>,
@@ -114,7 +114,7 @@ pub(crate) fn refusal(refused: Refused, request_id: &str) -> Response {
 }
 
 /// Serves until Ctrl-C or SIGTERM.
-pub async fn serve(sandbox: Sandbox, mut options: ServeOptions) -> anyhow::Result<()> {
+pub async fn serve(sandbox: BlockRunner, mut options: ServeOptions) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
     options.listen = listener.local_addr()?;
     serve_on(listener, router(sandbox, &options), shutdown_signal()).await
@@ -134,7 +134,7 @@ pub async fn serve_on(
 impl AppState {
     /// The state every route (and the stdio MCP server) shares: credentials,
     /// the interpreter and the admission limits.
-    pub(crate) fn new(sandbox: Sandbox, options: &ServeOptions) -> Arc<Self> {
+    pub(crate) fn new(sandbox: BlockRunner, options: &ServeOptions) -> Arc<Self> {
         Arc::new(AppState {
             sandbox,
             credentials: Credentials::new(options.token.as_deref(), options.trusted_token.as_deref(), &options.api_keys),
@@ -147,7 +147,7 @@ impl AppState {
 
 /// The sandbox's HTTP API (`/v1/exec`, `/healthz`, the code interpreter and
 /// `/mcp`) with its admission limits.
-pub fn router(sandbox: Sandbox, options: &ServeOptions) -> Router {
+pub fn router(sandbox: BlockRunner, options: &ServeOptions) -> Router {
     let state = AppState::new(sandbox, options);
     if let Some(interpreter) = &options.interpreter {
         spawn_sweeper(Arc::downgrade(interpreter));

@@ -7,7 +7,7 @@ mod common;
 use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, LiveInstance};
 
 fn live(dir: &std::path::Path) -> LiveInstance {
-    common::sandbox().live_instance(Some(dir.to_path_buf()), &LimitOverrides::default())
+    common::python_sessions().live_instance(Some(dir.to_path_buf()), &LimitOverrides::default())
 }
 
 fn run(instance: &mut LiveInstance, code: &str) -> CellReport {
@@ -134,7 +134,7 @@ fn the_least_recently_used_session_gives_up_its_instance_not_its_files() {
     let dir = temp_dir("lru");
     let mut config = InterpreterConfig::new(dir.path());
     config.max_live = 2;
-    let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::sandbox().clone()], config).expect("interpreter"));
+    let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], config).expect("interpreter"));
     let run_in = |session: &str, code: &str| {
         common::block_on(interpreter.run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")
     };

@@ -13,7 +13,7 @@ const MIB: u64 = 1 << 20;
 
 /// A session over `dir` under `quota`.
 fn live(dir: &Path, quota: FileQuota) -> LiveInstance {
-    common::sandbox().live_instance(Some(dir.to_path_buf()), &LimitOverrides::default()).with_quota(quota)
+    common::python_sessions().live_instance(Some(dir.to_path_buf()), &LimitOverrides::default()).with_quota(quota)
 }
 
 /// 1 MiB for the session, no per-file cap below it, room for 16 entries.

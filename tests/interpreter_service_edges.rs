@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, Sandbox};
+use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, SessionRuntime};
 use base64::Engine;
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
@@ -155,7 +155,7 @@ fn reads_over_the_cap_name_the_existing_artifact_and_write_nothing() {
     assert_eq!(listing["artifacts"].as_array().map(Vec::len), Some(1), "the read kept nothing: {listing}");
 }
 
-fn cell(sandbox: &Sandbox, code: &str) -> CellReport {
+fn cell(sandbox: &SessionRuntime, code: &str) -> CellReport {
     let mut session = sandbox.live_instance(None, &LimitOverrides::default());
     common::block_on(session.run(CellRequest { code: code.into(), ..CellRequest::default() }))
 }
@@ -164,7 +164,7 @@ fn cell(sandbox: &Sandbox, code: &str) -> CellReport {
 /// succeeds, stdout is cut at the cap and says so.
 #[test]
 fn both_runtimes_report_a_cell_that_prints_past_the_cap() {
-    for (name, sandbox) in [("python", common::sandbox()), ("python-data", common::data_sandbox())] {
+    for (name, sandbox) in [("python", common::python_sessions()), ("python-data", common::data_sandbox())] {
         let cap = sandbox.limits().stdout_bytes as usize;
         let report = cell(sandbox, "print('x' * 3_000_000)\nprint('\\x1f' * 3_000_000)");
         assert!(report.error.is_none(), "{name}: {:?}", report.error);

@@ -9,7 +9,7 @@ pub mod fake_llm;
 pub mod redis_server;
 pub mod service;
 
-use anypath_sandbox::{ExecError, ExecRequest, Failure, Report, Sandbox, SandboxConfig, Success};
+use anypath_sandbox::{BlockRunner, ExecError, ExecRequest, Failure, PythonDataConfig, Report, RunnerConfig, SessionRuntime, Success};
 use serde_json::{Value, json};
 
 /// A fresh, empty directory `<tmp>/<prefix><random>`, removed with everything
@@ -118,12 +118,18 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     RUNTIME.get_or_init(|| tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime"))
 }
 
-/// The shared sandbox, with default limits and a warm pool.
-pub fn sandbox() -> &'static Sandbox {
-    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+/// The shared block runner, with default limits and a warm pool.
+pub fn sandbox() -> &'static BlockRunner {
+    static SANDBOX: OnceLock<BlockRunner> = OnceLock::new();
     SANDBOX.get_or_init(|| {
-        runtime().block_on(Sandbox::start(SandboxConfig::new(runner_path()))).expect("sandbox starts")
+        runtime().block_on(BlockRunner::start(RunnerConfig::new(runner_path()))).expect("sandbox starts")
     })
+}
+
+/// `python` sessions on the shared block runner's engine.
+pub fn python_sessions() -> &'static SessionRuntime {
+    static SESSIONS: OnceLock<SessionRuntime> = OnceLock::new();
+    SESSIONS.get_or_init(|| sandbox().session_runtime())
 }
 
 /// The data runtime's directory built by `cargo xtask build` (or `ANYPATH_PYTHON_DATA`).
@@ -135,11 +141,11 @@ pub fn python_data_dir() -> PathBuf {
     dir
 }
 
-/// The shared data-runtime sandbox (snapshotted variant, its default limits).
-pub fn data_sandbox() -> &'static Sandbox {
-    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+/// The shared data runtime (snapshotted variant, its default limits).
+pub fn data_sandbox() -> &'static SessionRuntime {
+    static SANDBOX: OnceLock<SessionRuntime> = OnceLock::new();
     SANDBOX.get_or_init(|| {
-        runtime().block_on(Sandbox::start(SandboxConfig::python_data(&python_data_dir(), true))).expect("data sandbox starts")
+        runtime().block_on(SessionRuntime::start_python_data(PythonDataConfig::new(&python_data_dir(), true))).expect("data sandbox starts")
     })
 }
 

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use anypath_sandbox::{CellRequest, LimitOverrides, LiveInstance, Sandbox, SandboxConfig};
+use anypath_sandbox::{CellRequest, LimitOverrides, LiveInstance, PythonDataConfig, SessionRuntime};
 use hdrhistogram::Histogram;
 
 use crate::interpreter::{row, time};
@@ -41,8 +41,8 @@ pub async fn run(layout: &Path, runs: usize, venv_dir: &Path) -> anyhow::Result<
     println!("python-data runtime ({runs} runs per row; sessions start from the snapshot unless named plain)");
     println!("{:<40} {:>10} {:>10}", "operation", "p50", "p99");
 
-    let snapshot = Sandbox::start(SandboxConfig::python_data(layout, true)).await.context("starting python-data (snapshot)")?;
-    let plain = Sandbox::start(SandboxConfig::python_data(layout, false)).await.context("starting python-data (plain)")?;
+    let snapshot = SessionRuntime::start_python_data(PythonDataConfig::new(layout, true)).await.context("starting python-data (snapshot)")?;
+    let plain = SessionRuntime::start_python_data(PythonDataConfig::new(layout, false)).await.context("starting python-data (plain)")?;
     for (sandbox, name) in [(&plain, "plain"), (&snapshot, "snapshot")] {
         let start = time(runs, |i| {
             let dir = session_dir(&root, &format!("{name}-start-{i}"));
@@ -110,7 +110,7 @@ fn session_dir(root: &Path, name: &str) -> PathBuf {
 }
 
 /// A new session's first run of `code` (its instance started on the way).
-async fn first_run(sandbox: &Sandbox, dir: &Path, code: &str) -> anyhow::Result<u64> {
+async fn first_run(sandbox: &SessionRuntime, dir: &Path, code: &str) -> anyhow::Result<u64> {
     let mut session = sandbox.live_instance(Some(dir.to_path_buf()), &LimitOverrides::default());
     cell(&mut session, code).await
 }

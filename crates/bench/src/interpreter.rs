@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
-use anypath_sandbox::{CellRequest, LimitOverrides, Sandbox};
+use anypath_sandbox::{CellRequest, LimitOverrides, SessionRuntime};
 use hdrhistogram::Histogram;
 
 use crate::show;
@@ -16,7 +16,7 @@ use crate::show;
 const BASE: &str = "http://127.0.0.1:3001";
 
 /// p50 of the warm one-line run, for the ratio against the python3 baseline.
-pub async fn run(sandbox: &Sandbox, iterations: usize) -> anyhow::Result<Duration> {
+pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<Duration> {
     let root = std::env::temp_dir().join(format!("anypath-bench-interpreter-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let config = InterpreterConfig::new(&root);

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use anypath_sandbox::{Sandbox, SandboxConfig};
+use anypath_sandbox::{BlockRunner, RunnerConfig};
 use clap::Parser;
 use hdrhistogram::Histogram;
 
@@ -64,9 +64,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let mut config = SandboxConfig::new(&args.runner);
+    let mut config = RunnerConfig::new(&args.runner);
     config.warm_instances = args.warm_instances;
-    let sandbox = Sandbox::start(config).await.context("starting the sandbox")?;
+    let sandbox = BlockRunner::start(config).await.context("starting the sandbox")?;
     let scenarios = scenarios::all()?;
     println!("anypath sandbox benchmark: {} executions per row, fresh instance each", args.iterations);
     println!("{:<34} {:>5} {:>10} {:>10} {:>10}", "scenario", "conc", "p50", "p99", "exec/s");
@@ -90,7 +90,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
     }
-    let warm_cell = if args.only.is_none() { Some(interpreter::run(&sandbox, args.iterations).await?) } else { None };
+    let warm_cell = if args.only.is_none() { Some(interpreter::run(&sandbox.session_runtime(), args.iterations).await?) } else { None };
     println!();
     let baseline = python_baseline(args.baseline_runs)?;
     println!(
@@ -121,7 +121,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn measure(sandbox: &Sandbox, scenario: &Scenario, concurrency: usize, iterations: usize) -> anyhow::Result<Figures> {
+async fn measure(sandbox: &BlockRunner, scenario: &Scenario, concurrency: usize, iterations: usize) -> anyhow::Result<Figures> {
     let histogram = Arc::new(Mutex::new(Histogram::<u64>::new(3)?));
     let started = Instant::now();
     let mut workers = Vec::new();

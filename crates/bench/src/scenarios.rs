@@ -5,7 +5,7 @@ use std::sync::Arc;
 use anyhow::bail;
 use anypath_rest::context::RawRequest;
 use anypath_rest::{RequestContext, rules};
-use anypath_sandbox::{ExecRequest, Sandbox};
+use anypath_sandbox::{BlockRunner, ExecRequest};
 use serde_json::{Value, json};
 
 pub const TRIVIAL: &str = "trivial block";
@@ -47,7 +47,7 @@ impl Scenario {
     }
 
     /// Runs each block once and checks the status, so the figures measure working code.
-    pub async fn check(&self, sandbox: &Sandbox) -> anyhow::Result<()> {
+    pub async fn check(&self, sandbox: &BlockRunner) -> anyhow::Result<()> {
         for i in 0..self.blocks.len() {
             let report = sandbox.execute(self.request(i)?).await;
             match report.outcome {

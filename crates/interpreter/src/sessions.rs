@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anypath_sandbox::{CellReport, CellRequest, FileQuota, LimitOverrides, LiveInstance, Runtime, Sandbox};
+use anypath_sandbox::{CellReport, CellRequest, FileQuota, LimitOverrides, LiveInstance, Runtime, SessionRuntime};
 use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{Artifact, ArtifactConfig, ArtifactStore};
@@ -161,7 +161,7 @@ pub struct ArtifactContent {
 
 /// The code interpreter: sessions over one sandbox per runtime.
 pub struct Interpreter {
-    sandboxes: Vec<Sandbox>,
+    sandboxes: Vec<SessionRuntime>,
     config: InterpreterConfig,
     artifacts: ArtifactStore,
     sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
@@ -197,7 +197,7 @@ impl Interpreter {
     /// The interpreter over `sandboxes` (one per runtime it offers, the
     /// default runtime's among them); removes what an earlier process left
     /// past its TTL.
-    pub fn new(sandboxes: Vec<Sandbox>, mut config: InterpreterConfig) -> Result<Self, InterpreterError> {
+    pub fn new(sandboxes: Vec<SessionRuntime>, mut config: InterpreterConfig) -> Result<Self, InterpreterError> {
         if !sandboxes.iter().any(|s| s.runtime() == config.default_runtime) {
             return Err(InterpreterError::RuntimeUnavailable(config.default_runtime));
         }
@@ -233,11 +233,11 @@ impl Interpreter {
     }
 
     /// The sandboxes sessions run on, one per runtime.
-    pub fn sandboxes(&self) -> &[Sandbox] {
+    pub fn sandboxes(&self) -> &[SessionRuntime] {
         &self.sandboxes
     }
 
-    fn sandbox_for(&self, runtime: Runtime) -> Result<&Sandbox, InterpreterError> {
+    fn sandbox_for(&self, runtime: Runtime) -> Result<&SessionRuntime, InterpreterError> {
         self.sandboxes.iter().find(|s| s.runtime() == runtime).ok_or(InterpreterError::RuntimeUnavailable(runtime))
     }
 

@@ -6,14 +6,17 @@
 //! block's `REPLY` plus a journal of mutations. This crate owns the wasmtime
 //! side: a fresh instance per execution, an empty WASI context (no files,
 //! environment, network or stdio), a fuel budget, a memory cap and an epoch
-//! deadline that also cuts calls blocked in the host. Code-interpreter
-//! sessions keep one instance alive between runs (`live`), with a directory
-//! of their own at `/mnt/data`, optionally under a write quota, and no gate.
+//! deadline that also cuts calls blocked in the host: the [`BlockRunner`].
+//! Code-interpreter sessions keep one instance alive between runs (`live`),
+//! with a directory of their own at `/mnt/data`, optionally under a write
+//! quota, and no gate, on a [`SessionRuntime`] of either Python.
 
 mod artifact;
 mod bindings;
+mod block;
 mod data_runtime;
 mod drain_pipe;
+mod engine;
 mod guest;
 pub mod limits;
 pub mod live;
@@ -23,13 +26,15 @@ mod quota_fs;
 mod recycler;
 pub mod request;
 pub mod runtime;
-mod sandbox;
+mod session;
 
 pub use artifact::ArtifactError;
+pub use block::{BlockRunner, RunnerConfig};
+pub use engine::StartError;
 pub use limits::{LimitOverrides, Limits, PolicyError};
 pub use live::{CellReport, CellRequest, LiveInstance};
 pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
 pub use quota_fs::{FileQuota, Usage, directory_usage};
 pub use request::{CollectionInput, ExecRequest};
 pub use runtime::{Runtime, UnknownRuntime};
-pub use sandbox::{Sandbox, SandboxConfig, StartError};
+pub use session::{PythonDataConfig, SessionRuntime};

@@ -21,7 +21,8 @@ use crate::bindings::anypath::runner::types as wit;
 use crate::limits::{LimitOverrides, Limits};
 use crate::outcome::{ExecError, Metrics, Output};
 use crate::quota_fs::{FileQuota, QuotaState, Usage};
-use crate::sandbox::{Guest, HOST_GRACE, Instance, Sandbox, internal, output_of, trap_error};
+use crate::engine::{self, Instance, internal, output_of};
+use crate::session::{Guest, SessionRuntime};
 
 /// One run of code in a session.
 #[derive(Debug, Clone, Default)]
@@ -55,22 +56,22 @@ pub struct CellReport {
 
 /// A session's runner instance, started on first use.
 pub struct LiveInstance {
-    sandbox: Sandbox,
+    runtime: SessionRuntime,
     dir: Option<PathBuf>,
     limits: Limits,
-    instance: Option<Instance>,
+    instance: Option<Instance<Guest>>,
     /// Runs have been made and then their state lost.
     lost_state: bool,
     /// Write quota on `dir`, shared by every instance this session starts.
     quota: Option<Arc<QuotaState>>,
 }
 
-impl Sandbox {
+impl SessionRuntime {
     /// A live instance whose code sees `dir` (when given) at `/mnt/data`,
-    /// under `limits` (narrowed to the sandbox's own). Nothing starts yet.
+    /// under `limits` (narrowed to the runtime's own). Nothing starts yet.
     pub fn live_instance(&self, dir: Option<PathBuf>, limits: &LimitOverrides) -> LiveInstance {
         let limits = self.limits().narrowed_by(limits);
-        LiveInstance { sandbox: self.clone(), dir, limits, instance: None, lost_state: false, quota: None }
+        LiveInstance { runtime: self.clone(), dir, limits, instance: None, lost_state: false, quota: None }
     }
 }
 
@@ -146,7 +147,7 @@ impl LiveInstance {
             // Owned arguments: a borrow of `self` held across the await would
             // make the future require `LiveInstance: Sync`, which a Store is not.
             let quota = self.quota.clone();
-            self.instance = Some(start(self.sandbox.clone(), self.dir.clone(), quota, self.limits.memory_bytes).await?);
+            self.instance = Some(start(self.runtime.clone(), self.dir.clone(), quota, self.limits.memory_bytes).await?);
         }
         let Some(instance) = self.instance.as_mut() else {
             return Err(ExecError::Internal { message: "no instance after start".into() });
@@ -161,11 +162,7 @@ impl LiveInstance {
                 Guest::Runner(_) => quota.recount(&[dir]),
             }
         }
-        let store = &mut instance.store;
-        let state = store.data_mut();
-        state.memory.reset(limits.memory_bytes);
-        state.deadline = Instant::now() + limits.timeout();
-        store.set_fuel(limits.fuel).map_err(|e| internal("setting fuel", &e))?;
+        engine::arm(&mut instance.store, limits)?;
         let input = wit::CellInput {
             code: request.code,
             env: request.env,
@@ -179,20 +176,14 @@ impl LiveInstance {
                 Guest::Data(data) => data.run_cell(&mut *store, &input).await,
             }
         };
-        let result = crate::sandbox::on_own_thread(tokio::time::timeout(limits.timeout() + HOST_GRACE, call)).await;
-        metrics.fuel_consumed = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
-        metrics.peak_memory_bytes = store.data().memory.peak;
-        let memory_refused = store.data().memory.refused;
-        let output = match result {
-            Err(_elapsed) => {
+        let called = engine::call(limits, call).await;
+        let (output, memory_refused) = match engine::settle(store, limits, metrics, called) {
+            Ok(settled) => settled,
+            Err(error) => {
+                // A trap or a dropped call leaves the instance unusable.
                 self.instance = None;
-                return Err(ExecError::Timeout { timeout_ms: limits.timeout_ms });
+                return Err(error);
             }
-            Ok(Err(trap)) => {
-                self.instance = None;
-                return Err(trap_error(&trap, limits, memory_refused));
-            }
-            Ok(Ok(output)) => output,
         };
         let captured = output_of(&output.output);
         if memory_refused {
@@ -229,14 +220,13 @@ impl LiveInstance {
 
 /// Starts an instance seeing `dir` at /mnt/data, under `quota` and `memory_cap`.
 async fn start(
-    sandbox: Sandbox,
+    runtime: SessionRuntime,
     dir: Option<PathBuf>,
     quota: Option<Arc<QuotaState>>,
     memory_cap: u64,
-) -> Result<Instance, ExecError> {
-    sandbox
-        .inner
-        .start_session_instance(dir.as_deref(), quota, memory_cap)
+) -> Result<Instance<Guest>, ExecError> {
+    runtime
+        .start_instance(dir.as_deref(), quota, memory_cap)
         .await
         .map_err(|e| internal("starting a session instance", &e))
 }

@@ -9,20 +9,22 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::sandbox::{Inner, Instance};
+use crate::bindings::Runner;
+use crate::block::BlockInner;
+use crate::engine::Instance;
 
 /// A bounded queue of ready instances refilled by a background task.
 pub(crate) struct WarmPool {
-    ready: Mutex<mpsc::Receiver<Instance>>,
+    ready: Mutex<mpsc::Receiver<Instance<Runner>>>,
 }
 
 impl WarmPool {
     /// Starts the refill task on the current Tokio runtime.
-    pub(crate) fn start(sandbox: Weak<Inner>, size: usize) -> Self {
+    pub(crate) fn start(runner: Weak<BlockInner>, size: usize) -> Self {
         let (sender, ready) = mpsc::channel(size);
         tokio::spawn(async move {
             loop {
-                let Some(inner) = sandbox.upgrade() else { return };
+                let Some(inner) = runner.upgrade() else { return };
                 let started = inner.start_instance(true).await;
                 drop(inner);
                 match started {
@@ -42,7 +44,7 @@ impl WarmPool {
     }
 
     /// A ready instance, if one is waiting.
-    pub(crate) fn take(&self) -> Option<Instance> {
+    pub(crate) fn take(&self) -> Option<Instance<Runner>> {
         self.ready.lock().ok()?.try_recv().ok()
     }
 }

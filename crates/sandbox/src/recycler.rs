@@ -8,7 +8,11 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::mpsc;
 
-use crate::sandbox::Instance;
+use crate::bindings::Runner;
+use crate::engine::Instance;
+
+/// What a REST block ran in.
+type BlockInstance = Instance<Runner>;
 
 /// Instances waiting to be dropped; past this the request drops its own, so
 /// retired instances can never pile up and exhaust the pool's slots.
@@ -16,14 +20,14 @@ const BACKLOG: usize = 4;
 
 /// The handle to the dropping thread.
 pub(crate) struct Recycler {
-    sender: mpsc::SyncSender<Instance>,
+    sender: mpsc::SyncSender<BlockInstance>,
 }
 
 impl Recycler {
     pub(crate) fn start() -> std::io::Result<Self> {
-        let (sender, receiver) = mpsc::sync_channel::<Instance>(BACKLOG);
+        let (sender, receiver) = mpsc::sync_channel::<BlockInstance>(BACKLOG);
         std::thread::Builder::new().name("anypath-recycler".into()).spawn(move || {
-            // Ends when the sandbox (the only sender) is dropped.
+            // Ends when the block runner (the only sender) is dropped.
             for instance in receiver {
                 drop(instance);
             }
@@ -32,26 +36,26 @@ impl Recycler {
     }
 
     /// Lends `instance` for one execution; it is retired when the lease drops.
-    pub(crate) fn lease(&self, instance: Instance) -> Lease<'_> {
+    pub(crate) fn lease(&self, instance: BlockInstance) -> Lease<'_> {
         Lease { instance: Some(instance), recycler: self }
     }
 }
 
 /// An instance in use; on drop it goes to the recycler, whatever path ended the execution.
 pub(crate) struct Lease<'a> {
-    instance: Option<Instance>,
+    instance: Option<BlockInstance>,
     recycler: &'a Recycler,
 }
 
 impl Deref for Lease<'_> {
-    type Target = Instance;
-    fn deref(&self) -> &Instance {
+    type Target = BlockInstance;
+    fn deref(&self) -> &BlockInstance {
         self.instance.as_ref().expect("present until drop")
     }
 }
 
 impl DerefMut for Lease<'_> {
-    fn deref_mut(&mut self) -> &mut Instance {
+    fn deref_mut(&mut self) -> &mut BlockInstance {
         self.instance.as_mut().expect("present until drop")
     }
 }

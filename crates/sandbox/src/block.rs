@@ -1,0 +1,313 @@
+//! REST blocks: each runs in a fresh instance of the Python runner, taken
+//! from the warm pool when one is ready, under the configured limits.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+
+use crate::bindings::anypath::runner::types as wit;
+use crate::bindings::{Runner, RunnerPre};
+use crate::engine::{self, Instance, Profile, StartError, internal, output_of};
+use crate::guest::GuestState;
+use crate::limits::Limits;
+use crate::outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
+use crate::pool::WarmPool;
+use crate::recycler::Recycler;
+use crate::request::{ExecRequest, PolicyGate};
+use crate::runtime::Runtime;
+use crate::session::SessionRuntime;
+
+/// Deadline for warming a fresh instance (no tenant code runs then).
+const WARM_UP_BUDGET: Duration = Duration::from_secs(30);
+
+/// How to build a [`BlockRunner`].
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// The runner component built by componentize-py.
+    pub runner_component: PathBuf,
+    /// Where compiled artifacts are cached.
+    pub cache_dir: PathBuf,
+    /// Limits every execution starts from.
+    pub limits: Limits,
+    /// Instances kept started ahead of demand (0 disables the pool).
+    pub warm_instances: usize,
+    /// Instance slots the pooling allocator reserves; bounds concurrency.
+    pub instance_slots: u32,
+}
+
+impl RunnerConfig {
+    /// Defaults for `runner_component`, caching next to it.
+    pub fn new(runner_component: impl Into<PathBuf>) -> Self {
+        let runner_component = runner_component.into();
+        let cache_dir = runner_component
+            .parent()
+            .map(|p| p.join("cache"))
+            .unwrap_or_else(|| PathBuf::from("cache"));
+        Self { runner_component, cache_dir, limits: Limits::default(), warm_instances: 2, instance_slots: 64 }
+    }
+}
+
+/// Runs Python blocks, each in a fresh runner instance under the configured limits.
+///
+/// Cheap to clone; clones share the engine and the warm pool.
+#[derive(Clone)]
+pub struct BlockRunner {
+    inner: Arc<BlockInner>,
+}
+
+pub(crate) struct BlockInner {
+    image: Arc<RunnerImage>,
+    pool: OnceLock<WarmPool>,
+    recycler: Recycler,
+}
+
+/// The runner, pre-linked on its engine: REST blocks and `python` sessions
+/// start their instances from it, so both draw on the same pool slots.
+pub(crate) struct RunnerImage {
+    pub(crate) pre: RunnerPre<GuestState>,
+    pub(crate) profile: Profile,
+    _ticker: engine::EpochTicker,
+}
+
+impl BlockRunner {
+    /// Loads (or compiles and caches) the runner and starts the warm pool.
+    /// Must be called inside a Tokio runtime.
+    pub async fn start(config: RunnerConfig) -> Result<Self, StartError> {
+        let engine_config = engine::runner_engine_config(config.instance_slots, config.limits.memory_bytes);
+        let loaded = engine::load(engine_config, &config.runner_component, &config.cache_dir, &config.limits).await?;
+        let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
+        let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
+        let recycler = Recycler::start().map_err(StartError::Thread)?;
+        let profile = Profile {
+            runtime: Runtime::Python,
+            component_name: engine::component_name(&config.runner_component),
+            origin: serde_json::json!("built from components/python-runner by componentize-py"),
+            limits: config.limits,
+        };
+        let image = Arc::new(RunnerImage { pre, profile, _ticker: loaded.ticker });
+        let inner = Arc::new(BlockInner { image, pool: OnceLock::new(), recycler });
+        if config.warm_instances > 0 {
+            // Started only once `inner` exists, so the refill task can always reach it.
+            let _ = inner.pool.set(WarmPool::start(Arc::downgrade(&inner), config.warm_instances));
+        }
+        Ok(Self { inner })
+    }
+
+    /// The limits every execution starts from.
+    pub fn limits(&self) -> Limits {
+        self.inner.image.profile.limits
+    }
+
+    /// What the runner runs, for health reports: the runtime, the
+    /// component's file name, its origin and the limits.
+    pub fn describe(&self) -> serde_json::Value {
+        self.inner.image.profile.describe()
+    }
+
+    /// `python` sessions on this runner's engine and image, sharing its
+    /// instance slots; the warm pool stays the REST blocks' own.
+    pub fn session_runtime(&self) -> SessionRuntime {
+        SessionRuntime::python(self.inner.image.clone())
+    }
+
+    /// Runs one block. Never panics on guest behaviour: every failure is a typed error.
+    pub async fn execute(&self, request: ExecRequest) -> Report {
+        self.execute_gated(request, PolicyGate::Enforced).await
+    }
+
+    /// Runs one block with the policy gate switched off, to prove the
+    /// WebAssembly layer holds by itself. Exists only with the
+    /// `unsafe-test-hooks` feature.
+    #[cfg(feature = "unsafe-test-hooks")]
+    pub async fn execute_without_policy_gate(&self, request: ExecRequest) -> Report {
+        self.execute_gated(request, PolicyGate::Disabled).await
+    }
+
+    async fn execute_gated(&self, request: ExecRequest, gate: PolicyGate) -> Report {
+        let started = Instant::now();
+        let mut limits = self.limits().narrowed_by(&request.limits);
+        // A block's fuel follows what it was handed: runaway code over little
+        // data ends long before the ceiling that a search over the largest
+        // collection needs. Session cells keep the whole ceiling.
+        limits.fuel = crate::limits::block_fuel(request.input_bytes(), limits.fuel);
+        let mut metrics = Metrics::default();
+        let outcome = self.inner.run(request, gate, limits, &mut metrics).await;
+        metrics.duration_us = started.elapsed().as_micros() as u64;
+        Report { outcome, metrics }
+    }
+}
+
+impl BlockInner {
+    /// Starts and warms a fresh runner instance for a REST block. No tenant
+    /// code or data touches it.
+    pub(crate) async fn start_instance(&self, warm: bool) -> wasmtime::Result<Instance<Runner>> {
+        let pre = &self.image.pre;
+        let state = GuestState::new(self.image.profile.limits.memory_bytes, Instant::now() + WARM_UP_BUDGET);
+        let mut store = engine::new_store(pre.engine(), state)?;
+        let runner = pre.instantiate_async(&mut store).await?;
+        if warm {
+            runner.call_warm_up(&mut store).await?;
+        }
+        Ok(Instance { store, guest: runner })
+    }
+
+    async fn run(&self, request: ExecRequest, gate: PolicyGate, limits: Limits, metrics: &mut Metrics) -> Result<Success, Failure> {
+        let fail = |error| Failure { error, output: Output::default() };
+        check_request(&request, &limits).map_err(fail)?;
+        let (instance, warm) = match self.pool.get().and_then(WarmPool::take) {
+            Some(instance) => (instance, true),
+            None => (self.start_instance(false).await.map_err(|e| fail(internal("starting an instance", &e)))?, false),
+        };
+        let mut instance = self.recycler.lease(instance);
+        metrics.warm = warm;
+
+        let Instance { store, guest: runner } = &mut *instance;
+        engine::arm(store, &limits).map_err(fail)?;
+        // Memory never shrinks: an instance that warming grew past this
+        // run's cap has breached it before the block starts.
+        let largest = store.data().memory.largest;
+        if largest > limits.memory_bytes {
+            metrics.peak_memory_bytes = largest;
+            return Err(fail(ExecError::MemoryLimit { limit_bytes: limits.memory_bytes }));
+        }
+
+        let input = wit_input(request, gate, &limits);
+        let called = engine::call(&limits, runner.call_execute(&mut *store, &input)).await;
+        let (returned, memory_refused) = engine::settle(store, &limits, metrics, called).map_err(fail)?;
+        if memory_refused {
+            // A block that caught MemoryError still breached the cap.
+            let output = match &returned {
+                Ok(s) => output_of(&s.output),
+                Err(f) => output_of(&f.output),
+            };
+            return Err(Failure { error: ExecError::MemoryLimit { limit_bytes: limits.memory_bytes }, output });
+        }
+        match returned {
+            Ok(success) => convert_success(success, &input.collections, &limits),
+            Err(failure) => Err(Failure { error: convert_failure(failure.kind), output: output_of(&failure.output) }),
+        }
+    }
+}
+
+fn check_request(request: &ExecRequest, limits: &Limits) -> Result<(), ExecError> {
+    let code = request.code.len() as u64;
+    if code > limits.max_code_bytes {
+        return Err(ExecError::CodeTooLarge { size_bytes: code, limit_bytes: limits.max_code_bytes });
+    }
+    let input = request.input_bytes();
+    if input > limits.max_input_bytes {
+        return Err(ExecError::InputTooLarge { size_bytes: input, limit_bytes: limits.max_input_bytes });
+    }
+    if !request.ctx.get().trim_start().starts_with('{') {
+        return Err(invalid("ctx must be a JSON object"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for collection in &request.collections {
+        if collection.name.is_empty() || !seen.insert(collection.name.as_str()) {
+            return Err(invalid(&format!("collection name {:?} is empty or repeated", collection.name)));
+        }
+        if !collection.documents.get().trim_start().starts_with('[') {
+            return Err(invalid(&format!("documents of {:?} must be a JSON array", collection.name)));
+        }
+    }
+    Ok(())
+}
+
+fn invalid(message: &str) -> ExecError {
+    ExecError::InvalidRequest { message: message.to_owned() }
+}
+
+/// Moves the request's text into the guest input: documents can be megabytes,
+/// and the host needs nothing of them after the call but the collection names.
+fn wit_input(request: ExecRequest, gate: PolicyGate, limits: &Limits) -> wit::ExecInput {
+    let raw = |value: Box<serde_json::value::RawValue>| Box::<str>::from(value).into_string();
+    wit::ExecInput {
+        policy_gate: gate == PolicyGate::Enforced,
+        code: request.code,
+        ctx_json: raw(request.ctx),
+        collections: request
+            .collections
+            .into_iter()
+            .map(|c| wit::Collection {
+                name: c.name,
+                version: c.version,
+                documents_json: raw(c.documents),
+                complete: c.complete,
+                absent_ids: c.absent_ids,
+                reserved_id: c.reserved_id,
+            })
+            .collect(),
+        limits: wit::OutputLimits {
+            stdout_bytes: limits.stdout_bytes,
+            stderr_bytes: limits.stderr_bytes,
+            result_bytes: limits.result_bytes,
+        },
+    }
+}
+
+fn convert_failure(kind: wit::FailureKind) -> ExecError {
+    match kind {
+        wit::FailureKind::Policy(p) => ExecError::Policy { node: p.node, line: p.line, column: p.column, message: p.message },
+        wit::FailureKind::Exception(e) => {
+            ExecError::Exception { type_name: e.type_name, message: e.message, traceback: e.traceback }
+        }
+        wit::FailureKind::InvalidReply(message) => ExecError::InvalidReply { message },
+        wit::FailureKind::OutputLimit(message) => ExecError::OutputLimit { message },
+        wit::FailureKind::Internal(message) => ExecError::Internal { message: format!("runner: {message}") },
+        wit::FailureKind::NeedsData(message) => ExecError::NeedsData { message },
+    }
+}
+
+/// Re-checks what the guest returned: the host trusts no size or name it did not verify.
+fn convert_success(success: wit::Success, loaded: &[wit::Collection], limits: &Limits) -> Result<Success, Failure> {
+    let output = output_of(&success.output);
+    let fail = |error| Failure { error, output: output.clone() };
+    if output.stdout.len() > limits.stdout_bytes as usize || output.stderr.len() > limits.stderr_bytes as usize {
+        return Err(fail(ExecError::OutputLimit { message: "captured output exceeds its cap".into() }));
+    }
+    let mut size = success.reply.body_json.as_ref().map_or(0, String::len);
+    let mut mutations = Vec::with_capacity(success.mutations.len());
+    for m in success.mutations {
+        if !loaded.iter().any(|c| c.name == m.collection) {
+            return Err(fail(ExecError::Internal { message: format!("journal names unknown collection {:?}", m.collection) }));
+        }
+        size += m.document_json.as_ref().map_or(0, String::len);
+        let id = serde_json::from_str(&m.id_json)
+            .map_err(|e| fail(ExecError::Internal { message: format!("journal id is not JSON: {e}") }))?;
+        let document = m
+            .document_json
+            .map(RawValue::from_string)
+            .transpose()
+            .map_err(|e| fail(ExecError::Internal { message: format!("journal document is not JSON: {e}") }))?;
+        mutations.push(Mutation { collection: m.collection, op: op(m.op), id, document });
+    }
+    if size > limits.result_bytes as usize {
+        return Err(fail(ExecError::OutputLimit { message: format!("reply and journal exceed {} bytes", limits.result_bytes) }));
+    }
+    let body = success
+        .reply
+        .body_json
+        .map(RawValue::from_string)
+        .transpose()
+        .map_err(|e| fail(ExecError::InvalidReply { message: format!("body is not JSON: {e}") }))?;
+    let mut reads = Vec::with_capacity(success.reads.len());
+    for r in success.reads {
+        if !loaded.iter().any(|c| c.name == r.collection) {
+            return Err(fail(ExecError::Internal { message: format!("read set names unknown collection {:?}", r.collection) }));
+        }
+        reads.push(ReadSet { collection: r.collection, scanned: r.scanned, ids: r.ids });
+    }
+    Ok(Success { reply: Reply { status: success.reply.status, headers: success.reply.headers, body }, mutations, reads, output })
+}
+
+fn op(op: wit::MutationOp) -> MutationOp {
+    match op {
+        wit::MutationOp::Insert => MutationOp::Insert,
+        wit::MutationOp::Replace => MutationOp::Replace,
+        wit::MutationOp::Patch => MutationOp::Patch,
+        wit::MutationOp::Delete => MutationOp::Delete,
+    }
+}
+

@@ -1,0 +1,275 @@
+//! What the block runner and the session runtime share: the two engine
+//! configurations, the epoch ticker, the linker (WASI with the quota
+//! filesystem in front), artifact loading, store construction and arming a
+//! run's limits (fuel, memory cap, deadline).
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::bindings::filesystem::types as filesystem_types;
+
+use crate::artifact::{self, ArtifactError};
+use crate::bindings::anypath::runner::types as wit;
+use crate::guest::GuestState;
+use crate::limits::Limits;
+use crate::outcome::{ExecError, Metrics, Output};
+use crate::quota_fs::QuotaFs;
+use crate::runtime::Runtime;
+
+/// How often the epoch advances; the deadline is checked at this granularity.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// Extra wall-clock time granted past the guest deadline before the call is dropped.
+const HOST_GRACE: Duration = Duration::from_millis(50);
+/// Linear memory kept mapped in a pool slot between instances.
+const KEEP_RESIDENT_BYTES: usize = 64 << 20;
+/// Largest memory cap the engine reserves room for, whatever the policy says.
+const MAX_MEMORY_CAP: u64 = 4 << 30;
+
+/// A runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid engine configuration: {0:#}")]
+    Engine(wasmtime::Error),
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
+    #[error("the runner component does not fit the runner world: {0:#}")]
+    Link(wasmtime::Error),
+    #[error("memory limit {0} bytes exceeds the supported maximum of {MAX_MEMORY_CAP}")]
+    MemoryCap(u64),
+    #[error("cannot start a sandbox thread: {0}")]
+    Thread(std::io::Error),
+    #[error("the python-data runtime's files are incomplete: {0}")]
+    DataLayout(String),
+}
+
+/// A started instance: its store and its exports (`G`, by runtime).
+pub(crate) struct Instance<G> {
+    pub(crate) store: Store<GuestState>,
+    pub(crate) guest: G,
+}
+
+/// What a runtime is, for health reports.
+pub(crate) struct Profile {
+    pub(crate) runtime: Runtime,
+    pub(crate) component_name: String,
+    pub(crate) origin: serde_json::Value,
+    pub(crate) limits: Limits,
+}
+
+impl Profile {
+    /// The runtime, the component's file name, its origin and the limits.
+    pub(crate) fn describe(&self) -> serde_json::Value {
+        serde_json::json!({
+            "runtime": self.runtime,
+            "component": self.component_name,
+            "origin": self.origin,
+            "limits": self.limits,
+        })
+    }
+}
+
+/// The component's file name, as health reports show it.
+pub(crate) fn component_name(component: &Path) -> String {
+    component.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// The engine for the runner: instances are many and short, so they come
+/// from reserved pool slots (`instance_slots` of them), each capped at
+/// `memory_cap`.
+pub(crate) fn runner_engine_config(instance_slots: u32, memory_cap: u64) -> Config {
+    let mut wasm = Config::new();
+    wasm.consume_fuel(true)
+        .epoch_interruption(true)
+        .memory_init_cow(true)
+        .wasm_component_model(true)
+        // The crate is built with GC for the data runtime's exceptions; the
+        // runner uses none of it, and a GC heap per instance costs its start.
+        .gc_support(false);
+    let slots = instance_slots.max(1);
+    let mut pooling = PoolingAllocationConfig::default();
+    pooling
+        .total_component_instances(slots)
+        .total_core_instances(slots * 32)
+        .total_memories(slots * 4)
+        .total_tables(slots * 8)
+        .total_stacks(slots)
+        .max_core_instances_per_component(32)
+        .max_memories_per_component(4)
+        .max_tables_per_component(8)
+        .max_component_instance_size(1 << 20)
+        .max_core_instance_size(1 << 20)
+        .table_elements(1 << 16)
+        // Restore touched pages by copy when a slot is reused instead of
+        // unmapping them: fresh copy-on-write faults cost a TLB shootdown each.
+        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+        .table_keep_resident(1 << 20)
+        .max_memory_size(memory_cap.next_multiple_of(1 << 16) as usize);
+    wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    wasm
+}
+
+/// The data runtime's engine: the reactor uses the exception-handling
+/// proposal; its instances live as long as sessions and are few, so they are
+/// allocated on demand rather than from reserved pool slots.
+pub(crate) fn data_engine_config() -> Config {
+    let mut wasm = Config::new();
+    wasm.consume_fuel(true)
+        .epoch_interruption(true)
+        .memory_init_cow(true)
+        .wasm_component_model(true)
+        .wasm_exceptions(true);
+    wasm
+}
+
+/// An engine running, its component compiled for it, and a linker serving
+/// WASI through the quota filesystem, ready for the runtime's own imports.
+pub(crate) struct Loaded {
+    pub(crate) component: Component,
+    pub(crate) linker: Linker<GuestState>,
+    pub(crate) ticker: EpochTicker,
+}
+
+/// Checks `limits` against what the engine can hold, builds the engine from
+/// `engine_config`, loads `component` through the cache in `cache_dir`, and
+/// starts the engine's epoch ticker.
+pub(crate) async fn load(engine_config: Config, component: &Path, cache_dir: &Path, limits: &Limits) -> Result<Loaded, StartError> {
+    if limits.memory_bytes > MAX_MEMORY_CAP {
+        return Err(StartError::MemoryCap(limits.memory_bytes));
+    }
+    let engine = Engine::new(&engine_config).map_err(StartError::Engine)?;
+    let component = {
+        let (engine, path, dir) = (engine.clone(), component.to_path_buf(), cache_dir.to_path_buf());
+        // Compiling takes seconds: off the async workers.
+        tokio::task::spawn_blocking(move || artifact::load(&engine, &path, &dir))
+            .await
+            .map_err(|e| StartError::Engine(wasmtime::Error::msg(e.to_string())))??
+    };
+    let mut linker = Linker::<GuestState>::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(StartError::Link)?;
+    // Serve wasi:filesystem/types through the quota check instead.
+    linker.allow_shadowing(true);
+    filesystem_types::add_to_linker::<GuestState, QuotaFs>(&mut linker, GuestState::quota_fs).map_err(StartError::Link)?;
+    linker.allow_shadowing(false);
+    let ticker = EpochTicker::start(engine).map_err(StartError::Thread)?;
+    Ok(Loaded { component, linker, ticker })
+}
+
+/// Advances an engine's epoch so running guests notice their deadline;
+/// stops when dropped.
+pub(crate) struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        std::thread::Builder::new().name("anypath-epoch".into()).spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                std::thread::sleep(EPOCH_TICK);
+                engine.increment_epoch();
+            }
+        })?;
+        Ok(Self { stop })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A store for one instance: unmetered and under the start deadline until
+/// a run arms its own limits, with the memory guard as limiter.
+pub(crate) fn new_store(engine: &Engine, state: GuestState) -> wasmtime::Result<Store<GuestState>> {
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.memory);
+    store.set_fuel(u64::MAX)?;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|ctx| {
+        if Instant::now() >= ctx.data().deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            // Yield so other requests on this executor thread make progress.
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    Ok(store)
+}
+
+/// Arms `store` for one run: a new memory accounting period under the run's
+/// cap, the deadline counted from now, and the run's fuel.
+pub(crate) fn arm(store: &mut Store<GuestState>, limits: &Limits) -> Result<(), ExecError> {
+    let state = store.data_mut();
+    state.memory.reset(limits.memory_bytes);
+    state.deadline = Instant::now() + limits.timeout();
+    store.set_fuel(limits.fuel).map_err(|e| internal("setting fuel", &e))
+}
+
+/// What a guest call came to: its result, or the host dropping it past the deadline.
+pub(crate) type Called<T> = Result<wasmtime::Result<T>, tokio::time::error::Elapsed>;
+
+/// Awaits a guest call on its own thread, dropped once the run's deadline
+/// and the host's grace have passed: a call blocked in the host never sees
+/// the epoch.
+pub(crate) async fn call<T>(limits: &Limits, call: impl Future<Output = wasmtime::Result<T>>) -> Called<T> {
+    on_own_thread(tokio::time::timeout(limits.timeout() + HOST_GRACE, call)).await
+}
+
+/// After a call on `store`: records its fuel and peak memory in `metrics`,
+/// and gives what it returned with whether the memory guard refused a
+/// growth, or the limit or trap that ended it.
+pub(crate) fn settle<T>(store: &Store<GuestState>, limits: &Limits, metrics: &mut Metrics, called: Called<T>) -> Result<(T, bool), ExecError> {
+    metrics.fuel_consumed = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+    metrics.peak_memory_bytes = store.data().memory.peak;
+    let memory_refused = store.data().memory.refused;
+    match called {
+        Err(_elapsed) => Err(ExecError::Timeout { timeout_ms: limits.timeout_ms }),
+        Ok(Err(trap)) => Err(trap_error(&trap, limits, memory_refused)),
+        Ok(Ok(returned)) => Ok((returned, memory_refused)),
+    }
+}
+
+/// Runs guest code on a thread of its own, out of the async scheduler, when
+/// the runtime has worker threads to spare. A guest yields at every epoch
+/// tick, but the scheduler hands the worker straight back to the task that
+/// yielded, so a long execution would hold its worker and starve the short
+/// ones queued behind it; on their own threads the kernel shares the cores
+/// fairly between executions, and request handling keeps its workers.
+async fn on_own_thread<F: Future>(future: F) -> F::Output {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| handle.block_on(future))
+        }
+        _ => future.await,
+    }
+}
+
+pub(crate) fn internal(context: &str, error: &wasmtime::Error) -> ExecError {
+    ExecError::Internal { message: format!("{context}: {error:#}") }
+}
+
+fn trap_error(error: &wasmtime::Error, limits: &Limits, memory_refused: bool) -> ExecError {
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => ExecError::FuelExhausted { budget: limits.fuel },
+        Some(Trap::Interrupt) => ExecError::Timeout { timeout_ms: limits.timeout_ms },
+        _ if memory_refused => ExecError::MemoryLimit { limit_bytes: limits.memory_bytes },
+        Some(trap) => ExecError::Trap { message: trap.to_string() },
+        None => ExecError::Trap { message: format!("{error:#}") },
+    }
+}
+
+pub(crate) fn output_of(output: &wit::CapturedOutput) -> Output {
+    Output {
+        stdout: output.stdout.clone(),
+        stdout_truncated: output.stdout_truncated,
+        stderr: output.stderr.clone(),
+        stderr_truncated: output.stderr_truncated,
+    }
+}
