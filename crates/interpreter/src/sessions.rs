@@ -786,7 +786,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use anypath_sandbox::{Sandbox, SandboxConfig};
+    use anypath_sandbox::{BlockRunner, RunnerConfig};
 
     use super::{Interpreter, InterpreterConfig};
 
@@ -825,10 +825,11 @@ mod tests {
     /// (kept alive as long as the sandbox).
     fn interpreter(root: &Path) -> (tokio::runtime::Runtime, Arc<Interpreter>) {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-        let mut config = SandboxConfig::new(runner());
+        let mut config = RunnerConfig::new(runner());
         config.warm_instances = 0;
-        let sandbox: Sandbox = runtime.block_on(Sandbox::start(config)).expect("sandbox starts");
-        (runtime, Arc::new(Interpreter::new(vec![sandbox], InterpreterConfig::new(root)).expect("interpreter")))
+        let runner = runtime.block_on(BlockRunner::start(config)).expect("the runner starts");
+        let sessions = runner.session_runtime();
+        (runtime, Arc::new(Interpreter::new(vec![sessions], InterpreterConfig::new(root)).expect("interpreter")))
     }
 
     /// Runs `work` on its own thread; its answer, or `None` when it takes
