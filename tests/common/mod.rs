@@ -234,7 +234,11 @@ impl Spawned {
     /// line of either from which `address` takes the address it serves on.
     pub fn start_when(command: &mut std::process::Command, address: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
         use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        // A group of its own, so dropping it also ends what it started
+        // (`spin up` runs its app in a `spin trigger http` child).
         let mut child = command
+            .process_group(0)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -313,6 +317,11 @@ impl Spawned {
 
 impl Drop for Spawned {
     fn drop(&mut self) {
+        if let Ok(group) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) with a negative pid signals that process group
+            // (the one `start_when` made); it touches no memory of ours.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

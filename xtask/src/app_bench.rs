@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, bail};
@@ -14,11 +15,18 @@ use crate::steps::{cargo, root, run, step};
 const OHA_VERSION: &str = "1.16.0";
 const REQUESTS: &str = "2000";
 
-/// Kills the app when the benchmark ends, however it ends.
+/// Kills the app when the benchmark ends, however it ends: with the process
+/// group it leads, when it was started in one of its own (`spin up`, whose
+/// app runs in a `spin trigger http` child).
 struct Running(Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
+        if let Ok(group) = i32::try_from(self.0.id()) {
+            // SAFETY: kill(2) on a negative pid signals that process group;
+            // a process not leading one has no such group and nothing happens.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -153,6 +161,7 @@ fn start_spin_app(spin: &Path, binary: &Path, runner: &Path, data: &Path) -> any
     let kv = toml::Value::String(data.join("kv.db").display().to_string());
     std::fs::write(&runtime_config, format!("[key_value_store.default]\ntype = \"spin\"\npath = {kv}\n"))?;
     let mut child = Command::new(spin)
+        .process_group(0)
         .args(["up", "--quiet", "--listen", "127.0.0.1:0", "--runtime-config-file"])
         .arg(&runtime_config)
         .arg("--state-dir")
