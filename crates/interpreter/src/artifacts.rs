@@ -90,6 +90,10 @@ impl ArtifactStore {
         let blobs = dir.join("blobs");
         fs::create_dir_all(&blobs).map_err(|e| InterpreterError::io("creating the blob store", e))?;
         let db = Connection::open(dir.join("index.sqlite3")).map_err(InterpreterError::index)?;
+        // Several services may share a data directory and start at once; the
+        // switch to WAL and the schema take the write lock for a moment, so
+        // wait for it instead of failing with "database is locked".
+        db.busy_timeout(std::time::Duration::from_secs(10)).map_err(InterpreterError::index)?;
         db.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;
