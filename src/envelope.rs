@@ -7,11 +7,14 @@
 //! one request names the same id, and rewrites whatever error answer left
 //! without one.
 
-use axum::body::to_bytes;
-use axum::extract::Request;
+use std::time::Duration;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use http_body_util::BodyExt;
 
 use crate::serve::{REQUEST_ID, error, request_id};
 
@@ -22,12 +25,43 @@ const ENVELOPE_BYTES: usize = 64 << 10;
 const MIN_UPLOAD_BODY_BYTES: usize = 4 << 20;
 /// The most of a framework's plain-text refusal kept as the message.
 const MESSAGE_BYTES: usize = 4 << 10;
+/// The largest declared body read and discarded before an over-limit upload
+/// is refused; a larger one is refused at once and its connection closed.
+const DRAIN_MAX_BYTES: u64 = 256 << 20;
+/// How long an over-limit upload is read and discarded before the refusal.
+const DRAIN_TIME: Duration = Duration::from_secs(30);
 
 /// The body limit of a route that takes a file: the largest permitted
 /// upload as base64, in its envelope.
 pub(crate) fn upload_body_limit(max_upload_bytes: u64) -> usize {
     let upload = usize::try_from(max_upload_bytes).unwrap_or(usize::MAX);
     upload.div_ceil(3).saturating_mul(4).saturating_add(ENVELOPE_BYTES).max(MIN_UPLOAD_BODY_BYTES)
+}
+
+/// Refuses an upload route's request whose declared length is over `limit`
+/// with the 413 envelope, after reading and discarding its body: a client
+/// still sending when the server answered and closed would see a broken
+/// pipe or a reset instead of the refusal.
+pub(crate) async fn refuse_oversized_body(State(limit): State<usize>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let Some(declared) = declared.filter(|&n| n > limit as u64) else {
+        return next.run(request).await;
+    };
+    let id = request_id(request.headers());
+    if declared <= DRAIN_MAX_BYTES {
+        let _ = tokio::time::timeout(DRAIN_TIME, discard(request.into_body())).await;
+    }
+    let message = format!("the body declares {declared} bytes; this route takes at most {limit}");
+    error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", &message, &id)
+}
+
+/// Reads a body to its end, keeping nothing.
+async fn discard(mut body: Body) {
+    while let Some(Ok(_)) = body.frame().await {}
 }
 
 /// Gives the request its id, then makes any error answer without a JSON body

@@ -36,7 +36,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 
-use crate::envelope::upload_body_limit;
+use crate::envelope::{refuse_oversized_body, upload_body_limit};
 use crate::interpreter_service::{Caller, Content, InterpreterService, OpenSession, ServiceError, SignedTarget, Upload};
 use crate::serve::{AppState, error, refusal, request_id, set_request_id};
 
@@ -44,11 +44,12 @@ use crate::serve::{AppState, error, refusal, request_id, set_request_id};
 /// large as the upload quota allows (as base64 in its envelope); every other
 /// route keeps the framework's default limit.
 pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
-    let upload_limit = DefaultBodyLimit::max(state.interpreter.as_ref().map_or(0, |i| upload_body_limit(i.max_upload_bytes())));
+    let upload_limit = state.interpreter.as_ref().map_or(0, |i| upload_body_limit(i.max_upload_bytes()));
     let files = Router::new()
         .route("/v1/sessions/{session_id}/files", get(list_files).post(upload_base64))
         .route("/v1/sessions/{session_id}/files/{*path}", get(download).put(upload_raw).delete(delete_file))
-        .layer(upload_limit);
+        .layer(DefaultBodyLimit::max(upload_limit))
+        .layer(axum::middleware::from_fn_with_state(upload_limit, refuse_oversized_body));
     Router::new()
         .route("/v1/sessions", post(open_session))
         .route("/v1/sessions/{session_id}", get(describe_session).delete(close_session))
