@@ -402,8 +402,15 @@ impl Interpreter {
     pub async fn run_python(self: &Arc<Self>, tenant: &str, session_id: &str, request: RunRequest, base_url: &str) -> Result<RunReport, InterpreterError> {
         let env = checked_env(request.env)?;
         let create = Create::Yes { ttl: None, runtime: request.runtime };
-        let (owner, id) = (tenant.to_owned(), session_id.to_owned());
-        let session = self.off_workers(move |i| i.session(&owner, &id, create)).await?;
+        // A warm run finds its session in the table; only a new or reloaded
+        // one needs the disk, on the blocking pool.
+        let session = match self.listed_session(tenant, session_id, &create)? {
+            Some(session) => session,
+            None => {
+                let (owner, id) = (tenant.to_owned(), session_id.to_owned());
+                self.off_workers(move |i| i.session(&owner, &id, create)).await?
+            }
+        };
         let mut live = tokio::time::timeout(self.config.busy_wait, session.live.lock())
             .await
             .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
@@ -494,6 +501,19 @@ impl Interpreter {
         session
     }
 
+    /// The session when the table holds it unexpired: no file is touched,
+    /// so the async workers may ask. `None` means [`Self::session`] must
+    /// look on disk or create it.
+    fn listed_session(&self, tenant: &str, session_id: &str, create: &Create) -> Result<Option<Arc<Session>>, InterpreterError> {
+        let key = (names::tenant(tenant)?.to_owned(), names::session_id(session_id)?.to_owned());
+        let asked = match create {
+            Create::Yes { runtime, .. } => *runtime,
+            Create::No => None,
+        };
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        listed(&sessions, &key, asked)
+    }
+
     /// [`Self::session`] under the table's lock; an expired predecessor's
     /// directory is moved aside into `discarded` (one rename), not removed.
     fn session_locked(&self, tenant: &str, session_id: &str, create: Create, discarded: &mut Option<PathBuf>) -> Result<Arc<Session>, InterpreterError> {
@@ -505,12 +525,9 @@ impl Interpreter {
         };
         let key = (tenant.to_owned(), session_id.to_owned());
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(session) = sessions.get(&key)
-            && session.idle() < session.ttl {
-                check_runtime(session_id, session.runtime, asked)?;
-                session.touch();
-                return Ok(session.clone());
-            }
+        if let Some(session) = listed(&sessions, &key, asked)? {
+            return Ok(session);
+        }
         let home = self.config.root.join("sessions").join(tenant).join(session_id);
         let on_disk = read_meta(&home).filter(|m| unix_now().saturating_sub(m.last_used_unix) < m.ttl_seconds);
         if on_disk.is_none() && matches!(create, Create::No) {
@@ -705,6 +722,19 @@ impl Session {
 enum Create {
     No,
     Yes { ttl: Option<Duration>, runtime: Option<Runtime> },
+}
+
+/// The table's unexpired session under `key`, touched, when it runs the
+/// runtime `asked` for (if any).
+fn listed(sessions: &HashMap<(String, String), Arc<Session>>, key: &(String, String), asked: Option<Runtime>) -> Result<Option<Arc<Session>>, InterpreterError> {
+    match sessions.get(key) {
+        Some(session) if session.idle() < session.ttl => {
+            check_runtime(&key.1, session.runtime, asked)?;
+            session.touch();
+            Ok(Some(session.clone()))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// An existing session runs the runtime it was created with: asking for another is an error.
