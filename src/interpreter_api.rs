@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anypath_interpreter::{Artifact, InterpreterError, LinkQuery, RunRequest};
+use anypath_wire::{OpenSessionRequest, UploadRequest};
 use anypath_sandbox::Runtime;
 use axum::Router;
 use axum::body::Bytes;
@@ -131,16 +132,9 @@ fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ServiceError
     serde_json::from_slice(body).map_err(ServiceError::InvalidJson)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OpenSessionBody {
-    session_id: String,
-    ttl_seconds: Option<u64>,
-    runtime: Option<Runtime>,
-}
 
 async fn open_session(c: Call, body: Bytes) -> Response {
-    let opened = match parse::<OpenSessionBody>(&body) {
+    let opened = match parse::<OpenSessionRequest>(&body) {
         Ok(open) => {
             let open = OpenSession { session_id: open.session_id, ttl: open.ttl_seconds.map(Duration::from_secs), runtime: open.runtime };
             c.service.open_session(&c.caller, open).await
@@ -158,19 +152,9 @@ async fn close_session(c: Call, Path(session_id): Path<String>) -> Response {
     c.answer(StatusCode::OK, c.service.close_session(&c.caller, session_id).await)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UploadBody {
-    filename: String,
-    content_base64: String,
-    #[serde(default)]
-    overwrite: bool,
-    runtime: Option<Runtime>,
-}
-
 async fn upload_base64(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
-    let uploaded = match parse::<UploadBody>(&body) {
-        Ok(UploadBody { filename, content_base64, overwrite, runtime }) => {
+    let uploaded = match parse::<UploadRequest>(&body) {
+        Ok(UploadRequest { filename, content_base64, overwrite, runtime }) => {
             let upload = Upload { session_id, filename, content: Content::Base64(content_base64), overwrite, runtime };
             c.service.upload(&c.caller, upload).await
         }

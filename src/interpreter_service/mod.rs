@@ -14,11 +14,10 @@ use std::time::Duration;
 
 use anypath_interpreter::{Artifact, ArtifactContent, FileInfo, Interpreter, LinkQuery, RunReport, RunRequest, SessionInfo};
 use anypath_sandbox::Runtime;
+pub(crate) use anypath_wire::{ArtifactList, Closed, FileList};
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use base64::Engine;
-use schemars::JsonSchema;
-use serde::Serialize;
 
 pub(crate) use caller::Caller;
 pub(crate) use error::ServiceError;
@@ -80,28 +79,6 @@ pub(crate) enum SignedTarget {
         /// The file's name in that session.
         filename: String,
     },
-}
-
-/// The files of a session.
-#[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct FileList {
-    // Undocumented on purpose: a doc comment here would change the
-    // published output schema of `list_files`.
-    pub files: Vec<FileInfo>,
-}
-
-/// The artifacts of a session, newest first.
-#[derive(Debug, Serialize)]
-pub(crate) struct ArtifactList {
-    /// Each artifact with its signed links.
-    pub artifacts: Vec<Artifact>,
-}
-
-/// A closed session.
-#[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct Closed {
-    /// Always `closed`.
-    pub status: String,
 }
 
 impl InterpreterService {

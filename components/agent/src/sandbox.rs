@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use anypath_agent::{ToolFailure, Workspace};
 use anypath_rest::sandbox_pool::{no_host_answered, session_key};
+use anypath_wire::{ErrorEnvelope, FileList, OpenSessionRequest, RunReport, RunRequest, UploadRequest};
 use base64::Engine;
 use http_client::{Answer, CallError, Method, call, call_with};
-use serde_json::{Value, json};
 
 use crate::Config;
 
@@ -65,9 +65,10 @@ impl<'a> SandboxSession<'a> {
         let pool = config.sandbox_pool.as_ref().map_err(|e| OpenError::Unconfigured(e.to_string()))?;
         let bearer = format!("Bearer {}", config.sandbox_token);
         let headers = config.sandbox_headers(tenant, request_id, &bearer);
-        let body = json!({"session_id": session_id}).to_string();
+        let open = OpenSessionRequest { session_id: session_id.to_owned(), ttl_seconds: None, runtime: None };
+        let body = serde_json::to_vec(&open).map_err(|e| OpenError::Unconfigured(format!("the session request could not be encoded: {e}")))?;
         let opened = pool.first_answer(&session_key(tenant, session_id), |host| -> Result<Answer, CallError> {
-            call(&format!("http://{host}/v1/sessions"), Some(body.as_bytes()), &headers, config.call_timeout)
+            call(&format!("http://{host}/v1/sessions"), Some(&body), &headers, config.call_timeout)
         });
         let answered = opened.map_err(|failures| OpenError::Unreachable(no_host_answered(&failures)))?;
         if answered.answer.status != 201 {
@@ -117,12 +118,13 @@ impl<'a> SandboxSession<'a> {
 
 impl Workspace for SandboxSession<'_> {
     fn write_file(&mut self, path: &str, content: &str) -> Result<String, ToolFailure> {
-        let body = json!({
-            "filename": path,
-            "content_base64": base64::engine::general_purpose::STANDARD.encode(content),
-            "overwrite": true,
-        });
-        match self.send("/files", Some(body.to_string().as_bytes()), self.config.call_timeout)? {
+        let upload = UploadRequest {
+            filename: path.to_owned(),
+            content_base64: base64::engine::general_purpose::STANDARD.encode(content),
+            overwrite: true,
+            runtime: None,
+        };
+        match self.send("/files", Some(&encode(&upload)?), self.config.call_timeout)? {
             (201, _) => Ok(format!("wrote {} bytes to {path}", content.len())),
             (status, body) => Err(ToolFailure(format!("writing {path} failed ({status}): {}", message(&body)))),
         }
@@ -138,13 +140,8 @@ impl Workspace for SandboxSession<'_> {
     fn list_files(&mut self) -> Result<String, ToolFailure> {
         match self.send("/files", None, self.config.call_timeout)? {
             (200, body) => {
-                let listed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                let lines: Vec<String> = listed["files"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|f| format!("{} ({} bytes)", f["filename"].as_str().unwrap_or("?"), f["size_bytes"]))
-                    .collect();
+                let listed: FileList = decode(&body, "file list")?;
+                let lines: Vec<String> = listed.files.iter().map(|f| format!("{} ({} bytes)", f.filename, f.size_bytes)).collect();
                 Ok(if lines.is_empty() { "(no files)".into() } else { lines.join("\n") })
             }
             (status, body) => Err(ToolFailure(format!("listing failed ({status}): {}", message(&body)))),
@@ -152,18 +149,18 @@ impl Workspace for SandboxSession<'_> {
     }
 
     fn run_python(&mut self, code: &str) -> Result<String, ToolFailure> {
-        let body = json!({"code": code}).to_string();
-        match self.send("/run", Some(body.as_bytes()), RUN_CALL_TIMEOUT)? {
+        match self.send("/run", Some(&encode(&RunRequest::code(code))?), RUN_CALL_TIMEOUT)? {
             (200, body) => {
-                let report: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                let mut text = format!("exit_code: {}\nstdout:\n{}", report["exit_code"], report["stdout"].as_str().unwrap_or(""));
-                if let Some(stderr) = report["stderr"].as_str().filter(|s| !s.is_empty()) {
-                    text.push_str(&format!("\nstderr:\n{stderr}"));
+                let report: RunReport = decode(&body, "run report")?;
+                let cell = &report.cell;
+                let mut text = format!("exit_code: {}\nstdout:\n{}", cell.exit_code, cell.output.stdout);
+                if !cell.output.stderr.is_empty() {
+                    text.push_str(&format!("\nstderr:\n{}", cell.output.stderr));
                 }
-                if let Some(traceback) = report["traceback"].as_str() {
+                if let Some(traceback) = &cell.traceback {
                     text.push_str(&format!("\ntraceback:\n{traceback}"));
-                } else if let Some(kind) = report["error"]["kind"].as_str() {
-                    text.push_str(&format!("\nerror: {kind}"));
+                } else if let Some(error) = &cell.error {
+                    text.push_str(&format!("\nerror: {}", error.kind()));
                 }
                 Ok(capped(&text))
             }
@@ -174,11 +171,20 @@ impl Workspace for SandboxSession<'_> {
 
 /// The message of an error envelope, or the start of the body.
 fn message(body: &[u8]) -> String {
-    let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    parsed["error"]["message"]
-        .as_str()
-        .map(str::to_owned)
-        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned())
+    match serde_json::from_slice::<ErrorEnvelope>(body) {
+        Ok(envelope) => envelope.error.message,
+        Err(_) => String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
+    }
+}
+
+/// A request body as JSON.
+fn encode(body: &impl serde::Serialize) -> Result<Vec<u8>, ToolFailure> {
+    serde_json::to_vec(body).map_err(|e| ToolFailure(format!("the request could not be encoded: {e}")))
+}
+
+/// The sandbox host's answer as `T`; a body that is not one is the host's fault.
+fn decode<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ToolFailure> {
+    serde_json::from_slice(body).map_err(|e| ToolFailure(format!("the sandbox host's {what} is malformed: {e}")))
 }
 
 fn capped(text: &str) -> String {

@@ -38,29 +38,14 @@ impl Default for ArtifactConfig {
     }
 }
 
-/// What a client sees of an artifact.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct Artifact {
-    /// Stable id, the handle of its download link.
-    pub id: String,
-    /// As the code saw it: `/mnt/data/<filename>`.
-    pub path: String,
-    /// Relative to the session directory.
-    pub filename: String,
-    pub size_bytes: u64,
-    pub mime_type: String,
-    /// Hex SHA-256 of the bytes.
-    pub sha256: String,
-    pub session_id: String,
-    pub created_unix: u64,
-    /// When the artifact and its links stop working.
-    pub expires_unix: u64,
-    /// Signed absolute URL: a plain GET fetches the bytes until `expires_unix`.
-    pub download_url: String,
-    /// The same bytes under `/files/{session_id}/{filename}`, signed the same way.
-    pub file_url: String,
-    #[serde(skip)]
-    pub tenant: String,
+pub use anypath_wire::Artifact;
+
+/// An artifact as the index holds it: with the tenant it belongs to, which
+/// decides who may see it and is signed into its `/files/...` link, but is
+/// never shown.
+struct Indexed {
+    tenant: String,
+    artifact: Artifact,
 }
 
 /// Characters escaped in a URL path segment or query value.
@@ -155,14 +140,13 @@ impl ArtifactStore {
             expires_unix: now + self.config.retention.as_secs(),
             download_url: String::new(),
             file_url: String::new(),
-            tenant: tenant.to_owned(),
         };
         db.execute(
             "INSERT INTO artifacts (id, tenant, session_id, filename, size_bytes, mime_type, sha256, created_unix, expires_unix)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![
                 artifact.id,
-                artifact.tenant,
+                tenant,
                 artifact.session_id,
                 artifact.filename,
                 artifact.size_bytes as i64,
@@ -173,7 +157,7 @@ impl ArtifactStore {
             ],
         )
         .map_err(InterpreterError::index)?;
-        Ok(self.linked(artifact, base_url))
+        Ok(self.linked(Indexed { tenant: tenant.to_owned(), artifact }, base_url))
     }
 
     /// The newest live artifact of the session's `filename` holding exactly
@@ -204,7 +188,7 @@ impl ArtifactStore {
             .prepare(&format!("SELECT {COLUMNS} FROM artifacts WHERE tenant = ?1 AND session_id = ?2 AND expires_unix > ?3 ORDER BY created_unix DESC, rowid DESC"))
             .map_err(InterpreterError::index)?;
         let rows = statement.query_map(params![tenant, session_id, unix_now() as i64], row).map_err(InterpreterError::index)?;
-        let found: Result<Vec<Artifact>, _> = rows.collect();
+        let found: Result<Vec<Indexed>, _> = rows.collect();
         Ok(found.map_err(InterpreterError::index)?.into_iter().map(|a| self.linked(a, base_url)).collect())
     }
 
@@ -216,8 +200,8 @@ impl ArtifactStore {
         if !self.signer.verify(&["artifact", id, &expires], &query.signature) || query.expires <= unix_now() {
             return Err(InterpreterError::Forbidden);
         }
-        let artifact = self.by_id(id)?.ok_or(InterpreterError::Forbidden)?;
-        self.open_blob(artifact)
+        let indexed = self.by_id(id)?.ok_or(InterpreterError::Forbidden)?;
+        self.open_blob(indexed.artifact)
     }
 
     /// The newest artifact named `filename` in the session, for a signed
@@ -238,7 +222,7 @@ impl ArtifactStore {
             .optional()
             .map_err(InterpreterError::index)?
         };
-        self.open_blob(artifact.ok_or(InterpreterError::Forbidden)?)
+        self.open_blob(artifact.ok_or(InterpreterError::Forbidden)?.artifact)
     }
 
     /// Removes expired artifacts, then every blob no artifact refers to; returns how many blobs went.
@@ -269,7 +253,7 @@ impl ArtifactStore {
         fs::read_dir(&self.blobs).into_iter().flatten().flatten().filter(|shard| shard.file_name() != STAGING).map(|shard| fs::read_dir(shard.path()).into_iter().flatten().count()).sum()
     }
 
-    fn by_id(&self, id: &str) -> Result<Option<Artifact>, InterpreterError> {
+    fn by_id(&self, id: &str) -> Result<Option<Indexed>, InterpreterError> {
         let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
         db.query_row(&format!("SELECT {COLUMNS} FROM artifacts WHERE id = ?1 AND expires_unix > ?2"), params![id, unix_now() as i64], row)
             .optional()
@@ -319,17 +303,18 @@ impl ArtifactStore {
         })
     }
 
-    /// Fills in the signed links.
-    fn linked(&self, mut artifact: Artifact, base_url: &str) -> Artifact {
+    /// The artifact with its signed links filled in.
+    fn linked(&self, indexed: Indexed, base_url: &str) -> Artifact {
+        let Indexed { tenant, mut artifact } = indexed;
         let expires = artifact.expires_unix.to_string();
         let signature = self.signer.sign(&["artifact", &artifact.id, &expires]);
         artifact.download_url = format!("{base_url}/v1/artifacts/{}/content?expires={expires}&signature={signature}", artifact.id);
-        let signature = self.signer.sign(&["file", &artifact.tenant, &artifact.session_id, &artifact.filename, &expires]);
+        let signature = self.signer.sign(&["file", &tenant, &artifact.session_id, &artifact.filename, &expires]);
         artifact.file_url = format!(
             "{base_url}/files/{}/{}?tenant={}&expires={expires}&signature={signature}",
             artifact.session_id,
             url_path(&artifact.filename),
-            utf8_percent_encode(&artifact.tenant, URL_ESCAPED)
+            utf8_percent_encode(&tenant, URL_ESCAPED)
         );
         artifact
     }
@@ -370,11 +355,10 @@ struct Staged {
 
 const COLUMNS: &str = "id, tenant, session_id, filename, size_bytes, mime_type, sha256, created_unix, expires_unix";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Artifact> {
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Indexed> {
     let filename: String = r.get(3)?;
-    Ok(Artifact {
+    let artifact = Artifact {
         id: r.get(0)?,
-        tenant: r.get(1)?,
         session_id: r.get(2)?,
         path: format!("{GUEST_DIR}/{filename}"),
         filename,
@@ -385,7 +369,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Artifact> {
         expires_unix: r.get::<_, i64>(8)? as u64,
         download_url: String::new(),
         file_url: String::new(),
-    })
+    };
+    Ok(Indexed { tenant: r.get(1)?, artifact })
 }
 
 fn unix_now() -> u64 {

@@ -9,23 +9,13 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+pub use anypath_wire::FileInfo;
 
 use crate::error::InterpreterError;
 use crate::names;
 
 /// What the code sees as the session directory.
 pub const GUEST_DIR: &str = "/mnt/data";
-
-/// One file of a session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct FileInfo {
-    /// As the code sees it: `/mnt/data/<name>`.
-    pub path: String,
-    /// Relative to the session directory.
-    pub filename: String,
-    pub size_bytes: u64,
-}
 
 /// The files of one session directory.
 #[derive(Debug, Clone)]

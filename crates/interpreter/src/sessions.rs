@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anypath_sandbox::{CellReport, CellRequest, FileQuota, LimitOverrides, LiveInstance, Runtime, SessionRuntime};
+use anypath_sandbox::{CellRequest, FileQuota, LimitOverrides, LiveInstance, Runtime, SessionRuntime};
+pub use anypath_wire::{ArtifactContent, ArtifactFailure, RunReport, RunRequest, SessionInfo};
 use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{Artifact, ArtifactConfig, ArtifactStore};
@@ -94,69 +95,6 @@ impl InterpreterConfig {
             default_runtime: Runtime::Python,
         }
     }
-}
-
-/// What a client sees of a session.
-#[derive(Debug, Clone, Serialize)]
-pub struct SessionInfo {
-    pub session_id: String,
-    pub ttl_seconds: u64,
-    /// Seconds until the session expires if it stays idle.
-    pub expires_in_seconds: u64,
-    /// Whether a live instance holds Python state now.
-    pub live: bool,
-    /// The Python the session runs.
-    pub runtime: Runtime,
-}
-
-/// One run asked of a session.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct RunRequest {
-    pub code: String,
-    /// Environment variables the code sees; the host's never reach it.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Lower limits for this run.
-    #[serde(default)]
-    pub limits: LimitOverrides,
-    /// The runtime, when this run creates the session (the server's default
-    /// otherwise); a session keeps the runtime it was created with.
-    #[serde(default)]
-    pub runtime: Option<Runtime>,
-}
-
-/// What a run reports.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct RunReport {
-    pub run_id: String,
-    pub session_id: String,
-    /// The Python the session runs: for the caller's log, not the answer.
-    #[serde(skip)]
-    pub runtime: Runtime,
-    #[serde(flatten)]
-    pub cell: CellReport,
-    /// Files the run created or changed, kept as artifacts (none after a failed run).
-    pub artifacts: Vec<Artifact>,
-    /// Changed files that could not be kept (tenant quota, storage failure).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub artifact_errors: Vec<ArtifactFailure>,
-}
-
-/// A changed file that was not kept as an artifact, and why.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct ArtifactFailure {
-    pub filename: String,
-    pub error: String,
-}
-
-/// An artifact's bytes, read inline.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct ArtifactContent {
-    pub path: String,
-    pub mime_type: String,
-    pub size_bytes: u64,
-    pub sha256: String,
-    pub content_base64: String,
 }
 
 /// The code interpreter: sessions over one sandbox per runtime.

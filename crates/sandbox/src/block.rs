@@ -16,7 +16,7 @@ use crate::outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, 
 use crate::pool::WarmPool;
 use crate::recycler::Recycler;
 use crate::request::{ExecRequest, PolicyGate};
-use crate::runtime::Runtime;
+use anypath_wire::Runtime;
 use crate::session::SessionRuntime;
 
 /// Deadline for warming a fresh instance (no tenant code runs then).

@@ -19,7 +19,7 @@ use crate::guest::GuestState;
 use crate::limits::Limits;
 use crate::outcome::{ExecError, Metrics, Output};
 use crate::quota_fs::QuotaFs;
-use crate::runtime::Runtime;
+use anypath_wire::Runtime;
 
 /// How often the epoch advances; the deadline is checked at this granularity.
 const EPOCH_TICK: Duration = Duration::from_millis(5);

@@ -25,7 +25,6 @@ mod pool;
 mod quota_fs;
 mod recycler;
 pub mod request;
-pub mod runtime;
 mod session;
 
 pub use artifact::ArtifactError;
@@ -36,5 +35,5 @@ pub use live::{CellReport, CellRequest, LiveInstance};
 pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
 pub use quota_fs::{FileQuota, Usage, directory_usage};
 pub use request::{CollectionInput, ExecRequest};
-pub use runtime::{Runtime, UnknownRuntime};
+pub use anypath_wire::{Runtime, UnknownRuntime};
 pub use session::{PythonDataConfig, SessionRuntime};

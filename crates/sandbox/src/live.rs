@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde::Serialize;
+pub use anypath_wire::CellReport;
 
 use crate::bindings::anypath::runner::types as wit;
 use crate::limits::{LimitOverrides, Limits};
@@ -32,26 +32,6 @@ pub struct CellRequest {
     pub env: Vec<(String, String)>,
     /// Lower limits for this run (never higher than the session's).
     pub limits: LimitOverrides,
-}
-
-/// What one run produced.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct CellReport {
-    /// 0 when the code ran to its end.
-    pub exit_code: i32,
-    #[serde(flatten)]
-    pub output: Output,
-    /// The code's own frames, when it raised.
-    pub traceback: Option<String>,
-    /// Why the run failed: `exception` or a limit (`fuel_exhausted`, ...).
-    pub error: Option<ExecError>,
-    /// The in-memory state is not what earlier runs left: this run started a
-    /// fresh instance after a trap, or trapped and lost it.
-    pub state_reset: bool,
-    /// A write or file creation was refused by the session's quota during
-    /// this run (the code may have seen it as a plain EIO mid-write).
-    pub quota_exceeded: bool,
-    pub metrics: Metrics,
 }
 
 /// A session's runner instance, started on first use.

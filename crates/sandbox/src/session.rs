@@ -12,7 +12,7 @@ use crate::engine::{self, EpochTicker, Instance, Profile, StartError};
 use crate::guest::GuestState;
 use crate::limits::Limits;
 use crate::quota_fs::QuotaState;
-use crate::runtime::Runtime;
+use anypath_wire::Runtime;
 
 /// Deadline for starting a session's instance (no tenant code runs then):
 /// the data runtime's plain reactor initialises CPython and loads the cell code.

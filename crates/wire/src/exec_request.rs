@@ -78,6 +78,13 @@ pub struct LimitOverrides {
     pub result_bytes: Option<u32>,
 }
 
+impl LimitOverrides {
+    /// Whether no limit is lowered.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 fn yes() -> bool {
     true
 }

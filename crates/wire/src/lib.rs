@@ -14,15 +14,26 @@
 //! - [`PlannerStatus`]: the planner's `GET /status`, and [`SettingError`], a
 //!   variable a component cannot use.
 //! - [`ErrorEnvelope`]: the JSON body of every error answer.
+//! - The code interpreter's session API: [`OpenSessionRequest`],
+//!   [`UploadRequest`], [`RunRequest`] and what they answer
+//!   ([`SessionInfo`], [`FileList`], [`RunReport`] with its [`CellReport`]
+//!   and [`Artifact`]s), on the [`Runtime`] a session runs.
 
 mod envelope;
 mod exec;
 mod exec_request;
 mod planner;
+mod runtime;
+mod session;
 mod store;
 
 pub use envelope::{ErrorBody, ErrorEnvelope};
 pub use exec::{ExecError, ExecReport, Metrics, MutationRecord, Op, Output, ReadSet};
 pub use exec_request::{CollectionInput, ExecRequest, LimitOverrides};
 pub use planner::{PlannerStatus, SettingError};
+pub use runtime::{Runtime, UnknownRuntime};
+pub use session::{
+    Artifact, ArtifactContent, ArtifactFailure, ArtifactList, CellReport, Closed, FileInfo, FileList, OpenSessionRequest, RunReport,
+    RunRequest, SessionInfo, UploadRequest,
+};
 pub use store::{Change, CommitAnswer, CommitRequest, LoadAnswer, LoadRequest, LoadSpec, LoadedCollection, ReadCheck};

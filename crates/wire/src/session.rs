@@ -1,0 +1,225 @@
+//! The code interpreter's session API (`/v1/sessions/...` on the sandbox
+//! service, and the MCP tools over the same service): what a client asks and
+//! what it is answered. The host writes these; the agent component and other
+//! clients read them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{ExecError, LimitOverrides, Metrics, Output, Runtime};
+
+/// `POST /v1/sessions`: a session to open (or find as it is).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenSessionRequest {
+    /// The session's name, chosen by the client.
+    pub session_id: String,
+    /// Idle time after which it is removed (the server's default when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<u64>,
+    /// The runtime, when the call creates the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Runtime>,
+}
+
+/// `POST /v1/sessions/{id}/files`: a file to write, as base64.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UploadRequest {
+    /// The file's name in the session directory.
+    pub filename: String,
+    /// The file's bytes, base64 (standard alphabet).
+    pub content_base64: String,
+    /// Replace the file when it exists.
+    #[serde(default)]
+    pub overwrite: bool,
+    /// The runtime, when the call creates the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Runtime>,
+}
+
+/// What a client sees of a session.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub session_id: String,
+    pub ttl_seconds: u64,
+    /// Seconds until the session expires if it stays idle.
+    pub expires_in_seconds: u64,
+    /// Whether a live instance holds Python state now.
+    pub live: bool,
+    /// The Python the session runs.
+    pub runtime: Runtime,
+}
+
+/// One file of a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FileInfo {
+    /// As the code sees it: `/mnt/data/<name>`.
+    pub path: String,
+    /// Relative to the session directory.
+    pub filename: String,
+    pub size_bytes: u64,
+}
+
+/// The files of a session.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FileList {
+    // Undocumented on purpose: a doc comment here would change the
+    // published output schema of `list_files`.
+    pub files: Vec<FileInfo>,
+}
+
+/// One run asked of a session.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RunRequest {
+    pub code: String,
+    /// Environment variables the code sees; the host's never reach it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Lower limits for this run.
+    #[serde(default, skip_serializing_if = "LimitOverrides::is_empty")]
+    pub limits: LimitOverrides,
+    /// The runtime, when this run creates the session (the server's default
+    /// otherwise); a session keeps the runtime it was created with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Runtime>,
+}
+
+impl RunRequest {
+    /// A run of `code` with no environment, the session's limits and runtime.
+    pub fn code(code: impl Into<String>) -> Self {
+        Self { code: code.into(), ..Self::default() }
+    }
+}
+
+/// What one run produced.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CellReport {
+    /// 0 when the code ran to its end.
+    pub exit_code: i32,
+    #[serde(flatten)]
+    pub output: Output,
+    /// The code's own frames, when it raised.
+    pub traceback: Option<String>,
+    /// Why the run failed: `exception` or a limit (`fuel_exhausted`, ...).
+    pub error: Option<ExecError>,
+    /// The in-memory state is not what earlier runs left: this run started a
+    /// fresh instance after a trap, or trapped and lost it.
+    pub state_reset: bool,
+    /// A write or file creation was refused by the session's quota during
+    /// this run (the code may have seen it as a plain EIO mid-write).
+    pub quota_exceeded: bool,
+    pub metrics: Metrics,
+}
+
+/// What a run reports.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunReport {
+    pub run_id: String,
+    pub session_id: String,
+    /// The Python the session runs.
+    pub runtime: Runtime,
+    #[serde(flatten)]
+    pub cell: CellReport,
+    /// Files the run created or changed, kept as artifacts (none after a failed run).
+    pub artifacts: Vec<Artifact>,
+    /// Changed files that could not be kept (tenant quota, storage failure).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifact_errors: Vec<ArtifactFailure>,
+}
+
+/// A changed file that was not kept as an artifact, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ArtifactFailure {
+    pub filename: String,
+    pub error: String,
+}
+
+/// What a client sees of an artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Artifact {
+    /// Stable id, the handle of its download link.
+    pub id: String,
+    /// As the code saw it: `/mnt/data/<filename>`.
+    pub path: String,
+    /// Relative to the session directory.
+    pub filename: String,
+    pub size_bytes: u64,
+    pub mime_type: String,
+    /// Hex SHA-256 of the bytes.
+    pub sha256: String,
+    pub session_id: String,
+    pub created_unix: u64,
+    /// When the artifact and its links stop working.
+    pub expires_unix: u64,
+    /// Signed absolute URL: a plain GET fetches the bytes until `expires_unix`.
+    pub download_url: String,
+    /// The same bytes under `/files/{session_id}/{filename}`, signed the same way.
+    pub file_url: String,
+}
+
+/// The artifacts of a session, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ArtifactList {
+    /// Each artifact with its signed links.
+    pub artifacts: Vec<Artifact>,
+}
+
+/// An artifact's bytes, read inline.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ArtifactContent {
+    pub path: String,
+    pub mime_type: String,
+    pub size_bytes: u64,
+    pub sha256: String,
+    pub content_base64: String,
+}
+
+/// A closed session.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Closed {
+    /// Always `closed`.
+    pub status: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_report_reads_back_as_written() {
+        let report = RunReport {
+            run_id: "r1".into(),
+            session_id: "s1".into(),
+            runtime: Runtime::PythonData,
+            cell: CellReport {
+                exit_code: 1,
+                output: Output { stdout: "out".into(), ..Output::default() },
+                traceback: Some("Traceback".into()),
+                error: Some(ExecError::Exception { type_name: "ValueError".into(), message: "m".into(), traceback: "Traceback".into() }),
+                state_reset: false,
+                quota_exceeded: true,
+                metrics: Metrics::default(),
+            },
+            artifacts: vec![],
+            artifact_errors: vec![],
+        };
+        let json = serde_json::to_value(&report).expect("serialises");
+        // The cell's fields sit at the top level, as clients have always read them.
+        assert_eq!((&json["stdout"], &json["exit_code"], &json["runtime"]), (&"out".into(), &1.into(), &"python-data".into()));
+        assert_eq!(json["error"]["kind"], "exception");
+        assert!(json.get("artifact_errors").is_none(), "empty failures are left out");
+        let back: RunReport = serde_json::from_value(json).expect("parses");
+        assert_eq!(back.cell.error, report.cell.error);
+        assert!(back.cell.quota_exceeded);
+    }
+
+    #[test]
+    fn a_plain_run_request_is_just_its_code() {
+        let json = serde_json::to_value(RunRequest::code("print(1)")).expect("serialises");
+        assert_eq!(json, serde_json::json!({"code": "print(1)"}));
+        let unknown = serde_json::from_str::<OpenSessionRequest>(r#"{"session_id": "a", "ttl": 5}"#);
+        assert!(unknown.is_err(), "an unknown field is refused");
+    }
+}
