@@ -68,6 +68,7 @@ impl Config {
 struct Tally {
     turns: u32,
     tool_calls: u32,
+    recovered_calls: u32,
     input_tokens: u64,
     output_tokens: u64,
 }
@@ -86,6 +87,7 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
     eprintln!(
         "{}",
         json!({"request_id": request_id, "path": "/run", "status": status, "turns": tally.turns, "tool_calls": tally.tool_calls,
+               "recovered_calls": tally.recovered_calls,
                "input_tokens": tally.input_tokens, "output_tokens": tally.output_tokens,
                "config_errors": config.errors, "duration_ms": started.elapsed().as_secs_f64() * 1e3})
     );
@@ -137,14 +139,16 @@ fn serve(request: &Request, config: &Config, request_id: &str, started: Instant,
     })?;
     tally.turns = outcome.turns;
     tally.tool_calls = outcome.tool_calls;
+    tally.recovered_calls = outcome.recovered_calls;
     tally.input_tokens = outcome.input_tokens;
     tally.output_tokens = outcome.output_tokens;
-    let mut body = json!({"output": outcome.output, "session_id": session_id});
+    let mut body = json!({"output": outcome.output, "session_id": session_id, "turns": outcome.turns,
+                          "tool_calls": outcome.tool_calls, "recovered_calls": outcome.recovered_calls});
     let mut steps = outcome.steps;
     if let Some(notice) = notice {
         // First among the steps, as what opening the session observed.
         let input = json!({"session_id": session_id, "host": session.host});
-        steps.insert(0, Step { thought: None, tool: "open_session".into(), input, observation: notice.clone() });
+        steps.insert(0, Step::plain("open_session", input, notice.clone()));
         body["notice"] = json!(notice);
     }
     if run.include_steps {

@@ -1,19 +1,19 @@
 //! The loop: the model answers, the tools it asks for run, their
-//! observations go back, until the model answers without a tool call, the
-//! turn limit is reached (then a clear answer says so and the model is not
-//! called again), or the run's deadline passes.
+//! observations go back, until the model calls `final_answer` or answers
+//! without a tool call, the turn limit is reached (then a clear answer says
+//! so and the model is not called again), or the run's deadline passes.
+//!
+//! Every turn asks for a tool call (`tool_choice: required`, which servers
+//! such as llama.cpp enforce with a grammar); a call the model wrote as
+//! text instead is recovered from it and marked so in its step.
 
-use anypath_llm::{ChatAnswer, ChatRequest, Message};
+use anypath_llm::{ChatAnswer, ChatRequest, Message, ToolCall, ToolChoice};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::tools::{self, Workspace};
-
-/// What the model is told about its job.
-pub const SYSTEM_PROMPT: &str = "You are a coding agent working in a sandboxed Python session. \
-Use the tools to inspect and change files in the session directory and to run code and tests; \
-paths are plain file names in that directory. When the task is done, answer with a short summary \
-and no tool call.";
+pub use crate::prompt::SYSTEM_PROMPT;
+use crate::text_calls;
+use crate::tools::{self, FINAL_ANSWER, Workspace};
 
 /// The model side of the loop (the component asks the planner).
 pub trait Model {
@@ -66,6 +66,24 @@ pub struct Step {
     pub tool: String,
     pub input: Value,
     pub observation: String,
+    /// The model wrote this call as text, not as a tool call.
+    #[serde(skip_serializing_if = "is_false")]
+    pub recovered: bool,
+    /// The tool refused the call (unknown tool, bad arguments, a path out
+    /// of the session); the observation says why.
+    #[serde(skip_serializing_if = "is_false")]
+    pub refused: bool,
+}
+
+impl Step {
+    /// A step that is neither recovered nor refused.
+    pub fn plain(tool: impl Into<String>, input: Value, observation: impl Into<String>) -> Self {
+        Self { thought: None, tool: tool.into(), input, observation: observation.into(), recovered: false, refused: false }
+    }
+}
+
+fn is_false(flag: &bool) -> bool {
+    !flag
 }
 
 /// A finished run.
@@ -75,7 +93,10 @@ pub struct RunOutcome {
     pub steps: Vec<Step>,
     /// Model turns taken.
     pub turns: u32,
+    /// Calls of the working tools (`final_answer` is not one).
     pub tool_calls: u32,
+    /// Of those, the calls the model wrote as text.
+    pub recovered_calls: u32,
     pub input_tokens: u64,
     pub output_tokens: u64,
     /// The turn limit ended the run.
@@ -92,11 +113,13 @@ pub fn run(
     expired: &dyn Fn() -> bool,
 ) -> Result<RunOutcome, AgentError> {
     let mut chat = ChatRequest::new(SYSTEM_PROMPT, vec![Message::user(input)]).with_tools(tools::specs());
+    chat.tool_choice = Some(ToolChoice::Required);
     let mut outcome = RunOutcome {
         output: String::new(),
         steps: Vec::new(),
         turns: 0,
         tool_calls: 0,
+        recovered_calls: 0,
         input_tokens: 0,
         output_tokens: 0,
         limit_reached: false,
@@ -113,17 +136,31 @@ pub fn run(
         outcome.turns += 1;
         outcome.input_tokens += reply.usage.input_tokens;
         outcome.output_tokens += reply.usage.output_tokens;
-        if reply.tool_calls.is_empty() {
-            outcome.output = reply.text().to_owned();
+        let (calls, recovered) = calls_of(&reply);
+        if calls.is_empty() {
+            outcome.output = ending(reply.text(), &outcome);
             return Ok(outcome);
         }
-        let thought = (!reply.text().trim().is_empty()).then(|| reply.text().to_owned());
-        chat.messages.push(Message::Assistant { content: reply.text().to_owned(), tool_calls: reply.tool_calls.clone() });
-        for call in &reply.tool_calls {
+        // A recovered call's text is the call itself: not a thought.
+        let said = if recovered { String::new() } else { reply.text().to_owned() };
+        let thought = (!said.trim().is_empty()).then(|| said.clone());
+        chat.messages.push(Message::Assistant { content: said, tool_calls: calls.clone() });
+        let mut finished = None;
+        for call in &calls {
             let (observation, is_error) = tools::dispatch(call, workspace);
+            chat.messages.push(Message::Tool { tool_call_id: call.id.clone(), content: observation.clone(), is_error });
+            if call.name == FINAL_ANSWER && !is_error {
+                finished = Some(observation);
+                continue;
+            }
             outcome.tool_calls += 1;
-            outcome.steps.push(Step { thought: thought.clone(), tool: call.name.clone(), input: call.arguments.clone(), observation: observation.clone() });
-            chat.messages.push(Message::Tool { tool_call_id: call.id.clone(), content: observation, is_error });
+            outcome.recovered_calls += u32::from(recovered);
+            let step = Step { thought: thought.clone(), tool: call.name.clone(), input: call.arguments.clone(), observation, recovered, refused: is_error };
+            outcome.steps.push(step);
+        }
+        if let Some(answer) = finished {
+            outcome.output = ending(&answer, &outcome);
+            return Ok(outcome);
         }
     }
     outcome.limit_reached = true;
@@ -133,6 +170,25 @@ pub fn run(
         outcome.tool_calls
     );
     Ok(outcome)
+}
+
+/// The calls of a reply: its tool calls, else the calls written in its
+/// text (then `true`).
+fn calls_of(reply: &ChatAnswer) -> (Vec<ToolCall>, bool) {
+    if !reply.tool_calls.is_empty() {
+        return (reply.tool_calls.clone(), false);
+    }
+    let recovered = text_calls::recover(reply.text(), &tools::NAMES);
+    let any = !recovered.is_empty();
+    (recovered, any)
+}
+
+/// The run's answer: the model's, said to have used no tool when it used none.
+fn ending(answer: &str, outcome: &RunOutcome) -> String {
+    if outcome.tool_calls > 0 {
+        return answer.to_owned();
+    }
+    format!("No tool was used: the model answered without calling any tool, so nothing in the session was changed or checked. Its answer: {answer}")
 }
 
 #[cfg(test)]
@@ -239,6 +295,54 @@ mod tests {
         assert!(observations[0].contains("path escapes the sandbox: ../../etc/passwd"), "{observations:?}");
         assert!(observations[1].contains("unknown tool") && observations[2].contains("not a JSON object"), "{observations:?}");
         assert_eq!(outcome.output, "I cannot do that.");
+    }
+
+    #[test]
+    fn a_call_written_as_text_is_run_and_marked_recovered() {
+        let fenced = "```json\n{\"name\": \"write_file\", \"arguments\": {\"filePath\": \"hello.txt\", \"content\": \"Hi\"}}\n```";
+        let mut model = scripted(vec![answer(fenced), calls(&[(FINAL_ANSWER, json!({"text": "Wrote hello.txt"}))])]);
+        let mut files = Files::default();
+        let outcome = run("Write hello.txt", 6, &mut model, &mut files, &|| false).expect("run");
+        assert_eq!(files.0.get("hello.txt").map(String::as_str), Some("Hi"), "the recovered call wrote the file");
+        assert_eq!((outcome.tool_calls, outcome.recovered_calls, outcome.turns), (1, 1, 2));
+        assert!(outcome.steps[0].recovered && !outcome.steps[0].refused && outcome.steps[0].thought.is_none(), "{:?}", outcome.steps);
+        assert_eq!(outcome.output, "Wrote hello.txt");
+        let second = &model.seen[1].messages;
+        assert!(matches!(&second[1], Message::Assistant { content, tool_calls } if content.is_empty() && tool_calls.len() == 1), "{second:?}");
+        assert!(model.seen.iter().all(|chat| chat.tool_choice == Some(ToolChoice::Required)), "every turn asks for a tool call");
+    }
+
+    #[test]
+    fn final_answer_ends_the_run_after_the_calls_beside_it() {
+        let mut model = scripted(vec![calls(&[
+            ("write_file", json!({"filePath": "a.txt", "content": "A"})),
+            (FINAL_ANSWER, json!({"text": "Done."})),
+        ])]);
+        model.forever = Some(calls(&[("list_files", json!({}))]));
+        let mut files = Files::default();
+        let outcome = run("Write a.txt", 6, &mut model, &mut files, &|| false).expect("run");
+        assert_eq!((outcome.output.as_str(), outcome.turns, outcome.tool_calls, model.seen.len()), ("Done.", 1, 1, 1));
+        assert_eq!(outcome.steps.iter().map(|s| s.tool.as_str()).collect::<Vec<_>>(), ["write_file"], "final_answer is the ending, not a step");
+        assert!(files.0.contains_key("a.txt"));
+    }
+
+    #[test]
+    fn a_run_that_used_no_tool_says_so() {
+        let mut model = scripted(vec![answer("Sure, I created hello.txt for you.")]);
+        let outcome = run("Create hello.txt", 6, &mut model, &mut Files::default(), &|| false).expect("run");
+        assert!(outcome.output.starts_with("No tool was used") && outcome.output.ends_with("Sure, I created hello.txt for you."), "{}", outcome.output);
+        let mut model = scripted(vec![calls(&[(FINAL_ANSWER, json!({"text": "Done."}))])]);
+        let outcome = run("Create hello.txt", 6, &mut model, &mut Files::default(), &|| false).expect("run");
+        assert!(outcome.output.starts_with("No tool was used"), "finishing at once is no work either: {}", outcome.output);
+    }
+
+    #[test]
+    fn a_refused_call_is_a_step_marked_refused() {
+        let mut model = scripted(vec![calls(&[("read_file", json!({"filePath": "../../etc/passwd"}))]), answer("That file is outside the session.")]);
+        let outcome = run("read ../../etc/passwd", 6, &mut model, &mut Files::default(), &|| false).expect("run");
+        assert!(outcome.steps[0].refused && outcome.steps[0].observation.contains("path escapes the sandbox"), "{:?}", outcome.steps);
+        let wire = serde_json::to_value(&outcome.steps[0]).expect("json");
+        assert_eq!((&wire["refused"], wire.get("recovered")), (&json!(true), None), "only what is true is written: {wire}");
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! (through the sandbox host's code-interpreter API).
 
 pub mod agent_loop;
+pub mod prompt;
 pub mod request;
+pub mod text_calls;
 pub mod tools;
 
 pub use agent_loop::{AgentError, Model, ModelError, RunOutcome, Step, run};

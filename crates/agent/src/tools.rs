@@ -1,8 +1,9 @@
 //! The tools a model may call, each against one sandbox session:
-//! `write_file`, `read_file`, `list_files`, `run_python` and `run_tests`.
+//! `write_file`, `read_file`, `list_files`, `run_python` and `run_tests`,
+//! and `final_answer`, which ends the run with the model's answer.
 //! A call the model gets wrong (unknown tool, malformed arguments, a path
 //! leaving the session directory) is answered with a tool error it can read,
-//! and touches nothing.
+//! showing the smallest correct call, and touches nothing.
 
 use anypath_llm::{ToolCall, ToolSpec};
 use serde_json::{Value, json};
@@ -41,6 +42,15 @@ pub trait Workspace {
 #[error("{0}")]
 pub struct ToolFailure(pub String);
 
+/// The tool that ends a run: its `text` is the run's answer.
+pub const FINAL_ANSWER: &str = "final_answer";
+
+/// Every tool's name, in the order the model is told of them.
+pub const NAMES: [&str; 6] = ["write_file", "read_file", "list_files", "run_python", "run_tests", FINAL_ANSWER];
+
+/// Argument names small models use for a tool's `filePath`.
+const PATH_ALIASES: [&str; 5] = ["filePath", "path", "file_path", "filename", "file"];
+
 /// The tools, as the model is told of them.
 pub fn specs() -> Vec<ToolSpec> {
     let path = json!({"type": "string", "description": "A file name in the session directory, e.g. hello.txt"});
@@ -64,6 +74,11 @@ pub fn specs() -> Vec<ToolSpec> {
             json!({"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"], "additionalProperties": false}),
         ),
         spec("run_tests", "Run the session's tests: python -m unittest discover in the session directory.", no_arguments),
+        spec(
+            FINAL_ANSWER,
+            "Finish the task: call this once the work is done (or cannot be done), with a short summary of what was done.",
+            json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": false}),
+        ),
     ]
 }
 
@@ -77,21 +92,41 @@ pub fn dispatch(call: &ToolCall, workspace: &mut dyn Workspace) -> (String, bool
 
 fn execute(call: &ToolCall, workspace: &mut dyn Workspace) -> Result<String, ToolFailure> {
     let Some(arguments) = call.arguments.as_object() else {
-        return Err(ToolFailure(format!("the arguments of {} are not a JSON object: {}", call.name, call.arguments)));
+        let shown = example(&call.name);
+        return Err(ToolFailure(format!("the arguments of {} are not a JSON object: {}; call it like this: {shown}", call.name, call.arguments)));
     };
     let text = |name: &str| -> Result<&str, ToolFailure> {
-        arguments
-            .get(name)
-            .and_then(Value::as_str)
-            .ok_or_else(|| ToolFailure(format!("{} needs a string argument {name:?}", call.name)))
+        arguments.get(name).and_then(Value::as_str).ok_or_else(|| missing(&call.name, name))
+    };
+    let path = || -> Result<String, ToolFailure> {
+        let given = PATH_ALIASES.iter().find_map(|alias| arguments.get(*alias).and_then(Value::as_str));
+        session_path(given.ok_or_else(|| missing(&call.name, "filePath"))?)
     };
     match call.name.as_str() {
-        "write_file" => workspace.write_file(&session_path(text("filePath")?)?, text("content")?),
-        "read_file" => workspace.read_file(&session_path(text("filePath")?)?),
+        "write_file" => workspace.write_file(&path()?, text("content")?),
+        "read_file" => workspace.read_file(&path()?),
         "list_files" => workspace.list_files(),
         "run_python" => workspace.run_python(text("code")?),
         "run_tests" => workspace.run_python(RUN_TESTS_CODE),
-        other => Err(ToolFailure(format!("unknown tool {other:?}; the tools are write_file, read_file, list_files, run_python, run_tests"))),
+        FINAL_ANSWER => text("text").map(str::to_owned),
+        other => Err(ToolFailure(format!("unknown tool {other:?}; the tools are {}", NAMES.join(", ")))),
+    }
+}
+
+/// The refusal of a call that lacks `argument`, with the smallest correct call.
+fn missing(tool: &str, argument: &str) -> ToolFailure {
+    ToolFailure(format!("{tool} needs a string argument {argument:?}; call it like this: {}", example(tool)))
+}
+
+/// The smallest correct call of `tool`, as the model would write it.
+pub fn example(tool: &str) -> &'static str {
+    match tool {
+        "write_file" => r#"{"name": "write_file", "arguments": {"filePath": "hello.txt", "content": "Hello"}}"#,
+        "read_file" => r#"{"name": "read_file", "arguments": {"filePath": "hello.txt"}}"#,
+        "run_python" => r#"{"name": "run_python", "arguments": {"code": "print(1 + 1)"}}"#,
+        "run_tests" => r#"{"name": "run_tests", "arguments": {}}"#,
+        "list_files" => r#"{"name": "list_files", "arguments": {}}"#,
+        _ => r#"{"name": "final_answer", "arguments": {"text": "Wrote hello.txt."}}"#,
     }
 }
 
@@ -161,9 +196,13 @@ mod tests {
         let (malformed, _) = dispatch(&call("write_file", json!("{not json")), &mut workspace);
         assert!(malformed.contains("not a JSON object"), "{malformed}");
         let (missing, _) = dispatch(&call("write_file", json!({"filePath": "a.txt"})), &mut workspace);
-        assert!(missing.contains("\"content\""), "{missing}");
+        assert!(missing.contains("\"content\"") && missing.contains(example("write_file")), "the smallest correct call is shown: {missing}");
+        let (aliased, is_error) = dispatch(&call("write_file", json!({"path": "b.txt", "content": "x"})), &mut workspace);
+        assert_eq!((aliased.as_str(), is_error), ("wrote b.txt", false));
+        let (finished, is_error) = dispatch(&call(FINAL_ANSWER, json!({"text": "All done."})), &mut workspace);
+        assert_eq!((finished.as_str(), is_error), ("All done.", false));
         let (ok, is_error) = dispatch(&call("run_tests", json!({})), &mut workspace);
         assert_eq!((ok.as_str(), is_error), ("ran", false));
-        assert_eq!(workspace.0, ["run import os, shutil, sys, unittest"]);
+        assert_eq!(workspace.0, ["write b.txt x", "run import os, shutil, sys, unittest"]);
     }
 }
