@@ -13,6 +13,7 @@
 mod completion;
 mod config;
 mod llm_call;
+mod memo;
 mod output_mode;
 
 use anypath_llm::{ChatRequest, OutputMode};

@@ -7,37 +7,19 @@
 
 use anypath_llm::structured::memo_key;
 use anypath_llm::{ChatRequest, OutputMode, OutputSchema, Settings};
-use http_client::call;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::llm_call::{self, AskError};
-use crate::{Failure, Usage};
+use crate::{Failure, Usage, memo};
 
-const STORE_MEMO_GET: &str = "http://store.spin.internal/planner-memo/get";
-const STORE_MEMO_PUT: &str = "http://store.spin.internal/planner-memo/put";
+/// What is remembered, in the memo key.
+const REMEMBERED: &str = "output_mode";
 
 /// What the planner keeps about a server: the mode it accepted.
 #[derive(Serialize, Deserialize)]
 struct Memo {
     output_mode: String,
-}
-
-/// The store's answer to a memo lookup: the memo, or null.
-#[derive(Deserialize)]
-struct Found {
-    value: Option<Memo>,
-}
-
-#[derive(Serialize)]
-struct Lookup<'a> {
-    key: &'a str,
-}
-
-#[derive(Serialize)]
-struct Entry<'a> {
-    key: &'a str,
-    value: Memo,
 }
 
 /// The answer to `chat` held to `schema`, as text: from the configured or
@@ -74,21 +56,13 @@ fn starting(config: &Config, settings: &Settings, request_id: &str) -> OutputMod
     if let Some(mode) = config.output_mode {
         return mode;
     }
-    let remembered = || -> Option<OutputMode> {
-        let key = memo_key(&config.base_url, &settings.model);
-        let body = serde_json::to_vec(&Lookup { key: &key }).ok()?;
-        let answer = call(STORE_MEMO_GET, Some(&body), &[("x-request-id", request_id)], config.call_timeout).ok()?;
-        let found: Found = serde_json::from_slice(&answer.body).ok().filter(|_| answer.status == 200)?;
-        OutputMode::from_name(&found.value?.output_mode)
-    };
-    remembered().unwrap_or(OutputMode::Schema)
+    let key = memo_key(REMEMBERED, &config.base_url, &settings.model);
+    let remembered: Option<Memo> = memo::recall(config, &key, request_id);
+    remembered.and_then(|m| OutputMode::from_name(&m.output_mode)).unwrap_or(OutputMode::Schema)
 }
 
 /// Keeps `mode` for later requests; a failure to keep it only costs a refusal later.
 fn remember(config: &Config, settings: &Settings, mode: OutputMode, request_id: &str) {
-    let key = memo_key(&config.base_url, &settings.model);
-    let entry = Entry { key: &key, value: Memo { output_mode: mode.name().to_owned() } };
-    if let Ok(body) = serde_json::to_vec(&entry) {
-        let _ = call(STORE_MEMO_PUT, Some(&body), &[("x-request-id", request_id)], config.call_timeout);
-    }
+    let key = memo_key(REMEMBERED, &config.base_url, &settings.model);
+    memo::keep(config, &key, &Memo { output_mode: mode.name().to_owned() }, request_id);
 }

@@ -73,12 +73,13 @@ impl OutputMode {
     }
 }
 
-/// Where what a server accepts is remembered: 64 hex digits of its URL and model.
-pub fn memo_key(base_url: &str, model: &str) -> String {
+/// Where what a server accepts is remembered: 64 hex digits of what is
+/// remembered (`output_mode`, `tool_choice`), its URL and its model.
+pub fn memo_key(what: &str, base_url: &str, model: &str) -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
-    // The first part names what is remembered; the zero bytes keep "ab"+"c" apart from "a"+"bc".
-    for part in ["output_mode", base_url, model] {
+    // The zero bytes keep "ab"+"c" apart from "a"+"bc".
+    for part in [what, base_url, model] {
         hash.update(part.as_bytes());
         hash.update([0u8]);
     }
@@ -131,9 +132,10 @@ mod tests {
     /// The key names what a server accepted across restarts: it must not change.
     #[test]
     fn the_memo_key_is_stable_per_server_and_model() {
-        let key = memo_key("http://127.0.0.1:8080", "qwen");
+        let key = memo_key("output_mode", "http://127.0.0.1:8080", "qwen");
         assert_eq!(key, "0ccc558f1af2d545033a84c92cffd2a92a94c9884f2fd9d3c19bbff1324a8de6");
-        assert_ne!(key, memo_key("http://127.0.0.1:8080", "qwen2"));
-        assert_ne!(memo_key("ab", "c"), memo_key("a", "bc"));
+        assert_ne!(key, memo_key("output_mode", "http://127.0.0.1:8080", "qwen2"));
+        assert_ne!(key, memo_key("tool_choice", "http://127.0.0.1:8080", "qwen"), "each thing remembered has its own key");
+        assert_ne!(memo_key("output_mode", "ab", "c"), memo_key("output_mode", "a", "bc"));
     }
 }
