@@ -14,18 +14,14 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::app::{App, Build, repo, temp_kv};
+use common::llama::{LlamaServer, MODEL_NAME, llm_env, required_file};
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
 
-/// The model name the planner sends (llama.cpp serves whatever it loaded).
-const MODEL_NAME: &str = "qwen2.5-coder-1.5b";
 const MODES: [&str; 2] = ["llm", "auto"];
 /// How long one request may take: a plan plus two repairs on two cores.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
@@ -71,91 +67,6 @@ fn a_small_local_model_plans_the_seed_examples() {
     );
 }
 
-/// A path from the environment that must name a file.
-fn required_file(name: &str) -> PathBuf {
-    let path = std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| {
-        panic!("{name} is not set: run `cargo xtask test`, which provides the small model and its server")
-    });
-    assert!(path.is_file(), "{name}={} is not a file: run `cargo xtask test`", path.display());
-    path
-}
-
-// ---------------------------------------------------------------- model server
-
-/// `llama_server.py` serving the model; killed on drop. Its stdin stays open
-/// while this lives, and the server exits when it closes, so it cannot
-/// outlive a test process that dies.
-struct LlamaServer {
-    child: Child,
-    _stdin: ChildStdin,
-    /// `127.0.0.1:port`.
-    address: String,
-}
-
-impl LlamaServer {
-    fn start(python: &Path, model: &Path) -> Self {
-        let script = repo().join("tests/support/llama_server.py");
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg("--model")
-            .arg(model)
-            .args(["--port", "0"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the model server starts");
-        let stdin = child.stdin.take().expect("piped stdin");
-        let log = drain(child.stderr.take().expect("piped stderr"));
-        let (found, address) = std::sync::mpsc::channel();
-        let stdout = child.stdout.take().expect("piped stdout");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(entry) = serde_json::from_str::<Value>(&line)
-                    && entry["message"] == "llm serving"
-                {
-                    let _ = found.send(entry["listen"].as_str().unwrap_or_default().to_owned());
-                }
-            }
-        });
-        let mut server = LlamaServer { child, _stdin: stdin, address: String::new() };
-        match address.recv_timeout(Duration::from_secs(300)) {
-            Ok(address) => server.address = address,
-            Err(_) => panic!("the model server did not report its address; its log ends:\n{}", tail(&log, 30)),
-        }
-        server
-    }
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Reads a pipe to its end on a thread (a full pipe would stall the writer), keeping the text.
-fn drain(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
-    let text = Arc::new(Mutex::new(String::new()));
-    let sink = text.clone();
-    std::thread::spawn(move || {
-        let mut buffer = [0u8; 8192];
-        while let Ok(n) = pipe.read(&mut buffer) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().expect("log lock").push_str(&String::from_utf8_lossy(&buffer[..n]));
-        }
-    });
-    text
-}
-
-fn tail(log: &Mutex<String>, lines: usize) -> String {
-    let text = log.lock().expect("log lock");
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
 // ---------------------------------------------------------------- one mode
 
 /// One request as the client saw it, with what the gateway logged about it.
@@ -191,7 +102,7 @@ struct ModeRun {
 fn run_mode(build: &Build, llm_address: &str, mode: &'static str) -> ModeRun {
     let started = Instant::now();
     let kv = temp_kv(&format!("small-model-{mode}"));
-    let app = App::start_build(&kv, build, &planner_env(llm_address, mode));
+    let app = App::start_build(&kv, build, &llm_env(llm_address, mode));
     let mut session = Session::new(&app);
     let mut outcomes = Vec::new();
     for (name, check) in CHECKS {
@@ -206,26 +117,6 @@ fn run_mode(build: &Build, llm_address: &str, mode: &'static str) -> ModeRun {
     drop(app);
     let _ = std::fs::remove_dir_all(kv.parent().expect("kv dir"));
     ModeRun { mode, outcomes, requests, seconds: started.elapsed().as_secs_f64() }
-}
-
-/// The Spin variables that point the planner at the local model, with
-/// timeouts long enough for a 1.5B model on two cores.
-fn planner_env(llm_address: &str, mode: &str) -> Vec<(String, String)> {
-    [
-        ("SPIN_VARIABLE_LLM_PROVIDER", "openai"),
-        ("SPIN_VARIABLE_LLM_SCHEME", "http"),
-        ("SPIN_VARIABLE_LLM_HOST", llm_address),
-        ("SPIN_VARIABLE_LLM_MODEL", MODEL_NAME),
-        // A loopback host needs no key.
-        ("SPIN_VARIABLE_LLM_API_KEY", ""),
-        ("SPIN_VARIABLE_PLANNER_MODE", mode),
-        ("SPIN_VARIABLE_LLM_TIMEOUT_MS", "180000"),
-        ("SPIN_VARIABLE_PLANNER_TIMEOUT_MS", "600000"),
-        ("SPIN_VARIABLE_CALL_TIMEOUT_MS", "60000"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
 }
 
 /// A client of one app that records every request.

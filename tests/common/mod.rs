@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 pub mod app;
 pub mod fake_llm;
+pub mod llama;
 pub mod redis_server;
 pub mod service;
 
