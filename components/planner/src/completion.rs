@@ -4,8 +4,12 @@
 //! provider's adapter carries them in its native format.
 //!
 //! The agent asks for a tool call every turn (`tool_choice: required`). A
-//! server that refuses that setting is asked again without it, and the
-//! planner remembers, by server URL and model, to leave it out from then on.
+//! server that refuses that setting is asked again without it; one that
+//! takes it but answers without a tool call anyway (llama.cpp with a chat
+//! template it has no tool-call grammar for writes the call as text, then
+//! pads to the token cap) is taken at its word this once. Either way the
+//! planner remembers, by server URL and model, to leave the setting out
+//! from then on, and the agent reads calls written as text.
 
 use anypath_llm::structured::memo_key;
 use anypath_llm::{ChatAnswer, ChatRequest, ToolChoice};
@@ -38,10 +42,15 @@ pub fn complete(config: &Config, chat: &ChatRequest, request_id: &str) -> Result
     if remembered.is_some_and(|m| !m.required) {
         return Ok(llm_call::ask(config, settings, &unconstrained(), request_id)?);
     }
+    let not_honoured = || memo::keep(config, &key, &ToolChoiceMemo { required: false }, request_id);
     match llm_call::ask(config, settings, chat, request_id) {
         Err(AskError::Provider(error)) if error.refuses_setting() => {
             let answer = llm_call::ask(config, settings, &unconstrained(), request_id)?;
-            memo::keep(config, &key, &ToolChoiceMemo { required: false }, request_id);
+            not_honoured();
+            Ok(answer)
+        }
+        Ok(answer) if answer.tool_calls.is_empty() => {
+            not_honoured();
             Ok(answer)
         }
         answered => Ok(answered?),
