@@ -14,7 +14,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use rusqlite::{Connection, OptionalExtension, params};
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::error::InterpreterError;
