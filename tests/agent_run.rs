@@ -97,7 +97,9 @@ fn a_failing_test_is_fixed_and_rerun() {
 
 #[test]
 fn a_model_that_never_stops_ends_at_max_iterations() {
-    let fake = FakeLlm::start(vec![]).otherwise(tools(&[("list_files", json!({}))]));
+    // Never the same calls twice in a row: that ends a run before its limit.
+    let fake = FakeLlm::start(vec![tools(&[("list_files", json!({}))]), tools(&[("read_file", json!({"filePath": "a.txt"}))])])
+        .otherwise(tools(&[("list_files", json!({}))]));
     let app = start(&fake, "openai", "agent-forever");
     let (status, body) = run(&app, json!({"input": "loop", "max_iterations": 3, "includeSteps": true}));
     assert_eq!(status, 200, "{body}");

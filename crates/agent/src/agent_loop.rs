@@ -124,6 +124,11 @@ pub fn run(
         output_tokens: 0,
         limit_reached: false,
     };
+    // Once per run, a text answer that did nothing, or that left a failure
+    // standing, is sent back with a nudge to act instead.
+    let mut nudged = false;
+    let mut failure_standing = false;
+    let mut previous: Option<Vec<(String, Value)>> = None;
     while outcome.turns < max_turns {
         if expired() {
             return Err(AgentError::Deadline { turns: outcome.turns });
@@ -138,9 +143,26 @@ pub fn run(
         outcome.output_tokens += reply.usage.output_tokens;
         let (calls, recovered) = calls_of(&reply);
         if calls.is_empty() {
+            if !nudged && (outcome.tool_calls == 0 || failure_standing) {
+                nudged = true;
+                chat.messages.push(Message::assistant(reply.text()));
+                chat.messages.push(Message::user(nudge(outcome.tool_calls == 0)));
+                continue;
+            }
             outcome.output = ending(reply.text(), &outcome);
             return Ok(outcome);
         }
+        let signature: Vec<(String, Value)> = calls.iter().map(|c| (c.name.clone(), c.arguments.clone())).collect();
+        if previous.as_ref() == Some(&signature) {
+            // The same calls again change nothing: a small model's way of not finishing.
+            outcome.output = format!(
+                "Stopped: the model repeated its previous call ({}) instead of finishing. {} tool calls were made; see the steps for what was done.",
+                signature.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(", "),
+                outcome.tool_calls
+            );
+            return Ok(outcome);
+        }
+        previous = Some(signature);
         // A recovered call's text is the call itself: not a thought.
         let said = if recovered { String::new() } else { reply.text().to_owned() };
         let thought = (!said.trim().is_empty()).then(|| said.clone());
@@ -155,6 +177,9 @@ pub fn run(
             }
             outcome.tool_calls += 1;
             outcome.recovered_calls += u32::from(recovered);
+            if matches!(call.name.as_str(), "run_python" | "run_tests") && !is_error {
+                failure_standing = shows_failure(&observation);
+            }
             let step = Step { thought: thought.clone(), tool: call.name.clone(), input: call.arguments.clone(), observation, recovered, refused: is_error };
             outcome.steps.push(step);
         }
@@ -181,6 +206,20 @@ fn calls_of(reply: &ChatAnswer) -> (Vec<ToolCall>, bool) {
     let recovered = text_calls::recover(reply.text(), &tools::NAMES);
     let any = !recovered.is_empty();
     (recovered, any)
+}
+
+/// What the model is told when it answered in words where work was due.
+fn nudge(nothing_done: bool) -> &'static str {
+    if nothing_done {
+        "Nothing has been done yet: no tool was called. Do the task now by calling the tools, for example write_file or run_python. Answer with the tool call only."
+    } else {
+        "The last result shows a failure. Fix it with the tools (read_file, then write_file), run it again, then call final_answer."
+    }
+}
+
+/// Whether a run's output shows failing tests or an uncaught exception.
+fn shows_failure(observation: &str) -> bool {
+    observation.contains("FAILED") || observation.contains("Traceback (most recent call last)")
 }
 
 /// The run's answer: the model's, said to have used no tool when it used none.
@@ -277,8 +316,8 @@ mod tests {
 
     #[test]
     fn a_model_that_never_stops_ends_at_the_limit_without_another_call() {
-        let mut model = scripted(vec![]);
-        model.forever = Some(calls(&[("list_files", json!({}))]));
+        let mut model = scripted(vec![calls(&[("read_file", json!({"filePath": "a.txt"}))]), calls(&[("list_files", json!({}))])]);
+        model.forever = Some(calls(&[("read_file", json!({"filePath": "b.txt"}))]));
         let outcome = run("loop", 3, &mut model, &mut Files::default(), &|| false).expect("run");
         assert!(outcome.limit_reached && outcome.output.contains("all 3 of its turns"), "{}", outcome.output);
         assert_eq!((model.seen.len(), outcome.tool_calls), (3, 3));
@@ -328,9 +367,10 @@ mod tests {
 
     #[test]
     fn a_run_that_used_no_tool_says_so() {
-        let mut model = scripted(vec![answer("Sure, I created hello.txt for you.")]);
+        let mut model = scripted(vec![answer("Sure, I created hello.txt for you."), answer("Done, hello.txt exists.")]);
         let outcome = run("Create hello.txt", 6, &mut model, &mut Files::default(), &|| false).expect("run");
-        assert!(outcome.output.starts_with("No tool was used") && outcome.output.ends_with("Sure, I created hello.txt for you."), "{}", outcome.output);
+        assert!(outcome.output.starts_with("No tool was used") && outcome.output.ends_with("Done, hello.txt exists."), "{}", outcome.output);
+        assert!(matches!(model.seen[1].messages.last(), Some(Message::User { content }) if content.contains("no tool was called")), "nudged once");
         let mut model = scripted(vec![calls(&[(FINAL_ANSWER, json!({"text": "Done."}))])]);
         let outcome = run("Create hello.txt", 6, &mut model, &mut Files::default(), &|| false).expect("run");
         assert!(outcome.output.starts_with("No tool was used"), "finishing at once is no work either: {}", outcome.output);
@@ -343,6 +383,34 @@ mod tests {
         assert!(outcome.steps[0].refused && outcome.steps[0].observation.contains("path escapes the sandbox"), "{:?}", outcome.steps);
         let wire = serde_json::to_value(&outcome.steps[0]).expect("json");
         assert_eq!((&wire["refused"], wire.get("recovered")), (&json!(true), None), "only what is true is written: {wire}");
+    }
+
+    #[test]
+    fn words_after_a_failing_test_are_sent_back_once_to_act_on() {
+        let mut model = scripted(vec![
+            calls(&[("run_tests", json!({}))]),
+            answer("The bug is that add subtracts."),
+            calls(&[("write_file", json!({"filePath": "calc.py", "content": "def add(a, b):\n    return a + b\n"}))]),
+            calls(&[("run_tests", json!({}))]),
+            calls(&[(FINAL_ANSWER, json!({"text": "Fixed."}))]),
+        ]);
+        let mut files = Files::default();
+        files.0.insert("calc.py".into(), "def add(a, b):\n    return a - b\n".into());
+        let outcome = run("fix calc.py", 6, &mut model, &mut files, &|| false).expect("run");
+        assert_eq!((outcome.output.as_str(), outcome.turns), ("Fixed.", 5));
+        assert!(files.0["calc.py"].contains("a + b"));
+        let nudged = &model.seen[2].messages;
+        assert!(matches!(nudged.last(), Some(Message::User { content }) if content.contains("shows a failure")), "{nudged:?}");
+    }
+
+    #[test]
+    fn the_same_calls_twice_end_the_run() {
+        let write = calls(&[("write_file", json!({"filePath": "a.txt", "content": "A"}))]);
+        let mut model = scripted(vec![write.clone(), write]);
+        model.forever = Some(calls(&[("list_files", json!({}))]));
+        let outcome = run("write a.txt", 6, &mut model, &mut Files::default(), &|| false).expect("run");
+        assert_eq!((outcome.turns, outcome.tool_calls, outcome.limit_reached), (2, 1, false));
+        assert!(outcome.output.starts_with("Stopped: the model repeated its previous call (write_file)"), "{}", outcome.output);
     }
 
     #[test]
