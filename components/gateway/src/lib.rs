@@ -208,14 +208,14 @@ fn serve(
     }
     let mut timings = Timings::default();
     let served = plan_and_run(&ctx, &tenant, config, request_id, &mut timings, usage)?;
-    source.clone_from(&served.source);
+    served.source.as_str().clone_into(source);
     *committed = Committed::from_report(&served.report);
     let mut outcome = reply(&served.report.reply, *request.method() == Method::Head, request_id).map_err(|e| {
         // The changes are committed: say so, rather than let the request look failed and unwritten.
         let message = format!("the request's changes were committed ({}), but its reply cannot be sent: {e}", committed.describe());
         Failure::new(500, "reply_failed", message, "committed_reply_failed")
     })?;
-    outcome.response.set_header("x-anypath-plan", &served.source);
+    outcome.response.set_header("x-anypath-plan", served.source.as_str());
     outcome.response.set_header("server-timing", timings.header());
     Ok(outcome)
 }

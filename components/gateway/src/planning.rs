@@ -2,9 +2,9 @@
 //! most two repairs when the LLM's plan is invalid or its block fails. A
 //! failed attempt writes nothing: only a block that succeeds is committed.
 
-use anypath_rest::{Plan, RequestContext, lessons, shape};
+use anypath_rest::{PlanAnswer, PlanCacheEntry, PlanCacheKey, PlanOutcome, PlanRequest, PlanSource, PlanUsage, Repair, RequestContext, lessons, shape};
 use anypath_wire::ExecReport;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::calls::{PLANNER_PLAN, STORE_PLAN_EVICT, STORE_PLAN_PUT, post, post_json};
 use crate::config::Config;
@@ -25,17 +25,17 @@ pub struct Usage {
 }
 
 impl Usage {
-    fn add(&mut self, reported: &Value) {
-        self.llm_calls += reported["llm_calls"].as_u64().unwrap_or(0);
-        self.input_tokens += reported["input_tokens"].as_u64().unwrap_or(0);
-        self.output_tokens += reported["output_tokens"].as_u64().unwrap_or(0);
+    fn add(&mut self, reported: &PlanUsage) {
+        self.llm_calls += u64::from(reported.llm_calls);
+        self.input_tokens += reported.tokens.input_tokens;
+        self.output_tokens += reported.tokens.output_tokens;
     }
 }
 
-/// A committed report and where its plan came from (`rules`, `cache`, `llm`).
+/// A committed report and where its plan came from.
 pub struct Served {
     pub report: ExecReport,
-    pub source: String,
+    pub source: PlanSource,
 }
 
 /// Plans and runs the request, repairing the LLM's plan when it fails.
@@ -47,42 +47,43 @@ pub fn plan_and_run(
     timings: &mut Timings,
     usage: &mut Usage,
 ) -> Result<Served, Failure> {
-    let mut repairs: Vec<Value> = Vec::new();
+    let mut request = PlanRequest { tenant: tenant.to_owned(), ctx: ctx.clone(), repairs: Vec::new(), skip_cache: false };
     let mut problems: Vec<String> = Vec::new();
-    let mut skip_cache = false;
     loop {
-        let body = json!({"tenant": tenant, "ctx": ctx, "repairs": repairs, "skip_cache": skip_cache});
-        let answer: Value = timings.time("plan", || post_json(PLANNER_PLAN, &body, "planner", config.plan_timeout, request_id))?;
-        usage.add(&answer["usage"]);
-        let source = answer["source"].as_str().unwrap_or("llm").to_owned();
-        let cache_key = answer["cache_key"].as_str().unwrap_or("").to_owned();
-        let problem = if answer["ok"] == json!(true) {
-            let plan: Plan = serde_json::from_value(answer["plan"].clone())
-                .map_err(|e| Failure::new(502, "planner_failed", format!("the planner's plan is malformed: {e}"), "upstream"))?;
-            match run(&plan, ctx, tenant, config, request_id, timings) {
+        let body: Value = timings.time("plan", || post_json(PLANNER_PLAN, &request, "planner", config.plan_timeout, request_id))?;
+        // Valid JSON that is not a plan answer fails as a malformed plan would.
+        let answer: PlanAnswer = serde_json::from_value(body)
+            .map_err(|e| Failure::new(502, "planner_failed", format!("the planner's plan is malformed: {e}"), "upstream"))?;
+        usage.add(&answer.usage);
+        let (problem, answer) = match answer.outcome {
+            PlanOutcome::Planned { source, plan, cache_key, answer } => match run(&plan, ctx, tenant, config, request_id, timings) {
                 Ok(report) => {
-                    if source == "llm" && !cache_key.is_empty() && shape::cacheable(&plan, ctx) {
-                        let entry = json!({"tenant": tenant, "key": cache_key, "plan": plan});
+                    if source == PlanSource::Llm
+                        && shape::cacheable(&plan, ctx)
+                        && let Some(key) = cache_key
+                    {
+                        let entry = PlanCacheEntry { tenant: tenant.to_owned(), key, plan };
                         // A plan that is not cached is only a cost, never an error.
                         let _ = post(STORE_PLAN_PUT, &entry, config.call_timeout, request_id);
                     }
                     return Ok(Served { report, source });
                 }
                 Err(RunError::Other(failure)) => return Err(failure),
-                Err(RunError::Block { failure, problem }) => match source.as_str() {
+                Err(RunError::Block { failure, problem }) => match source {
                     // The rules are deterministic: asking again changes nothing.
-                    "rules" => return Err(failure),
-                    "cache" => {
-                        let _ = post(STORE_PLAN_EVICT, &json!({"tenant": tenant, "key": cache_key}), config.call_timeout, request_id);
+                    PlanSource::Rules => return Err(failure),
+                    PlanSource::Cache => {
+                        if let Some(key) = cache_key {
+                            let _ = post(STORE_PLAN_EVICT, &PlanCacheKey { tenant: tenant.to_owned(), key }, config.call_timeout, request_id);
+                        }
                         problems.push(format!("cached plan: {problem}"));
-                        skip_cache = true;
+                        request.skip_cache = true;
                         continue;
                     }
-                    _ => problem,
+                    PlanSource::Llm => (problem, answer.unwrap_or_default()),
                 },
-            }
-        } else {
-            format!("invalid plan: {}", answer["problem"].as_str().unwrap_or("unknown"))
+            },
+            PlanOutcome::Invalid { problem, answer } => (format!("invalid plan: {problem}"), answer),
         };
         // The client hears what failed; the model also gets the pattern that fixes it.
         problems.push(lessons::untaught(&problem).to_owned());
@@ -95,6 +96,6 @@ pub fn plan_and_run(
             ));
         }
         usage.repairs += 1;
-        repairs.push(json!({"answer": answer["answer"].as_str().unwrap_or(""), "problem": problem}));
+        request.repairs.push(Repair { answer, problem });
     }
 }

@@ -20,10 +20,11 @@ use anypath_llm::{ChatRequest, OutputMode};
 use anypath_wire::PlannerStatus;
 use anypath_rest::plan_check::{bind_to_path, parse_plan};
 use anypath_rest::prompt::{self, CollectionSummary, PROMPT_VERSION};
-use anypath_rest::{ErrorEnvelope, Plan, RequestContext, RestError, lessons, names, plan_schema, rules, shape};
+use anypath_rest::{
+    CachedPlan, DescribeRequest, ErrorEnvelope, Plan, PlanAnswer, PlanCacheKey, PlanOutcome, PlanRequest, PlanSource, PlanUsage, RequestContext,
+    RestError, lessons, names, plan_schema, rules, shape,
+};
 use http_client::call;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
 use spin_sdk::http_component;
 
@@ -33,34 +34,6 @@ const STORE_PLAN_GET: &str = "http://store.spin.internal/plan-cache/get";
 const STORE_DESCRIBE: &str = "http://store.spin.internal/describe";
 /// Collections described to the model: those the path names, at most this many.
 const MAX_DESCRIBED: usize = 4;
-
-#[derive(Deserialize)]
-struct PlanRequest {
-    tenant: String,
-    ctx: RequestContext,
-    /// Earlier answers of this request that failed, with what went wrong.
-    #[serde(default)]
-    repairs: Vec<Repair>,
-    /// A cached plan just failed: do not serve it again.
-    #[serde(default)]
-    skip_cache: bool,
-}
-
-#[derive(Deserialize)]
-struct Repair {
-    answer: String,
-    problem: String,
-}
-
-/// LLM use of one planning call, for the gateway's log line.
-#[derive(Default, Serialize)]
-pub(crate) struct Usage {
-    /// Calls made, refused ones included.
-    pub(crate) llm_calls: u32,
-    /// Tokens of the answered ones.
-    #[serde(flatten)]
-    pub(crate) tokens: anypath_llm::Usage,
-}
 
 /// Why no answer could be produced at all.
 pub(crate) struct Failure {
@@ -91,7 +64,8 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
             .and_then(|reply| serde_json::to_value(reply).map_err(|e| Failure { status: 500, code: "internal", message: e.to_string() })),
         (Method::Post, "/plan") => serde_json::from_slice::<PlanRequest>(request.body())
             .map_err(|e| Failure::from(RestError::BadRequest(format!("invalid plan request: {e}"))))
-            .and_then(|r| plan(&config, r, &request_id)),
+            .and_then(|r| plan(&config, r, &request_id))
+            .and_then(|answer| serde_json::to_value(answer).map_err(|e| Failure { status: 500, code: "internal", message: e.to_string() })),
         _ => Err(RestError::NotFound(format!("no planner endpoint {}", request.path())).into()),
     };
     Ok(match result {
@@ -131,7 +105,7 @@ fn conventional(ctx: &RequestContext) -> bool {
     shape_ok && rules::plan(ctx).is_ok()
 }
 
-fn plan(config: &Config, request: PlanRequest, request_id: &str) -> Result<Value, Failure> {
+fn plan(config: &Config, request: PlanRequest, request_id: &str) -> Result<PlanAnswer, Failure> {
     let use_rules = match config.mode {
         Mode::Rules => true,
         Mode::Llm => false,
@@ -139,50 +113,53 @@ fn plan(config: &Config, request: PlanRequest, request_id: &str) -> Result<Value
     };
     if use_rules {
         let plan = rules::plan(&request.ctx)?;
-        return Ok(json!({"ok": true, "source": "rules", "plan": plan, "usage": Usage::default()}));
+        let outcome = PlanOutcome::Planned { source: PlanSource::Rules, plan, cache_key: None, answer: None };
+        return Ok(PlanAnswer { outcome, usage: PlanUsage::default() });
     }
     let settings = llm_call::settings(config)?;
     let cache_key = shape::cache_key(&request.tenant, &request.ctx, PROMPT_VERSION, &settings.model);
     if !request.skip_cache && request.repairs.is_empty() {
         if let Some(plan) = cached(config, &request.tenant, &cache_key, request_id) {
-            return Ok(json!({"ok": true, "source": "cache", "plan": plan, "cache_key": cache_key, "usage": Usage::default()}));
+            let outcome = PlanOutcome::Planned { source: PlanSource::Cache, plan, cache_key: Some(cache_key), answer: None };
+            return Ok(PlanAnswer { outcome, usage: PlanUsage::default() });
         }
     }
     let described = describe(config, &request.tenant, &request.ctx, request_id);
     let repairs: Vec<(String, String)> = request.repairs.into_iter().map(|r| (r.answer, r.problem)).collect();
     let chat = ChatRequest::new(prompt::SYSTEM, prompt::conversation(&request.ctx, &described, &repairs));
-    let mut usage = Usage::default();
+    let mut usage = PlanUsage::default();
     let answer = output_mode::ask(config, settings, &chat, &plan_schema::output_schema(), request_id, &mut usage)?;
-    Ok(match parse_plan(&answer) {
+    let outcome = match parse_plan(&answer) {
         Ok(mut plan) => {
             bind_to_path(&mut plan, &request.ctx);
-            json!({"ok": true, "source": "llm", "plan": plan, "answer": answer, "cache_key": cache_key, "usage": usage})
+            PlanOutcome::Planned { source: PlanSource::Llm, plan, cache_key: Some(cache_key), answer: Some(answer) }
         }
         Err(problem) => {
             let taught = lessons::teach(&problem.to_string(), lessons::for_plan_error(&problem));
-            json!({"ok": false, "problem": taught, "answer": answer, "usage": usage})
+            PlanOutcome::Invalid { problem: taught, answer }
         }
-    })
+    };
+    Ok(PlanAnswer { outcome, usage })
 }
 
 /// The cached plan for `key`; any failure is a miss.
 fn cached(config: &Config, tenant: &str, key: &str, request_id: &str) -> Option<Plan> {
-    let body = serde_json::to_vec(&json!({"tenant": tenant, "key": key})).ok()?;
+    let body = serde_json::to_vec(&PlanCacheKey { tenant: tenant.to_owned(), key: key.to_owned() }).ok()?;
     let answer = call(STORE_PLAN_GET, Some(&body), &[("x-request-id", request_id)], config.call_timeout).ok()?;
-    let found: Value = serde_json::from_slice(&answer.body).ok().filter(|_| answer.status == 200)?;
-    serde_json::from_value(found.get("plan")?.clone()).ok()
+    let found: CachedPlan = serde_json::from_slice(&answer.body).ok().filter(|_| answer.status == 200)?;
+    found.plan
 }
 
 /// What the tenant's collections named in the path look like; empty on failure.
 fn describe(config: &Config, tenant: &str, ctx: &RequestContext, request_id: &str) -> Vec<CollectionSummary> {
-    let names: Vec<&str> = ctx
+    let collections: Vec<String> = ctx
         .segments
         .iter()
-        .map(String::as_str)
         .filter(|s| names::collection(s).is_ok() && !shape::is_id_like(s))
         .take(MAX_DESCRIBED)
+        .cloned()
         .collect();
-    let Ok(body) = serde_json::to_vec(&json!({"tenant": tenant, "collections": names})) else { return vec![] };
+    let Ok(body) = serde_json::to_vec(&DescribeRequest { tenant: tenant.to_owned(), collections }) else { return vec![] };
     match call(STORE_DESCRIBE, Some(&body), &[("x-request-id", request_id)], config.call_timeout) {
         Ok(answer) if answer.status == 200 => serde_json::from_slice(&answer.body).unwrap_or_default(),
         _ => vec![],

@@ -7,11 +7,12 @@
 
 use anypath_llm::structured::memo_key;
 use anypath_llm::{ChatRequest, OutputMode, OutputSchema, Settings};
+use anypath_rest::PlanUsage;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::llm_call::{self, AskError};
-use crate::{Failure, Usage, memo};
+use crate::{Failure, memo};
 
 /// What is remembered, in the memo key.
 const REMEMBERED: &str = "output_mode";
@@ -25,7 +26,7 @@ struct Memo {
 /// The answer to `chat` held to `schema`, as text: from the configured or
 /// remembered mode, stepping down on a refusal, remembering the mode that
 /// worked. Every call is counted in `usage`, refused ones too.
-pub fn ask(config: &Config, settings: &Settings, chat: &ChatRequest, schema: &OutputSchema, request_id: &str, usage: &mut Usage) -> Result<String, Failure> {
+pub fn ask(config: &Config, settings: &Settings, chat: &ChatRequest, schema: &OutputSchema, request_id: &str, usage: &mut PlanUsage) -> Result<String, Failure> {
     let first = starting(config, settings, request_id);
     let mut mode = first;
     loop {

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use anypath_rest::DescribeRequest;
 use anypath_rest::prompt::{CollectionSummary, type_name};
-use serde::Deserialize;
 use serde_json::Value;
 use crate::StoreError;
 use crate::backend::Backend;
@@ -12,12 +12,6 @@ use crate::keys::CollectionKeys;
 
 /// Ids and documents sampled per collection.
 const SAMPLES: usize = 3;
-
-#[derive(Deserialize)]
-pub struct DescribeRequest {
-    tenant: String,
-    collections: Vec<String>,
-}
 
 pub fn describe(backend: &dyn Backend, request: DescribeRequest) -> Result<Vec<CollectionSummary>, StoreError> {
     let mut out = Vec::with_capacity(request.collections.len());
