@@ -119,7 +119,8 @@ impl SessionFiles {
     }
 }
 
-fn info(filename: String, size_bytes: u64) -> FileInfo {
+/// A session file as a client sees it.
+pub(crate) fn info(filename: String, size_bytes: u64) -> FileInfo {
     FileInfo { path: format!("{GUEST_DIR}/{filename}"), filename, size_bytes }
 }
 

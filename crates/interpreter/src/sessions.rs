@@ -116,7 +116,14 @@ struct Session {
     /// A run has left Python state in the instance (kept in `meta.json`).
     had_state: std::sync::atomic::AtomicBool,
     live: tokio::sync::Mutex<LiveInstance>,
+    /// The session directory as the last successful run left it, so the
+    /// next run need not walk it again before it starts. Read and written
+    /// only under `live`'s lock; an upload or a delete clears it.
+    seen: Mutex<Option<Snapshot>>,
 }
+
+/// Each file of a session directory with its size and modification time.
+type Snapshot = HashMap<String, (u64, SystemTime)>;
 
 #[derive(Serialize, Deserialize)]
 struct Meta {
@@ -226,6 +233,7 @@ impl Interpreter {
         // Under the run lock, so a run cannot write between the check and the upload.
         let _running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
         self.check_upload(&session, filename, bytes.len() as u64)?;
+        session.forget_seen();
         session.files.write(filename, bytes, overwrite)
     }
 
@@ -265,6 +273,7 @@ impl Interpreter {
     pub fn delete_file(&self, tenant: &str, session_id: &str, path: &str) -> Result<(), InterpreterError> {
         let session = self.session(tenant, session_id, Create::No)?;
         let _running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        session.forget_seen();
         session.files.delete(path)
     }
 
@@ -352,8 +361,14 @@ impl Interpreter {
         let mut live = tokio::time::timeout(self.config.busy_wait, session.live.lock())
             .await
             .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
-        let scanned = session.clone();
-        let before = self.off_workers(move |_| Ok(snapshot(scanned.files.dir()))).await?;
+        let cached = session.seen.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let before = match cached {
+            Some(before) => before,
+            None => {
+                let scanned = session.clone();
+                self.off_workers(move |_| Ok(snapshot(scanned.files.dir()))).await?
+            }
+        };
         let cell = live.run(CellRequest { code: request.code, env, limits: request.limits }).await;
         session.had_state.store(live.is_live(), std::sync::atomic::Ordering::Relaxed);
         let succeeded = cell.error.is_none();
@@ -361,8 +376,16 @@ impl Interpreter {
         // Kept while the run's lock is held, so the next run cannot change them first.
         let (artifacts, artifact_errors) = self
             .off_workers(move |i| {
-                // Fail fast: after a failed run nothing is scanned or kept.
-                let changed_files = if succeeded { changed(&kept.files, &before) } else { Vec::new() };
+                // Fail fast: after a failed run nothing is scanned or kept
+                // (and the next run walks the directory itself).
+                let changed_files = if succeeded {
+                    let after = snapshot(kept.files.dir());
+                    let found = changed(&before, &after);
+                    *kept.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(after);
+                    found
+                } else {
+                    Vec::new()
+                };
                 let artifacts = i.keep(&kept, changed_files, &base_url);
                 i.touch(&kept);
                 Ok(artifacts)
@@ -506,6 +529,7 @@ impl Interpreter {
             last_used: Mutex::new(Instant::now()),
             had_state: std::sync::atomic::AtomicBool::new(had_state),
             live: tokio::sync::Mutex::new(live),
+            seen: Mutex::new(None),
         });
         session.write_meta()?;
         sessions.insert(key, session.clone());
@@ -643,6 +667,11 @@ impl Session {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
 
+    /// The directory changed outside a run: the next run walks it again.
+    fn forget_seen(&self) {
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
     fn write_meta(&self) -> Result<(), InterpreterError> {
         let meta = Meta {
             ttl_seconds: self.ttl.as_secs(),
@@ -714,7 +743,7 @@ fn checked_env(env: BTreeMap<String, String>) -> Result<Vec<(String, String)>, I
 }
 
 /// Size and modification time of every file, to tell what a run changed.
-fn snapshot(dir: &Path) -> HashMap<String, (u64, SystemTime)> {
+fn snapshot(dir: &Path) -> Snapshot {
     SessionFiles::new(dir.to_path_buf())
         .list()
         .unwrap_or_default()
@@ -726,13 +755,12 @@ fn snapshot(dir: &Path) -> HashMap<String, (u64, SystemTime)> {
         .collect()
 }
 
-fn changed(files: &SessionFiles, before: &HashMap<String, (u64, SystemTime)>) -> Vec<FileInfo> {
-    let after = snapshot(files.dir());
-    let mut found: Vec<FileInfo> = files
-        .list()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|f| before.get(&f.filename) != after.get(&f.filename))
+/// The files of `after` that are new or differ from `before`, by name.
+fn changed(before: &Snapshot, after: &Snapshot) -> Vec<FileInfo> {
+    let mut found: Vec<FileInfo> = after
+        .iter()
+        .filter(|(name, seen)| before.get(*name) != Some(*seen))
+        .map(|(name, (size, _))| crate::files::info(name.clone(), *size))
         .collect();
     found.sort_by(|a, b| a.filename.cmp(&b.filename));
     found
@@ -808,6 +836,27 @@ mod tests {
             let _ = tx.send(work());
         });
         rx.recv_timeout(within).ok()
+    }
+
+    /// A run reports the files it changed and no others: the directory as
+    /// the last run left it is reused only until an upload or a delete
+    /// changes it between runs.
+    #[test]
+    fn files_changed_between_runs_are_not_the_next_runs_artifacts() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (runtime, interpreter) = interpreter(dir.path());
+        let run = |code: &str| {
+            let report = runtime.block_on(interpreter.run_python("t", "s", super::RunRequest::code(code), "http://h")).expect("run");
+            assert_eq!(report.cell.error, None, "{code}");
+            report.artifacts.into_iter().map(|a| a.filename).collect::<Vec<_>>()
+        };
+        assert_eq!(run("open('a.txt', 'w').write('one')"), ["a.txt"]);
+        assert!(run("x = 1").is_empty(), "a run that touches nothing lists nothing");
+        interpreter.upload_file("t", "s", "b.txt", b"uploaded", false, None).expect("upload");
+        assert!(run("x = 2").is_empty(), "the upload is not the run's change");
+        interpreter.delete_file("t", "s", "a.txt").expect("delete");
+        assert_eq!(run("open('a.txt', 'w').write('one')"), ["a.txt"], "a file the run made again after a delete is its change");
+        assert_eq!(run("open('b.txt', 'w').write('changed by the run')"), ["b.txt"]);
     }
 
     /// Reopening an expired session removes its old directory while the
