@@ -191,3 +191,47 @@ fn the_agent_cannot_reach_the_llm_host_itself() {
     assert!(answer["error"]["message"].as_str().unwrap_or("").contains("HttpRequestDenied"), "{answer}");
     assert!(fake.calls().is_empty(), "the LLM was not reached");
 }
+
+/// Every turn asks for a tool call; a server that refuses `tool_choice:
+/// required` is asked again without it, and later runs leave it out.
+#[test]
+fn a_refused_required_tool_call_is_asked_again_without_it_and_remembered() {
+    let fake = FakeLlm::start(vec![
+        Reply::Refuse(400, "tool_choice 'required' is not supported by this server".into()),
+        tools(&[("write_file", json!({"filePath": "a.txt", "content": "A"}))]),
+        Reply::Text("Wrote a.txt.".into()),
+        tools(&[("list_files", json!({}))]),
+        Reply::Text("One file.".into()),
+    ]);
+    let app = start(&fake, "openai", "agent-tool-choice");
+    let (status, body) = run(&app, json!({"input": "Write a.txt", "includeSteps": true}));
+    assert_eq!((status, body["output"].as_str()), (200, Some("Wrote a.txt.")), "{body}");
+    let (status, body) = run(&app, json!({"input": "List the files", "includeSteps": true}));
+    assert_eq!((status, body["output"].as_str()), (200, Some("One file.")), "{body}");
+    let choices: Vec<Value> = fake.calls().iter().map(|c| c.body["tool_choice"].clone()).collect();
+    assert_eq!(choices, [json!("required"), Value::Null, Value::Null, Value::Null, Value::Null], "asked once, then never again");
+}
+
+/// A model that writes its call as text (as small local models do, even
+/// asked for a required call) has it run; the step says it was recovered,
+/// and the server is not asked for a required call again.
+#[test]
+fn a_tool_call_written_as_text_is_run_and_marked_recovered() {
+    let fenced = "```json\n{\"name\": \"write_file\", \"arguments\": {\"filePath\": \"hello.txt\", \"content\": \"Hi\"}}\n```\n\n\n";
+    let fake = FakeLlm::start(vec![
+        Reply::Text(fenced.into()),
+        Reply::Text("<tool_call>\n{\"name\": \"final_answer\", \"arguments\": {\"text\": \"hello.txt written.\"}}\n</tool_call>".into()),
+        tools(&[("read_file", json!({"filePath": "hello.txt"}))]),
+        Reply::Text("It says Hi.".into()),
+    ]);
+    let app = start(&fake, "openai", "agent-text-calls");
+    let (status, body) = run(&app, json!({"input": "Write hello.txt", "includeSteps": true, "session_id": "text-calls"}));
+    assert_eq!((status, body["output"].as_str()), (200, Some("hello.txt written.")), "{body}");
+    assert_eq!((body["tool_calls"].as_u64(), body["recovered_calls"].as_u64(), body["turns"].as_u64()), (Some(1), Some(1), Some(2)), "{body}");
+    assert_eq!((&body["steps"][0]["tool"], &body["steps"][0]["recovered"]), (&json!("write_file"), &json!(true)), "{body}");
+    let (_, again) = run(&app, json!({"input": "What does hello.txt say?", "includeSteps": true, "session_id": "text-calls"}));
+    assert_eq!(observations(&again)[0], "Hi", "the recovered call wrote the file: {again}");
+    let choices: Vec<Value> = fake.calls().iter().map(|c| c.body["tool_choice"].clone()).collect();
+    assert_eq!(choices[0], json!("required"));
+    assert!(choices[1..].iter().all(Value::is_null), "not honoured once, not asked again: {choices:?}");
+}
