@@ -73,30 +73,7 @@ impl ArtifactStore {
     pub fn open(dir: &Path, signer: Signer, config: ArtifactConfig) -> Result<Self, InterpreterError> {
         let blobs = dir.join("blobs");
         fs::create_dir_all(&blobs).map_err(|e| InterpreterError::io("creating the blob store", e))?;
-        let db = Connection::open(dir.join("index.sqlite3")).map_err(InterpreterError::index)?;
-        // Several services may share a data directory and start at once; the
-        // switch to WAL and the schema take the write lock for a moment, so
-        // wait for it instead of failing with "database is locked".
-        db.busy_timeout(std::time::Duration::from_secs(10)).map_err(InterpreterError::index)?;
-        db.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             PRAGMA synchronous = FULL;
-             CREATE TABLE IF NOT EXISTS artifacts (
-                 id TEXT PRIMARY KEY,
-                 tenant TEXT NOT NULL,
-                 session_id TEXT NOT NULL,
-                 filename TEXT NOT NULL,
-                 size_bytes INTEGER NOT NULL,
-                 mime_type TEXT NOT NULL,
-                 sha256 TEXT NOT NULL,
-                 created_unix INTEGER NOT NULL,
-                 expires_unix INTEGER NOT NULL
-             );
-             CREATE INDEX IF NOT EXISTS artifacts_by_file ON artifacts (tenant, session_id, filename, created_unix);
-             CREATE INDEX IF NOT EXISTS artifacts_by_blob ON artifacts (sha256);
-             CREATE INDEX IF NOT EXISTS artifacts_by_expiry ON artifacts (expires_unix);",
-        )
-        .map_err(InterpreterError::index)?;
+        let db = open_index(&dir.join("index.sqlite3"))?;
         Ok(Self { db: Mutex::new(db), blobs, signer, config })
     }
 
@@ -376,6 +353,58 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+
+/// The index's pragmas and schema, idempotent.
+const INDEX_SCHEMA: &str = "PRAGMA journal_mode = WAL;
+    PRAGMA synchronous = FULL;
+    CREATE TABLE IF NOT EXISTS artifacts (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        size_bytes INTEGER NOT NULL,
+        mime_type TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        created_unix INTEGER NOT NULL,
+        expires_unix INTEGER NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS artifacts_by_file ON artifacts (tenant, session_id, filename, created_unix);
+    CREATE INDEX IF NOT EXISTS artifacts_by_blob ON artifacts (sha256);
+    CREATE INDEX IF NOT EXISTS artifacts_by_expiry ON artifacts (expires_unix);";
+
+/// Opens the artifact index and makes sure of its schema.
+///
+/// Several services may share a data directory and start at once. The
+/// switch to WAL and the schema take the write lock for a moment; SQLite
+/// answers "locked" without waiting when two connections would deadlock
+/// (both reading the schema, both wanting to write it), so the busy timeout
+/// alone is not enough: the whole step is tried again until a deadline.
+fn open_index(path: &Path) -> Result<Connection, InterpreterError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let attempt = Connection::open(path).and_then(|db| {
+            db.busy_timeout(std::time::Duration::from_secs(10))?;
+            db.execute_batch(INDEX_SCHEMA)?;
+            Ok(db)
+        });
+        match attempt {
+            Ok(db) => return Ok(db),
+            Err(e) if is_contended(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            Err(e) => return Err(InterpreterError::index(e)),
+        }
+    }
+}
+
+/// Whether `error` is another connection holding the lock.
+fn is_contended(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,6 +416,30 @@ mod tests {
         let config = ArtifactConfig { retention, tenant_quota_bytes: quota };
         let store = ArtifactStore::open(&dir.path().join("artifacts"), Signer::new(b"k".repeat(32)), config).unwrap();
         (dir, store)
+    }
+
+    /// Services sharing a data directory start at once: each opens the same
+    /// fresh index, and none may fail on the other's schema lock.
+    #[test]
+    fn services_starting_together_on_one_data_directory_all_open_the_index() {
+        for round in 0..5 {
+            let dir = tempfile::Builder::new().prefix(&format!("anypath-artifact-race-{round}-")).tempdir().unwrap();
+            let root = dir.path().join("artifacts");
+            let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let opened: Vec<_> = (0..8)
+                .map(|_| {
+                    let (root, start) = (root.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        let config = ArtifactConfig { retention: Duration::from_secs(60), tenant_quota_bytes: 1 << 20 };
+                        ArtifactStore::open(&root, Signer::new(b"k".repeat(32)), config).map(|_| ())
+                    })
+                })
+                .collect();
+            for open in opened {
+                open.join().unwrap().expect("the index opens while others open it too");
+            }
+        }
     }
 
     fn file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
