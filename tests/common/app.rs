@@ -160,9 +160,10 @@ pub fn json_of(response: Response) -> (StatusCode, Value) {
 }
 
 pub fn assert_envelope(response: Response, status: u16, code: &str) {
-    assert_eq!(response.status().as_u16(), status);
+    let got = response.status().as_u16();
     let id = response.headers()["x-request-id"].to_str().unwrap().to_owned();
     let (_, body) = json_of(response);
+    assert_eq!(got, status, "{body}");
     assert_eq!(body["error"]["code"], code, "{body}");
     assert_eq!(body["error"]["request_id"], id.as_str());
 }

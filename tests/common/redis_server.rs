@@ -30,13 +30,25 @@ impl RedisServer {
     /// Starts a server keeping its data in `dir`.
     pub fn start(dir: &Path) -> Self {
         std::fs::create_dir_all(dir).unwrap();
-        let mut server = Self { child: None, port: free_port(), dir: dir.to_owned() };
-        server.resume();
-        server
+        // A free port may be taken by another test before the server binds
+        // it: then the server exits, and another port is tried.
+        for _ in 0..5 {
+            let mut server = Self { child: None, port: free_port(), dir: dir.to_owned() };
+            if server.try_resume() {
+                return server;
+            }
+        }
+        panic!("redis-server could not bind a free port in five tries");
     }
 
     /// Starts the server again on the same port and data (after `stop` or `kill`).
     pub fn resume(&mut self) {
+        assert!(self.try_resume(), "redis-server starts again on port {}", self.port);
+    }
+
+    /// Starts the server and waits until it answers PING on its port;
+    /// false when it exited first (its port was taken).
+    fn try_resume(&mut self) -> bool {
         assert!(self.child.is_none(), "the server is running");
         let mut command = Command::new(binary());
         command
@@ -54,13 +66,22 @@ impl RedisServer {
                 Ok(())
             });
         }
-        let child = command.spawn().expect("redis-server starts");
-        self.child = Some(child);
+        let mut child = command.spawn().expect("redis-server starts");
         let deadline = Instant::now() + Duration::from_secs(20);
-        while self.connection().is_err() {
+        // A PONG, not only a connection: whatever else took the port accepts connections too.
+        while !self.answers_ping() {
+            if child.try_wait().ok().flatten().is_some() {
+                return false;
+            }
             assert!(Instant::now() < deadline, "redis-server answers on port {}", self.port);
             std::thread::sleep(Duration::from_millis(20));
         }
+        self.child = Some(child);
+        true
+    }
+
+    fn answers_ping(&self) -> bool {
+        self.connection().and_then(|mut c| redis::cmd("PING").query::<String>(&mut c)).is_ok_and(|pong| pong == "PONG")
     }
 
     /// `redis://127.0.0.1:<port>`.
