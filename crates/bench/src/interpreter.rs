@@ -24,7 +24,7 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
     let heavy = iterations.clamp(10, 200);
     println!();
     println!("code interpreter ({} warm runs, {heavy} of the others)", iterations);
-    println!("{:<40} {:>10} {:>10}", "operation", "p50", "p99");
+    println!("{:<48} {:>10} {:>10}", "operation", "p50", "p99");
 
     let first = time(heavy, |i| {
         let interpreter = &interpreter;
@@ -72,7 +72,7 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
     if report.error.is_some() {
         bail!("idle session run failed: {:?}", report.error);
     }
-    println!("{:<40} {:>10.1} MiB", "memory held by an idle session", idle.memory_bytes() as f64 / (1 << 20) as f64);
+    println!("{:<48} {:>10.1} MiB", "memory held by an idle session", idle.memory_bytes() as f64 / (1 << 20) as f64);
     let _ = std::fs::remove_dir_all(&root);
     Ok(Duration::from_nanos(warm.value_at_quantile(0.5)))
 }
@@ -91,7 +91,7 @@ fn ok(report: anypath_interpreter::RunReport) -> anyhow::Result<()> {
 /// Prints one row: the operation's p50 and p99.
 pub(crate) fn row(name: &str, histogram: &Histogram<u64>) {
     let at = |q| Duration::from_nanos(histogram.value_at_quantile(q));
-    println!("{name:<40} {:>10} {:>10}", show(at(0.5)), show(at(0.99)));
+    println!("{name:<48} {:>10} {:>10}", show(at(0.5)), show(at(0.99)));
 }
 
 /// Runs `op(i)` for i in 0..n, one at a time, recording each duration.

@@ -85,6 +85,7 @@ impl BlockRunner {
             component_name: engine::component_name(&config.runner_component),
             origin: serde_json::json!("built from components/python-runner by componentize-py"),
             limits: config.limits,
+            image: None,
         };
         let image = Arc::new(RunnerImage { pre, profile, _ticker: loaded.ticker });
         let inner = Arc::new(BlockInner { image, pool: OnceLock::new(), recycler });

@@ -13,13 +13,18 @@
 //! - `/tmp`, read-write: the instance's own directory (`TMPDIR`, `HOME`,
 //!   `MPLCONFIGDIR`), emptied when an instance starts and removed when it
 //!   ends, under the session's write quota;
-//! - `/mnt/data`: the session directory;
+//! - `/mnt/data`: the session directory (an empty one of the instance's own
+//!   when it has no session);
 //! - the door `host.call`, answered "no host" on every call.
 //!
+//! The four directories are always there, in that order: a pre-initialised
+//! image ([`preinit`]) has wasi-libc's table of them baked in by descriptor
+//! number, and the adapter numbers them by the order they are given.
+//!
 //! A run is one `turn` of the reactor that calls the default runtime's own
-//! cell code (`cell.py`), loaded into the instance once at start, so both
-//! runtimes share the session semantics; the report comes back on the
-//! instance's stdout after a marker.
+//! cell code (`cell.py`), loaded into the instance at start (or already in
+//! a pre-initialised image), so both runtimes share the session semantics;
+//! the report comes back on the instance's stdout after a marker.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -46,6 +51,8 @@ mod bindings {
 
 pub(crate) use bindings::{PythonData, PythonDataPre};
 
+pub mod preinit;
+
 /// The reactor's status for "no host function": every door call gets it.
 const NO_HOST: i32 = -1;
 /// Where the directory holding the stdlib zip appears in the guest.
@@ -68,6 +75,12 @@ const BASE_ENV: [(&str, &str); 5] = [
     ("MPLBACKEND", "Agg"),
     ("PYTHONTZPATH", ""),
 ];
+/// The first descriptor after stdio and the four directories: a
+/// pre-initialised image must hold no open descriptor from here on.
+pub(crate) const FIRST_FREE_FD: u32 = 7;
+/// Run at every instance's start: what must differ between instances made
+/// from one image (random state) is made anew (`cell_report.py`).
+const INSTANCE_START: &str = "__import__('anypath_cell_report').instance_started()\n";
 /// Precedes the JSON report on stdout (`data_runtime/cell_report.py`).
 const REPORT_MARKER: &[u8] = b"\x1eanypath-cell-report ";
 /// Output kept per stream between two drains beyond what the run's caps
@@ -85,7 +98,7 @@ fn report_room(input: &wit::CellInput) -> usize {
 
 /// Loads the cell code into a fresh instance: the default runtime's modules
 /// `captured_output` and `cell`, and the report driver, as real modules.
-fn bootstrap_source() -> String {
+pub(crate) fn bootstrap_source() -> String {
     let modules = [
         ("captured_output", include_str!("../../../components/python-runner/src/captured_output.py")),
         ("cell", include_str!("../../../components/python-runner/src/cell.py")),
@@ -101,6 +114,42 @@ fn bootstrap_source() -> String {
     }
     source.push_str("del _sys, _types, _m\n");
     source
+}
+
+/// The directories an instance sees, on the host.
+pub(crate) struct GuestDirs<'a> {
+    /// Holds `python315.zip`.
+    pub(crate) library: &'a Path,
+    /// matplotlib's data, extracted.
+    pub(crate) mpl_data: &'a Path,
+    /// The instance's own `/tmp`.
+    pub(crate) tmp: &'a Path,
+    /// What the instance sees at `/mnt/data`.
+    pub(crate) data: &'a Path,
+}
+
+impl GuestDirs<'_> {
+    /// Preopens the four directories, always all of them and in this order
+    /// (descriptors 3 to 6), and gives the base environment and program name.
+    pub(crate) fn configure(&self, builder: &mut WasiCtxBuilder) -> wasmtime::Result<()> {
+        builder
+            .preopened_dir(self.library, LIBRARY_GUEST, FsPerms::ReadOnly)?
+            .preopened_dir(self.mpl_data, MPL_DATA_GUEST, FsPerms::ReadOnly)?
+            .preopened_dir(self.tmp, TMP_GUEST, FsPerms::ReadWrite)?
+            .preopened_dir(self.data, SESSION_DIR, FsPerms::ReadWrite)?;
+        builder.arg(ARGV0).envs(&BASE_ENV);
+        Ok(())
+    }
+}
+
+/// The library and matplotlib-data directories of a layout
+/// (`lib/python315.zip`, `mpl-data/`), checked to be complete.
+pub(crate) fn layout_dirs(layout: &Path) -> Result<(PathBuf, PathBuf), String> {
+    let (library, mpl_data) = (layout.join("lib"), layout.join("mpl-data"));
+    if !library.join(STDLIB_ZIP).is_file() || !mpl_data.join("matplotlibrc").is_file() {
+        return Err(format!("{} needs lib/{STDLIB_ZIP} and mpl-data/matplotlibrc; run `cargo xtask build`", layout.display()));
+    }
+    Ok((library, mpl_data))
 }
 
 /// A Python string literal holding `text`: JSON's escapes are Python's, and
@@ -125,15 +174,35 @@ pub(crate) struct DataGuest {
     bindings: PythonData,
     stdout: DrainPipe,
     stderr: DrainPipe,
-    tmp: PrivateTmp,
+    dirs: PrivateDirs,
 }
 
-/// The instance's `/tmp` on the host, removed with the instance.
-struct PrivateTmp(PathBuf);
+/// The instance's own directories on the host, removed with the instance:
+/// its `/tmp`, and for an instance without a session, an empty `/mnt/data`.
+struct PrivateDirs {
+    tmp: PathBuf,
+    /// The session directory, or the scratch directory's path.
+    data: PathBuf,
+    _scratch: Option<tempfile::TempDir>,
+}
 
-impl Drop for PrivateTmp {
+impl PrivateDirs {
+    fn new(session_dir: Option<&Path>) -> std::io::Result<Self> {
+        let tmp = private_tmp_dir(session_dir)?;
+        let (data, scratch) = match session_dir {
+            Some(dir) => (dir.to_path_buf(), None),
+            None => {
+                let scratch = tempfile::Builder::new().prefix("anypath-data-").tempdir()?;
+                (scratch.path().to_path_buf(), Some(scratch))
+            }
+        };
+        Ok(Self { tmp, data, _scratch: scratch })
+    }
+}
+
+impl Drop for PrivateDirs {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.tmp);
     }
 }
 
@@ -162,19 +231,20 @@ pub(crate) struct DataImage {
     library: PathBuf,
     /// matplotlib's data, extracted.
     mpl_data: PathBuf,
+    /// The component was pre-initialised: the cell code and the stack are
+    /// already imported.
+    preinitialised: bool,
 }
 
 impl DataImage {
     /// The image over `layout` (`lib/python315.zip`, `mpl-data/`), checked to be complete.
-    pub(crate) fn new(pre: PythonDataPre<GuestState>, layout: &Path) -> Result<Self, String> {
-        let (library, mpl_data) = (layout.join("lib"), layout.join("mpl-data"));
-        if !library.join(STDLIB_ZIP).is_file() || !mpl_data.join("matplotlibrc").is_file() {
-            return Err(format!("{} needs lib/{STDLIB_ZIP} and mpl-data/matplotlibrc; run `cargo xtask build`", layout.display()));
-        }
-        Ok(Self { pre, library, mpl_data })
+    pub(crate) fn new(pre: PythonDataPre<GuestState>, layout: &Path, preinitialised: bool) -> Result<Self, String> {
+        let (library, mpl_data) = layout_dirs(layout)?;
+        Ok(Self { pre, library, mpl_data, preinitialised })
     }
 
-    /// Starts an instance seeing `dir` at /mnt/data, and loads the cell code into it.
+    /// Starts an instance seeing `dir` at /mnt/data, and loads the cell code
+    /// into it unless the image already holds it.
     pub(crate) async fn start(
         &self,
         dir: Option<&Path>,
@@ -183,36 +253,31 @@ impl DataImage {
         deadline: Instant,
         new_store: impl FnOnce(GuestState) -> wasmtime::Result<Store<GuestState>>,
     ) -> wasmtime::Result<(Store<GuestState>, DataGuest)> {
-        let tmp = PrivateTmp(private_tmp_dir(dir)?);
+        let dirs = PrivateDirs::new(dir)?;
         let stdout = DrainPipe::new(PIPE_SLACK);
         let stderr = DrainPipe::new(PIPE_SLACK);
         let mut builder = WasiCtxBuilder::new();
-        builder
-            .preopened_dir(&self.library, LIBRARY_GUEST, FsPerms::ReadOnly)?
-            .preopened_dir(&self.mpl_data, MPL_DATA_GUEST, FsPerms::ReadOnly)?
-            .preopened_dir(&tmp.0, TMP_GUEST, FsPerms::ReadWrite)?;
-        if let Some(dir) = dir {
-            builder.preopened_dir(dir, SESSION_DIR, FsPerms::ReadWrite)?;
-        }
-        builder.arg(ARGV0).envs(&BASE_ENV).stdout(stdout.clone()).stderr(stderr.clone());
+        GuestDirs { library: &self.library, mpl_data: &self.mpl_data, tmp: &dirs.tmp, data: &dirs.data }.configure(&mut builder)?;
+        builder.stdout(stdout.clone()).stderr(stderr.clone());
         let mut state = GuestState::from_builder(builder, memory_cap, deadline);
         state.quota = quota;
         let mut store = new_store(state)?;
         let bindings = self.pre.instantiate_async(&mut store).await?;
-        let status = bindings.call_turn(&mut store, &bootstrap_source()).await?;
+        let source = if self.preinitialised { INSTANCE_START.to_owned() } else { bootstrap_source() + INSTANCE_START };
+        let status = bindings.call_turn(&mut store, &source).await?;
         let (_, _) = stdout.drain();
         let (errors, _) = stderr.drain();
         if status != 0 {
             wasmtime::bail!("the data runtime did not load the cell code (status {status}): {}", String::from_utf8_lossy(&errors));
         }
-        Ok((store, DataGuest { bindings, stdout, stderr, tmp }))
+        Ok((store, DataGuest { bindings, stdout, stderr, dirs }))
     }
 }
 
 impl DataGuest {
     /// The instance's `/tmp` on the host: it counts toward the session's quota.
     pub(crate) fn private_tmp(&self) -> &Path {
-        &self.tmp.0
+        &self.dirs.tmp
     }
 
     /// Runs one cell as a reactor turn. Output caps: those of `input`, kept

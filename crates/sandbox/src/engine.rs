@@ -59,17 +59,24 @@ pub(crate) struct Profile {
     pub(crate) component_name: String,
     pub(crate) origin: serde_json::Value,
     pub(crate) limits: Limits,
+    /// The data runtime's image (none for the runner).
+    pub(crate) image: Option<crate::session::ImageDescription>,
 }
 
 impl Profile {
-    /// The runtime, the component's file name, its origin and the limits.
+    /// The runtime, the component's file name, its origin, the limits and
+    /// the image instances start from.
     pub(crate) fn describe(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut described = serde_json::json!({
             "runtime": self.runtime,
             "component": self.component_name,
             "origin": self.origin,
             "limits": self.limits,
-        })
+        });
+        if let (Some(image), Some(fields)) = (&self.image, described.as_object_mut()) {
+            fields.insert("image".into(), serde_json::json!(image));
+        }
+        described
     }
 }
 

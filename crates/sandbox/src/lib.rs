@@ -36,4 +36,5 @@ pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, Rea
 pub use quota_fs::{FileQuota, Usage, directory_usage};
 pub use request::{CollectionInput, ExecRequest};
 pub use anypath_wire::{Runtime, UnknownRuntime};
-pub use session::{PythonDataConfig, SessionRuntime};
+pub use data_runtime::preinit;
+pub use session::{DataVariant, PREIMPORTED_SUMMARY, PythonDataConfig, SessionRuntime};

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::bindings::Runner;
 use crate::block::RunnerImage;
+use crate::data_runtime::preinit::ImageSummary;
 use crate::data_runtime::{DataGuest, DataImage, PythonDataPre};
 use crate::engine::{self, EpochTicker, Instance, Profile, StartError};
 use crate::guest::GuestState;
@@ -17,6 +18,42 @@ use anypath_wire::Runtime;
 /// Deadline for starting a session's instance (no tenant code runs then):
 /// the data runtime's plain reactor initialises CPython and loads the cell code.
 const SESSION_START_BUDGET: Duration = Duration::from_secs(60);
+
+/// Which form of the data runtime's reactor instances start from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataVariant {
+    /// Pre-initialised by `cargo xtask` (`anypath sandbox preinit-data`):
+    /// numpy, pandas, matplotlib, seaborn and the cell code already imported.
+    #[default]
+    Preimported,
+    /// The wheel's own snapshot: CPython started, nothing imported.
+    Snapshot,
+    /// The plain reactor: CPython starts in every instance.
+    Plain,
+}
+
+impl DataVariant {
+    /// The component's file name in the runtime's directory.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Self::Preimported => "python-data-preimported.wasm",
+            Self::Snapshot => "python-data-snapshot.wasm",
+            Self::Plain => "python-data.wasm",
+        }
+    }
+}
+
+/// The summary `cargo xtask` writes beside the pre-initialised component.
+pub const PREIMPORTED_SUMMARY: &str = "python-data-preimported.json";
+
+/// Which image a data runtime starts from, for health reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct ImageDescription {
+    pub(crate) variant: DataVariant,
+    /// What the pre-initialised image holds.
+    pub(crate) preimported: Option<ImageSummary>,
+}
 
 /// How to start the `python-data` [`SessionRuntime`].
 #[derive(Debug, Clone)]
@@ -31,15 +68,23 @@ pub struct PythonDataConfig {
     pub cache_dir: PathBuf,
     /// Limits every run starts from.
     pub limits: Limits,
+    /// Which form of the reactor `component` is.
+    pub variant: DataVariant,
 }
 
 impl PythonDataConfig {
-    /// The data runtime laid out in `dir` by `cargo xtask` (`python-data.wasm`,
-    /// `python-data-snapshot.wasm`, `lib/`), from the snapshotted reactor or
-    /// the plain one, with the data runtime's own default limits.
-    pub fn new(dir: &Path, snapshot: bool) -> Self {
-        let file = if snapshot { "python-data-snapshot.wasm" } else { "python-data.wasm" };
-        Self { component: dir.join(file), layout: dir.to_path_buf(), cache_dir: dir.join("cache"), limits: Limits::python_data() }
+    /// The data runtime laid out in `dir` by `cargo xtask`
+    /// (`python-data-preimported.wasm`, `python-data-snapshot.wasm`,
+    /// `python-data.wasm`, `lib/`), in the given variant, with the data
+    /// runtime's own default limits.
+    pub fn new(dir: &Path, variant: DataVariant) -> Self {
+        Self {
+            component: dir.join(variant.file_name()),
+            layout: dir.to_path_buf(),
+            cache_dir: dir.join("cache"),
+            limits: Limits::python_data(),
+            variant,
+        }
     }
 }
 
@@ -84,17 +129,25 @@ impl SessionRuntime {
         crate::data_runtime::add_to_linker(&mut loaded.linker).map_err(StartError::Link)?;
         let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
         let pre = PythonDataPre::new(pre).map_err(StartError::Link)?;
-        let image = DataImage::new(pre, &config.layout).map_err(StartError::DataLayout)?;
-        // Best effort: a missing or unreadable origin only leaves the health report without it.
+        let preinitialised = config.variant == DataVariant::Preimported;
+        let image = DataImage::new(pre, &config.layout, preinitialised).map_err(StartError::DataLayout)?;
+        // Best effort: a missing or unreadable origin or summary only leaves the health report without it.
         let origin = std::fs::read(config.layout.join("origin.json"))
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .unwrap_or(serde_json::Value::Null);
+        let preimported = match config.variant {
+            DataVariant::Preimported => std::fs::read(config.layout.join(PREIMPORTED_SUMMARY))
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<ImageSummary>(&bytes).ok()),
+            DataVariant::Snapshot | DataVariant::Plain => None,
+        };
         let profile = Profile {
             runtime: Runtime::PythonData,
             component_name: engine::component_name(&config.component),
             origin,
             limits: config.limits,
+            image: Some(ImageDescription { variant: config.variant, preimported }),
         };
         Ok(Self { image: Image::Data(Arc::new(DataRuntime { image, profile, _ticker: loaded.ticker })) })
     }
@@ -117,8 +170,8 @@ impl SessionRuntime {
     }
 
     /// What the runtime runs, for health reports: the runtime, the
-    /// component's file name, its origin (the data runtime's `origin.json`)
-    /// and the limits.
+    /// component's file name, its origin (the data runtime's `origin.json`),
+    /// the limits, and for the data runtime the image it starts from.
     pub fn describe(&self) -> serde_json::Value {
         self.profile().describe()
     }

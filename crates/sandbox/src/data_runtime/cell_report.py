@@ -10,6 +10,7 @@ before it.
 
 import json
 import os
+import sys
 
 import cell
 
@@ -33,3 +34,17 @@ def report(code, env, stdout_limit, stderr_limit):
     data = memoryview(MARKER + json.dumps(result).encode("utf-8") + b"\n")
     while data:
         data = data[os.write(1, data):]
+
+
+def instance_started():
+    """Makes anew what instances started from one image must not share: the
+    random generators' state (`random`, numpy's global generator) and
+    `tempfile`'s name sequence, all seeded from the host's entropy."""
+    import random
+    import tempfile
+
+    random.seed()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
+    tempfile._name_sequence = None
