@@ -214,7 +214,8 @@ fn a_refused_required_tool_call_is_asked_again_without_it_and_remembered() {
 
 /// A model that writes its call as text (as small local models do, even
 /// asked for a required call) has it run; the step says it was recovered,
-/// and the server is not asked for a required call again.
+/// and the server is not asked for a required call again. That first,
+/// probing turn is capped at 512 tokens; later turns have the configured cap.
 #[test]
 fn a_tool_call_written_as_text_is_run_and_marked_recovered() {
     let fenced = "```json\n{\"name\": \"write_file\", \"arguments\": {\"filePath\": \"hello.txt\", \"content\": \"Hi\"}}\n```\n\n\n";
@@ -234,4 +235,7 @@ fn a_tool_call_written_as_text_is_run_and_marked_recovered() {
     let choices: Vec<Value> = fake.calls().iter().map(|c| c.body["tool_choice"].clone()).collect();
     assert_eq!(choices[0], json!("required"));
     assert!(choices[1..].iter().all(Value::is_null), "not honoured once, not asked again: {choices:?}");
+    // Until the server was known, the required turn could not pad for minutes.
+    let caps: Vec<Value> = fake.calls().iter().map(|c| c.body["max_tokens"].clone()).collect();
+    assert_eq!((&caps[0], &caps[1]), (&json!(512), &json!(1500)), "{caps:?}");
 }
