@@ -410,11 +410,14 @@ fn a_plan_naming_its_collection_twice_is_normalised_not_a_500() {
 }
 
 /// A sandbox host that admits every block and refuses every execution with
-/// a 400, as it would a body it cannot parse; counts the refusals.
+/// a 400, as it would a body it cannot parse; counts the refusals. Like the
+/// real host it reads the whole body before it answers: answering first
+/// can close the connection while the gateway is still writing, which the
+/// gateway rightly takes for a host that did not answer.
 fn refusing_sandbox_host() -> (String, Arc<AtomicUsize>) {
     let refused = Arc::new(AtomicUsize::new(0));
     let counter = refused.clone();
-    let exec = move || {
+    let exec = move |_body: axum::body::Bytes| {
         counter.fetch_add(1, Ordering::SeqCst);
         let body = json!({"error": {"code": "invalid_request", "message": "unknown field `gate`", "request_id": "r"}});
         async move { (axum::http::StatusCode::BAD_REQUEST, axum::Json(body)) }
