@@ -370,6 +370,12 @@ impl RunnerArgs {
             },
         };
         let config = PythonDataConfig::new(&dir, self.python_data_variant.into());
+        if !config.component.is_file() {
+            anyhow::bail!(
+                "{} is missing: build it with `cargo xtask build`, or start from another form with --python-data-variant snapshot",
+                config.component.display()
+            );
+        }
         tracing::info!(component = %config.component.display(), "loading the python-data runtime");
         sandboxes.push(SessionRuntime::start_python_data(config).await.context("starting the python-data runtime")?);
         Ok(sandboxes)
