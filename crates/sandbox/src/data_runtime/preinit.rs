@@ -60,22 +60,31 @@ pub struct Preinitialised {
 /// Pre-initialising the data runtime failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PreinitError {
+    /// The reactor module could not be read.
     #[error("reading the reactor module {path}: {source}")]
     Read { path: String, source: std::io::Error },
+    /// The layout lacks the stdlib zip or matplotlib's data.
     #[error("the data runtime's files are incomplete: {0}")]
     Layout(String),
+    /// The scratch `/tmp` and `/mnt/data` could not be made.
     #[error("making the scratch directories: {0}")]
     Scratch(std::io::Error),
+    /// The pre-initialiser refused the module.
     #[error("instrumenting the reactor for the snapshot: {0:#}")]
     Instrument(wasmtime::Error),
+    /// Compiling, linking or starting the scratch instance failed.
     #[error("starting the scratch instance: {0:#}")]
     Start(wasmtime::Error),
+    /// The pre-import script failed; `output` is the end of what it printed.
     #[error("importing the data stack failed (status {status}): {output}")]
     Import { status: i32, output: String },
+    /// The pre-import ended without its summary line.
     #[error("the pre-import printed no summary; its output ended with: {tail}")]
     NoSummary { tail: String },
+    /// Descriptors past the preopened directories were still open.
     #[error("the image would hold open descriptors {0:?}: a session's instance would not have them")]
     OpenDescriptors(Vec<u32>),
+    /// Writing the instance's state into the module failed.
     #[error("taking the snapshot: {0:#}")]
     Snapshot(wasmtime::Error),
 }
