@@ -110,8 +110,10 @@ pub async fn preinitialise(core: &Path, layout: &Path) -> Result<Preinitialised,
     let wizer = Wizer::new();
     let (context, instrumented) = wizer.instrument(&wasm).map_err(PreinitError::Instrument)?;
     let mut config = Config::new();
-    // Run once: compiling fast matters more than running fast.
-    config.wasm_exceptions(true).cranelift_opt_level(OptLevel::None);
+    // Run once: compiling fast matters more than running fast, and one
+    // instance needs no copy-on-write image of its initial memory (making
+    // one seals a memfd, which the kernel has been seen to refuse at random).
+    config.wasm_exceptions(true).cranelift_opt_level(OptLevel::None).memory_init_cow(false);
     let engine = Engine::new(&config).map_err(PreinitError::Start)?;
     let module = Module::new(&engine, &instrumented).map_err(PreinitError::Start)?;
 
