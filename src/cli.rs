@@ -205,10 +205,15 @@ pub struct InterpreterArgs {
     /// The longest idle TTL a session may ask for, in minutes.
     #[arg(long, default_value_t = 240)]
     max_session_ttl_minutes: u64,
-    /// Live Python instances kept at once (at most 32, so REST executions
-    /// always find instance slots); the least recently used idle one gives way.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=32))]
-    max_live_sessions: u16,
+    /// Memory the live Python instances of all sessions may hold together,
+    /// in MiB; beyond it the least recently used idle sessions are
+    /// hibernated (their state saved beside their files, restored on their
+    /// next run).
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(64..))]
+    session_memory_mb: u64,
+    /// Seconds a session may sit idle before its state is hibernated.
+    #[arg(long, default_value_t = 60)]
+    hibernate_after_idle_seconds: u64,
     /// Where sessions and artifacts live: `disk` (under the data directory,
     /// survives a restart) or `memory` (a RAM-backed directory removed at exit).
     #[arg(long, value_enum, env = "ANYPATH_STORAGE", default_value_t = StorageArg::Disk)]
@@ -280,7 +285,8 @@ impl InterpreterArgs {
         let mut config = anypath_interpreter::InterpreterConfig::new(&self.data_dir);
         config.default_ttl = std::time::Duration::from_secs(self.session_ttl_minutes * 60);
         config.max_ttl = std::time::Duration::from_secs(self.max_session_ttl_minutes.max(self.session_ttl_minutes) * 60);
-        config.max_live = usize::from(self.max_live_sessions);
+        config.session_memory_bytes = self.session_memory_mb << 20;
+        config.hibernate_after_idle = std::time::Duration::from_secs(self.hibernate_after_idle_seconds);
         config.storage = match self.storage {
             StorageArg::Disk => anypath_interpreter::Storage::Disk,
             StorageArg::Memory => anypath_interpreter::Storage::Memory,
@@ -357,7 +363,7 @@ impl RunnerArgs {
     /// The runtimes code-interpreter sessions run on: `python` (on the block
     /// runner already started) and, when its files are there, `python-data`.
     pub async fn session_sandboxes(&self, python: &BlockRunner) -> anyhow::Result<Vec<SessionRuntime>> {
-        let mut sandboxes = vec![python.session_runtime()];
+        let mut sandboxes = vec![python.session_runtime().await.context("starting python sessions")?];
         let dir = match &self.python_data {
             Some(dir) if dir.join("lib").is_dir() => dir.clone(),
             Some(dir) => anyhow::bail!("--python-data {} holds no data runtime (lib/ is missing); build it with `cargo xtask build`", dir.display()),

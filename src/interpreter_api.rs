@@ -56,6 +56,7 @@ pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
         .route("/v1/sessions/{session_id}", get(describe_session).delete(close_session))
         .merge(files)
         .route("/v1/sessions/{session_id}/run", post(run))
+        .route("/v1/sessions/{session_id}/fork", post(fork_session))
         .route("/v1/sessions/{session_id}/artifacts", get(list_artifacts))
         .route("/v1/sessions/{session_id}/artifacts/{*path}", get(read_artifact))
         .route("/v1/artifacts/{artifact_id}", get(describe_artifact))
@@ -150,6 +151,14 @@ async fn describe_session(c: Call, Path(session_id): Path<String>) -> Response {
 
 async fn close_session(c: Call, Path(session_id): Path<String>) -> Response {
     c.answer(StatusCode::OK, c.service.close_session(&c.caller, session_id).await)
+}
+
+async fn fork_session(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
+    let forked = match parse::<anypath_wire::ForkRequest>(&body) {
+        Ok(fork) => c.service.fork_session(&c.caller, session_id, fork.session_id).await,
+        Err(e) => Err(e),
+    };
+    c.answer(StatusCode::CREATED, forked)
 }
 
 async fn upload_base64(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {

@@ -117,7 +117,19 @@ pub(crate) fn refusal(refused: Refused, request_id: &str) -> Response {
 pub async fn serve(sandbox: BlockRunner, mut options: ServeOptions) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
     options.listen = listener.local_addr()?;
-    serve_on(listener, router(sandbox, &options), shutdown_signal()).await
+    let served = serve_on(listener, router(sandbox, &options), shutdown_signal()).await;
+    if let Some(interpreter) = &options.interpreter {
+        hibernate_all(interpreter).await;
+    }
+    served
+}
+
+/// On a graceful stop: every live session's state goes to disk, for the
+/// next process to resume.
+pub async fn hibernate_all(interpreter: &Arc<Interpreter>) {
+    let started = std::time::Instant::now();
+    let hibernated = interpreter.hibernate_all().await;
+    tracing::info!(hibernated, elapsed_ms = started.elapsed().as_millis() as u64, "sessions hibernated for the stop");
 }
 
 /// Serves `app` (a [`router`]) on an already bound listener until `shutdown` resolves.
@@ -171,6 +183,10 @@ pub(crate) fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
         loop {
             tick.tick().await;
             let Some(interpreter) = interpreter.upgrade() else { return };
+            let hibernated = interpreter.hibernate_idle().await;
+            if hibernated > 0 {
+                tracing::info!(hibernated, "idle sessions hibernated");
+            }
             let removed = tokio::task::spawn_blocking(move || interpreter.sweep()).await.unwrap_or(0);
             if removed > 0 {
                 tracing::info!(removed, "expired sessions removed");

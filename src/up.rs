@@ -75,12 +75,13 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     let wait = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let interpreter = std::sync::Arc::new(interpreter);
     let sandbox_options = ServeOptions {
         listen: sandbox_address,
         token: None,
         admission: options.admission,
         api_keys: options.api_keys.clone(),
-        interpreter: Some(std::sync::Arc::new(interpreter)),
+        interpreter: Some(interpreter.clone()),
         mcp_allowed_hosts: options.mcp_allowed_hosts,
         trusted_token: Some(trusted_token),
     };
@@ -107,6 +108,7 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     }
     let _ = stop.send(true);
     let _ = sandbox_task.await;
+    crate::serve::hibernate_all(&interpreter).await;
     tracing::info!("stopped");
     Ok(())
 }

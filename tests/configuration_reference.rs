@@ -39,7 +39,7 @@ fn the_books_configuration_page_is_generated_from_the_code() {
     for variable in VARIABLES {
         assert!(page.contains(&format!("| `{}` |", variable.name)), "{} is missing", variable.name);
     }
-    for flag in ["--max-live-sessions", "--api-keys", "--sandbox-listen", "--token"] {
+    for flag in ["--session-memory-mb", "--hibernate-after-idle-seconds", "--api-keys", "--sandbox-listen", "--token"] {
         assert!(page.contains(&format!("`{flag} <")), "{flag} is missing");
     }
 }

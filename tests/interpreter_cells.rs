@@ -126,14 +126,16 @@ fn output_floods_and_memory_bombs_are_cut_and_the_session_recovers() {
     assert_eq!(after.output.stdout, "alive\n");
 }
 
-/// Bounded live instances: past the limit the least recently used idle
-/// session gives its instance up (its state), never its files.
+/// Live instances bounded by memory: past the budget the least recently
+/// used idle session is hibernated; its next run resumes its state and
+/// finds its files.
 #[test]
-fn the_least_recently_used_session_gives_up_its_instance_not_its_files() {
-    use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
+fn the_least_recently_used_session_is_hibernated_and_resumes_with_its_state() {
+    use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest, StateOrigin};
     let dir = temp_dir("lru");
     let mut config = InterpreterConfig::new(dir.path());
-    config.max_live = 2;
+    // Room for two live instances of the default runtime, not three.
+    config.session_memory_bytes = 50 << 20;
     let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], config).expect("interpreter"));
     let run_in = |session: &str, code: &str| {
         common::block_on(interpreter.run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")
@@ -142,8 +144,35 @@ fn the_least_recently_used_session_gives_up_its_instance_not_its_files() {
     run_in("s2", "v = 2");
     run_in("s3", "v = 3");
     assert_eq!(interpreter.live_count(), 2);
-    let first = run_in("s1", "print(open('f.txt').read(), 'v' in globals())");
-    assert_eq!((first.cell.output.stdout.as_str(), first.cell.state_reset), ("one False\n", true), "{first:?}");
+    assert!(interpreter.session_info("t", "s1").expect("s1").hibernated, "the least recently used session was hibernated");
+    let first = run_in("s1", "print(open('f.txt').read(), v)");
+    assert_eq!((first.cell.output.stdout.as_str(), first.cell.state_reset, first.cell.state), ("one 1\n", false, StateOrigin::Resumed), "{first:?}");
     let third = run_in("s3", "print(v)");
     assert_eq!(third.cell.output.stdout, "3\n", "a recently used session kept its state");
+}
+
+/// Many more sessions than fit in memory at once: each keeps its variable
+/// through hibernation, read back in a shuffled order, none reset.
+#[test]
+fn two_hundred_sessions_each_keep_their_variable_under_a_small_memory_budget() {
+    use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
+    let dir = temp_dir("many");
+    let mut config = InterpreterConfig::new(dir.path());
+    config.session_memory_bytes = 200 << 20;
+    let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], config).expect("interpreter"));
+    let run_in = |session: &str, code: &str| {
+        common::block_on(interpreter.run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")
+    };
+    const SESSIONS: usize = 200;
+    for i in 0..SESSIONS {
+        let report = run_in(&format!("s{i}"), &format!("x = {i}"));
+        assert_eq!(report.cell.exit_code, 0, "{report:?}");
+    }
+    assert!(interpreter.live_count() < SESSIONS / 4, "most sessions are hibernated: {} live", interpreter.live_count());
+    // 73 is coprime with 200: every session once, in a scattered order.
+    for step in 0..SESSIONS {
+        let i = (step * 73 + 11) % SESSIONS;
+        let report = run_in(&format!("s{i}"), "print(x)");
+        assert_eq!((report.cell.output.stdout.clone(), report.cell.state_reset), (format!("{i}\n"), false), "session s{i}: {report:?}");
+    }
 }

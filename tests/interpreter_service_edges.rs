@@ -174,11 +174,11 @@ fn both_runtimes_report_a_cell_that_prints_past_the_cap() {
     }
 }
 
-/// A restart starts fresh instances: a session whose variables are gone says
-/// `state_reset: true` on its first run, and only then; a session that never
-/// ran code has lost nothing and says false.
+/// A crash (SIGKILL) loses the live instances: a session whose variables are
+/// gone says `state_reset: true` on its first run, and only then; a session
+/// that never ran code has lost nothing and says false.
 #[test]
-fn a_restart_reports_the_state_it_lost() {
+fn a_crash_reports_the_state_it_lost() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut service = Service::start(dir.path());
     let (_, run) = service.json("key-alice", "POST", "/v1/sessions/kept/run", Some(json!({"code": "x = 41"})));
@@ -195,6 +195,48 @@ fn a_restart_reports_the_state_it_lost() {
     assert_eq!((run["stdout"].as_str(), run["state_reset"].as_bool()), (Some("1\n"), Some(false)), "{run}");
     let (_, run) = service.json("key-alice", "POST", "/v1/sessions/files-only/run", Some(json!({"code": "print(open('a.txt').read())"})));
     assert_eq!((run["stdout"].as_str(), run["state_reset"].as_bool()), (Some("a\n"), Some(false)), "{run}");
+}
+
+/// A graceful stop (SIGTERM) hibernates every live session: after the next
+/// start each session's variables are back on its next run, which says
+/// `resumed`; two tenants' sessions of the same name keep their own.
+#[test]
+fn a_graceful_restart_keeps_every_sessions_variables() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut service = Service::start(dir.path());
+    for (key, session, code) in [("key-alice", "one", "x = 41"), ("key-alice", "two", "def f():\n    return 'two'"), ("key-bob", "one", "x = 'bob'")] {
+        let (_, run) = service.json(key, "POST", &format!("/v1/sessions/{session}/run"), Some(json!({"code": code})));
+        assert_eq!(run["exit_code"], 0, "{run}");
+    }
+    let stopped = service.process.terminate();
+    assert!(stopped.success(), "a graceful stop exits cleanly: {stopped:?}");
+
+    let service = Service::start(dir.path());
+    for (key, session, code, expected) in [("key-alice", "one", "print(x + 1)", "42\n"), ("key-alice", "two", "print(f())", "two\n"), ("key-bob", "one", "print(x)", "bob\n")] {
+        let (_, run) = service.json(key, "POST", &format!("/v1/sessions/{session}/run"), Some(json!({"code": code})));
+        assert_eq!((run["stdout"].as_str(), run["state"].as_str(), run["state_reset"].as_bool()), (Some(expected), Some("resumed"), Some(false)), "{run}");
+    }
+}
+
+/// A fork copies the files and the state; afterwards neither session's
+/// changes reach the other. A fork to an existing id is refused, and
+/// another tenant cannot fork a session it cannot see.
+#[test]
+fn a_fork_copies_files_and_state_and_the_two_sessions_part() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let service = Service::start(dir.path());
+    let (_, run) = service.json("key-alice", "POST", "/v1/sessions/parent/run", Some(json!({"code": "data = [1]\nopen('notes.txt', 'w').write('base')"})));
+    assert_eq!(run["exit_code"], 0, "{run}");
+    let (status, forked) = service.json("key-alice", "POST", "/v1/sessions/parent/fork", Some(json!({"session_id": "child"})));
+    assert_eq!((status, forked["session_id"].as_str(), forked["hibernated"].as_bool()), (201, Some("child"), Some(true)), "{forked}");
+    let (_, run) = service.json("key-alice", "POST", "/v1/sessions/child/run", Some(json!({"code": "data.append(2)\nopen('notes.txt', 'a').write('+child')\nprint(data)"})));
+    assert_eq!((run["stdout"].as_str(), run["state"].as_str()), (Some("[1, 2]\n"), Some("resumed")), "{run}");
+    let (_, run) = service.json("key-alice", "POST", "/v1/sessions/parent/run", Some(json!({"code": "print(data, open('notes.txt').read())"})));
+    assert_eq!(run["stdout"], "[1] base\n", "the child's changes never reach the parent: {run}");
+    let (status, refused) = service.json("key-alice", "POST", "/v1/sessions/parent/fork", Some(json!({"session_id": "child"})));
+    assert_eq!((status, refused["error"]["code"].as_str()), (409, Some("session_exists")), "{refused}");
+    let (status, _) = service.json("key-bob", "POST", "/v1/sessions/parent/fork", Some(json!({"session_id": "stolen"})));
+    assert_eq!(status, 404, "another tenant's session cannot be forked");
 }
 
 /// Deleting a file takes the run lock: while a run holds the session, a delete

@@ -123,6 +123,11 @@ impl InterpreterService {
         Ok(Closed { status: "closed".to_owned() })
     }
 
+    /// A new session `new_id` with a copy of the session's files and state.
+    pub async fn fork_session(&self, caller: &Caller, session_id: String, new_id: String) -> Result<SessionInfo, ServiceError> {
+        Ok(self.interpreter.fork_session(&caller.tenant, &session_id, &new_id).await?)
+    }
+
     /// Writes a file into the session (created on first use).
     pub async fn upload(&self, caller: &Caller, upload: Upload) -> Result<FileInfo, ServiceError> {
         self.for_caller(caller, move |i, c| {

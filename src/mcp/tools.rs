@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anypath_interpreter::{ArtifactContent, FileInfo, RunReport, RunRequest};
+use anypath_interpreter::{ArtifactContent, FileInfo, RunReport, RunRequest, SessionInfo};
 use anypath_sandbox::{LimitOverrides, Runtime};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Json;
@@ -94,6 +94,16 @@ pub struct SessionOnly {
     pub session_id: String,
 }
 
+/// Arguments of `fork_session`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkArguments {
+    /// The session to copy.
+    pub session_id: String,
+    /// The new session's id (it must not exist yet).
+    pub new_session_id: String,
+}
+
 #[tool_router]
 impl CodeInterpreterTools {
     /// Tools for HTTP callers: each request's caller is the [`Caller`] the
@@ -170,6 +180,19 @@ impl CodeInterpreterTools {
         let args = args.0?;
         let caller = self.caller(&ctx)?;
         Ok(Json(self.service.list_files(&caller, args.session_id).await?))
+    }
+
+    #[tool(
+        description = "Fork the session: a new session with a copy of its files and of its live Python state \
+(variables, functions, imports), so two approaches can be tried from one point. Changes in either never reach \
+the other. Files the code held open are closed first.",
+        input_schema = input_schema::<ForkArguments>(),
+        annotations(title = "Fork a session", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn fork_session(&self, ctx: RequestContext<RoleServer>, args: Arguments<ForkArguments>) -> Result<Json<SessionInfo>, ToolError> {
+        let args = args.0?;
+        let caller = self.caller(&ctx)?;
+        Ok(Json(self.service.fork_session(&caller, args.session_id, args.new_session_id).await?))
     }
 
     #[tool(

@@ -130,7 +130,7 @@ pub fn sandbox() -> &'static BlockRunner {
 /// `python` sessions on the shared block runner's engine.
 pub fn python_sessions() -> &'static SessionRuntime {
     static SESSIONS: OnceLock<SessionRuntime> = OnceLock::new();
-    SESSIONS.get_or_init(|| sandbox().session_runtime())
+    SESSIONS.get_or_init(|| runtime().block_on(sandbox().session_runtime()).expect("python sessions start"))
 }
 
 /// The data runtime's directory built by `cargo xtask build` (or `ANYPATH_PYTHON_DATA`).

@@ -16,6 +16,10 @@ import traceback
 import captured_output
 
 SESSION_DIR = "/mnt/data"
+# Set by the host, with no code, just before it saves the session's state:
+# open file objects hold host handles that a restored instance would not
+# have, so they are closed first and their names reported on stderr.
+PARK_MARK = "ANYPATH_STATE_PARK"
 _namespace = None
 _cells_run = 0
 
@@ -40,6 +44,11 @@ def run(code, env, stdout_limit, stderr_limit):
     (type name, message, traceback of the cell's own frames, exit code)."""
     global _cells_run
     namespace = _session_namespace()
+    env = dict(env)
+    if env.pop(PARK_MARK, None):
+        closed = captured_output.CappedStream(stderr_limit)
+        closed.write("".join(name + "\n" for name in _close_open_files()))
+        return captured_output.CappedStream(stdout_limit), closed, None
     _cells_run += 1
     filename = f"<cell-{_cells_run}>"
     # Kept for the session: tracebacks through functions of earlier cells show their lines.
@@ -62,6 +71,29 @@ def run(code, env, stdout_limit, stderr_limit):
     finally:
         sys.stdout, sys.stderr = saved
     return stdout, stderr, error
+
+
+def _close_open_files():
+    """Closes every open file object past stdio; returns their names."""
+    import io
+    # Outermost first: a text wrapper flushes into its buffer, the buffer
+    # into the raw file, before that one closes.
+    kinds = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom, io.BufferedReader, io.FileIO)
+    found = [obj for obj in gc.get_objects() if type(obj) in kinds]
+    found.sort(key=lambda obj: kinds.index(type(obj)))
+    closed = set()
+    for obj in found:
+        try:
+            if obj.closed or obj.fileno() <= 2:
+                continue
+        except (OSError, ValueError):
+            continue
+        closed.add(str(getattr(obj, "name", "?")))
+        try:
+            obj.close()
+        except OSError:
+            pass
+    return sorted(closed)
 
 
 def _cell_traceback(exc):

@@ -7,6 +7,7 @@
 //! run against the same baseline.
 
 mod data_runtime;
+mod hibernation;
 mod interpreter;
 mod scenarios;
 
@@ -90,7 +91,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
     }
-    let warm_cell = if args.only.is_none() { Some(interpreter::run(&sandbox.session_runtime(), args.iterations).await?) } else { None };
+    let warm_cell = if args.only.is_none() { Some(interpreter::run(&sandbox.session_runtime().await?, args.iterations).await?) } else { None };
+    if args.only.as_deref().is_none_or(|only| "hibernation".contains(only)) {
+        hibernation::run(&sandbox.session_runtime().await?, args.iterations.clamp(5, 50), 1000).await?;
+    }
     println!();
     let baseline = python_baseline(args.baseline_runs)?;
     println!(

@@ -13,6 +13,8 @@ pub enum InterpreterError {
     NoSuchFile(String),
     #[error("{0:?} exists; pass overwrite to replace it")]
     Exists(String),
+    #[error("session {0:?} exists; a fork needs a new session id")]
+    SessionExists(String),
     #[error("{0:?} is not a plain file")]
     NotAFile(String),
     #[error("session {0:?} is running other code; try again when it finishes")]
@@ -54,7 +56,7 @@ impl InterpreterError {
             Self::Name(_) | Self::Invalid(_) | Self::NotAFile(_) | Self::RuntimeUnavailable(_) => 400,
             Self::Forbidden => 403,
             Self::NoSuchSession(_) | Self::NoSuchFile(_) | Self::NoSuchArtifact(_) => 404,
-            Self::Exists(_) | Self::Busy(_) | Self::RuntimeMismatch { .. } => 409,
+            Self::Exists(_) | Self::SessionExists(_) | Self::Busy(_) | Self::RuntimeMismatch { .. } => 409,
             Self::TooLarge { .. } => 413,
             Self::ArtifactQuota { .. } | Self::Quota(_) => 507,
             Self::Io { .. } | Self::Index(_) => 500,
@@ -70,6 +72,7 @@ impl InterpreterError {
             Self::NoSuchSession(_) => "no_such_session",
             Self::NoSuchFile(_) => "no_such_file",
             Self::Exists(_) => "file_exists",
+            Self::SessionExists(_) => "session_exists",
             Self::Busy(_) => "session_busy",
             Self::NoSuchArtifact(_) => "no_such_artifact",
             Self::ArtifactQuota { .. } => "artifact_quota_exceeded",

@@ -15,5 +15,5 @@ pub mod signing;
 pub use error::InterpreterError;
 pub use files::{FileInfo, SessionFiles};
 pub use artifacts::{Artifact, ArtifactConfig, ArtifactStore, LinkQuery};
-pub use sessions::{ArtifactContent, ArtifactFailure, Interpreter, InterpreterConfig, RunReport, RunRequest, SessionInfo, Storage};
+pub use sessions::{ArtifactContent, ArtifactFailure, Interpreter, InterpreterConfig, RunReport, RunRequest, SessionInfo, StateOrigin, Storage};
 pub use signing::Signer;

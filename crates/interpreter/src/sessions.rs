@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anypath_sandbox::{CellRequest, FileQuota, LimitOverrides, LiveInstance, Runtime, SessionRuntime};
-pub use anypath_wire::{ArtifactContent, ArtifactFailure, RunReport, RunRequest, SessionInfo};
+pub use anypath_wire::{ArtifactContent, ArtifactFailure, RunReport, RunRequest, SessionInfo, StateOrigin};
 use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{Artifact, ArtifactConfig, ArtifactStore};
@@ -30,6 +30,9 @@ use crate::signing::Signer;
 /// Where an expired session's directory is moved, under the root, to be
 /// removed once the session table is unlocked.
 const DISCARDED: &str = "discarded";
+
+/// A hibernated session's state image, beside `data/` (outside what the code sees).
+const STATE_IMAGE: &str = "state.img";
 
 /// Environment a run may pass: this many variables, each name and value bounded.
 const MAX_ENV_VARS: usize = 64;
@@ -56,8 +59,11 @@ pub struct InterpreterConfig {
     pub default_ttl: Duration,
     /// The longest idle TTL a session may ask for.
     pub max_ttl: Duration,
-    /// Live instances kept at once; beyond it the least recently used idle one is dropped.
-    pub max_live: usize,
+    /// Linear memory the live instances of all sessions may hold together;
+    /// beyond it the least recently used idle sessions are hibernated.
+    pub session_memory_bytes: u64,
+    /// Idle time after which a live session is hibernated.
+    pub hibernate_after_idle: Duration,
     /// How long a run waits for the session's previous run before `Busy`.
     pub busy_wait: Duration,
     /// What a session directory may hold: checked inside the guest as code
@@ -77,15 +83,16 @@ pub struct InterpreterConfig {
 }
 
 impl InterpreterConfig {
-    /// Defaults: 15 minutes idle TTL, at most 4 hours, 16 live instances, 10 s
-    /// wait; 100 MiB per file, 500 MiB and 1000 entries per session; artifacts kept 24 hours, 1 GiB per tenant, read inline up to 5 MiB.
+    /// Defaults: 15 minutes idle TTL, at most 4 hours, 2 GiB of live
+    /// instances' memory, hibernation after 60 s idle, 10 s wait; 100 MiB per file, 500 MiB and 1000 entries per session; artifacts kept 24 hours, 1 GiB per tenant, read inline up to 5 MiB.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self {
             root: root.into(),
             storage: Storage::Disk,
             default_ttl: Duration::from_secs(15 * 60),
             max_ttl: Duration::from_secs(4 * 3600),
-            max_live: 16,
+            session_memory_bytes: 2 << 30,
+            hibernate_after_idle: Duration::from_secs(60),
             busy_wait: Duration::from_secs(10),
             quota: FileQuota { max_file_bytes: 100 << 20, max_session_bytes: 500 << 20, max_files: 1000 },
             artifacts: ArtifactConfig::default(),
@@ -115,6 +122,10 @@ struct Session {
     last_used: Mutex<Instant>,
     /// A run has left Python state in the instance (kept in `meta.json`).
     had_state: std::sync::atomic::AtomicBool,
+    /// The state waits in `STATE_IMAGE` (read under `live`'s lock).
+    hibernated: std::sync::atomic::AtomicBool,
+    /// Linear memory the live instance held after its last run.
+    memory_bytes: std::sync::atomic::AtomicU64,
     live: tokio::sync::Mutex<LiveInstance>,
     /// The session directory as the last successful run left it, so the
     /// next run need not walk it again before it starts. Read and written
@@ -243,8 +254,9 @@ impl Interpreter {
         let name = names::filename(filename)?;
         let replaced = std::fs::symlink_metadata(session.files.dir().join(name)).ok().filter(|m| m.is_file()).map(|m| m.len());
         let usage = anypath_sandbox::directory_usage(session.files.dir());
+        let image = std::fs::metadata(session.home.join(STATE_IMAGE)).map_or(0, |m| m.len());
         // Saturating: the directory may have changed since it was counted.
-        let bytes = usage.bytes.saturating_sub(replaced.unwrap_or(0)).saturating_add(size);
+        let bytes = usage.bytes.saturating_add(image).saturating_sub(replaced.unwrap_or(0)).saturating_add(size);
         let files = usage.files.saturating_add(u64::from(replaced.is_none()));
         if size > quota.max_file_bytes {
             return Err(InterpreterError::Quota(format!("{name} is {size} bytes; a file may hold {}", quota.max_file_bytes)));
@@ -361,6 +373,7 @@ impl Interpreter {
         let mut live = tokio::time::timeout(self.config.busy_wait, session.live.lock())
             .await
             .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        self.take_saved_state(&session, &mut live).await;
         let cached = session.seen.lock().unwrap_or_else(|p| p.into_inner()).take();
         let before = match cached {
             Some(before) => before,
@@ -371,6 +384,7 @@ impl Interpreter {
         };
         let cell = live.run(CellRequest { code: request.code, env, limits: request.limits }).await;
         session.had_state.store(live.is_live(), std::sync::atomic::Ordering::Relaxed);
+        session.memory_bytes.store(live.memory_bytes(), std::sync::atomic::Ordering::Relaxed);
         let succeeded = cell.error.is_none();
         let (kept, base_url) = (session.clone(), base_url.to_owned());
         // Kept while the run's lock is held, so the next run cannot change them first.
@@ -445,6 +459,7 @@ impl Interpreter {
             ttl_seconds: session.ttl.as_secs(),
             expires_in_seconds: session.ttl.saturating_sub(session.idle()).as_secs(),
             live: session.live.try_lock().map_or(true, |l| l.is_live()),
+            hibernated: session.live.try_lock().is_ok_and(|l| l.is_hibernated()),
             runtime: session.runtime,
         }
     }
@@ -514,9 +529,11 @@ impl Interpreter {
         let data = home.join("data");
         std::fs::create_dir_all(&data).map_err(|e| InterpreterError::io("creating the session directory", e))?;
         let mut live = sandbox.live_instance(Some(data.clone()), &LimitOverrides::default()).with_quota(self.config.quota);
-        // An earlier process's instance held state this one cannot bring back.
+        // An earlier process's state: in its image when it was hibernated
+        // (a graceful stop), else lost with that process.
         let had_state = on_disk.as_ref().is_some_and(|m| m.had_state);
-        if had_state {
+        let hibernated = on_disk.is_some() && home.join(STATE_IMAGE).is_file();
+        if had_state && !hibernated {
             live = live.with_state_lost();
         }
         let session = Arc::new(Session {
@@ -528,6 +545,8 @@ impl Interpreter {
             ttl,
             last_used: Mutex::new(Instant::now()),
             had_state: std::sync::atomic::AtomicBool::new(had_state),
+            hibernated: std::sync::atomic::AtomicBool::new(hibernated),
+            memory_bytes: std::sync::atomic::AtomicU64::new(0),
             live: tokio::sync::Mutex::new(live),
             seen: Mutex::new(None),
         });
@@ -574,25 +593,167 @@ impl Interpreter {
         }
     }
 
-    /// Keeps at most `max_live` instances: the least recently used idle
-    /// sessions other than `current` give theirs up.
-    async fn evict_beyond_limit(&self, current: &Session) {
+    /// Keeps the live instances' memory within the budget: the least
+    /// recently used idle sessions other than `current` are hibernated.
+    async fn evict_beyond_limit(self: &Arc<Self>, current: &Session) {
         let mut candidates: Vec<Arc<Session>> = {
             let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
             sessions.values().filter(|s| !std::ptr::eq(Arc::as_ptr(s), current)).cloned().collect()
         };
+        let held = |s: &Session| if s.live.try_lock().map_or(true, |l| l.is_live()) { s.memory_bytes.load(std::sync::atomic::Ordering::Relaxed) } else { 0 };
+        let mut total: u64 = held(current) + candidates.iter().map(|s| held(s)).sum::<u64>();
         candidates.sort_by_key(|s| std::cmp::Reverse(s.idle()));
-        let mut live = 1 + candidates.iter().filter(|s| s.live.try_lock().map_or(true, |l| l.is_live())).count();
         for session in candidates {
-            if live <= self.config.max_live {
+            if total <= self.config.session_memory_bytes {
                 break;
             }
-            if let Ok(mut instance) = session.live.try_lock()
-                && instance.is_live() {
-                    instance.reset();
-                    live -= 1;
-                }
+            let Ok(mut live) = session.live.try_lock() else { continue };
+            if live.is_live() {
+                total = total.saturating_sub(session.memory_bytes.load(std::sync::atomic::Ordering::Relaxed));
+                self.hibernate(&session, &mut live).await;
+            }
         }
+    }
+
+    /// Hibernates every live session idle for `hibernate_after_idle`;
+    /// returns how many.
+    pub async fn hibernate_idle(self: &Arc<Self>) -> usize {
+        let idle: Vec<Arc<Session>> = {
+            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            sessions.values().filter(|s| s.idle() >= self.config.hibernate_after_idle).cloned().collect()
+        };
+        let mut hibernated = 0;
+        for session in idle {
+            let Ok(mut live) = session.live.try_lock() else { continue };
+            if live.is_live() && self.hibernate(&session, &mut live).await {
+                hibernated += 1;
+            }
+        }
+        hibernated
+    }
+
+    /// Hibernates every live session, waiting for runs in progress (on a
+    /// graceful stop): the next process resumes them. Returns how many.
+    pub async fn hibernate_all(self: &Arc<Self>) -> usize {
+        let all: Vec<Arc<Session>> = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let mut hibernated = 0;
+        for session in all {
+            let Ok(mut live) = tokio::time::timeout(self.config.busy_wait, session.live.lock()).await else { continue };
+            if live.is_live() && self.hibernate(&session, &mut live).await {
+                hibernated += 1;
+            }
+        }
+        hibernated
+    }
+
+    /// Saves the live instance's state beside the session's files and drops
+    /// the instance. An image that cannot be made or kept (the session's
+    /// quota counts it) loses the state, and the next run says why.
+    async fn hibernate(self: &Arc<Self>, session: &Arc<Session>, live: &mut LiveInstance) -> bool {
+        let image = match live.hibernate().await {
+            Ok(Some(image)) => image,
+            Ok(None) => return false,
+            Err(error) => {
+                tracing::warn!(session = %session.id, %error, "a session's state could not be captured");
+                live.lose_state(format!("its state could not be saved when it was parked ({error})"));
+                return false;
+            }
+        };
+        let kept = session.clone();
+        match self.off_workers(move |i| i.save_image(&kept, &image)).await {
+            Ok(()) => {
+                session.hibernated.store(true, std::sync::atomic::Ordering::Relaxed);
+                true
+            }
+            Err(error) => {
+                tracing::warn!(session = %session.id, %error, "a session's state image was not kept");
+                live.lose_state(format!("its state could not be saved when it was parked ({error})"));
+                false
+            }
+        }
+    }
+
+    /// Writes a state image for `session`, if it fits the session's quota
+    /// beside its files.
+    fn save_image(&self, session: &Session, image: &[u8]) -> Result<(), InterpreterError> {
+        let usage = anypath_sandbox::directory_usage(session.files.dir());
+        let total = usage.bytes.saturating_add(image.len() as u64);
+        if total > self.config.quota.max_session_bytes {
+            return Err(InterpreterError::Quota(format!(
+                "the state image ({} bytes) and the files ({} bytes) exceed the session's {} bytes",
+                image.len(),
+                usage.bytes,
+                self.config.quota.max_session_bytes
+            )));
+        }
+        let path = session.home.join(STATE_IMAGE);
+        let partial = session.home.join(format!("{STATE_IMAGE}.partial"));
+        std::fs::write(&partial, image).map_err(|e| InterpreterError::io("writing a state image", e))?;
+        std::fs::rename(&partial, &path).map_err(|e| InterpreterError::io("writing a state image", e))
+    }
+
+    /// Before a run: a hibernated session's image goes to its instance (and
+    /// off the disk: from here on the state lives in the instance).
+    async fn take_saved_state(self: &Arc<Self>, session: &Arc<Session>, live: &mut LiveInstance) {
+        if !session.hibernated.swap(false, std::sync::atomic::Ordering::Relaxed) || live.is_live() {
+            return;
+        }
+        let path = session.home.join(STATE_IMAGE);
+        let read = self
+            .off_workers(move |_| {
+                let bytes = std::fs::read(&path).map_err(|e| InterpreterError::io("reading a state image", e));
+                let _ = std::fs::remove_file(&path);
+                bytes
+            })
+            .await;
+        match read {
+            Ok(image) => live.resume_with(image),
+            Err(error) => live.lose_state(format!("its saved state could not be read ({error})")),
+        }
+    }
+
+    /// A new session `new_id` of the same tenant with a copy of `session_id`'s
+    /// files and live state, so each can go its own way. The copy counts
+    /// toward the new session's quota; the parent's open files are closed.
+    pub async fn fork_session(self: &Arc<Self>, tenant: &str, session_id: &str, new_id: &str) -> Result<SessionInfo, InterpreterError> {
+        names::session_id(new_id)?;
+        let (owner, id) = (tenant.to_owned(), session_id.to_owned());
+        let parent = self.off_workers(move |i| i.session(&owner, &id, Create::No)).await?;
+        if self.session_info(tenant, new_id).is_ok() {
+            return Err(InterpreterError::SessionExists(new_id.to_owned()));
+        }
+        let mut live = tokio::time::timeout(self.config.busy_wait, parent.live.lock())
+            .await
+            .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        let image = if parent.hibernated.load(std::sync::atomic::Ordering::Relaxed) && !live.is_live() {
+            let path = parent.home.join(STATE_IMAGE);
+            Some(self.off_workers(move |_| std::fs::read(&path).map_err(|e| InterpreterError::io("reading a state image", e))).await?)
+        } else {
+            live.capture().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be copied: {e}")))?
+        };
+        let (owner, new, runtime, ttl) = (tenant.to_owned(), new_id.to_owned(), parent.runtime, parent.ttl);
+        let from = parent.clone();
+        let child = self
+            .off_workers(move |i| {
+                let child = i.session(&owner, &new, Create::Yes { ttl: Some(ttl), runtime: Some(runtime) })?;
+                let copied = copy_tree(from.files.dir(), child.files.dir()).and_then(|()| match &image {
+                    Some(image) => i.save_image(&child, image),
+                    None => Ok(()),
+                });
+                if let Err(error) = copied {
+                    i.forget(&child);
+                    return Err(error);
+                }
+                if image.is_some() {
+                    child.hibernated.store(true, std::sync::atomic::Ordering::Relaxed);
+                    child.had_state.store(true, std::sync::atomic::Ordering::Relaxed);
+                    child.write_meta()?;
+                }
+                Ok(child)
+            })
+            .await?;
+        drop(live);
+        Ok(self.info(&child))
     }
 
     /// Removes session directories on disk past their TTL (left by this or an
@@ -621,6 +782,25 @@ impl Drop for Interpreter {
             let _ = std::fs::remove_dir_all(&self.config.root);
         }
     }
+}
+
+/// Copies the files and directories under `from` into `to` (a copy-on-write
+/// clone where the filesystem offers one: `std::fs::copy` uses
+/// `copy_file_range`).
+fn copy_tree(from: &Path, to: &Path) -> Result<(), InterpreterError> {
+    let io = |e| InterpreterError::io("copying a session's files", e);
+    for entry in std::fs::read_dir(from).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let kind = entry.file_type().map_err(io)?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            std::fs::create_dir_all(&target).map_err(io)?;
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target).map_err(io)?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes a directory tree no session refers to any more.
@@ -824,7 +1004,7 @@ mod tests {
         let mut config = RunnerConfig::new(runner());
         config.warm_instances = 0;
         let runner = runtime.block_on(BlockRunner::start(config)).expect("the runner starts");
-        let sessions = runner.session_runtime();
+        let sessions = runtime.block_on(runner.session_runtime()).expect("sessions start");
         (runtime, Arc::new(Interpreter::new(vec![sessions], InterpreterConfig::new(root)).expect("interpreter")))
     }
 

@@ -59,12 +59,13 @@ pub struct BlockRunner {
 
 pub(crate) struct BlockInner {
     image: Arc<RunnerImage>,
+    config: RunnerConfig,
+    sessions: tokio::sync::OnceCell<SessionRuntime>,
     pool: OnceLock<WarmPool>,
     recycler: Recycler,
 }
 
-/// The runner, pre-linked on its engine: REST blocks and `python` sessions
-/// start their instances from it, so both draw on the same pool slots.
+/// The runner, pre-linked on its engine: REST blocks start their instances from it.
 pub(crate) struct RunnerImage {
     pub(crate) pre: RunnerPre<GuestState>,
     pub(crate) profile: Profile,
@@ -76,7 +77,7 @@ impl BlockRunner {
     /// Must be called inside a Tokio runtime.
     pub async fn start(config: RunnerConfig) -> Result<Self, StartError> {
         let engine_config = engine::runner_engine_config(config.instance_slots, config.limits.memory_bytes);
-        let loaded = engine::load(engine_config, &config.runner_component, &config.cache_dir, &config.limits).await?;
+        let loaded = engine::load(engine_config, &config.runner_component, &config.cache_dir, &config.limits, engine::Form::AsBuilt).await?;
         let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
         let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
         let recycler = Recycler::start().map_err(StartError::Thread)?;
@@ -88,7 +89,7 @@ impl BlockRunner {
             image: None,
         };
         let image = Arc::new(RunnerImage { pre, profile, _ticker: loaded.ticker });
-        let inner = Arc::new(BlockInner { image, pool: OnceLock::new(), recycler });
+        let inner = Arc::new(BlockInner { image, config: config.clone(), sessions: tokio::sync::OnceCell::new(), pool: OnceLock::new(), recycler });
         if config.warm_instances > 0 {
             // Started only once `inner` exists, so the refill task can always reach it.
             let _ = inner.pool.set(WarmPool::start(Arc::downgrade(&inner), config.warm_instances));
@@ -107,10 +108,13 @@ impl BlockRunner {
         self.inner.image.profile.describe()
     }
 
-    /// `python` sessions on this runner's engine and image, sharing its
-    /// instance slots; the warm pool stays the REST blocks' own.
-    pub fn session_runtime(&self) -> SessionRuntime {
-        SessionRuntime::python(self.inner.image.clone())
+    /// `python` sessions: the same runner component, instrumented for state
+    /// images, on an engine of their own (instances allocated on demand, so
+    /// sessions never take the REST blocks' pool slots), under this runner's
+    /// limits. Loaded once; later calls share it.
+    pub async fn session_runtime(&self) -> Result<SessionRuntime, StartError> {
+        let config = &self.inner.config;
+        self.inner.sessions.get_or_try_init(|| SessionRuntime::start_python(config)).await.cloned()
     }
 
     /// Runs one block. Never panics on guest behaviour: every failure is a typed error.

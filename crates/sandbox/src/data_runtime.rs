@@ -244,15 +244,17 @@ impl DataImage {
     }
 
     /// Starts an instance seeing `dir` at /mnt/data, and loads the cell code
-    /// into it unless the image already holds it.
+    /// into it unless the image already holds it; a `bare` instance is only
+    /// instantiated (its memory is the image's).
     pub(crate) async fn start(
         &self,
         dir: Option<&Path>,
         quota: Option<Arc<QuotaState>>,
         memory_cap: u64,
         deadline: Instant,
+        bare: bool,
         new_store: impl FnOnce(GuestState) -> wasmtime::Result<Store<GuestState>>,
-    ) -> wasmtime::Result<(Store<GuestState>, DataGuest)> {
+    ) -> wasmtime::Result<(Store<GuestState>, DataGuest, wasmtime::component::Instance)> {
         let dirs = PrivateDirs::new(dir)?;
         let stdout = DrainPipe::new(PIPE_SLACK);
         let stderr = DrainPipe::new(PIPE_SLACK);
@@ -262,7 +264,11 @@ impl DataImage {
         let mut state = GuestState::from_builder(builder, memory_cap, deadline);
         state.quota = quota;
         let mut store = new_store(state)?;
-        let bindings = self.pre.instantiate_async(&mut store).await?;
+        let handle = self.pre.instance_pre().instantiate_async(&mut store).await?;
+        let bindings = PythonData::new(&mut store, &handle)?;
+        if bare {
+            return Ok((store, DataGuest { bindings, stdout, stderr, dirs }, handle));
+        }
         let source = if self.preinitialised { INSTANCE_START.to_owned() } else { bootstrap_source() + INSTANCE_START };
         let status = bindings.call_turn(&mut store, &source).await?;
         let (_, _) = stdout.drain();
@@ -270,7 +276,7 @@ impl DataImage {
         if status != 0 {
             wasmtime::bail!("the data runtime did not load the cell code (status {status}): {}", String::from_utf8_lossy(&errors));
         }
-        Ok((store, DataGuest { bindings, stdout, stderr, dirs }))
+        Ok((store, DataGuest { bindings, stdout, stderr, dirs }, handle))
     }
 }
 

@@ -27,6 +27,8 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 const HOST_GRACE: Duration = Duration::from_millis(50);
 /// Linear memory kept mapped in a pool slot between instances.
 const KEEP_RESIDENT_BYTES: usize = 64 << 20;
+/// Bytes one guest call may transfer to the host (wasmtime's default).
+const HOSTCALL_FUEL: usize = 128 << 20;
 /// Largest memory cap the engine reserves room for, whatever the policy says.
 const MAX_MEMORY_CAP: u64 = 4 << 30;
 
@@ -120,16 +122,17 @@ pub(crate) fn runner_engine_config(instance_slots: u32, memory_cap: u64) -> Conf
     wasm
 }
 
-/// The data runtime's engine: the reactor uses the exception-handling
-/// proposal; its instances live as long as sessions and are few, so they are
-/// allocated on demand rather than from reserved pool slots.
-pub(crate) fn data_engine_config() -> Config {
+/// The engine for code-interpreter sessions: their instances live long and
+/// their number is bounded by memory, not by reserved slots, so they are
+/// allocated on demand (`exceptions` for the data runtime's reactor).
+pub(crate) fn session_engine_config(exceptions: bool) -> Config {
     let mut wasm = Config::new();
-    wasm.consume_fuel(true)
-        .epoch_interruption(true)
-        .memory_init_cow(true)
-        .wasm_component_model(true)
-        .wasm_exceptions(true);
+    wasm.consume_fuel(true).epoch_interruption(true).memory_init_cow(true).wasm_component_model(true);
+    if exceptions {
+        wasm.wasm_exceptions(true);
+    } else {
+        wasm.gc_support(false);
+    }
     wasm
 }
 
@@ -139,22 +142,36 @@ pub(crate) struct Loaded {
     pub(crate) component: Component,
     pub(crate) linker: Linker<GuestState>,
     pub(crate) ticker: EpochTicker,
+    /// The state accessors, when loaded [`Form::WithStateAccess`].
+    pub(crate) state: Option<(crate::state_image::layout::Layout, String)>,
+}
+
+/// Which form of a component to load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// As built.
+    AsBuilt,
+    /// Instrumented so the host can capture and restore its state (sessions).
+    WithStateAccess,
 }
 
 /// Checks `limits` against what the engine can hold, builds the engine from
 /// `engine_config`, loads `component` through the cache in `cache_dir`, and
 /// starts the engine's epoch ticker.
-pub(crate) async fn load(engine_config: Config, component: &Path, cache_dir: &Path, limits: &Limits) -> Result<Loaded, StartError> {
+pub(crate) async fn load(engine_config: Config, component: &Path, cache_dir: &Path, limits: &Limits, form: Form) -> Result<Loaded, StartError> {
     if limits.memory_bytes > MAX_MEMORY_CAP {
         return Err(StartError::MemoryCap(limits.memory_bytes));
     }
     let engine = Engine::new(&engine_config).map_err(StartError::Engine)?;
-    let component = {
+    let (component, state) = {
         let (engine, path, dir) = (engine.clone(), component.to_path_buf(), cache_dir.to_path_buf());
         // Compiling takes seconds: off the async workers.
-        tokio::task::spawn_blocking(move || artifact::load(&engine, &path, &dir))
-            .await
-            .map_err(|e| StartError::Engine(wasmtime::Error::msg(e.to_string())))??
+        tokio::task::spawn_blocking(move || match form {
+            Form::AsBuilt => artifact::load(&engine, &path, &dir).map(|c| (c, None)),
+            Form::WithStateAccess => artifact::load_instrumented(&engine, &path, &dir).map(|i| (i.component, Some((i.layout, i.key)))),
+        })
+        .await
+        .map_err(|e| StartError::Engine(wasmtime::Error::msg(e.to_string())))??
     };
     let mut linker = Linker::<GuestState>::new(&engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(StartError::Link)?;
@@ -163,7 +180,7 @@ pub(crate) async fn load(engine_config: Config, component: &Path, cache_dir: &Pa
     filesystem_types::add_to_linker::<GuestState, QuotaFs>(&mut linker, GuestState::quota_fs).map_err(StartError::Link)?;
     linker.allow_shadowing(false);
     let ticker = EpochTicker::start(engine).map_err(StartError::Thread)?;
-    Ok(Loaded { component, linker, ticker })
+    Ok(Loaded { component, linker, ticker, state })
 }
 
 /// Advances an engine's epoch so running guests notice their deadline;
@@ -216,7 +233,22 @@ pub(crate) fn arm(store: &mut Store<GuestState>, limits: &Limits) -> Result<(), 
     let state = store.data_mut();
     state.memory.reset(limits.memory_bytes);
     state.deadline = Instant::now() + limits.timeout();
+    // What one guest call may hand the host: wasmtime's default, whatever a
+    // capture between runs set.
+    store.set_hostcall_fuel(HOSTCALL_FUEL);
     store.set_fuel(limits.fuel).map_err(|e| internal("setting fuel", &e))
+}
+
+/// Arms `store` for the host's own calls between runs (capturing or
+/// restoring state): unmetered, under a deadline of its own.
+pub(crate) fn arm_for_host(store: &mut Store<GuestState>, budget: Duration) -> wasmtime::Result<()> {
+    let state = store.data_mut();
+    let cap = state.memory.cap;
+    state.memory.reset(cap);
+    state.deadline = Instant::now() + budget;
+    // A whole memory is lifted as one list (viewed in place, not copied).
+    store.set_hostcall_fuel(MAX_MEMORY_CAP as usize);
+    store.set_fuel(u64::MAX)
 }
 
 /// What a guest call came to: its result, or the host dropping it past the deadline.
@@ -249,7 +281,7 @@ pub(crate) fn settle<T>(store: &Store<GuestState>, limits: &Limits, metrics: &mu
 /// yielded, so a long execution would hold its worker and starve the short
 /// ones queued behind it; on their own threads the kernel shares the cores
 /// fairly between executions, and request handling keeps its workers.
-async fn on_own_thread<F: Future>(future: F) -> F::Output {
+pub(crate) async fn on_own_thread<F: Future>(future: F) -> F::Output {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(|| handle.block_on(future))

@@ -26,12 +26,13 @@ mod quota_fs;
 mod recycler;
 pub mod request;
 mod session;
+pub mod state_image;
 
 pub use artifact::ArtifactError;
 pub use block::{BlockRunner, RunnerConfig};
 pub use engine::StartError;
 pub use limits::{LimitOverrides, Limits, PolicyError};
-pub use live::{CellReport, CellRequest, LiveInstance};
+pub use live::{CellReport, CellRequest, LiveInstance, StateOrigin};
 pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
 pub use quota_fs::{FileQuota, Usage, directory_usage};
 pub use request::{CollectionInput, ExecRequest};

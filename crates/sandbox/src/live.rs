@@ -10,19 +10,31 @@
 //! A session's directory may be put under a write quota (`with_quota`),
 //! enforced inside the guest as it writes and recounted from the directory
 //! at the start of every run.
+//!
+//! Between runs the instance's state can be captured as an image
+//! ([`LiveInstance::capture`], [`LiveInstance::hibernate`]) and the
+//! instance dropped; the next run starts a fresh instance and restores the
+//! image into it ([`LiveInstance::with_saved_state`]). A run's report says
+//! where its state came from: `kept`, `resumed` or `fresh`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use anypath_wire::CellReport;
+pub use anypath_wire::{CellReport, StateOrigin};
 
 use crate::bindings::anypath::runner::types as wit;
 use crate::limits::{LimitOverrides, Limits};
 use crate::outcome::{ExecError, Metrics, Output};
 use crate::quota_fs::{FileQuota, QuotaState, Usage};
 use crate::engine::{self, Instance, internal, output_of};
-use crate::session::{Guest, SessionRuntime};
+use crate::session::{Guest, SessionGuest, SessionRuntime};
+use crate::state_image::StateError;
+
+/// Asks the cell code, with no code to run, to close the file objects it
+/// holds open (named on its stderr) before the state is captured: their
+/// host handles would not exist in the instance the state is restored into.
+const PARK_MARK: &str = "ANYPATH_STATE_PARK";
 
 /// One run of code in a session.
 #[derive(Debug, Clone, Default)]
@@ -39,9 +51,13 @@ pub struct LiveInstance {
     runtime: SessionRuntime,
     dir: Option<PathBuf>,
     limits: Limits,
-    instance: Option<Instance<Guest>>,
+    instance: Option<Instance<SessionGuest>>,
     /// Runs have been made and then their state lost.
     lost_state: bool,
+    /// Why, said once in the next run's report.
+    lost_note: Option<String>,
+    /// A state image the next start restores.
+    saved: Option<Vec<u8>>,
     /// Write quota on `dir`, shared by every instance this session starts.
     quota: Option<Arc<QuotaState>>,
 }
@@ -51,7 +67,7 @@ impl SessionRuntime {
     /// under `limits` (narrowed to the runtime's own). Nothing starts yet.
     pub fn live_instance(&self, dir: Option<PathBuf>, limits: &LimitOverrides) -> LiveInstance {
         let limits = self.limits().narrowed_by(limits);
-        LiveInstance { runtime: self.clone(), dir, limits, instance: None, lost_state: false, quota: None }
+        LiveInstance { runtime: self.clone(), dir, limits, instance: None, lost_state: false, lost_note: None, saved: None, quota: None }
     }
 }
 
@@ -91,8 +107,100 @@ impl LiveInstance {
 
     /// Drops the instance and its state; the next run starts fresh.
     pub fn reset(&mut self) {
-        if self.instance.take().is_some() {
+        if self.instance.take().is_some() || self.saved.take().is_some() {
             self.lost_state = true;
+        }
+    }
+
+    /// Marks the state as lost for `reason`, said in the next run's report
+    /// (a saved image that could not be read or kept).
+    pub fn lose_state(&mut self, reason: impl Into<String>) {
+        self.reset();
+        self.lost_state = true;
+        self.lost_note = Some(reason.into());
+    }
+
+    /// The next run restores `image` (captured from an instance of the same
+    /// runtime) instead of starting fresh. Any live instance is dropped.
+    pub fn with_saved_state(mut self, image: Vec<u8>) -> Self {
+        self.instance = None;
+        self.saved = Some(image);
+        self
+    }
+
+    /// As [`Self::with_saved_state`], in place.
+    pub fn resume_with(&mut self, image: Vec<u8>) {
+        self.instance = None;
+        self.saved = Some(image);
+    }
+
+    /// Whether a saved image waits for the next run.
+    pub fn is_hibernated(&self) -> bool {
+        self.instance.is_none() && self.saved.is_some()
+    }
+
+    /// The state image of the live instance, which keeps running (a fork's
+    /// copy); the saved image when hibernated; `None` without state.
+    pub async fn capture(&mut self) -> Result<Option<Vec<u8>>, StateError> {
+        let runtime = self.runtime.clone();
+        let closed = self.park().await?;
+        match (self.instance.as_mut(), &self.saved) {
+            (Some(instance), _) => runtime.capture(instance, closed).await.map(Some),
+            (None, Some(saved)) => Ok(Some(saved.clone())),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// Captures the live instance's state and drops the instance, freeing
+    /// its memory: the image's bytes, for the caller to keep, and to hand
+    /// back with [`Self::with_saved_state`]. `None` when no instance is
+    /// live. When capturing fails the instance is kept.
+    pub async fn hibernate(&mut self) -> Result<Option<Vec<u8>>, StateError> {
+        if self.instance.is_none() {
+            return Ok(None);
+        }
+        let closed = self.park().await?;
+        let Some(instance) = self.instance.as_mut() else { return Ok(None) };
+        let runtime = self.runtime.clone();
+        let image = runtime.capture(instance, closed).await?;
+        self.instance = None;
+        Ok(Some(image))
+    }
+
+    /// Has the live instance's cell code close its open file objects; their
+    /// names. Nothing to do without an instance.
+    async fn park(&mut self) -> Result<Vec<String>, StateError> {
+        if self.instance.is_none() {
+            return Ok(Vec::new());
+        }
+        let output = self.call_cell(String::new(), vec![(PARK_MARK.to_owned(), "1".to_owned())]).await?;
+        Ok(output.output.stderr.lines().map(str::to_owned).collect())
+    }
+
+    /// Calls the cell code of the live instance outside a user's run, under
+    /// the session's limits.
+    async fn call_cell(&mut self, code: String, env: Vec<(String, String)>) -> Result<wit::CellOutput, StateError> {
+        let limits = self.limits;
+        let Some(instance) = self.instance.as_mut() else {
+            return Err(StateError::Unsupported("no live instance".into()));
+        };
+        engine::arm(&mut instance.store, &limits).map_err(|e| StateError::Unsupported(format!("{e:?}")))?;
+        let input = wit::CellInput { code, env, stdout_bytes: limits.stdout_bytes, stderr_bytes: limits.stderr_bytes };
+        let Instance { store, guest } = instance;
+        let called = engine::call(&limits, async {
+            match &guest.exports {
+                Guest::Runner(runner) => runner.call_run_cell(&mut *store, &input).await,
+                Guest::Data(data) => data.run_cell(&mut *store, &input).await,
+            }
+        })
+        .await;
+        let mut metrics = Metrics::default();
+        match engine::settle(store, &limits, &mut metrics, called) {
+            Ok((output, false)) => Ok(output),
+            Ok((_, true)) | Err(_) => {
+                self.instance = None;
+                Err(StateError::Unsupported("the instance failed while preparing its state".into()))
+            }
         }
     }
 
@@ -101,21 +209,71 @@ impl LiveInstance {
         let started = Instant::now();
         let limits = self.limits.narrowed_by(&request.limits);
         let mut metrics = Metrics { warm: self.instance.is_some(), ..Metrics::default() };
-        let state_reset = self.lost_state && self.instance.is_none();
+        let mut origin = if self.instance.is_some() { StateOrigin::Kept } else { StateOrigin::Fresh };
+        let mut note = self.lost_note.take();
+        if self.instance.is_none()
+            && let Some(image) = self.saved.take()
+        {
+            match self.resume(&image).await {
+                Ok(closed) => {
+                    origin = StateOrigin::Resumed;
+                    let mut said = "the session's state was restored from its saved image".to_owned();
+                    if !closed.is_empty() {
+                        said.push_str(&format!("; these files were open when it was saved and are closed now: {}", closed.join(", ")));
+                    }
+                    note = Some(said);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "a saved session state could not be restored");
+                    self.lost_state = true;
+                    note = Some(format!("the saved state could not be restored ({error}); the session starts fresh with its files"));
+                }
+            }
+        }
+        let state_reset = self.lost_state && origin == StateOrigin::Fresh;
         let mut report = match self.run_in_instance(request, &limits, &mut metrics).await {
             Ok(report) => report,
             Err(error) => failed(error, Output::default()),
         };
+        report.state = origin;
+        report.state_note = note;
         if self.instance.is_none() {
             // A trap dropped the instance: whatever this run built is gone too.
             self.lost_state = true;
             report.state_reset = true;
+        } else {
+            self.lost_state = false;
         }
         report.state_reset |= state_reset;
         report.quota_exceeded = self.quota.as_ref().is_some_and(|q| q.refused());
         metrics.duration_us = started.elapsed().as_micros() as u64;
         report.metrics = metrics;
         report
+    }
+
+    /// Starts an instance and restores `image` into it: the files closed
+    /// when it was captured. On failure no instance is left: the run starts
+    /// a fresh one.
+    async fn resume(&mut self, image: &[u8]) -> Result<Vec<String>, StateError> {
+        let quota = self.quota.clone();
+        let instance = start(self.runtime.clone(), self.dir.clone(), quota, self.limits.memory_bytes)
+            .await
+            .map_err(|e| StateError::Unsupported(format!("{e:?}")))?;
+        self.instance = Some(instance);
+        // A first, empty run takes the host handles every session holds
+        // (its preopened directory) in the order the saved instance took
+        // them; the restored memory refers to them by number.
+        self.call_cell(String::new(), Vec::new()).await?;
+        let Some(instance) = self.instance.as_mut() else {
+            return Err(StateError::Unsupported("no instance after the first run".into()));
+        };
+        match self.runtime.restore(instance, image).await {
+            Ok(closed) => Ok(closed),
+            Err(error) => {
+                self.instance = None;
+                Err(error)
+            }
+        }
     }
 
     async fn run_in_instance(&mut self, request: CellRequest, limits: &Limits, metrics: &mut Metrics) -> Result<CellReport, ExecError> {
@@ -137,7 +295,7 @@ impl LiveInstance {
             // start each run from what the directories really hold. Inline: the
             // quota bounds the walk to `max_files` entries, and a hop to the
             // blocking pool would cost more than a small directory's walk.
-            match &instance.guest {
+            match &instance.guest.exports {
                 Guest::Data(data) => quota.recount(&[dir, data.private_tmp()]),
                 Guest::Runner(_) => quota.recount(&[dir]),
             }
@@ -151,7 +309,7 @@ impl LiveInstance {
         };
         let Instance { store, guest } = instance;
         let call = async {
-            match guest {
+            match &guest.exports {
                 Guest::Runner(runner) => runner.call_run_cell(&mut *store, &input).await,
                 Guest::Data(data) => data.run_cell(&mut *store, &input).await,
             }
@@ -183,6 +341,8 @@ impl LiveInstance {
                 error: None,
                 state_reset: false,
                 quota_exceeded: false,
+                state: StateOrigin::Fresh,
+                state_note: None,
                 metrics: Metrics::default(),
             },
             Some(e) => CellReport {
@@ -192,6 +352,8 @@ impl LiveInstance {
                 error: Some(ExecError::Exception { type_name: e.type_name, message: e.message, traceback: e.traceback }),
                 state_reset: false,
                 quota_exceeded: false,
+                state: StateOrigin::Fresh,
+                state_note: None,
                 metrics: Metrics::default(),
             },
         })
@@ -204,13 +366,13 @@ async fn start(
     dir: Option<PathBuf>,
     quota: Option<Arc<QuotaState>>,
     memory_cap: u64,
-) -> Result<Instance<Guest>, ExecError> {
+) -> Result<Instance<SessionGuest>, ExecError> {
     runtime
-        .start_instance(dir.as_deref(), quota, memory_cap)
+        .start_instance(dir.as_deref(), quota, memory_cap, false)
         .await
         .map_err(|e| internal("starting a session instance", &e))
 }
 
 fn failed(error: ExecError, output: Output) -> CellReport {
-    CellReport { exit_code: 1, output, traceback: None, error: Some(error), state_reset: false, quota_exceeded: false, metrics: Metrics::default() }
+    CellReport { exit_code: 1, output, traceback: None, error: Some(error), state_reset: false, quota_exceeded: false, state: StateOrigin::Fresh, state_note: None, metrics: Metrics::default() }
 }

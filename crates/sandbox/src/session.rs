@@ -5,8 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::bindings::Runner;
-use crate::block::RunnerImage;
+use wasmtime::component::Instance as Handle;
+
+use crate::bindings::{Runner, RunnerPre};
+use crate::block::RunnerConfig;
+use crate::state_image::access::Access;
+use crate::state_image::image::{self as state, Baseline, StateError};
 use crate::data_runtime::preinit::ImageSummary;
 use crate::data_runtime::{DataGuest, DataImage, PythonDataPre};
 use crate::engine::{self, EpochTicker, Instance, Profile, StartError};
@@ -96,13 +100,20 @@ impl PythonDataConfig {
 #[derive(Clone)]
 pub struct SessionRuntime {
     image: Image,
+    states: Arc<StateImages>,
 }
 
 /// The pre-linked component session instances start from.
 #[derive(Clone)]
 enum Image {
-    Python(Arc<RunnerImage>),
+    Python(Arc<PythonRuntime>),
     Data(Arc<DataRuntime>),
+}
+
+struct PythonRuntime {
+    pre: RunnerPre<GuestState>,
+    profile: Profile,
+    _ticker: EpochTicker,
 }
 
 struct DataRuntime {
@@ -111,21 +122,53 @@ struct DataRuntime {
     _ticker: EpochTicker,
 }
 
+/// What capturing and restoring a runtime's state needs.
+struct StateImages {
+    access: Access,
+    /// The instrumented component's cache key: images name it.
+    component: String,
+    /// A bare instance's memories, read on first use.
+    baseline: tokio::sync::OnceCell<Arc<Baseline>>,
+}
+
 /// The exports of a session's instance, by runtime.
 pub(crate) enum Guest {
     Runner(Runner),
     Data(DataGuest),
 }
 
+/// A session's started instance: its exports and the component instance
+/// (through which its state is captured and restored).
+pub(crate) struct SessionGuest {
+    pub(crate) exports: Guest,
+    pub(crate) handle: Handle,
+}
+
+/// Deadline for the host's own calls that capture or restore state.
+const STATE_BUDGET: Duration = Duration::from_secs(30);
+
 impl SessionRuntime {
-    pub(crate) fn python(image: Arc<RunnerImage>) -> Self {
-        Self { image: Image::Python(image) }
+    /// Loads (or instruments, compiles and caches) the runner for sessions.
+    pub(crate) async fn start_python(config: &RunnerConfig) -> Result<Self, StartError> {
+        let mut loaded = engine::load(engine::session_engine_config(false), &config.runner_component, &config.cache_dir, &config.limits, engine::Form::WithStateAccess).await?;
+        let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
+        let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
+        let states = StateImages::new(&loaded.component, loaded.state.take())?;
+        let profile = Profile {
+            runtime: Runtime::Python,
+            component_name: engine::component_name(&config.runner_component),
+            origin: serde_json::json!("built from components/python-runner by componentize-py"),
+            limits: config.limits,
+            image: None,
+        };
+        Ok(Self { image: Image::Python(Arc::new(PythonRuntime { pre, profile, _ticker: loaded.ticker })), states })
     }
 
     /// Loads (or compiles and caches) the data runtime.
     /// Must be called inside a Tokio runtime.
     pub async fn start_python_data(config: PythonDataConfig) -> Result<Self, StartError> {
-        let mut loaded = engine::load(engine::data_engine_config(), &config.component, &config.cache_dir, &config.limits).await?;
+        let mut loaded = engine::load(engine::session_engine_config(true), &config.component, &config.cache_dir, &config.limits, engine::Form::WithStateAccess).await?;
+        let states = StateImages::new(&loaded.component, loaded.state.take())?;
         crate::data_runtime::add_to_linker(&mut loaded.linker).map_err(StartError::Link)?;
         let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
         let pre = PythonDataPre::new(pre).map_err(StartError::Link)?;
@@ -149,7 +192,7 @@ impl SessionRuntime {
             limits: config.limits,
             image: Some(ImageDescription { variant: config.variant, preimported }),
         };
-        Ok(Self { image: Image::Data(Arc::new(DataRuntime { image, profile, _ticker: loaded.ticker })) })
+        Ok(Self { image: Image::Data(Arc::new(DataRuntime { image, profile, _ticker: loaded.ticker })), states })
     }
 
     fn profile(&self) -> &Profile {
@@ -178,12 +221,14 @@ impl SessionRuntime {
 
     /// Starts a session's instance: it sees `dir` (when given) at
     /// `/mnt/data`, writes under `quota`, and grows to `memory_cap`.
+    /// A `bare` instance runs nothing after instantiation (the baseline).
     pub(crate) async fn start_instance(
         &self,
         dir: Option<&Path>,
         quota: Option<Arc<QuotaState>>,
         memory_cap: u64,
-    ) -> wasmtime::Result<Instance<Guest>> {
+        bare: bool,
+    ) -> wasmtime::Result<Instance<SessionGuest>> {
         let deadline = Instant::now() + SESSION_START_BUDGET;
         match &self.image {
             Image::Python(image) => {
@@ -193,14 +238,58 @@ impl SessionRuntime {
                 };
                 state.quota = quota;
                 let mut store = engine::new_store(image.pre.engine(), state)?;
-                let runner = image.pre.instantiate_async(&mut store).await?;
-                Ok(Instance { store, guest: Guest::Runner(runner) })
+                let handle = image.pre.instance_pre().instantiate_async(&mut store).await?;
+                let runner = Runner::new(&mut store, &handle)?;
+                Ok(Instance { store, guest: SessionGuest { exports: Guest::Runner(runner), handle } })
             }
             Image::Data(data) => {
                 let wasm = data.image.pre.engine().clone();
-                let (store, guest) = data.image.start(dir, quota, memory_cap, deadline, |state| engine::new_store(&wasm, state)).await?;
-                Ok(Instance { store, guest: Guest::Data(guest) })
+                let (store, guest, handle) = data.image.start(dir, quota, memory_cap, deadline, bare, |state| engine::new_store(&wasm, state)).await?;
+                Ok(Instance { store, guest: SessionGuest { exports: Guest::Data(guest), handle } })
             }
         }
+    }
+
+    /// The baseline state images are taken against: a bare instance's
+    /// memories, read once.
+    async fn baseline(&self) -> Result<Arc<Baseline>, StateError> {
+        self.states
+            .baseline
+            .get_or_try_init(|| async {
+                let mut bare = self.start_instance(None, None, self.limits().memory_bytes, true).await?;
+                engine::arm_for_host(&mut bare.store, STATE_BUDGET)?;
+                let baseline = Baseline::read(&self.states.access, &mut bare.store, &bare.guest.handle).await?;
+                Ok::<_, StateError>(Arc::new(baseline))
+            })
+            .await
+            .cloned()
+    }
+
+    /// Captures `instance`'s state between runs (after its open files were
+    /// closed, named in `closed_files`): the image's bytes.
+    pub(crate) async fn capture(&self, instance: &mut Instance<SessionGuest>, closed_files: Vec<String>) -> Result<Vec<u8>, StateError> {
+        let baseline = self.baseline().await?;
+        engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
+        let handle = instance.guest.handle;
+        engine::on_own_thread(state::capture(&self.states.access, &self.states.component, &baseline, &mut instance.store, &handle, closed_files)).await
+    }
+
+    /// Restores `image` into `instance`, just started and past its first
+    /// (empty) run; returns the files closed when it was captured.
+    pub(crate) async fn restore(&self, instance: &mut Instance<SessionGuest>, image: &[u8]) -> Result<Vec<String>, StateError> {
+        let baseline = self.baseline().await?;
+        let decoded = state::decode(image)?;
+        engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
+        let handle = instance.guest.handle;
+        engine::on_own_thread(state::restore(&self.states.access, &self.states.component, &baseline, &decoded, &mut instance.store, &handle)).await?;
+        Ok(decoded.closed_files)
+    }
+}
+
+impl StateImages {
+    fn new(component: &wasmtime::component::Component, state: Option<(crate::state_image::layout::Layout, String)>) -> Result<Arc<Self>, StartError> {
+        let (layout, key) = state.ok_or_else(|| StartError::Link(wasmtime::format_err!("the session component was loaded without state access")))?;
+        let access = Access::resolve(component, &layout).map_err(StartError::Link)?;
+        Ok(Arc::new(Self { access, component: key, baseline: tokio::sync::OnceCell::new() }))
     }
 }

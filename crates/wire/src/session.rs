@@ -40,7 +40,7 @@ pub struct UploadRequest {
 }
 
 /// What a client sees of a session.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionInfo {
     pub session_id: String,
     pub ttl_seconds: u64,
@@ -48,6 +48,9 @@ pub struct SessionInfo {
     pub expires_in_seconds: u64,
     /// Whether a live instance holds Python state now.
     pub live: bool,
+    /// Whether the session's state is parked in a saved image (restored on its next run).
+    #[serde(default)]
+    pub hibernated: bool,
     /// The Python the session runs.
     pub runtime: Runtime,
 }
@@ -110,7 +113,35 @@ pub struct CellReport {
     /// A write or file creation was refused by the session's quota during
     /// this run (the code may have seen it as a plain EIO mid-write).
     pub quota_exceeded: bool,
+    /// Where the run's in-memory state came from.
+    #[serde(default)]
+    pub state: StateOrigin,
+    /// What the run should know about its state: why it was lost, or what
+    /// resuming it from a saved image changed (open files closed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_note: Option<String>,
     pub metrics: Metrics,
+}
+
+/// Where a run's in-memory state came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StateOrigin {
+    /// A new interpreter: the session's first run, or its state was lost.
+    #[default]
+    Fresh,
+    /// The live instance the previous run left.
+    Kept,
+    /// The session's saved state image, restored into a new instance.
+    Resumed,
+}
+
+/// The body of `POST /v1/sessions/{id}/fork`.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    /// The new session's id: it must not exist yet.
+    pub session_id: String,
 }
 
 /// What a run reports.
@@ -200,6 +231,8 @@ mod tests {
                 error: Some(ExecError::Exception { type_name: "ValueError".into(), message: "m".into(), traceback: "Traceback".into() }),
                 state_reset: false,
                 quota_exceeded: true,
+                state: StateOrigin::Resumed,
+                state_note: None,
                 metrics: Metrics::default(),
             },
             artifacts: vec![],
@@ -209,6 +242,7 @@ mod tests {
         // The cell's fields sit at the top level, as clients have always read them.
         assert_eq!((&json["stdout"], &json["exit_code"], &json["runtime"]), (&"out".into(), &1.into(), &"python-data".into()));
         assert_eq!(json["error"]["kind"], "exception");
+        assert_eq!(json["state"], "resumed");
         assert!(json.get("artifact_errors").is_none(), "empty failures are left out");
         let back: RunReport = serde_json::from_value(json).expect("parses");
         assert_eq!(back.cell.error, report.cell.error);

@@ -1,0 +1,15 @@
+//! Session state that outlives its instance: a live instance's memories and
+//! mutable globals captured between runs into a compact image, and restored
+//! into a fresh instance of the same component (hibernate, resume, fork).
+//!
+//! Sessions run an instrumented copy of their runtime's component
+//! ([`instrument`]) whose extra exports let the host read and write that
+//! state; the guest's code is unchanged.
+
+pub(crate) mod access;
+pub(crate) mod image;
+pub(crate) mod instrument;
+pub(crate) mod layout;
+
+pub use image::StateError;
+pub use instrument::InstrumentError;

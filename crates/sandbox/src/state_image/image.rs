@@ -1,0 +1,400 @@
+//! A session instance's state as bytes, and back.
+//!
+//! Captured between runs: every mutable global, and each memory as the
+//! 4 KiB chunks that differ from the baseline (a bare instance of the same
+//! component, its memory exactly the compiled image's), compressed, under a
+//! SHA-256 checksum, with the component's identity and the baseline's hash.
+//!
+//! Restored into a fresh instance of the same component: the chunks where
+//! the fresh instance differs from the baseline are put back to the
+//! baseline's bytes, then the image's chunks are written and the globals
+//! set, so memory and globals are provably the captured ones, except:
+//! - the preview-1 adapter keeps the fresh instance's globals and state page:
+//!   they hold host handles (streams, preopened directories) that only the
+//!   fresh instance's handle table knows. Restoring is refused unless the
+//!   adapter's allocations sit where the image's did (or are not made yet);
+//! - files the code held open are closed before the capture (by the cell
+//!   code): their handles would not exist in the new instance.
+
+use sha2::{Digest, Sha256};
+use wasmtime::Store;
+use wasmtime::component::Instance;
+
+use super::access::{Access, GlobalValue, MemoryAccess};
+use super::layout::{ADAPTER_ALLOCATION_STATE, ADAPTER_STATE_POINTER};
+use crate::guest::GuestState;
+
+/// Leading bytes of every image.
+const MAGIC: &[u8; 8] = b"APSTATE1";
+/// Granularity of the memory comparison.
+const CHUNK: usize = 4096;
+/// The adapter's state is one wasm page.
+const ADAPTER_STATE_BYTES: usize = 64 * 1024;
+const WASM_PAGE: usize = 64 * 1024;
+
+/// A state image could not be made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("the state image is damaged: {0}")]
+    Corrupt(String),
+    #[error("the state image was made for another runtime build ({0})")]
+    OtherBuild(String),
+    #[error("the instance's adapter state is not where the image expects it; state cannot be restored safely")]
+    AdapterMoved,
+    #[error("the runtime cannot capture state: {0}")]
+    Unsupported(String),
+    #[error("reaching the instance's state failed: {0:#}")]
+    Instance(wasmtime::Error),
+}
+
+impl From<wasmtime::Error> for StateError {
+    fn from(error: wasmtime::Error) -> Self {
+        Self::Instance(error)
+    }
+}
+
+/// Which component and baseline an image belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Identity {
+    /// The compiled component's cache key: its bytes and the engine settings.
+    pub(crate) component: String,
+    /// SHA-256 of the baseline's memories.
+    pub(crate) baseline: String,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Header {
+    identity: Identity,
+    /// Each memory's size in pages, in the layout's order.
+    pages: Vec<u32>,
+    /// Length of the decompressed body.
+    body_bytes: u64,
+    /// Files the code held open, closed before the capture.
+    #[serde(default)]
+    closed_files: Vec<String>,
+}
+
+/// A baseline instance's memories, read once.
+pub(crate) struct Baseline {
+    pub(crate) memories: Vec<Vec<u8>>,
+    pub(crate) hash: String,
+}
+
+impl Baseline {
+    /// Reads every memory of `instance`, a bare instance of the component.
+    pub(crate) async fn read(access: &Access, store: &mut Store<GuestState>, instance: &Instance) -> Result<Self, StateError> {
+        let mut memories = Vec::new();
+        let mut digest = Sha256::new();
+        for memory in &access.memories {
+            let bytes = memory.read(store, instance).await?.to_vec();
+            digest.update((bytes.len() as u64).to_le_bytes());
+            digest.update(&bytes);
+            memories.push(bytes);
+        }
+        Ok(Self { memories, hash: hex::encode(digest.finalize()) })
+    }
+}
+
+/// The adapter's allocations as an instance's globals show them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AdapterPlaces {
+    state: u64,
+    allocation: u64,
+    stack: u64,
+}
+
+/// Captures `instance`'s state against `baseline`.
+pub(crate) async fn capture(
+    access: &Access,
+    component: &str,
+    baseline: &Baseline,
+    store: &mut Store<GuestState>,
+    instance: &Instance,
+    closed_files: Vec<String>,
+) -> Result<Vec<u8>, StateError> {
+    let mut body = Vec::new();
+    for global in &access.globals {
+        let value = global.get(&mut *store, instance).await?;
+        body.extend_from_slice(&global.slot.module.to_le_bytes());
+        body.extend_from_slice(&global.slot.index.to_le_bytes());
+        body.extend_from_slice(&value.0.to_le_bytes());
+    }
+    let mut pages = Vec::new();
+    for (memory, base) in access.memories.iter().zip(&baseline.memories) {
+        let current = memory.read(store, instance).await?;
+        pages.push((current.len() / WASM_PAGE) as u32);
+        let runs = differing_runs(current, base, &[]);
+        body.extend_from_slice(&(runs.len() as u32).to_le_bytes());
+        for (start, end) in runs {
+            body.extend_from_slice(&(start as u32).to_le_bytes());
+            body.extend_from_slice(&((end - start) as u32).to_le_bytes());
+            body.extend_from_slice(&current[start..end]);
+        }
+    }
+    let header = Header {
+        identity: Identity { component: component.to_owned(), baseline: baseline.hash.clone() },
+        pages,
+        body_bytes: body.len() as u64,
+        closed_files,
+    };
+    Ok(encode(&header, &body))
+}
+
+fn encode(header: &Header, body: &[u8]) -> Vec<u8> {
+    let header = serde_json::to_vec(header).unwrap_or_default();
+    let payload = lz4_flex::block::compress(body);
+    let mut out = Vec::with_capacity(MAGIC.len() + 12 + header.len() + payload.len() + 32);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&payload);
+    let checksum = Sha256::digest(&out);
+    out.extend_from_slice(&checksum);
+    out
+}
+
+/// A checked, decompressed image.
+pub(crate) struct Decoded {
+    identity: Identity,
+    pages: Vec<u32>,
+    body: Vec<u8>,
+    /// Files the code held open, closed before the capture.
+    pub(crate) closed_files: Vec<String>,
+}
+
+/// Checks `bytes`' checksum and decompresses it.
+pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, StateError> {
+    let corrupt = |what: &str| StateError::Corrupt(what.to_owned());
+    if bytes.len() < MAGIC.len() + 12 + 32 || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(corrupt("not a state image"));
+    }
+    let (content, checksum) = bytes.split_at(bytes.len() - 32);
+    if Sha256::digest(content).as_slice() != checksum {
+        return Err(corrupt("its checksum does not match its contents"));
+    }
+    let mut reader = Reader { bytes: &content[MAGIC.len()..] };
+    let header_len = reader.u32()? as usize;
+    let header: Header = serde_json::from_slice(reader.take(header_len)?).map_err(|e| StateError::Corrupt(format!("header: {e}")))?;
+    let payload_len = usize::try_from(reader.u64()?).map_err(|_| corrupt("payload length"))?;
+    let payload = reader.take(payload_len)?;
+    let body_bytes = usize::try_from(header.body_bytes).map_err(|_| corrupt("body length"))?;
+    let body = lz4_flex::block::decompress(payload, body_bytes).map_err(|e| StateError::Corrupt(format!("payload: {e}")))?;
+    Ok(Decoded { identity: header.identity, pages: header.pages, body, closed_files: header.closed_files })
+}
+
+/// Restores `image` into `instance`, a fresh instance of the component it
+/// was captured from.
+pub(crate) async fn restore(
+    access: &Access,
+    component: &str,
+    baseline: &Baseline,
+    image: &Decoded,
+    store: &mut Store<GuestState>,
+    instance: &Instance,
+) -> Result<(), StateError> {
+    let expected = Identity { component: component.to_owned(), baseline: baseline.hash.clone() };
+    if image.identity != expected {
+        return Err(StateError::OtherBuild(format!("image for {}, runtime {}", image.identity.component, expected.component)));
+    }
+    if image.pages.len() != access.memories.len() {
+        return Err(StateError::Corrupt("memory count".into()));
+    }
+    let mut reader = Reader { bytes: &image.body };
+    let mut saved = Vec::with_capacity(access.globals.len());
+    for global in &access.globals {
+        let (module, index, bits) = (reader.u32()?, reader.u32()?, reader.u64()?);
+        if (module, index) != (global.slot.module, global.slot.index) {
+            return Err(StateError::Corrupt("globals out of order".into()));
+        }
+        saved.push(GlobalValue(bits));
+    }
+    let adapter = access.globals.iter().find(|g| g.slot.name.as_deref() == Some(ADAPTER_STATE_POINTER)).map(|g| g.slot.module);
+    let protected = match adapter {
+        Some(adapter) => {
+            let (state, allocation, stack) = adapter_globals(access, adapter)?;
+            let mut fresh = [0u64; 3];
+            for (value, at) in fresh.iter_mut().zip([state, allocation, stack]) {
+                *value = access.globals[at].get(&mut *store, instance).await?.0;
+            }
+            let fresh = AdapterPlaces { state: fresh[0], allocation: fresh[1], stack: fresh[2] };
+            let saved = AdapterPlaces { state: saved[state].0, allocation: saved[allocation].0, stack: saved[stack].0 };
+            let state_fits = fresh.state == 0 || fresh.state == saved.state;
+            // The adapter's stack: unallocated yet, or where the image has it.
+            let stack_fits = fresh.allocation == 0 || fresh.stack == saved.stack;
+            if !state_fits || !stack_fits {
+                return Err(StateError::AdapterMoved);
+            }
+            (fresh.state != 0).then(|| (fresh.state as usize, fresh.state as usize + ADAPTER_STATE_BYTES))
+        }
+        None => None,
+    };
+    let protected: Vec<(usize, usize)> = protected.into_iter().collect();
+    for ((memory, base), pages) in access.memories.iter().zip(&baseline.memories).zip(&image.pages) {
+        let runs_count = reader.u32()?;
+        let mut runs = Vec::with_capacity(runs_count as usize);
+        for _ in 0..runs_count {
+            let start = reader.u32()? as usize;
+            let len = reader.u32()? as usize;
+            runs.push((start, reader.take(len)?));
+        }
+        restore_memory(memory, base, *pages, &runs, &protected, store, instance).await?;
+    }
+    for (global, value) in access.globals.iter().zip(saved) {
+        if Some(global.slot.module) == adapter {
+            continue;
+        }
+        global.set(&mut *store, instance, value).await?;
+    }
+    Ok(())
+}
+
+/// Positions in `access.globals` of the adapter's state pointer, allocation state and stack pointer.
+fn adapter_globals(access: &Access, adapter: u32) -> Result<(usize, usize, usize), StateError> {
+    let find = |name: &str| access.globals.iter().position(|g| g.slot.module == adapter && g.slot.name.as_deref() == Some(name));
+    match (find(ADAPTER_STATE_POINTER), find(ADAPTER_ALLOCATION_STATE), find("__stack_pointer")) {
+        (Some(state), Some(allocation), Some(stack)) => Ok((state, allocation, stack)),
+        _ => Err(StateError::Unsupported("the preview-1 adapter's globals are not all named".into())),
+    }
+}
+
+async fn restore_memory(
+    memory: &MemoryAccess,
+    base: &[u8],
+    pages: u32,
+    runs: &[(usize, &[u8])],
+    protected: &[(usize, usize)],
+    store: &mut Store<GuestState>,
+    instance: &Instance,
+) -> Result<(), StateError> {
+    let current_pages = (memory.read(store, instance).await?.len() / WASM_PAGE) as u32;
+    if current_pages > pages {
+        return Err(StateError::Corrupt(format!("the image's memory ({pages} pages) is smaller than a fresh instance's ({current_pages})")));
+    }
+    if pages > current_pages && !memory.grow(store, instance, pages - current_pages).await? {
+        return Err(StateError::Instance(wasmtime::format_err!("memory cannot grow to the image's {pages} pages")));
+    }
+    // What the fresh instance changed since instantiation goes back to the baseline first.
+    let fixes: Vec<(usize, usize)> = {
+        let fresh = memory.read(store, instance).await?;
+        differing_runs(&fresh[..base.len().min(fresh.len())], base, protected)
+    };
+    for (start, end) in fixes {
+        memory.write(store, instance, start as u32, &base[start..end]).await?;
+    }
+    let limit = pages as usize * WASM_PAGE;
+    for (start, bytes) in runs {
+        let end = start.checked_add(bytes.len()).filter(|end| *end <= limit).ok_or_else(|| StateError::Corrupt("a chunk lies outside memory".into()))?;
+        for (from, to) in outside(*start, end, protected) {
+            memory.write(store, instance, from as u32, &bytes[from - start..to - start]).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Ranges of `start..end` outside every `protected` range.
+fn outside(start: usize, end: usize, protected: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut pieces = vec![(start, end)];
+    for (p_start, p_end) in protected {
+        pieces = pieces
+            .into_iter()
+            .flat_map(|(s, e)| {
+                if *p_end <= s || *p_start >= e {
+                    vec![(s, e)]
+                } else {
+                    [(s, (*p_start).max(s)), ((*p_end).min(e), e)].into_iter().filter(|(a, b)| a < b).collect()
+                }
+            })
+            .collect();
+    }
+    pieces
+}
+
+/// Merged byte ranges, in `CHUNK`s, where `current` differs from `base`
+/// (bytes past `base`'s end differ where they are not zero), minus `protected`.
+fn differing_runs(current: &[u8], base: &[u8], protected: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut offset = 0;
+    while offset < current.len() {
+        let end = (offset + CHUNK).min(current.len());
+        let chunk = &current[offset..end];
+        let differs = match base.get(offset..end) {
+            Some(base_chunk) => chunk != base_chunk,
+            None => chunk.iter().any(|b| *b != 0),
+        };
+        if differs {
+            match runs.last_mut() {
+                Some(last) if last.1 == offset => last.1 = end,
+                _ => runs.push((offset, end)),
+            }
+        }
+        offset = end;
+    }
+    if protected.is_empty() {
+        return runs;
+    }
+    runs.into_iter().flat_map(|(s, e)| outside(s, e, protected)).collect()
+}
+
+/// Bounds-checked little-endian reads.
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], StateError> {
+        if self.bytes.len() < n {
+            return Err(StateError::Corrupt("truncated".into()));
+        }
+        let (head, tail) = self.bytes.split_at(n);
+        self.bytes = tail;
+        Ok(head)
+    }
+
+    fn u32(&mut self) -> Result<u32, StateError> {
+        let bytes = self.take(4)?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, StateError> {
+        let bytes = self.take(8)?;
+        let mut array = [0u8; 8];
+        array.copy_from_slice(bytes);
+        Ok(u64::from_le_bytes(array))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_merge_adjacent_chunks_and_skip_protected_ranges() {
+        let base = vec![0u8; 5 * CHUNK];
+        let mut current = base.clone();
+        current[10] = 1;
+        current[CHUNK + 5] = 1;
+        current[4 * CHUNK] = 1;
+        assert_eq!(differing_runs(&current, &base, &[]), vec![(0, 2 * CHUNK), (4 * CHUNK, 5 * CHUNK)]);
+        assert_eq!(differing_runs(&current, &base, &[(100, CHUNK + 100)]), vec![(0, 100), (CHUNK + 100, 2 * CHUNK), (4 * CHUNK, 5 * CHUNK)]);
+    }
+
+    #[test]
+    fn bytes_past_the_baseline_count_only_when_not_zero() {
+        let base = vec![0u8; CHUNK];
+        let mut current = vec![0u8; 3 * CHUNK];
+        current[2 * CHUNK + 1] = 7;
+        assert_eq!(differing_runs(&current, &base, &[]), vec![(2 * CHUNK, 3 * CHUNK)]);
+    }
+
+    #[test]
+    fn a_damaged_image_is_refused_by_its_checksum() {
+        let header = Header { identity: Identity { component: "c".into(), baseline: "b".into() }, pages: vec![1], body_bytes: 3, closed_files: vec![] };
+        let mut bytes = encode(&header, &[1, 2, 3]);
+        assert!(decode(&bytes).is_ok());
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x40;
+        assert!(matches!(decode(&bytes), Err(StateError::Corrupt(_))));
+        assert!(matches!(decode(b"short"), Err(StateError::Corrupt(_))));
+    }
+}
