@@ -176,10 +176,17 @@ pub fn router(sandbox: BlockRunner, options: &ServeOptions) -> Router {
         .with_state(state)
 }
 
-/// Removes expired sessions every [`SWEEP_EVERY`] until the interpreter is gone.
+/// Hibernates idle sessions (checked every half of their idle time, between
+/// 1 and 30 s) and removes expired ones every [`SWEEP_EVERY`], until the
+/// interpreter is gone.
 pub(crate) fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        let every = match interpreter.upgrade() {
+            Some(i) => (i.config().hibernate_after_idle / 2).clamp(Duration::from_secs(1), SWEEP_EVERY),
+            None => return,
+        };
+        let mut tick = tokio::time::interval(every);
+        let mut swept = tokio::time::Instant::now();
         loop {
             tick.tick().await;
             let Some(interpreter) = interpreter.upgrade() else { return };
@@ -187,6 +194,10 @@ pub(crate) fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
             if hibernated > 0 {
                 tracing::info!(hibernated, "idle sessions hibernated");
             }
+            if swept.elapsed() < SWEEP_EVERY {
+                continue;
+            }
+            swept = tokio::time::Instant::now();
             let removed = tokio::task::spawn_blocking(move || interpreter.sweep()).await.unwrap_or(0);
             if removed > 0 {
                 tracing::info!(removed, "expired sessions removed");

@@ -176,3 +176,25 @@ fn two_hundred_sessions_each_keep_their_variable_under_a_small_memory_budget() {
         assert_eq!((report.cell.output.stdout.clone(), report.cell.state_reset), (format!("{i}\n"), false), "session s{i}: {report:?}");
     }
 }
+
+/// A state image is the tenant's data: it counts toward the session's
+/// quota, and one that does not fit is not kept; the next run says why.
+#[test]
+fn a_state_image_that_does_not_fit_the_quota_is_not_kept() {
+    use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
+    let dir = temp_dir("image-quota");
+    let mut config = InterpreterConfig::new(dir.path());
+    config.quota.max_session_bytes = 1 << 20;
+    let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], config).expect("interpreter"));
+    let run_in = |code: &str| {
+        common::block_on(interpreter.run_python("t", "big", RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")
+    };
+    // Random bytes do not compress: the image is larger than the quota.
+    assert_eq!(run_in("import os\nblob = os.urandom(3 << 20)").cell.exit_code, 0);
+    assert_eq!(common::block_on(interpreter.hibernate_all()), 0, "the image was not kept");
+    assert!(!dir.path().join("sessions/t/big/state.img").exists());
+    let after = run_in("print('blob' in globals())");
+    assert_eq!((after.cell.output.stdout.as_str(), after.cell.state_reset), ("False\n", true), "{after:?}");
+    let note = after.cell.state_note.unwrap_or_default();
+    assert!(note.contains("quota") || note.contains("exceed"), "the report says why: {note}");
+}

@@ -218,6 +218,28 @@ fn a_graceful_restart_keeps_every_sessions_variables() {
     }
 }
 
+/// An idle session is hibernated after `--hibernate-after-idle-seconds`:
+/// the session says so, and its next run resumes its variables.
+#[test]
+fn an_idle_session_is_hibernated_and_its_next_run_resumes_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let service = Service::start_with(dir.path(), &["--hibernate-after-idle-seconds", "1"]);
+    let (_, run) = service.json("key-alice", "POST", "/v1/sessions/idle/run", Some(json!({"code": "x = [1, 2, 3]"})));
+    assert_eq!(run["exit_code"], 0, "{run}");
+    // Watched on disk: asking the service about the session would use it.
+    let image = dir.path().join("sessions/alice/idle/state.img");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !image.is_file() {
+        assert!(std::time::Instant::now() < deadline, "never hibernated");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (_, info) = service.json("key-alice", "GET", "/v1/sessions/idle", None);
+    assert_eq!((info["hibernated"].as_bool(), info["live"].as_bool()), (Some(true), Some(false)), "{info}");
+    let (_, run) = service.json("key-alice", "POST", "/v1/sessions/idle/run", Some(json!({"code": "print(sum(x))"})));
+    assert_eq!((run["stdout"].as_str(), run["state"].as_str()), (Some("6\n"), Some("resumed")), "{run}");
+    assert!(!dir.path().join("sessions/alice/idle/state.img").exists(), "a resumed session's image is gone: its state lives in the instance");
+}
+
 /// A fork copies the files and the state; afterwards neither session's
 /// changes reach the other. A fork to an existing id is refused, and
 /// another tenant cannot fork a session it cannot see.

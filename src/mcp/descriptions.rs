@@ -30,7 +30,8 @@ upload_file or run_python creates the session on first use, on the runtime it na
 scikit-learn, statsmodels, seaborn, reportlab, openpyxl, ...; seconds for the first import); a session \
 keeps its runtime. Files live in /mnt/data. Variables, imports \
 and functions persist across run_python calls in one session until close_session or an idle timeout \
-({}). Files a run creates or changes come back as artifacts with signed download_url \
+({}), also while the session is parked (its state saved to disk when idle and restored on the next \
+run; a run's `state` says `resumed` then); fork_session copies a session to try another approach. Files a run creates or changes come back as artifacts with signed download_url \
 links; read_artifact returns a file's bytes (images also as image content).",
         duration(limits.session_ttl)
     )

@@ -21,7 +21,7 @@ import httpx2
 import mcp
 from mcp.client.streamable_http import streamable_http_client
 
-TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files"}
+TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files", "fork_session"}
 
 
 def connect(transport, key=None):
@@ -73,13 +73,15 @@ async def tools(transport, key, _other):
         "read_artifact": {"session_id", "path"},
         "close_session": {"session_id"},
         "list_files": {"session_id"},
+        "fork_session": {"session_id", "new_session_id"},
     }
     outputs = {
         "upload_file": {"path"},
-        "run_python": {"run_id", "exit_code", "stdout", "stderr", "artifacts", "state_reset", "metrics"},
+        "run_python": {"run_id", "exit_code", "stdout", "stderr", "artifacts", "state_reset", "state", "metrics"},
         "read_artifact": {"path", "mime_type", "content_base64"},
         "close_session": {"status"},
         "list_files": {"files"},
+        "fork_session": {"session_id", "hibernated"},
     }
     async with connect(transport, key) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
@@ -217,6 +219,18 @@ async def state(transport, key, _other):
         assert "ZeroDivisionError" in failing["traceback"], failing
         after = ok(await client.call_tool("run_python", {"session_id": session, "code": "print(x)"}), "run_python")
         assert after["stdout"].strip() == "41", after
+        assert after["state"] == "kept", after
+
+        # A fork carries the live state; the two sessions then part.
+        fork = session + "-fork"
+        forked = ok(await client.call_tool("fork_session", {"session_id": session, "new_session_id": fork}), "fork_session")
+        assert forked["session_id"] == fork and forked["hibernated"] is True, forked
+        child = ok(await client.call_tool("run_python", {"session_id": fork, "code": "x = double(x)\nprint(x)"}), "run_python")
+        assert (child["stdout"].strip(), child["state"]) == ("82", "resumed"), child
+        parent = ok(await client.call_tool("run_python", {"session_id": session, "code": "print(x)"}), "run_python")
+        assert parent["stdout"].strip() == "41", parent
+        tool_error(await client.call_tool("fork_session", {"session_id": session, "new_session_id": fork}), "fork_session", "session_exists")
+        ok(await client.call_tool("close_session", {"session_id": fork}), "close_session")
         ok(await client.call_tool("close_session", {"session_id": session}), "close_session")
 
 

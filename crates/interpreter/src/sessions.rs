@@ -459,7 +459,7 @@ impl Interpreter {
             ttl_seconds: session.ttl.as_secs(),
             expires_in_seconds: session.ttl.saturating_sub(session.idle()).as_secs(),
             live: session.live.try_lock().map_or(true, |l| l.is_live()),
-            hibernated: session.live.try_lock().is_ok_and(|l| l.is_hibernated()),
+            hibernated: session.hibernated.load(std::sync::atomic::Ordering::Relaxed),
             runtime: session.runtime,
         }
     }
