@@ -78,8 +78,13 @@ def _close_open_files():
     import io
     # Outermost first: a text wrapper flushes into its buffer, the buffer
     # into the raw file, before that one closes.
+    import itertools
     kinds = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom, io.BufferedReader, io.FileIO)
-    found = [obj for obj in gc.get_objects() if type(obj) in kinds]
+    wanted = frozenset(kinds).__contains__
+    objects = gc.get_objects()
+    # Filtered without a Python-level loop: a large session holds many objects.
+    found = list(itertools.compress(objects, map(wanted, map(type, objects))))
+    del objects
     found.sort(key=lambda obj: kinds.index(type(obj)))
     closed = set()
     for obj in found:

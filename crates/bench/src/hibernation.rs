@@ -110,3 +110,34 @@ fn resident_mib() -> f64 {
     let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok()).unwrap_or(0.0);
     kib / 1024.0
 }
+
+/// The `python-data` row: hibernating and resuming a session holding a
+/// 100,000-row DataFrame.
+pub async fn run_data(layout: &std::path::Path, iterations: usize) -> anyhow::Result<()> {
+    let config = anypath_sandbox::PythonDataConfig::new(layout, anypath_sandbox::DataVariant::Preimported);
+    let sandbox = SessionRuntime::start_python_data(config).await.context("starting the python-data runtime")?;
+    let home = tempfile::tempdir()?;
+    let dir = home.path().join("data");
+    std::fs::create_dir_all(&dir)?;
+    let mut session = sandbox.live_instance(Some(dir), &LimitOverrides::default());
+    cell(&mut session, "import numpy as np, pandas as pd\ndf = pd.DataFrame({'k': np.arange(100_000) % 7, 'v': np.random.default_rng(1).random(100_000), 's': [f'row {i}' for i in range(100_000)]})").await?;
+    let mut image = Vec::new();
+    let mut hibernate = hdrhistogram::Histogram::<u64>::new(3)?;
+    let mut resume = hdrhistogram::Histogram::<u64>::new(3)?;
+    for _ in 0..iterations {
+        let began = Instant::now();
+        image = session.hibernate().await?.context("a live instance")?;
+        hibernate.record(began.elapsed().as_nanos() as u64)?;
+        session.resume_with(image.clone());
+        let began = Instant::now();
+        let report = session.run(CellRequest { code: "len(df)".into(), ..CellRequest::default() }).await;
+        resume.record(began.elapsed().as_nanos() as u64)?;
+        if report.state != StateOrigin::Resumed || report.error.is_some() {
+            bail!("resume failed: {report:?}");
+        }
+    }
+    row("python-data: hibernate, 100k-row DataFrame", &hibernate);
+    row("python-data: resume + a one-line run, same", &resume);
+    println!("{:<48} {:>10.1} MiB (instance {:.1} MiB)", "python-data: state image, same", image.len() as f64 / (1 << 20) as f64, session.memory_bytes() as f64 / (1 << 20) as f64);
+    Ok(())
+}

@@ -94,6 +94,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let warm_cell = if args.only.is_none() { Some(interpreter::run(&sandbox.session_runtime().await?, args.iterations).await?) } else { None };
     if args.only.as_deref().is_none_or(|only| "hibernation".contains(only)) {
         hibernation::run(&sandbox.session_runtime().await?, args.iterations.clamp(5, 50), 1000).await?;
+        if let Some(layout) = &args.python_data {
+            hibernation::run_data(layout, args.iterations.clamp(5, 20)).await?;
+        }
     }
     println!();
     let baseline = python_baseline(args.baseline_runs)?;

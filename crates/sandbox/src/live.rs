@@ -214,7 +214,7 @@ impl LiveInstance {
         if self.instance.is_none()
             && let Some(image) = self.saved.take()
         {
-            match self.resume(&image).await {
+            match self.resume(image).await {
                 Ok(closed) => {
                     origin = StateOrigin::Resumed;
                     let mut said = "the session's state was restored from its saved image".to_owned();
@@ -254,7 +254,9 @@ impl LiveInstance {
     /// Starts an instance and restores `image` into it: the files closed
     /// when it was captured. On failure no instance is left: the run starts
     /// a fresh one.
-    async fn resume(&mut self, image: &[u8]) -> Result<Vec<String>, StateError> {
+    async fn resume(&mut self, image: Vec<u8>) -> Result<Vec<String>, StateError> {
+        // Checked and decompressed on the blocking pool while the instance starts.
+        let decoding = tokio::task::spawn_blocking(move || crate::state_image::image::decode(&image));
         let quota = self.quota.clone();
         let instance = start(self.runtime.clone(), self.dir.clone(), quota, self.limits.memory_bytes)
             .await
@@ -263,17 +265,19 @@ impl LiveInstance {
         // A first, empty run takes the host handles every session holds
         // (its preopened directory) in the order the saved instance took
         // them; the restored memory refers to them by number.
-        self.call_cell(String::new(), Vec::new()).await?;
-        let Some(instance) = self.instance.as_mut() else {
-            return Err(StateError::Unsupported("no instance after the first run".into()));
+        let prologue = self.call_cell(String::new(), Vec::new()).await;
+        let decoded = decoding.await.map_err(|e| StateError::Unsupported(format!("decoding the image: {e}")));
+        let restored = match (prologue, decoded) {
+            (Ok(_), Ok(Ok(image))) => match self.instance.as_mut() {
+                Some(instance) => self.runtime.restore(instance, image).await,
+                None => Err(StateError::Unsupported("no instance after the first run".into())),
+            },
+            (Err(e), _) | (_, Err(e)) | (_, Ok(Err(e))) => Err(e),
         };
-        match self.runtime.restore(instance, image).await {
-            Ok(closed) => Ok(closed),
-            Err(error) => {
-                self.instance = None;
-                Err(error)
-            }
+        if restored.is_err() {
+            self.instance = None;
         }
+        restored
     }
 
     async fn run_in_instance(&mut self, request: CellRequest, limits: &Limits, metrics: &mut Metrics) -> Result<CellReport, ExecError> {

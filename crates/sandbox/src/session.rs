@@ -274,15 +274,14 @@ impl SessionRuntime {
         engine::on_own_thread(state::capture(&self.states.access, &self.states.component, &baseline, &mut instance.store, &handle, closed_files)).await
     }
 
-    /// Restores `image` into `instance`, just started and past its first
-    /// (empty) run; returns the files closed when it was captured.
-    pub(crate) async fn restore(&self, instance: &mut Instance<SessionGuest>, image: &[u8]) -> Result<Vec<String>, StateError> {
+    /// Restores a decoded image into `instance`, just started and past its
+    /// first (empty) run; returns the files closed when it was captured.
+    pub(crate) async fn restore(&self, instance: &mut Instance<SessionGuest>, image: state::Decoded) -> Result<Vec<String>, StateError> {
         let baseline = self.baseline().await?;
-        let decoded = state::decode(image)?;
         engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
         let handle = instance.guest.handle;
-        engine::on_own_thread(state::restore(&self.states.access, &self.states.component, &baseline, &decoded, &mut instance.store, &handle)).await?;
-        Ok(decoded.closed_files)
+        engine::on_own_thread(state::restore(&self.states.access, &self.states.component, &baseline, &image, &mut instance.store, &handle)).await?;
+        Ok(image.closed_files)
     }
 }
 
