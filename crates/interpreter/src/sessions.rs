@@ -717,11 +717,16 @@ impl Interpreter {
     /// toward the new session's quota; the parent's open files are closed.
     pub async fn fork_session(self: &Arc<Self>, tenant: &str, session_id: &str, new_id: &str) -> Result<SessionInfo, InterpreterError> {
         names::session_id(new_id)?;
-        let (owner, id) = (tenant.to_owned(), session_id.to_owned());
-        let parent = self.off_workers(move |i| i.session(&owner, &id, Create::No)).await?;
-        if self.session_info(tenant, new_id).is_ok() {
-            return Err(InterpreterError::SessionExists(new_id.to_owned()));
-        }
+        let (owner, id, new) = (tenant.to_owned(), session_id.to_owned(), new_id.to_owned());
+        let parent = self
+            .off_workers(move |i| {
+                let parent = i.session(&owner, &id, Create::No)?;
+                if i.session(&owner, &new, Create::No).is_ok() {
+                    return Err(InterpreterError::SessionExists(new));
+                }
+                Ok(parent)
+            })
+            .await?;
         let mut live = tokio::time::timeout(self.config.busy_wait, parent.live.lock())
             .await
             .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;

@@ -184,7 +184,7 @@ impl LiveInstance {
         let Some(instance) = self.instance.as_mut() else {
             return Err(StateError::Unsupported("no live instance".into()));
         };
-        engine::arm(&mut instance.store, &limits).map_err(|e| StateError::Unsupported(format!("{e:?}")))?;
+        engine::arm(&mut instance.store, &limits).map_err(|e| StateError::Unsupported(e.to_string()))?;
         let input = wit::CellInput { code, env, stdout_bytes: limits.stdout_bytes, stderr_bytes: limits.stderr_bytes };
         let Instance { store, guest } = instance;
         let called = engine::call(&limits, async {
@@ -260,7 +260,7 @@ impl LiveInstance {
         let quota = self.quota.clone();
         let instance = start(self.runtime.clone(), self.dir.clone(), quota, self.limits.memory_bytes)
             .await
-            .map_err(|e| StateError::Unsupported(format!("{e:?}")))?;
+            .map_err(|e| StateError::Start(e.to_string()))?;
         self.instance = Some(instance);
         // A first, empty run takes the host handles every session holds
         // (its preopened directory) in the order the saved instance took

@@ -43,6 +43,8 @@ pub enum StateError {
     AdapterMoved,
     #[error("the runtime cannot capture state: {0}")]
     Unsupported(String),
+    #[error("a new instance to restore the state into did not start: {0}")]
+    Start(String),
     #[error("reaching the instance's state failed: {0:#}")]
     Instance(wasmtime::Error),
 }
