@@ -6,10 +6,11 @@
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest, StateOrigin};
-use anypath_sandbox::{CellRequest, LimitOverrides, SessionRuntime};
+use anypath_interpreter::{Interpreter, InterpreterConfig, StateOrigin};
+use anypath_sandbox::{CellRequest, LimitOverrides, LiveInstance, SessionRuntime};
+use hdrhistogram::Histogram;
 
-use crate::interpreter::{row, time};
+use crate::interpreter::{code, ok, row, time};
 
 /// About 10 MB of objects: 40,000 small dicts with a string each.
 const TEN_MB: &str = "objs = [{'i': i, 's': str(i) * 3} for i in range(40_000)]";
@@ -24,21 +25,7 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize, sessions: usize) -
     let mut session = sandbox.live_instance(Some(home.path().to_path_buf()), &LimitOverrides::default());
     cell(&mut session, TEN_MB).await?;
     let memory = session.memory_bytes();
-    let mut image = Vec::new();
-    let mut hibernate = hdrhistogram::Histogram::<u64>::new(3)?;
-    let mut resume = hdrhistogram::Histogram::<u64>::new(3)?;
-    for _ in 0..iterations {
-        let began = Instant::now();
-        image = session.hibernate().await?.context("a live instance")?;
-        hibernate.record(began.elapsed().as_nanos() as u64)?;
-        session.resume_with(image.clone());
-        let began = Instant::now();
-        let report = session.run(CellRequest { code: "len(objs)".into(), ..CellRequest::default() }).await;
-        resume.record(began.elapsed().as_nanos() as u64)?;
-        if report.state != StateOrigin::Resumed || report.error.is_some() {
-            bail!("resume failed: {report:?}");
-        }
-    }
+    let (hibernate, resume, image) = cycles(&mut session, iterations, "len(objs)").await?;
     row("hibernate, ~10 MB of objects (capture + drop)", &hibernate);
     row("resume + a one-line run, ~10 MB of objects", &resume);
     println!("{:<48} {:>10.1} MiB (instance {:.1} MiB)", "state image, ~10 MB of objects", image.len() as f64 / (1 << 20) as f64, memory as f64 / (1 << 20) as f64);
@@ -85,20 +72,30 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize, sessions: usize) -
     Ok(())
 }
 
-async fn cell(session: &mut anypath_sandbox::LiveInstance, code: &str) -> anyhow::Result<()> {
+/// `iterations` times: hibernate `session`, then resume it with a run of
+/// `check`; both timings and the last image.
+async fn cycles(session: &mut LiveInstance, iterations: usize, check: &str) -> anyhow::Result<(Histogram<u64>, Histogram<u64>, Vec<u8>)> {
+    let mut image = Vec::new();
+    let mut hibernate = Histogram::<u64>::new(3)?;
+    let mut resume = Histogram::<u64>::new(3)?;
+    for _ in 0..iterations {
+        let began = Instant::now();
+        image = session.hibernate().await?.context("a live instance")?;
+        hibernate.record(began.elapsed().as_nanos() as u64)?;
+        session.resume_with(image.clone());
+        let began = Instant::now();
+        let report = session.run(CellRequest { code: check.into(), ..CellRequest::default() }).await;
+        resume.record(began.elapsed().as_nanos() as u64)?;
+        if report.state != StateOrigin::Resumed || report.error.is_some() {
+            bail!("resume failed: {report:?}");
+        }
+    }
+    Ok((hibernate, resume, image))
+}
+
+async fn cell(session: &mut LiveInstance, code: &str) -> anyhow::Result<()> {
     let report = session.run(CellRequest { code: code.into(), ..CellRequest::default() }).await;
     match report.error {
-        None => Ok(()),
-        Some(e) => bail!("run failed: {e}"),
-    }
-}
-
-fn code(source: &str) -> RunRequest {
-    RunRequest { code: source.into(), ..RunRequest::default() }
-}
-
-fn ok(report: anypath_interpreter::RunReport) -> anyhow::Result<()> {
-    match report.cell.error {
         None => Ok(()),
         Some(e) => bail!("run failed: {e}"),
     }
@@ -121,21 +118,7 @@ pub async fn run_data(layout: &std::path::Path, iterations: usize) -> anyhow::Re
     std::fs::create_dir_all(&dir)?;
     let mut session = sandbox.live_instance(Some(dir), &LimitOverrides::default());
     cell(&mut session, "import numpy as np, pandas as pd\ndf = pd.DataFrame({'k': np.arange(100_000) % 7, 'v': np.random.default_rng(1).random(100_000), 's': [f'row {i}' for i in range(100_000)]})").await?;
-    let mut image = Vec::new();
-    let mut hibernate = hdrhistogram::Histogram::<u64>::new(3)?;
-    let mut resume = hdrhistogram::Histogram::<u64>::new(3)?;
-    for _ in 0..iterations {
-        let began = Instant::now();
-        image = session.hibernate().await?.context("a live instance")?;
-        hibernate.record(began.elapsed().as_nanos() as u64)?;
-        session.resume_with(image.clone());
-        let began = Instant::now();
-        let report = session.run(CellRequest { code: "len(df)".into(), ..CellRequest::default() }).await;
-        resume.record(began.elapsed().as_nanos() as u64)?;
-        if report.state != StateOrigin::Resumed || report.error.is_some() {
-            bail!("resume failed: {report:?}");
-        }
-    }
+    let (hibernate, resume, image) = cycles(&mut session, iterations, "len(df)").await?;
     row("python-data: hibernate, 100k-row DataFrame", &hibernate);
     row("python-data: resume + a one-line run, same", &resume);
     println!("{:<48} {:>10.1} MiB (instance {:.1} MiB)", "python-data: state image, same", image.len() as f64 / (1 << 20) as f64, session.memory_bytes() as f64 / (1 << 20) as f64);

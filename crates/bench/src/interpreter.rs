@@ -77,11 +77,11 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
     Ok(Duration::from_nanos(warm.value_at_quantile(0.5)))
 }
 
-fn code(source: &str) -> RunRequest {
+pub(crate) fn code(source: &str) -> RunRequest {
     RunRequest { code: source.into(), ..RunRequest::default() }
 }
 
-fn ok(report: anypath_interpreter::RunReport) -> anyhow::Result<()> {
+pub(crate) fn ok(report: anypath_interpreter::RunReport) -> anyhow::Result<()> {
     match report.cell.error {
         None => Ok(()),
         Some(e) => bail!("run failed: {e}"),

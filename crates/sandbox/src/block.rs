@@ -16,7 +16,6 @@ use crate::outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, 
 use crate::pool::WarmPool;
 use crate::recycler::Recycler;
 use crate::request::{ExecRequest, PolicyGate};
-use anypath_wire::Runtime;
 use crate::session::SessionRuntime;
 
 /// Deadline for warming a fresh instance (no tenant code runs then).
@@ -81,13 +80,7 @@ impl BlockRunner {
         let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
         let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
         let recycler = Recycler::start().map_err(StartError::Thread)?;
-        let profile = Profile {
-            runtime: Runtime::Python,
-            component_name: engine::component_name(&config.runner_component),
-            origin: serde_json::json!("built from components/python-runner by componentize-py"),
-            limits: config.limits,
-            image: None,
-        };
+        let profile = Profile::python_runner(&config.runner_component, config.limits);
         let image = Arc::new(RunnerImage { pre, profile, _ticker: loaded.ticker });
         let inner = Arc::new(BlockInner { image, config: config.clone(), sessions: tokio::sync::OnceCell::new(), pool: OnceLock::new(), recycler });
         if config.warm_instances > 0 {

@@ -82,6 +82,19 @@ impl Profile {
     }
 }
 
+impl Profile {
+    /// The `python` runner's profile: the componentize-py component at `component`, under `limits`.
+    pub(crate) fn python_runner(component: &Path, limits: Limits) -> Self {
+        Self {
+            runtime: Runtime::Python,
+            component_name: component_name(component),
+            origin: serde_json::json!("built from components/python-runner by componentize-py"),
+            limits,
+            image: None,
+        }
+    }
+}
+
 /// The component's file name, as health reports show it.
 pub(crate) fn component_name(component: &Path) -> String {
     component.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()

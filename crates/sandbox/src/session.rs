@@ -154,13 +154,7 @@ impl SessionRuntime {
         let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
         let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
         let states = StateImages::new(&loaded.component, loaded.state.take())?;
-        let profile = Profile {
-            runtime: Runtime::Python,
-            component_name: engine::component_name(&config.runner_component),
-            origin: serde_json::json!("built from components/python-runner by componentize-py"),
-            limits: config.limits,
-            image: None,
-        };
+        let profile = Profile::python_runner(&config.runner_component, config.limits);
         Ok(Self { image: Image::Python(Arc::new(PythonRuntime { pre, profile, _ticker: loaded.ticker })), states })
     }
 
