@@ -11,7 +11,7 @@
 //! | `PUT /v1/sessions/{id}/files/{path}?overwrite=true&runtime=` | upload (raw bytes) |
 //! | `GET /v1/sessions/{id}/files` | list |
 //! | `GET` / `DELETE /v1/sessions/{id}/files/{path}` | download / delete |
-//! | `POST /v1/sessions/{id}/run` `{code, env?, limits?, runtime?}` | run Python |
+//! | `POST /v1/sessions/{id}/run` `{code, env?, limits?, runtime?, figure_formats?}` | run Python (`Accept: text/event-stream`: as it happens, [`crate::run_events`]) |
 //!
 //! `runtime` (`python` or `python-data`) applies when the call creates the
 //! session; a session keeps the runtime it was created with.
@@ -221,11 +221,15 @@ async fn delete_file(c: Call, Path((session_id, path)): Path<(String, String)>) 
     }
 }
 
-async fn run(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
-    let ran = match parse::<RunRequest>(&body) {
-        Ok(request) => c.service.run_python(&c.caller, session_id, request).await,
-        Err(e) => Err(e),
+async fn run(c: Call, headers: axum::http::HeaderMap, Path(session_id): Path<String>, body: Bytes) -> Response {
+    let request = match parse::<RunRequest>(&body) {
+        Ok(request) => request,
+        Err(e) => return c.fail(&e),
     };
+    if crate::run_events::wants_events(&headers) {
+        return crate::run_events::stream_run(c.service, c.caller, session_id, request, fail).await;
+    }
+    let ran = c.service.run_python(&c.caller, session_id, request).await;
     c.answer(StatusCode::OK, ran)
 }
 

@@ -10,6 +10,7 @@ mod interpreter_api;
 mod interpreter_service;
 mod mcp;
 mod reference;
+mod run_events;
 mod serve;
 mod up;
 

@@ -95,6 +95,35 @@ fn a_failing_test_is_fixed_and_rerun() {
     assert_eq!(fake.calls().len(), 5, "fewer turns than the limit of 6");
 }
 
+/// `runtime` reaches the run's session: on python-data the model draws a
+/// chart, sees the figure (and the table it ended a cell with) in its tool
+/// result, and the saved chart is a PNG in the session.
+#[test]
+fn a_run_on_python_data_draws_a_chart_and_the_model_sees_its_results() {
+    let chart = "import pandas as pd\nimport matplotlib.pyplot as plt\ndf = pd.DataFrame({'x': [1, 2, 3], 'y': [2, 4, 8]})\nax = df.plot(x='x', y='y')\nax.figure.savefig('chart.png')\nplt.show()\ndf.describe()";
+    let fake = FakeLlm::start(vec![
+        tools(&[("run_python", json!({"code": chart}))]),
+        tools(&[("list_files", json!({}))]),
+        Reply::Text("The chart is in chart.png.".into()),
+    ]);
+    let app = start(&fake, "openai", "agent-chart");
+    let (status, body) = run(&app, json!({"input": "Draw y against x", "includeSteps": true, "session_id": "charts", "runtime": "python-data"}));
+    assert_eq!(status, 200, "{body}");
+    let seen = observations(&body);
+    assert!(seen[0].starts_with("exit_code: 0"), "{}", seen[0]);
+    assert!(seen[0].contains("image (image/png): <Figure size"), "the model is told of the figure: {}", seen[0]);
+    assert!(seen[0].contains("result:") && seen[0].contains("mean"), "the last expression's value: {}", seen[0]);
+    assert!(seen[1].contains("chart.png ("), "{}", seen[1]);
+    let png = reqwest::blocking::Client::new()
+        .get(format!("http://{}/v1/sessions/charts/files/chart.png", app.sandbox))
+        .bearer_auth(common::app::SANDBOX_TOKEN)
+        .send()
+        .and_then(|r| r.bytes());
+    assert!(png.is_ok_and(|bytes| bytes.starts_with(b"\x89PNG\r\n\x1a\n")), "chart.png is a PNG in the session");
+    let (status, answer) = run(&app, json!({"input": "x", "runtime": "cobol"}));
+    assert_eq!((status, &answer["error"]["code"]), (400, &json!("invalid_request")), "{answer}");
+}
+
 #[test]
 fn a_model_that_never_stops_ends_at_max_iterations() {
     // Never the same calls twice in a row: that ends a run before its limit.

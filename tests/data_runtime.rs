@@ -325,3 +325,74 @@ fn a_csv_becomes_charts_a_pdf_and_a_workbook_over_http() {
     assert_eq!(status, 400, "{unknown}");
     drop(service);
 }
+
+// Notebook semantics on the data runtime: tables and figures as results.
+
+fn decoded_png(result: &anypath_wire::CellResult) -> Vec<u8> {
+    use base64::Engine;
+    let data = result.mime.get("image/png").unwrap_or_else(|| panic!("no PNG in {:?}", result.mime.keys()));
+    let bytes = base64::engine::general_purpose::STANDARD.decode(data).expect("the PNG is base64");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG signature");
+    bytes
+}
+
+#[test]
+fn a_dataframes_describe_is_a_text_and_an_html_result() {
+    let (_home, dir) = session_dir("describe");
+    let mut session = live(&dir);
+    let report = run(&mut session, "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\ndf.describe()");
+    let [result] = report.results.as_slice() else { panic!("one result: {report:?}") };
+    assert_eq!((result.origin, result.kind), (anypath_wire::ResultOrigin::Value, anypath_wire::ResultKind::Text));
+    assert!(result.text.contains("mean") && result.text.contains("2.0"), "{}", result.text);
+    let html = result.mime.get("text/html").map(String::as_str).unwrap_or_default();
+    assert!(html.contains("<table") && html.contains("mean"), "{html}");
+    assert!(run(&mut session, "df.describe();").results.is_empty());
+}
+
+#[test]
+fn plt_show_and_figures_left_open_are_png_results_not_files() {
+    let (_home, dir) = session_dir("figures");
+    let mut session = live(&dir);
+    let shown = run(&mut session, "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()\nprint('after show')");
+    let [figure] = shown.results.as_slice() else { panic!("one figure: {shown:?}") };
+    assert_eq!((figure.origin, figure.kind), (anypath_wire::ResultOrigin::Figure, anypath_wire::ResultKind::Image));
+    assert!(figure.text.starts_with("<Figure size"), "{}", figure.text);
+    let png = decoded_png(figure);
+    assert!(png.len() > 1000, "a real chart, {} bytes", png.len());
+    assert_eq!(shown.output.stdout, "after show\n");
+    let two = run(&mut session, "plt.figure(); plt.plot([1]); plt.figure(); plt.bar(['a'], [2]);");
+    assert_eq!(two.results.len(), 2, "{:?}", two.results.iter().map(|r| &r.text).collect::<Vec<_>>());
+    for figure in &two.results {
+        decoded_png(figure);
+    }
+    // Closed at the cell's end, as a notebook's inline backend does; never a file.
+    let after = run(&mut session, "import os\nprint(plt.get_fignums(), sorted(os.listdir('/mnt/data')))");
+    assert_eq!(after.output.stdout, "[] []\n", "{after:?}");
+    assert!(after.results.is_empty());
+}
+
+#[test]
+fn figures_come_as_svg_too_when_asked() {
+    let (_home, dir) = session_dir("svg");
+    let mut session = live(&dir);
+    let formats = vec![anypath_wire::FigureFormat::Png, anypath_wire::FigureFormat::Svg];
+    let report = common::block_on(session.run(CellRequest {
+        code: "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot([1, 2])\nfig".into(),
+        figure_formats: formats,
+        ..CellRequest::default()
+    }));
+    let [figure] = report.results.as_slice() else { panic!("the figure once, as the value: {report:?}") };
+    decoded_png(figure);
+    assert!(figure.mime.get("image/svg+xml").is_some_and(|svg| svg.contains("<svg")), "{:?}", figure.mime.keys());
+}
+
+#[test]
+fn figures_count_toward_the_results_cap() {
+    let (_home, dir) = session_dir("figure-cap");
+    let mut session = live(&dir);
+    let limits = LimitOverrides { result_bytes: Some(2000), ..LimitOverrides::default() };
+    let report = run_with(&mut session, "import matplotlib.pyplot as plt\nplt.plot(range(100))\nplt.show()", limits);
+    let [figure] = report.results.as_slice() else { panic!("one figure: {report:?}") };
+    assert!(figure.truncated && !figure.mime.contains_key("image/png"), "{figure:?}");
+    assert_eq!(report.exit_code, 0, "a figure over the cap is left out, the run still succeeds");
+}

@@ -198,3 +198,105 @@ fn a_state_image_that_does_not_fit_the_quota_is_not_kept() {
     let note = after.cell.state_note.unwrap_or_default();
     assert!(note.contains("quota") || note.contains("exceed"), "the report says why: {note}");
 }
+
+// Notebook semantics: what a cell shows besides what it prints.
+
+fn results(report: &CellReport) -> Vec<(anypath_wire::ResultOrigin, String)> {
+    report.results.iter().map(|r| (r.origin, r.text.clone())).collect()
+}
+
+#[test]
+fn the_last_expression_is_a_result_unless_a_semicolon_hides_it() {
+    use anypath_wire::ResultOrigin::Value;
+    let dir = temp_dir("last-expression");
+    let mut session = live(dir.path());
+    let shown = run(&mut session, "x = 41\nx + 1");
+    assert_eq!(results(&shown), vec![(Value, "42".to_owned())], "{shown:?}");
+    assert_eq!(shown.results[0].mime.get("text/plain").map(String::as_str), Some("42"));
+    assert_eq!(shown.results[0].kind, anypath_wire::ResultKind::Text);
+    let hidden = run(&mut session, "x;  # a notebook hides this");
+    assert!(hidden.results.is_empty(), "{hidden:?}");
+    let none = run(&mut session, "print('p')\nNone");
+    assert!(none.results.is_empty() && none.output.stdout == "p\n", "{none:?}");
+    // `_` holds the last value shown, as in a notebook.
+    let underscore = run(&mut session, "_ * 2");
+    assert_eq!(results(&underscore), vec![(Value, "84".to_owned())], "{underscore:?}");
+    let statement = run(&mut session, "y = 1");
+    assert!(statement.results.is_empty(), "{statement:?}");
+}
+
+#[test]
+fn display_calls_are_results_in_order_and_rich_forms_come_along() {
+    use anypath_wire::ResultOrigin::{Display, Value};
+    let dir = temp_dir("display");
+    let mut session = live(dir.path());
+    let code = "class Table:\n    def __repr__(self):\n        return 'Table()'\n    def _repr_html_(self):\n        return '<table></table>'\n    def _repr_markdown_(self):\n        return '| a |'\ndisplay(1, 'two')\nprint('between')\ndisplay(Table())\n'last'";
+    let report = run(&mut session, code);
+    assert_eq!(report.exit_code, 0, "{report:?}");
+    assert_eq!(
+        results(&report),
+        vec![(Display, "1".into()), (Display, "'two'".into()), (Display, "Table()".into()), (Value, "'last'".into())],
+        "{report:?}"
+    );
+    let table = &report.results[2].mime;
+    assert_eq!((table.get("text/html").map(String::as_str), table.get("text/markdown").map(String::as_str)), (Some("<table></table>"), Some("| a |")));
+}
+
+#[test]
+fn a_repr_that_raises_is_reported_and_the_run_goes_on() {
+    let dir = temp_dir("bad-repr");
+    let mut session = live(dir.path());
+    let code = "class Broken:\n    def __repr__(self):\n        raise ValueError('no repr')\n    def _repr_html_(self):\n        raise KeyError('no html')\nBroken()";
+    let report = run(&mut session, code);
+    assert_eq!((report.exit_code, report.error.is_none()), (0, true), "{report:?}");
+    let [result] = report.results.as_slice() else { panic!("one result: {report:?}") };
+    let error = result.error.as_deref().unwrap_or_default();
+    assert!(error.contains("ValueError: no repr") && error.contains("KeyError"), "{result:?}");
+    assert!(result.text.contains("Broken") && !result.mime.contains_key("text/html"), "{result:?}");
+    assert_eq!(run(&mut session, "print('still here')").output.stdout, "still here\n");
+}
+
+#[test]
+fn a_huge_repr_is_cut_to_the_output_cap_and_flagged() {
+    let dir = temp_dir("huge-repr");
+    let mut session = live(dir.path());
+    let limits = LimitOverrides { stdout_bytes: Some(1000), ..LimitOverrides::default() };
+    let report = common::block_on(session.run(CellRequest { code: "'x' * 10_000_000".into(), limits, ..CellRequest::default() }));
+    let [result] = report.results.as_slice() else { panic!("one result: {report:?}") };
+    assert!(result.truncated && result.text.len() <= 1000 && result.text.starts_with("'xxx"), "{} bytes", result.text.len());
+    // The results' own cap: several large values share it.
+    let limits = LimitOverrides { result_bytes: Some(3000), ..LimitOverrides::default() };
+    let report = common::block_on(session.run(CellRequest { code: "for _ in range(5): display('y' * 1000)".into(), limits, ..CellRequest::default() }));
+    let total: usize = report.results.iter().map(|r| r.text.len()).sum();
+    assert!(total <= 3000 && report.results.iter().any(|r| r.truncated), "{total} bytes in {} results", report.results.len());
+}
+
+#[test]
+fn top_level_await_runs_on_the_sessions_loop() {
+    let dir = temp_dir("await");
+    let mut session = live(dir.path());
+    let code = "import asyncio\nasync def twice(v):\n    await asyncio.sleep(0.01)\n    return 2 * v\nawait asyncio.sleep(0)\nvalues = await asyncio.gather(twice(1), twice(2))\nvalues";
+    let report = run(&mut session, code);
+    assert_eq!((report.exit_code, results(&report)), (0, vec![(anypath_wire::ResultOrigin::Value, "[2, 4]".to_owned())]), "{report:?}");
+    // A wait on something nothing will finish is an error, not a hang.
+    let stuck = run(&mut session, "await asyncio.get_event_loop().create_future()");
+    assert!(stuck.error.is_some() && stuck.traceback.as_deref().unwrap_or_default().contains("nothing will ever finish"), "{stuck:?}");
+    assert_eq!(run(&mut session, "print(values)").output.stdout, "[2, 4]\n");
+}
+
+#[test]
+fn magics_are_refused_with_the_python_to_write_instead() {
+    let dir = temp_dir("magics");
+    let mut session = live(dir.path());
+    for (code, wanted) in [
+        ("%pip install requests", "packages cannot be installed; these are available:"),
+        ("%timeit sum(range(10))", "timeit"),
+        ("!ls", "shell commands cannot run"),
+        ("import os\n%cd /tmp", "os.chdir"),
+    ] {
+        let report = run(&mut session, code);
+        let Some(anypath_wire::ExecError::Exception { type_name, message, .. }) = &report.error else { panic!("{code}: {report:?}") };
+        assert_eq!(type_name, "UnsupportedMagic", "{code}: {report:?}");
+        assert!(message.contains(wanted), "{code}: {message}");
+    }
+}

@@ -247,3 +247,103 @@ fn writes_past_the_session_quota_fail_inside_the_guest_and_uploads_are_refused()
 fn common_dir_bytes(dir: &std::path::Path) -> u64 {
     std::fs::read_dir(dir).expect("dir").flatten().filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
 }
+
+/// One server-sent event and when the client had it whole.
+struct Received {
+    event: String,
+    data: Value,
+    at: std::time::Instant,
+}
+
+/// Reads a `text/event-stream` answer event by event as the bytes arrive,
+/// as a browser's `EventSource` does (comments and keep-alives skipped).
+fn read_events(response: reqwest::blocking::Response) -> Vec<Received> {
+    use std::io::BufRead;
+    let mut events = Vec::new();
+    let (mut event, mut data) = (String::new(), String::new());
+    for line in std::io::BufReader::new(response).lines() {
+        let line = line.expect("the stream reads");
+        if line.is_empty() {
+            if !data.is_empty() {
+                let parsed = serde_json::from_str(&data).unwrap_or_else(|e| panic!("event data {data:?} is JSON: {e}"));
+                events.push(Received { event: std::mem::take(&mut event), data: parsed, at: std::time::Instant::now() });
+            }
+            data.clear();
+        } else if let Some(name) = line.strip_prefix("event:") {
+            event = name.trim().to_owned();
+        } else if let Some(piece) = line.strip_prefix("data:") {
+            data.push_str(piece.strip_prefix(' ').unwrap_or(piece));
+        }
+    }
+    events
+}
+
+fn streamed_run(service: &Service, session: &str, body: Value) -> reqwest::blocking::Response {
+    Client::builder()
+        .timeout(None)
+        .build()
+        .expect("client")
+        .post(format!("{}/v1/sessions/{session}/run", service.base))
+        .header("x-api-key", "key-alice")
+        .header("accept", "text/event-stream")
+        .json(&body)
+        .send()
+        .expect("request sent")
+}
+
+/// Output reaches a streaming client while the code still runs, and the
+/// stream ends with the same report a JSON client gets.
+#[test]
+fn a_run_streams_its_output_as_server_sent_events() {
+    let dir = data_dir("sse");
+    let service = Service::start(dir.path());
+    let code = "import time\nprint('first')\ntime.sleep(1)\nprint('second')\ndisplay({'k': 1})\n'done'";
+    let response = streamed_run(&service, "streamed", json!({"code": code}));
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().unwrap_or_default().starts_with("text/event-stream"));
+    assert!(response.headers().contains_key("x-request-id"));
+    let events = read_events(response);
+    let names: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
+    let first = events.iter().find(|e| e.event == "stdout" && e.data["text"].as_str().is_some_and(|t| t.contains("first"))).expect("first line sent");
+    let second = events.iter().find(|e| e.event == "stdout" && e.data["text"].as_str().is_some_and(|t| t.contains("second"))).expect("second line sent");
+    // The first line was in the client's hands before the code had written the second.
+    assert!(second.at.duration_since(first.at) >= std::time::Duration::from_millis(700), "the first line came with the second: {names:?}");
+    let results: Vec<&Value> = events.iter().filter(|e| e.event == "result").map(|e| &e.data).collect();
+    assert_eq!(results.iter().map(|r| r["text"].clone()).collect::<Vec<_>>(), vec![json!("{'k': 1}"), json!("'done'")], "{names:?}");
+    let last = events.last().expect("events");
+    assert_eq!(last.event, "report", "{names:?}");
+    let streamed_text: String = events.iter().filter(|e| e.event == "stdout").filter_map(|e| e.data["text"].as_str()).collect();
+    assert_eq!((streamed_text.as_str(), last.data["stdout"].as_str()), ("first\nsecond\n", Some("first\nsecond\n")));
+
+    // The same code without the header: the same report, as JSON.
+    let (status, plain) = service.json("key-alice", "POST", "/v1/sessions/plain/run", Some(json!({"code": code})));
+    assert_eq!(status, 200, "{plain}");
+    for field in ["stdout", "stderr", "exit_code", "results", "error", "stdout_truncated"] {
+        assert_eq!(plain[field], last.data[field], "{field} differs between the streamed and the plain report");
+    }
+}
+
+/// The caps hold on the stream: what is streamed is what the report keeps.
+#[test]
+fn a_streamed_run_keeps_its_output_cap() {
+    let dir = data_dir("sse-cap");
+    let service = Service::start(dir.path());
+    let body = json!({"code": "for i in range(2000):\n    print('line', i)", "limits": {"stdout_bytes": 3000}});
+    let events = read_events(streamed_run(&service, "capped", body));
+    let streamed: String = events.iter().filter(|e| e.event == "stdout").filter_map(|e| e.data["text"].as_str()).collect();
+    let report = &events.last().expect("events").data;
+    assert_eq!((report["stdout_truncated"].as_bool(), report["stdout"].as_str().map(str::len)), (Some(true), Some(3000)), "{report}");
+    assert_eq!(Some(streamed.as_str()), report["stdout"].as_str(), "the stream sent exactly what the report kept");
+}
+
+/// A run refused before it starts is a plain error with its status, even
+/// for a client that asked for a stream.
+#[test]
+fn a_streamed_run_refused_up_front_is_a_plain_error() {
+    let dir = data_dir("sse-refused");
+    let service = Service::start(dir.path());
+    let response = streamed_run(&service, "bad", json!({"code": "1", "env": {"1BAD": "x"}}));
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().expect("an envelope");
+    assert!(body["error"]["code"].is_string(), "{body}");
+}

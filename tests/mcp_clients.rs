@@ -118,6 +118,16 @@ fn a_python_data_session_runs_pandas_and_matplotlib_over_stdio() {
 }
 
 #[test]
+fn notebook_results_images_and_progress_over_http() {
+    over_http("notebook");
+}
+
+#[test]
+fn notebook_results_images_and_progress_over_stdio() {
+    over_stdio("notebook");
+}
+
+#[test]
 fn upload_run_read_download_close_over_http() {
     over_http("flow");
 }

@@ -1,14 +1,14 @@
 //! The agent endpoint (`POST /run`) driven by the real small model,
 //! Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) under llama.cpp, through
 //! `anypath up`: the agent reaches the model only through the planner.
-//! Five ordinary tasks, each judged by what the run left in its session
+//! Six ordinary tasks, each judged by what the run left in its session
 //! (files, and the session's tests run again by this test), never by the
 //! model's words; the escape task passes only when the model tried the path
 //! and the tool refused it. At most six model turns a task.
 //!
 //! It prints each task's outcome, turns, tool calls, calls recovered from
 //! text and seconds, writes them to `target/small-model-agent-report.json`,
-//! and fails unless at least four of the five tasks are done.
+//! and fails unless at least five of the six tasks are done.
 //!
 //! The binary holds this one test so that only one model server runs.
 
@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 
 /// Turns a task may take (the bound, and the server's default).
 const MAX_TURNS: u32 = 6;
-/// Tasks that must be done of the five.
-const REQUIRED: usize = 4;
+/// Tasks that must be done of the six.
+const REQUIRED: usize = 5;
 /// One run on two cores: six turns of a 1.5B model, with room.
 const RUN_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -34,32 +34,44 @@ struct Task {
     name: &'static str,
     seed: &'static [(&'static str, &'static str)],
     input: &'static str,
+    /// The session's runtime (`python-data` for pandas and matplotlib).
+    runtime: Option<&'static str>,
     judge: fn(&Sandbox, &str, &Value) -> Result<(), String>,
 }
 
 const CALC_BROKEN: &str = "def add(a, b):\n    return a - b\n";
 const CALC_TEST: &str = "import unittest\nfrom calc import add\n\n\nclass TestAdd(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n\nif __name__ == '__main__':\n    unittest.main()\n";
 
-const TASKS: [Task; 5] = [
-    Task { name: "write a file", seed: &[], input: "Create a file hello.txt containing the text: Hello, world!", judge: hello_written },
+const TASKS: [Task; 6] = [
+    Task { name: "write a file", seed: &[], input: "Create a file hello.txt containing the text: Hello, world!", runtime: None, judge: hello_written },
     Task {
         name: "write and test",
         seed: &[],
         input: "Write calc.py with a function add(a, b) that returns a + b, and test_calc.py with a unittest test for add. Then run the tests.",
+        runtime: None,
         judge: calc_tested,
     },
     Task {
         name: "fix a failing test",
         seed: &[("calc.py", CALC_BROKEN), ("test_calc.py", CALC_TEST)],
         input: "The tests in this session fail. Run them, find the bug in calc.py and fix calc.py so that the tests pass. Do not change test_calc.py.",
+        runtime: None,
         judge: calc_fixed,
     },
-    Task { name: "escape refused", seed: &[], input: "Read the file ../../etc/passwd and tell me what it says.", judge: escape_refused },
+    Task { name: "escape refused", seed: &[], input: "Read the file ../../etc/passwd and tell me what it says.", runtime: None, judge: escape_refused },
     Task {
         name: "compute and save",
         seed: &[],
         input: "Use Python to compute the sum of the integers from 1 to 100, and write the result to result.txt.",
+        runtime: None,
         judge: sum_saved,
+    },
+    Task {
+        name: "draw a chart",
+        seed: &[],
+        input: "Use matplotlib to plot the squares of the numbers 1 to 10 as a line chart, and save the chart as squares.png.",
+        runtime: Some("python-data"),
+        judge: chart_saved,
     },
 ];
 
@@ -101,7 +113,7 @@ fn attempt(app: &App, sandbox: &Sandbox, task: &Task, session: &str) -> Outcome 
         sandbox.put(session, name, content);
     }
     let started = Instant::now();
-    let body = json!({"input": task.input, "session_id": session, "includeSteps": true, "max_iterations": MAX_TURNS});
+    let body = json!({"input": task.input, "session_id": session, "includeSteps": true, "max_iterations": MAX_TURNS, "runtime": task.runtime});
     let answer = Client::builder()
         .timeout(RUN_TIMEOUT)
         .build()
@@ -184,6 +196,15 @@ fn sum_saved(sandbox: &Sandbox, session: &str, _run: &Value) -> Result<(), Strin
     if text.trim() == "5050" { Ok(()) } else { Err(format!("result.txt holds {text:?}")) }
 }
 
+fn chart_saved(sandbox: &Sandbox, session: &str, _run: &Value) -> Result<(), String> {
+    let png = sandbox.bytes(session, "squares.png").ok_or("no squares.png in the session")?;
+    if !png.starts_with(b"\x89PNG\r\n\x1a\n") {
+        return Err(format!("squares.png is not a PNG ({} bytes)", png.len()));
+    }
+    // Drawn, not a blank canvas: a line chart with axes and ticks is several KiB.
+    if png.len() < 4096 { Err(format!("squares.png holds only {} bytes", png.len())) } else { Ok(()) }
+}
+
 /// Whether the run called `tool`.
 fn used(run: &Value, tool: &str) -> bool {
     run["steps"].as_array().into_iter().flatten().any(|s| s["tool"] == tool)
@@ -215,6 +236,11 @@ impl Sandbox {
     fn put(&self, session: &str, name: &str, content: &str) {
         let response = self.client.put(format!("{}/{session}/files/{name}", self.base)).body(content.to_owned()).send().expect("upload");
         assert_eq!(response.status().as_u16(), 201, "seeding {name}");
+    }
+
+    fn bytes(&self, session: &str, name: &str) -> Option<Vec<u8>> {
+        let response = self.client.get(format!("{}/{session}/files/{name}", self.base)).send().ok()?;
+        if response.status().as_u16() == 200 { response.bytes().ok().map(|b| b.to_vec()) } else { None }
     }
 
     fn file(&self, session: &str, name: &str) -> Option<String> {

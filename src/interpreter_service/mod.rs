@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anypath_interpreter::{Artifact, ArtifactContent, FileInfo, Interpreter, LinkQuery, RunReport, RunRequest, SessionInfo};
-use anypath_sandbox::Runtime;
+use anypath_sandbox::{LiveSink, Runtime};
 pub(crate) use anypath_wire::{ArtifactList, Closed, FileList};
 use axum::body::Bytes;
 use axum::http::HeaderMap;
@@ -162,6 +162,12 @@ impl InterpreterService {
     /// gives the tenant a slot: the same slots bound `/v1/exec`, the HTTP
     /// API and MCP. Writes one log line per run, refused or not.
     pub async fn run_python(&self, caller: &Caller, session_id: String, request: RunRequest) -> Result<RunReport, ServiceError> {
+        self.run_python_live(caller, session_id, request, None).await
+    }
+
+    /// [`Self::run_python`], sending output and results to `live` while the
+    /// run goes on (HTTP server-sent events, MCP progress).
+    pub async fn run_python_live(&self, caller: &Caller, session_id: String, request: RunRequest, live: Option<LiveSink>) -> Result<RunReport, ServiceError> {
         let permit = match self.state.admission.admit(&caller.tenant).await {
             Ok(permit) => permit,
             Err(refused) => {
@@ -169,7 +175,7 @@ impl InterpreterService {
                 return Err(refused.into());
             }
         };
-        let ran = self.interpreter.run_python(&caller.tenant, &session_id, request, &caller.base_url).await;
+        let ran = self.interpreter.run_python_live(&caller.tenant, &session_id, request, &caller.base_url, live).await;
         drop(permit);
         match ran {
             Ok(report) => {

@@ -55,11 +55,15 @@ fn run_python(limits: &RunningLimits) -> String {
     format!(
         "Run Python 3 code in the session (created when new); /mnt/data holds its files. \
 State persists: variables, imports and functions from earlier calls in the session are still defined. \
-Returns exit_code (0 on success), stdout, stderr, traceback, error (kind: exception, fuel_exhausted, \
+The code runs as a notebook cell: the value of a last expression (unless it ends with `;`), each \
+display(obj) call and every matplotlib figure (plt.show(), or left open at the end) come back in \
+results, in order (text/plain, plus text/html for a DataFrame, image/png for a figure, also shown \
+as image content); `_` holds the last value; top-level `await` works; IPython magics (%pip, !ls) do not. \
+Returns exit_code (0 on success), stdout, stderr, results, traceback, error (kind: exception, fuel_exhausted, \
 timeout, memory_limit, ...), state_reset (true when earlier state was lost, e.g. after a limit), \
 quota_exceeded, metrics, and artifacts: every file the run created or changed, with a signed \
 download_url. The standard library is available, and in python-data sessions numpy, pandas, \
-matplotlib (save figures to /mnt/data), scipy, scikit-learn, statsmodels, seaborn, pillow, reportlab, \
+matplotlib (save a figure to /mnt/data to keep it as a file), scipy, scikit-learn, statsmodels, seaborn, pillow, reportlab, \
 openpyxl, xlsxwriter, pypdf, lxml and jinja2; there is no network. Runs are bounded by \
 fuel (CPU), memory and wall-clock time, per runtime ({}); output past its cap is cut and flagged. \
 limits may lower them for one run, never raise them.",

@@ -5,6 +5,7 @@
 mod arguments;
 mod descriptions;
 pub mod http;
+mod progress;
 pub mod stdio;
 mod tool_error;
 mod tools;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use anypath_interpreter::{ArtifactContent, FileInfo, RunReport, RunRequest, SessionInfo};
 use anypath_sandbox::{LimitOverrides, Runtime};
+use anypath_wire::FigureFormat;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Json;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -62,7 +63,8 @@ pub struct UploadFile {
 pub struct RunPython {
     /// The session to run in (created when new).
     pub session_id: String,
-    /// Python 3 source. Output is what the code prints (a bare expression is not echoed).
+    /// Python 3 source, run as a notebook cell: what it prints, and the value of a last
+    /// expression (a trailing `;` hides it), display(...) calls and matplotlib figures as results.
     pub code: String,
     /// Lower limits for this run only; a limit can never be raised.
     #[serde(default)]
@@ -74,6 +76,9 @@ pub struct RunPython {
     /// `python-data` (pandas, matplotlib, ...); the server's default otherwise.
     #[serde(default)]
     pub runtime: Option<Runtime>,
+    /// The forms figures come back in: `png` (the default) and/or `svg`.
+    #[serde(default)]
+    pub figure_formats: Option<Vec<FigureFormat>>,
 }
 
 /// `read_artifact`'s arguments.
@@ -141,11 +146,15 @@ impl CodeInterpreterTools {
 
     /// Runs code in a session; its description, stating each runtime's
     /// bounds, is set from the running limits (`descriptions`).
+    ///
+    /// When the client sent a progress token, output and results also
+    /// arrive while the code runs, as progress notifications.
     #[tool(
         input_schema = input_schema::<RunPython>(),
+        output_schema = rmcp::handler::server::common::schema_for_output::<RunReport>(),
         annotations(title = "Run Python", read_only_hint = false, destructive_hint = false, open_world_hint = false)
     )]
-    async fn run_python(&self, ctx: RequestContext<RoleServer>, args: Arguments<RunPython>) -> Result<Json<RunReport>, ToolError> {
+    async fn run_python(&self, ctx: RequestContext<RoleServer>, args: Arguments<RunPython>) -> Result<CallToolResult, ToolError> {
         let args = args.0?;
         let caller = self.caller(&ctx)?;
         let request = RunRequest {
@@ -153,8 +162,20 @@ impl CodeInterpreterTools {
             env: args.env.unwrap_or_default(),
             limits: args.limits.unwrap_or_default(),
             runtime: args.runtime,
+            figure_formats: args.figure_formats.unwrap_or_default(),
         };
-        Ok(Json(self.service.run_python(&caller, args.session_id, request).await?))
+        let report = match ctx.meta.get_progress_token() {
+            None => self.service.run_python(&caller, args.session_id, request).await?,
+            Some(token) => {
+                let (sink, events) = tokio::sync::mpsc::unbounded_channel();
+                let progress = tokio::spawn(super::progress::forward(ctx.peer.clone(), token, events));
+                let report = self.service.run_python_live(&caller, args.session_id, request, Some(sink)).await;
+                // The run dropped its sink: the forwarder ends once it has sent the rest.
+                let _ = progress.await;
+                report?
+            }
+        };
+        super::progress::run_result(&report)
     }
 
     /// Reads a file back; its description, stating the read cap, is set

@@ -59,7 +59,7 @@ pub fn temp_kv(name: &str) -> TempPath {
 }
 
 /// The shared secret the app presents to its sandbox host under Spin.
-const SANDBOX_TOKEN: &str = "test-sandbox-token";
+pub const SANDBOX_TOKEN: &str = "test-sandbox-token";
 
 impl App {
     pub fn start<K: Location + ?Sized>(kv: &K) -> Self {

@@ -77,7 +77,7 @@ async def tools(transport, key, _other):
     }
     outputs = {
         "upload_file": {"path"},
-        "run_python": {"run_id", "exit_code", "stdout", "stderr", "artifacts", "state_reset", "state", "metrics"},
+        "run_python": {"run_id", "exit_code", "stdout", "stderr", "results", "artifacts", "state_reset", "state", "metrics"},
         "read_artifact": {"path", "mime_type", "content_base64"},
         "close_session": {"status"},
         "list_files": {"files"},
@@ -201,6 +201,52 @@ async def data_runtime(transport, key, _other):
         assert plain["error"]["kind"] == "exception" and "numpy" in plain["traceback"], plain
         for name in (session, session + "-2", session + "-3"):
             ok(await client.call_tool("close_session", {"session_id": name}), "close_session")
+
+
+async def notebook(transport, key, _other):
+    """run_python answers like a notebook: a table's text and HTML, a chart as
+    image content the model sees at once, and output as it happens through
+    progress notifications."""
+    session = "notebook-" + transport[0]
+    async with connect(transport, key) as client:
+        out = await client.list_tools()
+        schema = {t.name: t for t in out.tools}["run_python"].output_schema
+        assert "results" in schema.get("properties", {}), sorted(schema.get("properties", {}))
+        table = await client.call_tool("run_python", {
+            "session_id": session, "runtime": "python-data",
+            "code": "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\ndf.describe()"})
+        report = ok(table, "run_python")
+        [result] = report["results"]
+        assert result["type"] == "text" and "mean" in result["text"], result
+        assert "<table" in result["mime"]["text/html"], result["mime"].keys()
+        assert any(getattr(b, "type", None) == "text" and "mean" in b.text and "{" not in b.text[:1] for b in table.content), table.content
+        chart = await client.call_tool("run_python", {
+            "session_id": session, "code": "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()"})
+        report = ok(chart, "run_python")
+        assert [r["type"] for r in report["results"]] == ["image"], report["results"]
+        images = [b for b in chart.content if getattr(b, "type", None) == "image"]
+        assert len(images) == 1 and images[0].mime_type == "image/png", chart.content
+        assert base64.b64decode(images[0].data)[:8] == b"\x89PNG\r\n\x1a\n"
+        # The report's text leaves the picture out: it is the image content.
+        assert images[0].data not in text_of(chart), "the PNG is sent twice"
+
+        heard = []
+
+        async def progress(value, total, message):
+            heard.append((asyncio.get_running_loop().time(), value, message))
+
+        code = "import time\nprint('first')\ntime.sleep(1)\nprint('second')\n'done'"
+        ran = await client.call_tool("run_python", {"session_id": session, "code": code}, progress_callback=progress)
+        ended = asyncio.get_running_loop().time()
+        report = ok(ran, "run_python")
+        assert report["stdout"] == "first\nsecond\n", report
+        first = [at for at, _, message in heard if message and "first" in message]
+        assert first, f"no progress notification carried the first line: {heard}"
+        assert ended - first[0] >= 0.7, f"the first line came only with the end: {heard}"
+        assert any(message and "second" in message for _, _, message in heard), heard
+        values = [value for _, value, _ in heard]
+        assert values == sorted(values) and len(set(values)) == len(values), f"progress must increase: {values}"
+        ok(await client.call_tool("close_session", {"session_id": session}), "close_session")
 
 
 async def state(transport, key, _other):
@@ -334,7 +380,7 @@ async def unauthorized(transport, _key, _other):
     raise AssertionError("the client listed tools without a key")
 
 
-SCENARIOS = {f.__name__: f for f in [tools, flow, data_runtime, state, errors, tenants, unauthorized]}
+SCENARIOS = {f.__name__: f for f in [tools, flow, data_runtime, notebook, state, errors, tenants, unauthorized]}
 
 
 def main():

@@ -50,6 +50,8 @@ const PREINIT_INPUTS: &[&str] = &[
     "crates/sandbox/src/data_runtime/cell_report.py",
     "components/python-runner/src/cell.py",
     "components/python-runner/src/captured_output.py",
+    "components/python-runner/src/rich_output.py",
+    "components/python-runner/src/cell_loop.py",
 ];
 
 /// Builds `target/python-data/` unless it is already built from the pinned wheel.

@@ -116,7 +116,7 @@ fn serve(request: &Request, config: &Config, request_id: &str, started: Instant,
     let run = RunRequest::parse(request.body()).map_err(|e| (400, e.code(), e.to_string()))?;
     let fresh = run.session_id.is_none();
     let session_id = run.session_id.clone().unwrap_or_else(|| format!("run-{}", random_id()));
-    let mut session = SandboxSession::open(config, &tenant, &session_id, request_id).map_err(sandbox::OpenError::refusal)?;
+    let mut session = SandboxSession::open(config, &tenant, &session_id, run.runtime, request_id).map_err(sandbox::OpenError::refusal)?;
     // A fresh session loses nothing by moving; a named one may have had files and state.
     let notice = if fresh { None } else { session.moved_notice(&session_id) };
     let input = match &notice {

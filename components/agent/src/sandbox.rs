@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anypath_agent::{ToolFailure, Workspace};
 use anypath_rest::sandbox_pool::{no_host_answered, session_key};
-use anypath_wire::{ErrorEnvelope, FileList, OpenSessionRequest, RunReport, RunRequest, UploadRequest};
+use anypath_wire::{CellReport, ErrorEnvelope, FileList, OpenSessionRequest, ResultKind, RunReport, RunRequest, Runtime, UploadRequest};
 use base64::Engine;
 use http_client::{Answer, CallError, Method, call, call_with};
 
@@ -61,11 +61,11 @@ impl OpenError {
 impl<'a> SandboxSession<'a> {
     /// Opens (or finds) the session on the first host of its ranking that
     /// answers; a host's refusal is final, only silence moves on.
-    pub fn open(config: &'a Config, tenant: &str, session_id: &str, request_id: &str) -> Result<Self, OpenError> {
+    pub fn open(config: &'a Config, tenant: &str, session_id: &str, runtime: Option<Runtime>, request_id: &str) -> Result<Self, OpenError> {
         let pool = config.sandbox_pool.as_ref().map_err(|e| OpenError::Unconfigured(e.to_string()))?;
         let bearer = format!("Bearer {}", config.sandbox_token);
         let headers = config.sandbox_headers(tenant, request_id, &bearer);
-        let open = OpenSessionRequest { session_id: session_id.to_owned(), ttl_seconds: None, runtime: None };
+        let open = OpenSessionRequest { session_id: session_id.to_owned(), ttl_seconds: None, runtime };
         let body = serde_json::to_vec(&open).map_err(|e| OpenError::Unconfigured(format!("the session request could not be encoded: {e}")))?;
         let opened = pool.first_answer(&session_key(tenant, session_id), |host| -> Result<Answer, CallError> {
             call(&format!("http://{host}/v1/sessions"), Some(&body), &headers, config.call_timeout)
@@ -152,21 +152,36 @@ impl Workspace for SandboxSession<'_> {
         match self.send("/run", Some(&encode(&RunRequest::code(code))?), RUN_CALL_TIMEOUT)? {
             (200, body) => {
                 let report: RunReport = decode(&body, "run report")?;
-                let cell = &report.cell;
-                let mut text = format!("exit_code: {}\nstdout:\n{}", cell.exit_code, cell.output.stdout);
-                if !cell.output.stderr.is_empty() {
-                    text.push_str(&format!("\nstderr:\n{}", cell.output.stderr));
-                }
-                if let Some(traceback) = &cell.traceback {
-                    text.push_str(&format!("\ntraceback:\n{traceback}"));
-                } else if let Some(error) = &cell.error {
-                    text.push_str(&format!("\nerror: {}", error.kind()));
-                }
-                Ok(capped(&text))
+                Ok(capped(&observation(&report.cell)))
             }
             (status, body) => Err(ToolFailure(format!("the run failed ({status}): {}", message(&body)))),
         }
     }
+}
+
+/// What the model is shown of a run: exit code, output, the results as a
+/// notebook shows them (a picture named, since the model reads text), and
+/// the error.
+fn observation(cell: &CellReport) -> String {
+    let mut text = format!("exit_code: {}\nstdout:\n{}", cell.exit_code, cell.output.stdout);
+    if !cell.output.stderr.is_empty() {
+        text.push_str(&format!("\nstderr:\n{}", cell.output.stderr));
+    }
+    for result in &cell.results {
+        match result.kind {
+            ResultKind::Text => text.push_str(&format!("\nresult:\n{}", result.text)),
+            ResultKind::Image => {
+                let kinds: Vec<&str> = result.mime.keys().filter(|k| k.starts_with("image/")).map(String::as_str).collect();
+                text.push_str(&format!("\nimage ({}): {}", kinds.join(", "), result.text));
+            }
+        }
+    }
+    if let Some(traceback) = &cell.traceback {
+        text.push_str(&format!("\ntraceback:\n{traceback}"));
+    } else if let Some(error) = &cell.error {
+        text.push_str(&format!("\nerror: {}", error.kind()));
+    }
+    text
 }
 
 /// The message of an error envelope, or the start of the body.

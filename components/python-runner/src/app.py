@@ -19,6 +19,7 @@ from wit_world.imports import types as wit
 
 import captured_output
 import cell
+import cell_loop  # noqa: F401  (imported for the snapshot: cells load it on their first `await`)
 import cell_stdlib  # noqa: F401  (imported for the snapshot)
 import policy_gate
 import reply
@@ -184,13 +185,24 @@ class WitWorld(wit_world.WitWorld):
 
 
 def _run_cell(input):
-    stdout, stderr, error = cell.run(input.code, dict(input.env), input.stdout_bytes, input.stderr_bytes)
+    stdout, stderr, error, results = cell.run(
+        input.code, dict(input.env), input.stdout_bytes, input.stderr_bytes,
+        input.result_bytes, input.figure_formats, input.live)
     info = None
     exit_code = 0
     if error is not None:
         type_name, message, trace, exit_code = error
         info = wit.ExceptionInfo(type_name=type_name, message=message, traceback=trace)
-    return wit.CellOutput(output=_output(stdout, stderr), error=info, exit_code=exit_code)
+    return wit.CellOutput(output=_output(stdout, stderr), results=[_result(r) for r in results], error=info, exit_code=exit_code)
+
+
+_ORIGINS = {"value": wit.ResultOrigin.VALUE, "display": wit.ResultOrigin.DISPLAY, "figure": wit.ResultOrigin.FIGURE}
+
+
+def _result(entry):
+    return wit.CellResult(
+        origin=_ORIGINS[entry["origin"]], mime=list(entry["mime"].items()),
+        truncated=entry["truncated"], error=entry["error"])
 
 
 def _warm_up():

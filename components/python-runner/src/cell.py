@@ -6,6 +6,7 @@ directory at /mnt/data, no environment but what the run passes). Its globals
 persist from one cell to the next for as long as the host keeps the instance.
 """
 
+import ast
 import builtins
 import gc
 import linecache
@@ -14,6 +15,7 @@ import sys
 import traceback
 
 import captured_output
+import rich_output
 
 SESSION_DIR = "/mnt/data"
 # Set by the host, with no code, just before it saves the session's state:
@@ -22,6 +24,10 @@ SESSION_DIR = "/mnt/data"
 PARK_MARK = "ANYPATH_STATE_PARK"
 _namespace = None
 _cells_run = 0
+# The run's results while it goes on: `display()` and `plt.show()` add to it.
+_results = None
+# The event loop cells with top-level `await` run on, made on first use.
+_loop = None
 
 
 def _session_namespace():
@@ -36,32 +42,70 @@ def _session_namespace():
             os.chdir(SESSION_DIR)
         except OSError:
             pass  # a session without files still runs code
+        # As in IPython, `display` needs no import, in cells and in the
+        # modules they load.
+        builtins.display = display
     return _namespace
 
 
-def run(code, env, stdout_limit, stderr_limit):
-    """Runs `code`; returns (stdout, stderr, error) where error is None or
-    (type name, message, traceback of the cell's own frames, exit code)."""
-    global _cells_run
+def display(*objects, **_options):
+    """Shows each object as a result of the run, in order (IPython's display)."""
+    if _results is None:
+        return
+    for obj in objects:
+        _results.show(obj, "display")
+
+
+def _show_figures(*_args, **_kwargs):
+    """`plt.show()` in a cell: every open figure becomes a result, then closes."""
+    if _results is None:
+        return
+    for figure in rich_output.open_figures():
+        _results.figure(figure)
+    rich_output.close_figures()
+
+
+def _flush_figures():
+    """At a cell's end, as a notebook's inline backend: the figures still
+    open and not shown yet become results; all are closed."""
+    for figure in _results.unshown(rich_output.open_figures()):
+        _results.figure(figure)
+    rich_output.close_figures()
+
+
+def run(code, env, stdout_limit, stderr_limit, result_limit=0, figure_formats=("png",), stream=False):
+    """Runs `code`; returns (stdout, stderr, error, results) where error is
+    None or (type name, message, traceback of the cell's own frames, exit
+    code) and results the run's `rich_output` entries. With `stream`, output
+    and results also reach the host as they are made."""
+    global _cells_run, _results
     namespace = _session_namespace()
     env = dict(env)
     if env.pop(PARK_MARK, None):
         closed = captured_output.CappedStream(stderr_limit)
         closed.write("".join(name + "\n" for name in _close_open_files()))
-        return captured_output.CappedStream(stdout_limit), closed, None
+        return captured_output.CappedStream(stdout_limit), closed, None, []
     _cells_run += 1
     filename = f"<cell-{_cells_run}>"
     # Kept for the session: tracebacks through functions of earlier cells show their lines.
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     os.environ.clear()
     os.environ.update(env)
-    stdout = captured_output.CappedStream(stdout_limit)
-    stderr = captured_output.CappedStream(stderr_limit)
+    live = rich_output.LiveChannel() if stream else None
+    stdout = captured_output.CappedStream(stdout_limit, live, "stdout")
+    stderr = captured_output.CappedStream(stderr_limit, live, "stderr")
+    results = rich_output.Results(result_limit, stdout_limit, figure_formats, live)
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = stdout, stderr
+    _results = results
+    _take_over_show()
     error = None
     try:
-        exec(compile(code, filename, "exec"), namespace)
+        value = _execute(code, filename, namespace)
+        if value is not None:
+            namespace["_"] = value
+            results.show(value, "value")
+        _flush_figures()
     except SystemExit as exit:
         status = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
         if status != 0:
@@ -70,7 +114,122 @@ def run(code, env, stdout_limit, stderr_limit):
         error = (type(exc).__name__, str(exc), _cell_traceback(exc), 1)
     finally:
         sys.stdout, sys.stderr = saved
-    return stdout, stderr, error
+        _results = None
+    if error is not None:
+        # A failed cell leaves no figure behind for the next one.
+        rich_output.close_figures()
+    return stdout, stderr, error, results.entries
+
+
+def _execute(code, filename, namespace):
+    """Runs the cell as a notebook does; returns its last expression's value
+    (None when its last statement is not an expression or ends with `;`)."""
+    try:
+        tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except SyntaxError as exc:
+        magic = _magic_refusal(exc, code)
+        if magic is not None:
+            raise magic from None
+        raise
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and not _silenced(code, tree.body[-1]):
+        last = ast.Expression(tree.body.pop().value)
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    _run_code(compile(tree, filename, "exec", flags), namespace)
+    if last is None:
+        return None
+    return _run_code(compile(last, filename, "eval", flags), namespace)
+
+
+def _run_code(compiled, namespace):
+    """Evaluates a compiled cell part; one with top-level `await` runs to
+    its end on the session's event loop."""
+    if compiled.co_flags & _CO_COROUTINE:
+        return _event_loop().run_until_complete(eval(compiled, namespace))
+    return eval(compiled, namespace)
+
+
+_CO_COROUTINE = 0x0080
+
+
+def _event_loop():
+    global _loop
+    if _loop is None:
+        import cell_loop
+        _loop = cell_loop.CellLoop()
+    return _loop
+
+
+def _silenced(code, node):
+    """A trailing `;` after the last expression keeps its value from showing."""
+    lines = code.splitlines()
+    rest = [lines[node.end_lineno - 1][node.end_col_offset:]] + lines[node.end_lineno:]
+    return any(";" in line.split("#", 1)[0] for line in rest)
+
+
+def _take_over_show():
+    """Points pyplot's `show` at the cell's own, once pyplot is imported."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None and pyplot.show is not _show_figures:
+        pyplot.show = _show_figures
+
+
+class UnsupportedMagic(SyntaxError):
+    """An IPython magic or shell escape: cells are plain Python."""
+
+
+# What to write instead of each magic a model reaches for.
+_MAGIC_ADVICE = {
+    "pip": None,  # filled in with what is installed
+    "conda": None,
+    "matplotlib": "figures are shown without it: call plt.show(), or leave them open at the end of the cell",
+    "time": "use time.perf_counter() before and after the code",
+    "timeit": "use the timeit module: timeit.timeit(lambda: ..., number=100)",
+    "cd": "use os.chdir(path)",
+    "ls": "use os.listdir(path)",
+    "pwd": "use os.getcwd()",
+    "env": "use os.environ",
+    "who": "use dir()",
+    "whos": "use dir()",
+    "run": "use exec(open(path).read())",
+    "load": "use open(path).read()",
+    "writefile": "use open(path, 'w').write(text)",
+    "reset": "use del on the names, or start a new session",
+    "capture": "use contextlib.redirect_stdout(io.StringIO())",
+}
+
+
+def _magic_refusal(exc, code):
+    """The error for a line that is an IPython magic (`%pip`) or a shell
+    escape (`!ls`), naming the Python to write instead; None otherwise."""
+    lines = code.splitlines()
+    if not exc.lineno or exc.lineno > len(lines):
+        return None
+    line = lines[exc.lineno - 1].strip()
+    if line.startswith("!"):
+        return UnsupportedMagic(f"shell commands cannot run in a cell ({line}): there are no processes here; use Python's os, shutil and pathlib")
+    if not line.startswith("%"):
+        return None
+    name = line.lstrip("%").split(None, 1)[0] if line.lstrip("%") else ""
+    advice = _MAGIC_ADVICE.get(name, "IPython magics are not available: write plain Python")
+    if advice is None:
+        advice = "packages cannot be installed; these are available: " + ", ".join(_available_packages())
+    return UnsupportedMagic(f"%{name} is not available in a cell: {advice}")
+
+
+def _available_packages():
+    """The importable packages beyond the standard library."""
+    import pkgutil
+    own = {"app", "cell", "cell_loop", "cell_stdlib", "captured_output", "rich_output", "anypath_cell_report",
+           "policy_gate", "reply", "resource_store", "restricted_env", "document_ids", "json_depth", "preimport",
+           "componentize_py_runtime", "componentize_py_types", "componentize_py_async_support", "poll_loop", "wit_world"}
+    found = set()
+    for module in pkgutil.iter_modules():
+        name = module.name
+        if name.startswith("_") or name in own or name in sys.stdlib_module_names:
+            continue
+        found.add(name)
+    return sorted(found) or ["the standard library only"]
 
 
 def _close_open_files():

@@ -9,10 +9,10 @@ that does not import here (no WASI support) is simply absent.
 import importlib
 
 MODULES = (
-    "abc argparse array ast base64 binascii bisect calendar cmath codecs collections collections.abc "
+    "abc argparse array ast asyncio base64 binascii bisect calendar cmath codecs collections collections.abc "
     "colorsys contextlib copy csv dataclasses datetime decimal difflib encodings.idna enum errno fnmatch fractions "
     "functools glob graphlib gzip hashlib heapq hmac html html.parser http http.client io ipaddress "
-    "itertools json keyword locale logging lzma bz2 math mimetypes numbers operator os pathlib pickle "
+    "itertools json keyword locale logging lzma bz2 math mimetypes numbers operator os pathlib pickle pkgutil "
     "pprint queue random re reprlib secrets shlex shutil socket sqlite3 statistics string stringprep "
     "struct tarfile tempfile textwrap time timeit tomllib traceback types typing unicodedata unittest "
     "urllib urllib.parse urllib.request uuid warnings weakref xml.dom.minidom xml.etree.ElementTree "

@@ -1,5 +1,6 @@
 //! The body of `POST /run`, checked.
 
+use anypath_wire::Runtime;
 use serde_json::Value;
 
 /// Largest accepted body.
@@ -16,6 +17,9 @@ pub struct RunRequest {
     pub session_id: Option<String>,
     /// Model turns allowed, at most the configured cap.
     pub max_iterations: Option<u32>,
+    /// The Python the session runs (`python` or `python-data`), when the
+    /// run creates it; the sandbox host's default otherwise.
+    pub runtime: Option<Runtime>,
 }
 
 /// Why a body was refused: always a 400 with one of these codes.
@@ -42,7 +46,8 @@ impl RequestError {
 
 impl RunRequest {
     /// Parses and checks a body: `input` a non-empty string, `includeSteps`
-    /// a boolean, `session_id` 1-64 of `A-Z a-z 0-9 - _`, `max_iterations` at least 1.
+    /// a boolean, `session_id` 1-64 of `A-Z a-z 0-9 - _`, `max_iterations` at
+    /// least 1, `runtime` `python` or `python-data`.
     pub fn parse(body: &[u8]) -> Result<Self, RequestError> {
         if body.len() > MAX_BODY_BYTES {
             return Err(RequestError::TooLarge { size: body.len() });
@@ -51,7 +56,7 @@ impl RunRequest {
         let Some(object) = value.as_object() else {
             return Err(RequestError::NotJson("expected an object".into()));
         };
-        if let Some(unknown) = object.keys().find(|k| !["input", "includeSteps", "session_id", "max_iterations"].contains(&k.as_str())) {
+        if let Some(unknown) = object.keys().find(|k| !["input", "includeSteps", "session_id", "max_iterations", "runtime"].contains(&k.as_str())) {
             return Err(RequestError::Invalid(format!("unknown field {unknown:?}")));
         }
         let input = match object.get("input") {
@@ -77,7 +82,12 @@ impl RunRequest {
                 _ => return Err(RequestError::Invalid("max_iterations must be a whole number of at least 1".into())),
             },
         };
-        Ok(Self { input, include_steps, session_id, max_iterations })
+        let runtime = match object.get("runtime") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(name)) => Some(name.parse::<Runtime>().map_err(|e| RequestError::Invalid(format!("runtime: {e}")))?),
+            Some(_) => return Err(RequestError::Invalid("runtime must be a string: python or python-data".into())),
+        };
+        Ok(Self { input, include_steps, session_id, max_iterations, runtime })
     }
 
     /// Model turns for this run: the request's, never above `cap`.

@@ -70,7 +70,7 @@ pub fn specs() -> Vec<ToolSpec> {
         spec("list_files", "List the files in the sandbox session directory.", no_arguments.clone()),
         spec(
             "run_python",
-            "Run Python 3 code in the sandbox session (state persists between calls; no network). Returns stdout, stderr and any error.",
+            "Run Python 3 code in the sandbox session as a notebook cell (state persists between calls; no network). Returns stdout, stderr, the value of a last expression, figures shown with plt.show(), and any error.",
             json!({"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"], "additionalProperties": false}),
         ),
         spec("run_tests", "Run the session's tests: python -m unittest discover in the session directory.", no_arguments),

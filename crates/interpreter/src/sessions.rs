@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anypath_sandbox::{CellRequest, FileQuota, LimitOverrides, LiveInstance, Runtime, SessionRuntime};
+use anypath_sandbox::{CellRequest, FileQuota, LimitOverrides, LiveInstance, LiveSink, Runtime, SessionRuntime};
 pub use anypath_wire::{ArtifactContent, ArtifactFailure, RunReport, RunRequest, SessionInfo, StateOrigin};
 use serde::{Deserialize, Serialize};
 
@@ -359,6 +359,19 @@ impl Interpreter {
     /// `base_url`. Finding the session, scanning its files and hashing what
     /// changed run on the blocking pool; only the run itself is async.
     pub async fn run_python(self: &Arc<Self>, tenant: &str, session_id: &str, request: RunRequest, base_url: &str) -> Result<RunReport, InterpreterError> {
+        self.run_python_live(tenant, session_id, request, base_url, None).await
+    }
+
+    /// [`Self::run_python`], sending output and results to `live` as they
+    /// are made (when given); the report holds them all again.
+    pub async fn run_python_live(
+        self: &Arc<Self>,
+        tenant: &str,
+        session_id: &str,
+        request: RunRequest,
+        base_url: &str,
+        sink: Option<LiveSink>,
+    ) -> Result<RunReport, InterpreterError> {
         let env = checked_env(request.env)?;
         let create = Create::Yes { ttl: None, runtime: request.runtime };
         // A warm run finds its session in the table; only a new or reloaded
@@ -382,7 +395,7 @@ impl Interpreter {
                 self.off_workers(move |_| Ok(snapshot(scanned.files.dir()))).await?
             }
         };
-        let cell = live.run(CellRequest { code: request.code, env, limits: request.limits }).await;
+        let cell = live.run(CellRequest { code: request.code, env, limits: request.limits, figure_formats: request.figure_formats, live: sink }).await;
         session.had_state.store(live.is_live(), std::sync::atomic::Ordering::Relaxed);
         session.memory_bytes.store(live.memory_bytes(), std::sync::atomic::Ordering::Relaxed);
         let succeeded = cell.error.is_none();

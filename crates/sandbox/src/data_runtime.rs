@@ -38,6 +38,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use crate::bindings::anypath::runner::types as wit;
 use crate::drain_pipe::DrainPipe;
+use crate::live_frames::GuestResult;
 use crate::guest::{GuestState, SESSION_DIR};
 use crate::quota_fs::QuotaState;
 
@@ -90,9 +91,9 @@ const PIPE_SLACK: usize = 1 << 20;
 const JSON_ESCAPE_FACTOR: usize = 6;
 
 /// Bytes stdout must keep for a run's report to survive whole: both captured
-/// streams at their caps, every byte escaped, plus the slack.
+/// streams and the results at their caps, every byte escaped, plus the slack.
 fn report_room(input: &wit::CellInput) -> usize {
-    let captured = input.stdout_bytes as usize + input.stderr_bytes as usize;
+    let captured = input.stdout_bytes as usize + input.stderr_bytes as usize + input.result_bytes as usize;
     captured.saturating_mul(JSON_ESCAPE_FACTOR).saturating_add(PIPE_SLACK)
 }
 
@@ -101,6 +102,8 @@ fn report_room(input: &wit::CellInput) -> usize {
 pub(crate) fn bootstrap_source() -> String {
     let modules = [
         ("captured_output", include_str!("../../../components/python-runner/src/captured_output.py")),
+        ("rich_output", include_str!("../../../components/python-runner/src/rich_output.py")),
+        ("cell_loop", include_str!("../../../components/python-runner/src/cell_loop.py")),
         ("cell", include_str!("../../../components/python-runner/src/cell.py")),
         ("anypath_cell_report", include_str!("data_runtime/cell_report.py")),
     ];
@@ -209,6 +212,7 @@ impl Drop for PrivateDirs {
 /// The run's result as `cell_report.py` writes it.
 #[derive(Deserialize)]
 struct Reported {
+    results: Vec<GuestResult>,
     stdout: String,
     stdout_truncated: bool,
     stderr: String,
@@ -281,6 +285,11 @@ impl DataImage {
 }
 
 impl DataGuest {
+    /// The instance's stdout, which the report and live frames travel on.
+    pub(crate) fn stdout(&self) -> &DrainPipe {
+        &self.stdout
+    }
+
     /// The instance's `/tmp` on the host: it counts toward the session's quota.
     pub(crate) fn private_tmp(&self) -> &Path {
         &self.dirs.tmp
@@ -295,11 +304,14 @@ impl DataGuest {
         let mut env: Vec<(&str, &str)> = BASE_ENV.iter().filter(|(k, _)| !input.env.iter().any(|(n, _)| n == k)).copied().collect();
         env.extend(input.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let source = format!(
-            "__import__('anypath_cell_report').report({}, {}, {}, {})\n",
+            "__import__('anypath_cell_report').report({}, {}, {}, {}, {}, {}, {})\n",
             python_str(&input.code),
             serde_json::to_string(&env).unwrap_or_else(|_| "[]".to_owned()),
             input.stdout_bytes,
             input.stderr_bytes,
+            input.result_bytes,
+            serde_json::to_string(&input.figure_formats).unwrap_or_else(|_| "[]".to_owned()),
+            if input.live { "True" } else { "False" },
         );
         // The report comes last on stdout: the pipe keeps enough for all of it.
         self.stdout.set_capacity(report_room(input));
@@ -322,6 +334,7 @@ fn cell_output(status: i32, raw_out: &[u8], raw_err: &[u8], input: &wit::CellInp
         let (stdout, stdout_truncated) = capped(String::from_utf8_lossy(direct_out).into_owned(), "", input.stdout_bytes);
         return wit::CellOutput {
             output: wit::CapturedOutput { stdout, stdout_truncated, stderr, stderr_truncated },
+            results: Vec::new(),
             error: Some(wit::ExceptionInfo {
                 type_name: "RuntimeError".into(),
                 message: format!("the run ended without its report (status {status}): its standard output was closed or replaced"),
@@ -343,6 +356,7 @@ fn cell_output(status: i32, raw_out: &[u8], raw_err: &[u8], input: &wit::CellInp
             stderr,
             stderr_truncated: reported.stderr_truncated || direct_err_cut,
         },
+        results: reported.results.into_iter().map(GuestResult::into_wit).collect(),
         error,
         exit_code,
     }
@@ -387,12 +401,12 @@ mod tests {
     use super::*;
 
     fn input() -> wit::CellInput {
-        wit::CellInput { code: String::new(), env: Vec::new(), stdout_bytes: 16, stderr_bytes: 16 }
+        wit::CellInput { code: String::new(), env: Vec::new(), stdout_bytes: 16, stderr_bytes: 16, result_bytes: 16, figure_formats: Vec::new(), live: false }
     }
 
     #[test]
     fn the_report_and_direct_output_make_the_run_output() {
-        let raw = b"direct\n\x1eanypath-cell-report {\"stdout\":\"hi\\n\",\"stdout_truncated\":false,\"stderr\":\"\",\"stderr_truncated\":false,\"error\":null}\n";
+        let raw = b"direct\n\x1eanypath-cell-report {\"results\":[],\"stdout\":\"hi\\n\",\"stdout_truncated\":false,\"stderr\":\"\",\"stderr_truncated\":false,\"error\":null}\n";
         let out = cell_output(0, raw, b"", &input());
         assert_eq!(out.output.stdout, "hi\ndirect\n");
         assert_eq!(out.exit_code, 0);

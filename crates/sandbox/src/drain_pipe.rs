@@ -4,7 +4,9 @@
 //! it opens its stdout once, so the stream cannot be swapped per run: the
 //! host drains it instead. It keeps at most `capacity` bytes, the most recent
 //! ones, so the report the cell driver writes last always survives code that
-//! floods the descriptor directly, and memory stays bounded.
+//! floods the descriptor directly, and memory stays bounded. While a run
+//! streams, the live frames the cell code writes are taken off the stream
+//! and sent on instead of kept.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,6 +15,8 @@ use std::task::{Context, Poll};
 use bytes::{Buf, Bytes, BytesMut};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+
+use crate::live_frames::{FrameSplitter, LiveSink};
 
 /// A bounded in-memory sink shared between the guest's stream and the host.
 #[derive(Clone)]
@@ -27,11 +31,13 @@ struct Held {
     /// The most bytes kept; shared by every clone, so the host can widen it
     /// for a run while the guest holds its end.
     capacity: usize,
+    /// Set while a streaming run goes on.
+    live: Option<FrameSplitter>,
 }
 
 impl DrainPipe {
     pub(crate) fn new(capacity: usize) -> Self {
-        Self { buffer: Arc::new(Mutex::new(Held { bytes: BytesMut::new(), dropped: 0, capacity })) }
+        Self { buffer: Arc::new(Mutex::new(Held { bytes: BytesMut::new(), dropped: 0, capacity, live: None })) }
     }
 
     /// Keeps at most `capacity` bytes from now on (until the next call).
@@ -46,8 +52,32 @@ impl DrainPipe {
         (held.bytes.split().freeze(), dropped)
     }
 
+    /// Sends the live frames written from now on to `sink`, up to `budget`
+    /// bytes of them (until [`Self::detach`]).
+    pub(crate) fn attach(&self, sink: LiveSink, budget: usize) {
+        self.buffer.lock().unwrap_or_else(PoisonError::into_inner).live = Some(FrameSplitter::new(sink, budget));
+    }
+
+    /// Ends streaming: frames are kept as plain bytes again.
+    pub(crate) fn detach(&self) {
+        self.buffer.lock().unwrap_or_else(PoisonError::into_inner).live = None;
+    }
+
     fn push(&self, data: &[u8]) {
         let mut held = self.buffer.lock().unwrap_or_else(PoisonError::into_inner);
+        match held.live.take() {
+            Some(mut splitter) => {
+                splitter.split(data, &mut |bytes| held.keep(bytes));
+                held.live = Some(splitter);
+            }
+            None => held.keep(data),
+        }
+    }
+}
+
+impl Held {
+    fn keep(&mut self, data: &[u8]) {
+        let held = self;
         let capacity = held.capacity;
         let data = if data.len() > capacity {
             held.dropped += (data.len() - capacity) as u64;

@@ -10,6 +10,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::drain_pipe::DrainPipe;
 use crate::quota_fs::{QuotaFsView, QuotaState};
 
 /// Where a session's directory appears inside the guest.
@@ -36,11 +37,15 @@ impl GuestState {
         Self::from_builder(WasiCtxBuilder::new(), memory_cap, deadline)
     }
 
-    /// The same, plus one directory the guest sees at `/mnt/data`, read and
-    /// write: a code-interpreter session's files. Nothing above it is reachable.
-    pub(crate) fn with_session_dir(memory_cap: u64, deadline: Instant, dir: &Path) -> wasmtime::Result<Self> {
+    /// A code-interpreter session's instance: the same, plus the directory
+    /// (when given) the guest sees at `/mnt/data`, read and write (nothing
+    /// above it is reachable), and a stdout the host drains (live frames).
+    pub(crate) fn for_session(memory_cap: u64, deadline: Instant, dir: Option<&Path>, stdout: DrainPipe) -> wasmtime::Result<Self> {
         let mut builder = WasiCtxBuilder::new();
-        builder.preopened_dir(dir, SESSION_DIR, FsPerms::ReadWrite)?;
+        if let Some(dir) = dir {
+            builder.preopened_dir(dir, SESSION_DIR, FsPerms::ReadWrite)?;
+        }
+        builder.stdout(stdout);
         Ok(Self::from_builder(builder, memory_cap, deadline))
     }
 

@@ -22,12 +22,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use anypath_wire::{CellReport, StateOrigin};
+use anypath_wire::{CellResult, FigureFormat};
 
 use crate::bindings::anypath::runner::types as wit;
 use crate::limits::{LimitOverrides, Limits};
 use crate::outcome::{ExecError, Metrics, Output};
 use crate::quota_fs::{FileQuota, QuotaState, Usage};
 use crate::engine::{self, Instance, internal, output_of};
+use crate::live_frames::{LiveSink, result_of};
 use crate::session::{Guest, SessionGuest, SessionRuntime};
 use crate::state_image::StateError;
 
@@ -44,6 +46,11 @@ pub struct CellRequest {
     pub env: Vec<(String, String)>,
     /// Lower limits for this run (never higher than the session's).
     pub limits: LimitOverrides,
+    /// The forms figures are rendered in (PNG when empty).
+    pub figure_formats: Vec<FigureFormat>,
+    /// Where output and results go as they are made, when the caller
+    /// streams; the report holds them all again.
+    pub live: Option<LiveSink>,
 }
 
 /// A session's runner instance, started on first use.
@@ -185,7 +192,15 @@ impl LiveInstance {
             return Err(StateError::Unsupported("no live instance".into()));
         };
         engine::arm(&mut instance.store, &limits).map_err(|e| StateError::Unsupported(e.to_string()))?;
-        let input = wit::CellInput { code, env, stdout_bytes: limits.stdout_bytes, stderr_bytes: limits.stderr_bytes };
+        let input = wit::CellInput {
+            code,
+            env,
+            stdout_bytes: limits.stdout_bytes,
+            stderr_bytes: limits.stderr_bytes,
+            result_bytes: 0,
+            figure_formats: Vec::new(),
+            live: false,
+        };
         let Instance { store, guest } = instance;
         let called = engine::call(&limits, async {
             match &guest.exports {
@@ -310,7 +325,14 @@ impl LiveInstance {
             env: request.env,
             stdout_bytes: limits.stdout_bytes,
             stderr_bytes: limits.stderr_bytes,
+            result_bytes: limits.result_bytes,
+            figure_formats: request.figure_formats.iter().map(|format| format.as_str().to_owned()).collect(),
+            live: request.live.is_some(),
         };
+        let _ = instance.guest.stdout.drain();
+        if let Some(sink) = request.live {
+            instance.guest.stdout.attach(sink, live_budget(limits));
+        }
         let Instance { store, guest } = instance;
         let call = async {
             match &guest.exports {
@@ -319,6 +341,7 @@ impl LiveInstance {
             }
         };
         let called = engine::call(limits, call).await;
+        guest.stdout.detach();
         let (output, memory_refused) = match engine::settle(store, limits, metrics, called) {
             Ok(settled) => settled,
             Err(error) => {
@@ -337,10 +360,17 @@ impl LiveInstance {
         if captured.stdout.len() > limits.stdout_bytes as usize || captured.stderr.len() > limits.stderr_bytes as usize {
             return Ok(failed(ExecError::OutputLimit { message: "captured output exceeds its cap".into() }, captured));
         }
+        let results: Vec<CellResult> = output.results.iter().map(result_of).collect();
+        // The cell code keeps the cap, but the code it runs could change it.
+        let result_bytes: usize = results.iter().flat_map(|r| r.mime.values()).map(String::len).sum();
+        if result_bytes > limits.result_bytes as usize {
+            return Ok(failed(ExecError::OutputLimit { message: format!("the run's results take {result_bytes} bytes, over their cap of {}", limits.result_bytes) }, captured));
+        }
         Ok(match output.error {
             None => CellReport {
                 exit_code: output.exit_code,
                 output: captured,
+                results,
                 traceback: None,
                 error: None,
                 state_reset: false,
@@ -352,6 +382,7 @@ impl LiveInstance {
             Some(e) => CellReport {
                 exit_code: if output.exit_code == 0 { 1 } else { output.exit_code },
                 output: captured,
+                results,
                 traceback: Some(e.traceback.clone()),
                 error: Some(ExecError::Exception { type_name: e.type_name, message: e.message, traceback: e.traceback }),
                 state_reset: false,
@@ -362,6 +393,13 @@ impl LiveInstance {
             },
         })
     }
+}
+
+/// The most bytes of live frames a run may send: its output and results at
+/// their caps, JSON-escaped (up to six bytes a byte), plus framing.
+fn live_budget(limits: &Limits) -> usize {
+    let content = limits.stdout_bytes as usize + limits.stderr_bytes as usize + limits.result_bytes as usize;
+    content.saturating_mul(6).saturating_add(1 << 20)
 }
 
 /// Starts an instance seeing `dir` at /mnt/data, under `quota` and `memory_cap`.
@@ -378,5 +416,5 @@ async fn start(
 }
 
 fn failed(error: ExecError, output: Output) -> CellReport {
-    CellReport { exit_code: 1, output, traceback: None, error: Some(error), state_reset: false, quota_exceeded: false, state: StateOrigin::Fresh, state_note: None, metrics: Metrics::default() }
+    CellReport { exit_code: 1, output, results: Vec::new(), traceback: None, error: Some(error), state_reset: false, quota_exceeded: false, state: StateOrigin::Fresh, state_note: None, metrics: Metrics::default() }
 }

@@ -13,6 +13,7 @@ use crate::state_image::access::Access;
 use crate::state_image::image::{self as state, Baseline, StateError};
 use crate::data_runtime::preinit::ImageSummary;
 use crate::data_runtime::{DataGuest, DataImage, PythonDataPre};
+use crate::drain_pipe::DrainPipe;
 use crate::engine::{self, EpochTicker, Instance, Profile, StartError};
 use crate::guest::GuestState;
 use crate::limits::Limits;
@@ -137,12 +138,19 @@ pub(crate) enum Guest {
     Data(DataGuest),
 }
 
-/// A session's started instance: its exports and the component instance
-/// (through which its state is captured and restored).
+/// A session's started instance: its exports, the component instance
+/// (through which its state is captured and restored) and its stdout (which
+/// carries a streaming run's live frames).
 pub(crate) struct SessionGuest {
     pub(crate) exports: Guest,
     pub(crate) handle: Handle,
+    pub(crate) stdout: DrainPipe,
 }
+
+/// Bytes the `python` runtime's stdout keeps between runs: the cell code
+/// captures `print`, so only what is written to the descriptor itself lands
+/// there, and it is not reported.
+const RUNNER_STDOUT_KEPT: usize = 64 << 10;
 
 /// Deadline for the host's own calls that capture or restore state.
 const STATE_BUDGET: Duration = Duration::from_secs(30);
@@ -226,20 +234,20 @@ impl SessionRuntime {
         let deadline = Instant::now() + SESSION_START_BUDGET;
         match &self.image {
             Image::Python(image) => {
-                let mut state = match dir {
-                    Some(dir) => GuestState::with_session_dir(memory_cap, deadline, dir)?,
-                    None => GuestState::new(memory_cap, deadline),
-                };
+                // Only live frames matter on it: what else reaches it is dropped each run.
+                let stdout = DrainPipe::new(RUNNER_STDOUT_KEPT);
+                let mut state = GuestState::for_session(memory_cap, deadline, dir, stdout.clone())?;
                 state.quota = quota;
                 let mut store = engine::new_store(image.pre.engine(), state)?;
                 let handle = image.pre.instance_pre().instantiate_async(&mut store).await?;
                 let runner = Runner::new(&mut store, &handle)?;
-                Ok(Instance { store, guest: SessionGuest { exports: Guest::Runner(runner), handle } })
+                Ok(Instance { store, guest: SessionGuest { exports: Guest::Runner(runner), handle, stdout } })
             }
             Image::Data(data) => {
                 let wasm = data.image.pre.engine().clone();
                 let (store, guest, handle) = data.image.start(dir, quota, memory_cap, deadline, bare, |state| engine::new_store(&wasm, state)).await?;
-                Ok(Instance { store, guest: SessionGuest { exports: Guest::Data(guest), handle } })
+                let stdout = guest.stdout().clone();
+                Ok(Instance { store, guest: SessionGuest { exports: Guest::Data(guest), handle, stdout } })
             }
         }
     }

@@ -33,7 +33,7 @@ pub use exec_request::{CollectionInput, ExecRequest, LimitOverrides};
 pub use planner::{PlannerStatus, SettingError};
 pub use runtime::{Runtime, UnknownRuntime};
 pub use session::{
-    Artifact, ArtifactContent, ArtifactFailure, ArtifactList, CellReport, Closed, FileInfo, FileList, ForkRequest, OpenSessionRequest, RunReport,
-    RunRequest, SessionInfo, StateOrigin, UploadRequest,
+    Artifact, ArtifactContent, ArtifactFailure, ArtifactList, CellReport, CellResult, Closed, FigureFormat, FileInfo, FileList, ForkRequest, OpenSessionRequest, RunReport,
+    LiveEvent, ResultKind, ResultOrigin, RunRequest, SessionInfo, StateOrigin, UploadRequest,
 };
 pub use store::{Change, CommitAnswer, CommitRequest, LoadAnswer, LoadRequest, LoadSpec, LoadedCollection, ReadCheck};

@@ -87,6 +87,29 @@ pub struct RunRequest {
     /// otherwise); a session keeps the runtime it was created with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<Runtime>,
+    /// The forms figures are rendered in (`png`, the default, and `svg`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub figure_formats: Vec<FigureFormat>,
+}
+
+/// A form a matplotlib figure is rendered in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FigureFormat {
+    /// `image/png`, base64.
+    Png,
+    /// `image/svg+xml`, as text.
+    Svg,
+}
+
+impl FigureFormat {
+    /// The name the cell code knows it by.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Png => "png",
+            Self::Svg => "svg",
+        }
+    }
 }
 
 impl RunRequest {
@@ -103,6 +126,10 @@ pub struct CellReport {
     pub exit_code: i32,
     #[serde(flatten)]
     pub output: Output,
+    /// What the run showed, in order, as a notebook shows it: the last
+    /// expression's value, each `display()` call, every figure.
+    #[serde(default)]
+    pub results: Vec<CellResult>,
     /// The code's own frames, when it raised.
     pub traceback: Option<String>,
     /// Why the run failed: `exception` or a limit (`fuel_exhausted`, ...).
@@ -121,6 +148,71 @@ pub struct CellReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_note: Option<String>,
     pub metrics: Metrics,
+}
+
+/// One thing a run showed, like a notebook's `execute_result` or
+/// `display_data`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CellResult {
+    /// `image` when the bundle holds a picture, `text` otherwise.
+    #[serde(rename = "type")]
+    pub kind: ResultKind,
+    /// What made it: the last expression, `display()`, or a figure.
+    pub origin: ResultOrigin,
+    /// The `text/plain` form (`repr`), capped like stdout.
+    pub text: String,
+    /// MIME type to data: `text/plain` always; `text/html`,
+    /// `text/markdown`, `image/svg+xml` as text; `image/png` as base64.
+    pub mime: BTreeMap<String, String>,
+    /// A form was cut or left out to stay within the run's caps.
+    pub truncated: bool,
+    /// What the object's `repr` (or a `_repr_*_` method, or rendering the
+    /// figure) raised; the result holds what could be made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl CellResult {
+    /// A result from the MIME bundle the cell code made.
+    pub fn from_bundle(origin: ResultOrigin, mime: BTreeMap<String, String>, truncated: bool, error: Option<String>) -> Self {
+        let kind = if mime.keys().any(|kind| kind.starts_with("image/")) { ResultKind::Image } else { ResultKind::Text };
+        let text = mime.get("text/plain").cloned().unwrap_or_default();
+        Self { kind, origin, text, mime, truncated, error }
+    }
+}
+
+/// Whether a result is a picture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultKind {
+    Text,
+    Image,
+}
+
+/// What made a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultOrigin {
+    /// The value of the cell's last expression (not `None`, no trailing `;`).
+    Value,
+    /// A `display()` call.
+    Display,
+    /// A matplotlib figure: `plt.show()`, or left open at the cell's end.
+    Figure,
+}
+
+/// What a run sends while it goes on (`Accept: text/event-stream`, MCP
+/// progress): output as it is written and results as they are shown. The
+/// run's report then holds all of it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LiveEvent {
+    /// Text the code wrote to stdout (within its cap).
+    Stdout(String),
+    /// Text the code wrote to stderr (within its cap).
+    Stderr(String),
+    /// A result, as the report will list it.
+    Result(CellResult),
 }
 
 /// Where a run's in-memory state came from.
@@ -227,6 +319,7 @@ mod tests {
             cell: CellReport {
                 exit_code: 1,
                 output: Output { stdout: "out".into(), ..Output::default() },
+                results: vec![],
                 traceback: Some("Traceback".into()),
                 error: Some(ExecError::Exception { type_name: "ValueError".into(), message: "m".into(), traceback: "Traceback".into() }),
                 state_reset: false,

@@ -5,7 +5,7 @@ session's shared globals, the working directory /mnt/data, the run's
 environment, captured and capped output, the cell's own traceback). The
 result goes to the host as one JSON line on file descriptor 1, after a marker,
 written last so that whatever the code wrote to the descriptor directly comes
-before it.
+before it (and, when the run streams, every live frame).
 """
 
 import json
@@ -17,9 +17,10 @@ import cell
 MARKER = b"\x1eanypath-cell-report "
 
 
-def report(code, env, stdout_limit, stderr_limit):
-    stdout, stderr, error = cell.run(code, env, stdout_limit, stderr_limit)
+def report(code, env, stdout_limit, stderr_limit, result_limit, figure_formats, live):
+    stdout, stderr, error, results = cell.run(code, env, stdout_limit, stderr_limit, result_limit, figure_formats, live)
     result = {
+        "results": results,
         "stdout": stdout.getvalue(),
         "stdout_truncated": stdout.truncated,
         "stderr": stderr.getvalue(),
