@@ -19,7 +19,11 @@ const BASE: &str = "http://127.0.0.1:3001";
 pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<Duration> {
     let root = std::env::temp_dir().join(format!("anypath-bench-interpreter-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    let config = InterpreterConfig::new(&root);
+    let mut config = InterpreterConfig::new(&root);
+    // Every session of these rows stays live: "new session" measures a start,
+    // not the hibernation of an older session past the memory budget (the
+    // session-state rows measure that).
+    config.session_memory_bytes = u64::MAX;
     let interpreter = std::sync::Arc::new(Interpreter::new(vec![sandbox.clone()], config).context("starting the interpreter")?);
     let heavy = iterations.clamp(10, 200);
     println!();
