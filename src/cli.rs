@@ -252,6 +252,15 @@ pub struct InterpreterArgs {
     /// `python-data` (pandas, matplotlib, ...; needs its files).
     #[arg(long, env = "ANYPATH_DEFAULT_RUNTIME", default_value = "python")]
     default_runtime: anypath_sandbox::Runtime,
+    /// Origins whose web pages may call this service from a browser
+    /// (download links, sessions): comma-separated `scheme://host[:port]`,
+    /// or `*`. Empty: no CORS headers. `anypath up` takes the app's
+    /// `cors_allowed_origins` when this is empty.
+    #[arg(long, env = "ANYPATH_CORS_ALLOWED_ORIGINS", default_value = "")]
+    cors_allowed_origins: String,
+    /// Let those pages send credentials (never with `*`).
+    #[arg(long, env = "ANYPATH_CORS_ALLOW_CREDENTIALS")]
+    cors_allow_credentials: bool,
 }
 
 /// Where the code interpreter keeps sessions and artifacts.
@@ -303,6 +312,16 @@ impl InterpreterArgs {
         config.public_url = self.public_url.clone();
         config.default_runtime = self.default_runtime;
         config
+    }
+
+    /// Which web pages on other origins may call; `fallback` (the app's own
+    /// setting, for `anypath up`) when no origin is given here.
+    pub fn cors(&self, fallback: Option<String>) -> anyhow::Result<anypath_rest::cors::CorsPolicy> {
+        let origins = match (self.cors_allowed_origins.trim(), fallback) {
+            ("", Some(app)) => app,
+            (given, _) => given.to_owned(),
+        };
+        anypath_rest::cors::CorsPolicy::parse(&origins, self.cors_allow_credentials).context("--cors-allowed-origins")
     }
 
     /// The `Host` values `/mcp` answers; empty means any.
@@ -411,6 +430,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 )),
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
                 trusted_token: None,
+                cors: args.interpreter.cors(None)?,
             };
             crate::serve::serve(sandbox, options).await?;
             Ok(ExitCode::SUCCESS)
@@ -438,6 +458,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 admission: args.admission.config(),
                 interpreter: args.interpreter.config(),
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
+                cors: args.interpreter.cors(std::env::var("SPIN_VARIABLE_CORS_ALLOWED_ORIGINS").ok())?,
             };
             crate::up::up(options, &args.runner).await?;
             Ok(ExitCode::SUCCESS)
@@ -457,6 +478,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 interpreter: Some(interpreter),
                 mcp_allowed_hosts: Vec::new(),
                 trusted_token: None,
+                cors: args.interpreter.cors(None)?,
             };
             let state = crate::serve::AppState::new(sandbox, &options);
             crate::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;

@@ -11,6 +11,7 @@
 //! | `PUT /v1/sessions/{id}/files/{path}?overwrite=true&runtime=` | upload (raw bytes) |
 //! | `GET /v1/sessions/{id}/files` | list |
 //! | `GET` / `DELETE /v1/sessions/{id}/files/{path}` | download / delete |
+//! | `POST /v1/sessions/{id}/files/from-artifact` `{artifact_id, filename?, overwrite?, runtime?}` | an earlier artifact back into the session |
 //! | `POST /v1/sessions/{id}/run` `{code, env?, limits?, runtime?, figure_formats?}` | run Python (`Accept: text/event-stream`: as it happens, [`crate::run_events`]) |
 //!
 //! `runtime` (`python` or `python-data`) applies when the call creates the
@@ -24,7 +25,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anypath_interpreter::{Artifact, InterpreterError, LinkQuery, RunRequest};
+use anypath_interpreter::{Artifact, InterpreterError, LinkQuery, LoadArtifactRequest, RunRequest};
 use anypath_wire::{OpenSessionRequest, UploadRequest};
 use anypath_sandbox::Runtime;
 use axum::Router;
@@ -48,6 +49,11 @@ pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
     let upload_limit = state.interpreter.as_ref().map_or(0, |i| upload_body_limit(i.max_upload_bytes()));
     let files = Router::new()
         .route("/v1/sessions/{session_id}/files", get(list_files).post(upload_base64))
+        // A file named `from-artifact` keeps its download, upload and delete.
+        .route(
+            "/v1/sessions/{session_id}/files/from-artifact",
+            post(load_artifact).get(download_from_artifact_file).put(upload_from_artifact_file).delete(delete_from_artifact_file),
+        )
         .route("/v1/sessions/{session_id}/files/{*path}", get(download).put(upload_raw).delete(delete_file))
         .layer(DefaultBodyLimit::max(upload_limit))
         .layer(axum::middleware::from_fn_with_state(upload_limit, refuse_oversized_body));
@@ -197,6 +203,29 @@ async fn upload_raw(
 
 async fn list_files(c: Call, Path(session_id): Path<String>) -> Response {
     c.answer(StatusCode::OK, c.service.list_files(&c.caller, session_id).await)
+}
+
+async fn load_artifact(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
+    let loaded = match parse::<LoadArtifactRequest>(&body) {
+        Ok(request) => c.service.load_artifact(&c.caller, session_id, request).await,
+        Err(e) => Err(e),
+    };
+    c.answer(StatusCode::CREATED, loaded)
+}
+
+/// The file routes for a file that happens to be named `from-artifact`.
+const FROM_ARTIFACT: &str = "from-artifact";
+
+async fn download_from_artifact_file(c: Call, Path(session_id): Path<String>) -> Response {
+    download(c, Path((session_id, FROM_ARTIFACT.to_owned()))).await
+}
+
+async fn upload_from_artifact_file(c: Call, Path(session_id): Path<String>, query: Result<Query<UploadQuery>, QueryRejection>, body: Bytes) -> Response {
+    upload_raw(c, Path((session_id, FROM_ARTIFACT.to_owned())), query, body).await
+}
+
+async fn delete_from_artifact_file(c: Call, Path(session_id): Path<String>) -> Response {
+    delete_file(c, Path((session_id, FROM_ARTIFACT.to_owned()))).await
 }
 
 async fn download(c: Call, Path((session_id, path)): Path<(String, String)>) -> Response {

@@ -9,6 +9,7 @@ mod runner_path;
 mod interpreter_api;
 mod interpreter_service;
 mod mcp;
+mod metrics;
 mod reference;
 mod run_events;
 mod serve;

@@ -48,6 +48,8 @@ pub struct ServeOptions {
     /// A second bearer token, for the app's own components (`anypath up`
     /// makes one per process): its holder may name the tenant it acts for.
     pub trusted_token: Option<String>,
+    /// Which web pages on other origins may call (none by default).
+    pub cors: anypath_rest::cors::CorsPolicy,
 }
 
 pub(crate) struct AppState {
@@ -55,6 +57,8 @@ pub(crate) struct AppState {
     credentials: Credentials,
     pub(crate) interpreter: Option<Arc<Interpreter>>,
     pub(crate) admission: Arc<Admission>,
+    /// What `/metrics` reports.
+    pub(crate) metrics: crate::metrics::ServiceMetrics,
     /// The address this service listens on: links fall back to it when a
     /// request names no `Host`.
     listen: SocketAddr,
@@ -89,7 +93,10 @@ impl AppState {
 
     /// A slot for one execution of `tenant`, or the answer refusing it.
     pub(crate) async fn admit(&self, tenant: &str, request_id: &str) -> Result<Permit, Response> {
-        self.admission.admit(tenant).await.map_err(|refused| refusal(refused, request_id))
+        self.admission.admit(tenant).await.map_err(|refused| {
+            self.metrics.record_refusal(tenant, refused.code());
+            refusal(refused, request_id)
+        })
     }
 
     /// Counts an execution that ended on a limit against its tenant.
@@ -147,11 +154,13 @@ impl AppState {
     /// The state every route (and the stdio MCP server) shares: credentials,
     /// the interpreter and the admission limits.
     pub(crate) fn new(sandbox: BlockRunner, options: &ServeOptions) -> Arc<Self> {
+        let admission = Admission::new(options.admission);
         Arc::new(AppState {
             sandbox,
             credentials: Credentials::new(options.token.as_deref(), options.trusted_token.as_deref(), &options.api_keys),
             interpreter: options.interpreter.clone(),
-            admission: Admission::new(options.admission),
+            metrics: crate::metrics::ServiceMetrics::new(options.interpreter.as_ref(), &admission),
+            admission,
             listen: options.listen,
         })
     }
@@ -164,16 +173,53 @@ pub fn router(sandbox: BlockRunner, options: &ServeOptions) -> Router {
     if let Some(interpreter) = &options.interpreter {
         spawn_sweeper(Arc::downgrade(interpreter));
     }
-    Router::new()
+    let router = Router::new()
         .route("/v1/exec", post(exec))
         .route("/v1/admission", get(admission_probe))
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
         .merge(crate::interpreter_api::routes(&state))
         .merge(crate::mcp::http::routes(&state, &options.mcp_allowed_hosts))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(crate::envelope::every_error_an_envelope))
-        .with_state(state)
+        .with_state(state);
+    match cors_layer(&options.cors) {
+        // Outermost: errors and refusals carry the headers too.
+        Some(layer) => router.layer(layer),
+        None => router,
+    }
+}
+
+/// The policy as tower-http's layer: the same origins, request and exposed
+/// headers and preflight lifetime as the gateway's; None when it allows no origin.
+fn cors_layer(policy: &anypath_rest::cors::CorsPolicy) -> Option<tower_http::cors::CorsLayer> {
+    use anypath_rest::cors::{ALLOWED_HEADERS, EXPOSED_HEADERS, MAX_AGE_SECONDS};
+    use axum::http::{HeaderName, Method};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    if !policy.is_enabled() {
+        return None;
+    }
+    let origins = match policy.listed_origins() {
+        None => AllowOrigin::any(),
+        Some(list) => AllowOrigin::list(list.iter().filter_map(|origin| HeaderValue::from_str(origin).ok())),
+    };
+    let names = |names: &[&str]| names.iter().filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok()).collect::<Vec<_>>();
+    // MCP's Streamable HTTP reads these two besides the app's own.
+    let mut allowed = names(ALLOWED_HEADERS);
+    allowed.extend(names(&["mcp-session-id", "mcp-protocol-version", "accept"]));
+    let mut exposed = names(EXPOSED_HEADERS);
+    exposed.extend(names(&["mcp-session-id", "content-disposition"]));
+    Some(
+        CorsLayer::new()
+            .allow_origin(origins)
+            .allow_methods([Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE, Method::OPTIONS])
+            .allow_headers(allowed)
+            .expose_headers(exposed)
+            .max_age(Duration::from_secs(u64::from(MAX_AGE_SECONDS)))
+            .allow_credentials(policy.allows_credentials()),
+    )
 }
 
 /// Hibernates idle sessions (checked every half of their idle time, between
@@ -249,7 +295,9 @@ async fn exec(State(state): State<Arc<AppState>>, request: Request) -> Response 
     };
     let report = state.sandbox.execute(exec_request).await;
     drop(permit);
-    state.account(&tenant, report.outcome.as_ref().err().map(|failure| &failure.error));
+    let failed = report.outcome.as_ref().err().map(|failure| &failure.error);
+    state.account(&tenant, failed);
+    state.metrics.record_run(crate::metrics::Kind::Block, failed, false, report.metrics.duration_us);
     // One line per execution: never the code, context or data.
     tracing::info!(
         request_id = %request_id,
@@ -310,6 +358,41 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
         "runtimes": runtimes(&state),
     });
     axum::Json(body).into_response()
+}
+
+/// The Prometheus text exposition, behind the same credentials as the
+/// service's other calls.
+async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let request_id = request_id(&headers);
+    if state.tenant(&headers).is_none() {
+        return error(StatusCode::UNAUTHORIZED, "unauthorized", "metrics need the service's token or an API key", &request_id);
+    }
+    match state.metrics.encode() {
+        Ok(text) => ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text).into_response(),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the metrics could not be written", &request_id),
+    }
+}
+
+/// Readiness: 200 when the runtimes are compiled and loaded (the REST
+/// runtime answered its start, the session runtimes are there), the data
+/// directory takes a file and the artifact index and blob store work; 503
+/// with the failing check otherwise.
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    // The block runner is compiled and loaded before the service listens.
+    let rest = anypath_wire::ReadinessCheck::of("rest_runtime", Ok(()), Some("python".to_owned()));
+    let interpreter = state.interpreter.clone();
+    let checks = tokio::task::spawn_blocking(move || {
+        let mut checks = vec![rest];
+        if let Some(interpreter) = interpreter {
+            checks.extend(interpreter.readiness());
+        }
+        checks
+    })
+    .await
+    .unwrap_or_else(|e| vec![anypath_wire::ReadinessCheck::of("checks", Err(format!("the checks did not finish: {e}")), None)]);
+    let readiness = anypath_wire::Readiness::of(checks);
+    let status = if readiness.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, axum::Json(readiness)).into_response()
 }
 
 /// What each runtime is: the REST runtime, and those sessions may ask for

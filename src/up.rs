@@ -39,6 +39,8 @@ pub struct UpOptions {
     pub interpreter: anypath_interpreter::InterpreterConfig,
     /// `Host` values `/mcp` answers.
     pub mcp_allowed_hosts: Vec<String>,
+    /// Which web pages on other origins may call the sandbox listener.
+    pub cors: anypath_rest::cors::CorsPolicy,
 }
 
 /// Runs the app until Ctrl-C or SIGTERM.
@@ -84,6 +86,7 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         interpreter: Some(interpreter.clone()),
         mcp_allowed_hosts: options.mcp_allowed_hosts,
         trusted_token: Some(trusted_token),
+        cors: options.cors,
     };
     // One router, so in-process calls and outside callers share one admission.
     let sandbox_router = router(sandbox, &sandbox_options);

@@ -346,3 +346,165 @@ fn an_unusable_variable_is_reported_and_refused_never_defaulted() {
     let line = app.process.wait_for_log(|l| l.contains(&id)).expect("the request's log line");
     assert!(line.contains("\"config_errors\":[{") && line.contains("1O000"), "{line}");
 }
+
+// ---------------------------------------------------------------- browsers on other origins (CORS)
+
+/// A page that drives the REST face with `fetch()` as a web app would: POST
+/// (reading `Location`), GET what it points at, PATCH, DELETE; it writes
+/// what it saw, or why the fetch failed, into `<pre id="out">` as JSON.
+const CORS_PAGE: &str = r#"<!doctype html><html><body><pre id="out">pending</pre><script>
+(async () => {
+  const api = new URLSearchParams(location.search).get('api');
+  const seen = {};
+  try {
+    const json = {'Content-Type': 'application/json'};
+    const created = await fetch(api + '/cors_books/', {method: 'POST', headers: json, body: JSON.stringify({title: 'Dune'})});
+    seen.post = created.status;
+    seen.location = created.headers.get('Location');
+    seen.request_id = created.headers.get('X-Request-Id') !== null;
+    const read = await fetch(api + seen.location);
+    seen.get = read.status;
+    seen.title = (await read.json()).title;
+    const patched = await fetch(api + seen.location, {method: 'PATCH', headers: json, body: JSON.stringify({year: 1965})});
+    seen.patch = patched.status;
+    seen.year = (await patched.json()).year;
+    seen.delete = (await fetch(api + seen.location, {method: 'DELETE'})).status;
+  } catch (e) {
+    seen.failed = String(e);
+  }
+  document.getElementById('out').textContent = JSON.stringify(seen);
+})();
+</script></body></html>"#;
+
+/// Debian's chromium, which `cargo xtask test` installs where `apt-get` works.
+fn chromium() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("ANYPATH_CHROMIUM").map(std::path::PathBuf::from).unwrap_or_else(|| "/usr/bin/chromium".into());
+    path.is_file().then_some(path)
+}
+
+/// Loads `url` in headless chromium until its scripts are done; what the page wrote.
+fn page_result(chromium: &std::path::Path, url: &str) -> Value {
+    let profile = common::scratch("anypath-chromium-");
+    let output = std::process::Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"])
+        .args(["--disable-component-update", "--disable-sync", "--virtual-time-budget=15000", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(url)
+        .output()
+        .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&output.stdout);
+    let start = dom.find("<pre id=\"out\">").map(|at| at + "<pre id=\"out\">".len());
+    let text = start.and_then(|at| dom[at..].split("</pre>").next()).unwrap_or("");
+    let text = text.replace("&quot;", "\"").replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">");
+    serde_json::from_str(&text).unwrap_or_else(|_| panic!("the page wrote no result: {text:?}\n{}", String::from_utf8_lossy(&output.stderr)))
+}
+
+/// Serves the test page on a port of its own: another origin than the app's.
+fn serve_page() -> String {
+    let page = axum::Router::new().route("/page.html", axum::routing::get(|| async { axum::response::Html(CORS_PAGE) }));
+    common::serve_in_background(page)
+}
+
+/// Boundary: the browser's same-origin policy. A page on an allowed origin
+/// drives the REST face with fetch() and reads `Location`; a page on
+/// another origin cannot read anything.
+#[test]
+fn a_browser_page_on_an_allowed_origin_calls_the_api_and_another_cannot() {
+    let Some(chromium) = chromium() else {
+        eprintln!("skipped: no chromium at /usr/bin/chromium (`cargo xtask test` installs it with apt-get; or set ANYPATH_CHROMIUM)");
+        return;
+    };
+    let allowed = serve_page();
+    let other = serve_page();
+    let origin = format!("http://{allowed}");
+    let app = App::start_with(&temp_kv("cors-browser"), "spin.toml", &[("SPIN_VARIABLE_CORS_ALLOWED_ORIGINS", origin.as_str())]);
+    let seen = page_result(&chromium, &format!("http://{allowed}/page.html?api={}", app.base));
+    assert_eq!(seen.get("failed"), None, "{seen}");
+    assert_eq!((&seen["post"], &seen["get"], &seen["patch"], &seen["delete"]), (&json!(201), &json!(200), &json!(200), &json!(204)), "{seen}");
+    assert!(seen["location"].as_str().is_some_and(|l| l.starts_with("/cors_books/")), "Location is readable: {seen}");
+    assert_eq!((&seen["title"], &seen["year"], &seen["request_id"]), (&json!("Dune"), &json!(1965), &json!(true)), "{seen}");
+
+    let refused = page_result(&chromium, &format!("http://{other}/page.html?api={}", app.base));
+    assert!(refused["failed"].as_str().is_some_and(|e| e.contains("Failed to fetch")), "another origin must not read the answer: {refused}");
+}
+
+/// The preflight itself, as a browser sends it: no credentials, the path's
+/// methods and the headers the app reads; an origin not allowed gets none.
+#[test]
+fn a_preflight_is_answered_for_allowed_origins_only() {
+    let env = [("SPIN_VARIABLE_CORS_ALLOWED_ORIGINS", "https://app.example"), ("SPIN_VARIABLE_AUTH_TOKEN", "secret-token")];
+    let app = App::start_with(&temp_kv("cors-preflight"), "spin.toml", &env);
+    let preflight = |origin: &str| {
+        Client::new()
+            .request(reqwest::Method::OPTIONS, format!("{}/books/7", app.base))
+            .header("origin", origin)
+            .header("access-control-request-method", "PATCH")
+            .header("access-control-request-headers", "content-type, authorization")
+            .send()
+            .expect("preflight sent")
+    };
+    let answer = preflight("https://app.example");
+    assert_eq!(answer.status(), StatusCode::NO_CONTENT, "a preflight needs no token");
+    let header = |r: &reqwest::blocking::Response, name: &str| r.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    assert_eq!(header(&answer, "access-control-allow-origin").as_deref(), Some("https://app.example"));
+    assert_eq!(header(&answer, "access-control-allow-methods"), header(&answer, "allow"), "the same list as Allow");
+    assert!(header(&answer, "access-control-allow-methods").is_some_and(|m| m.contains("PATCH")));
+    let allowed_headers = header(&answer, "access-control-allow-headers").unwrap_or_default();
+    for name in ["content-type", "authorization", "x-session-id", "x-api-key", "x-request-id"] {
+        assert!(allowed_headers.contains(name), "{name} in {allowed_headers}");
+    }
+    assert!(header(&answer, "access-control-max-age").is_some());
+    assert!(header(&answer, "vary").is_some_and(|v| v.contains("Origin")));
+
+    let foreign = preflight("https://evil.example");
+    assert!(foreign.headers().get("access-control-allow-origin").is_none(), "no CORS headers for an origin not allowed");
+
+    // An actual answer, even a refusal, says who may read it and exposes what a page needs.
+    let refused = Client::new().get(format!("{}/books/", app.base)).header("origin", "https://app.example").send().expect("sent");
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(header(&refused, "access-control-allow-origin").as_deref(), Some("https://app.example"));
+    assert!(header(&refused, "access-control-expose-headers").is_some_and(|h| h.contains("location") && h.contains("x-request-id")));
+    // Without Origin, OPTIONS is what it was: no CORS headers.
+    let plain = Client::new().request(reqwest::Method::OPTIONS, format!("{}/books/", app.base)).bearer_auth("secret-token").send().expect("sent");
+    assert_eq!(plain.status(), StatusCode::NO_CONTENT);
+    assert!(plain.headers().get("access-control-allow-origin").is_none());
+}
+
+/// A setting that cannot be used is refused, not guessed around.
+#[test]
+fn credentials_for_every_origin_are_a_configuration_error() {
+    let env = [("SPIN_VARIABLE_CORS_ALLOWED_ORIGINS", "*"), ("SPIN_VARIABLE_CORS_ALLOW_CREDENTIALS", "true")];
+    let app = App::start_with(&temp_kv("cors-misconfigured"), "spin.toml", &env);
+    let (status, body) = json_of(app.send("GET", "/books/", None));
+    assert_eq!((status.as_u16(), &body["error"]["code"]), (500, &json!("misconfigured")), "{body}");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("cors_allowed_origins")), "{body}");
+}
+
+/// `/docs` and `/redoc` render in a browser that can reach no host but the
+/// app: their UI is served by the gateway, not a CDN.
+#[test]
+fn the_api_docs_render_offline_in_a_browser() {
+    let Some(chromium) = chromium() else {
+        eprintln!("skipped: no chromium at /usr/bin/chromium (`cargo xtask test` installs it with apt-get; or set ANYPATH_CHROMIUM)");
+        return;
+    };
+    let app = App::start(&temp_kv("docs-offline"));
+    let render = |path: &str| {
+        let profile = common::scratch("anypath-chromium-");
+        let output = std::process::Command::new(&chromium)
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"])
+            .args(["--disable-component-update", "--disable-sync", "--virtual-time-budget=20000", "--dump-dom"])
+            // Every host but the app's own is unreachable.
+            .arg("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(format!("{}{path}", app.base))
+            .output()
+            .expect("chromium runs");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let swagger = render("/docs");
+    assert!(swagger.contains("opblock-summary-path") && swagger.contains("/{collection}/"), "Swagger UI rendered no operation:\n{}", &swagger[..swagger.len().min(2000)]);
+    assert!(!swagger.contains("cdn.jsdelivr.net"), "no asset comes from a CDN");
+    let redoc = render("/redoc");
+    assert!(redoc.contains("anypath") && redoc.contains("/{collection}/"), "Redoc rendered no operation:\n{}", &redoc[..redoc.len().min(2000)]);
+}

@@ -347,3 +347,105 @@ fn a_streamed_run_refused_up_front_is_a_plain_error() {
     let body: Value = response.json().expect("an envelope");
     assert!(body["error"]["code"].is_string(), "{body}");
 }
+
+/// An artifact comes back into a session by its id, in a new session after
+/// its own was closed; another tenant cannot name it.
+#[test]
+fn an_artifact_is_loaded_back_into_a_new_session_by_id() {
+    let dir = data_dir("from-artifact");
+    let service = Service::start(dir.path());
+    let (status, run) = service.json("key-alice", "POST", "/v1/sessions/draft/run", Some(json!({"code": "open('report.md', 'w').write('# Q3\\n')"})));
+    assert_eq!(status, 200, "{run}");
+    let id = run["artifacts"][0]["id"].as_str().expect("an artifact id").to_owned();
+    let (status, _) = service.json("key-alice", "DELETE", "/v1/sessions/draft", None);
+    assert_eq!(status, 200);
+
+    let (status, loaded) = service.json("key-alice", "POST", "/v1/sessions/revise/files/from-artifact", Some(json!({"artifact_id": id})));
+    assert_eq!((status, &loaded["path"]), (201, &json!("/mnt/data/report.md")), "{loaded}");
+    let (_, read) = service.json("key-alice", "POST", "/v1/sessions/revise/run", Some(json!({"code": "print(open('report.md').read(), end='')"})));
+    assert_eq!(read["stdout"], "# Q3\n", "{read}");
+    let (status, again) = service.json("key-alice", "POST", "/v1/sessions/revise/files/from-artifact", Some(json!({"artifact_id": id})));
+    assert_eq!((status, &again["error"]["code"]), (409, &json!("file_exists")), "no silent overwrite: {again}");
+    let (status, renamed) = service.json("key-alice", "POST", "/v1/sessions/revise/files/from-artifact", Some(json!({"artifact_id": id, "filename": "old.md"})));
+    assert_eq!((status, &renamed["path"]), (201, &json!("/mnt/data/old.md")), "{renamed}");
+
+    // Boundary: tenants. Bob's session cannot load Alice's artifact, even by its id.
+    let (status, refused) = service.json("key-bob", "POST", "/v1/sessions/theft/files/from-artifact", Some(json!({"artifact_id": id})));
+    assert_eq!((status, &refused["error"]["code"]), (404, &json!("no_such_artifact")), "{refused}");
+    let (status, bad) = service.json("key-alice", "POST", "/v1/sessions/revise/files/from-artifact", Some(json!({"artifact_id": id, "filename": "../x"})));
+    assert_eq!(status, 400, "{bad}");
+    // A file that is itself named from-artifact is still a file.
+    let put = service.call("key-alice", "PUT", "/v1/sessions/revise/files/from-artifact", None);
+    assert!(put.status().is_success() || put.status().as_u16() == 201, "{}", put.status());
+    let got = service.call("key-alice", "GET", "/v1/sessions/revise/files/from-artifact", None);
+    assert_eq!(got.status().as_u16(), 200);
+}
+
+/// Readiness names each check: ready on a fresh service; a data directory
+/// that is gone makes it 503 and says which check failed; back, ready again.
+#[test]
+fn readiness_names_the_check_that_fails() {
+    let dir = data_dir("readyz");
+    let service = Service::start(dir.path());
+    let (status, ready) = service.json("", "GET", "/readyz", None);
+    assert_eq!((status, &ready["status"]), (200, &json!("ready")), "{ready}");
+    let names: Vec<&str> = ready["checks"].as_array().expect("checks").iter().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(names, ["rest_runtime", "session_runtimes", "data_directory", "artifact_store"], "{ready}");
+    assert!(ready["checks"][1]["detail"].as_str().is_some_and(|d| d.contains("python")), "{ready}");
+
+    let aside = dir.path().with_extension("aside");
+    std::fs::rename(dir.path(), &aside).expect("data directory moved away");
+    let (status, not_ready) = service.json("", "GET", "/readyz", None);
+    std::fs::rename(&aside, dir.path()).expect("data directory back");
+    assert_eq!((status, &not_ready["ready"]), (503, &json!(false)), "{not_ready}");
+    let failed: Vec<&str> = not_ready["checks"].as_array().expect("checks").iter().filter(|c| c["ok"] == json!(false)).filter_map(|c| c["name"].as_str()).collect();
+    assert!(failed.contains(&"data_directory"), "{not_ready}");
+    let (status, _) = service.json("", "GET", "/readyz", None);
+    assert_eq!(status, 200);
+}
+
+/// `/metrics` as a Prometheus scraper reads it: Prometheus's own Python
+/// client parses the exposition; runs are counted by kind and outcome,
+/// sessions and artifacts as they are; it needs the service's credentials.
+#[test]
+fn metrics_count_runs_sessions_and_artifacts_for_a_scraper() {
+    let dir = data_dir("metrics");
+    let service = Service::start(dir.path());
+    service.json("key-alice", "POST", "/v1/sessions/m1/run", Some(json!({"code": "open('a.txt', 'w').write('abc')"})));
+    service.json("key-alice", "POST", "/v1/sessions/m1/run", Some(json!({"code": "raise ValueError('no')"})));
+    service.json("key-bob", "POST", "/v1/sessions/m2/run", Some(json!({"code": "x = 1"})));
+    assert_eq!(service.call("", "GET", "/metrics", None).status().as_u16(), 401, "metrics need credentials");
+    let response = service.call("key-alice", "GET", "/metrics", None);
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().expect("text");
+
+    let python = std::env::var_os("ANYPATH_PYTHON").map(PathBuf::from).unwrap_or_else(|| common::app::repo().join(".venv/bin/python"));
+    let parse = "import json, sys\nfrom prometheus_client.openmetrics.parser import text_string_to_metric_families\n\
+                 samples = [(s.name, s.labels, s.value) for f in text_string_to_metric_families(sys.stdin.read()) for s in f.samples]\n\
+                 print(json.dumps(samples))";
+    let mut child = std::process::Command::new(&python)
+        .args(["-c", parse])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python starts");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), text.as_bytes()).expect("written");
+    let output = child.wait_with_output().expect("parsed");
+    assert!(output.status.success(), "the exposition does not parse: {}\n{text}", String::from_utf8_lossy(&output.stderr));
+    let samples: Vec<(String, std::collections::BTreeMap<String, String>, f64)> = serde_json::from_slice(&output.stdout).expect("samples");
+    let value = |name: &str, labels: &[(&str, &str)]| {
+        samples
+            .iter()
+            .find(|(n, l, _)| n == name && labels.iter().all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v)))
+            .map(|(_, _, v)| *v)
+    };
+    assert_eq!(value("anypath_runs_total", &[("kind", "session"), ("outcome", "ok")]), Some(2.0), "{text}");
+    assert_eq!(value("anypath_runs_total", &[("kind", "session"), ("outcome", "exception")]), Some(1.0), "{text}");
+    assert_eq!(value("anypath_run_duration_seconds_count", &[("kind", "session")]), Some(3.0), "{text}");
+    assert_eq!(value("anypath_sessions_created_total", &[]), Some(2.0), "{text}");
+    assert_eq!(value("anypath_sessions_live", &[]), Some(2.0), "{text}");
+    assert_eq!(value("anypath_artifacts_kept_total", &[]), Some(1.0), "{text}");
+    assert_eq!(value("anypath_artifact_bytes_kept_total", &[]), Some(3.0), "{text}");
+    assert!(value("anypath_running", &[]).is_some(), "{text}");
+}

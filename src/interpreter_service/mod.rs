@@ -12,7 +12,7 @@ mod limits;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anypath_interpreter::{Artifact, ArtifactContent, FileInfo, Interpreter, LinkQuery, RunReport, RunRequest, SessionInfo};
+use anypath_interpreter::{Artifact, ArtifactContent, FileInfo, Interpreter, LinkQuery, LoadArtifactRequest, RunReport, RunRequest, SessionInfo};
 use anypath_sandbox::{LiveSink, Runtime};
 pub(crate) use anypath_wire::{ArtifactList, Closed, FileList};
 use axum::body::Bytes;
@@ -143,6 +143,11 @@ impl InterpreterService {
         .await
     }
 
+    /// An earlier artifact of the caller's tenant, back into the session's files.
+    pub async fn load_artifact(&self, caller: &Caller, session_id: String, request: LoadArtifactRequest) -> Result<FileInfo, ServiceError> {
+        self.for_caller(caller, move |i, c| i.load_artifact(&c.tenant, &session_id, &request)).await
+    }
+
     /// Every file of the session.
     pub async fn list_files(&self, caller: &Caller, session_id: String) -> Result<FileList, ServiceError> {
         self.for_caller(caller, move |i, c| i.list_files(&c.tenant, &session_id).map(|files| FileList { files })).await
@@ -171,6 +176,7 @@ impl InterpreterService {
         let permit = match self.state.admission.admit(&caller.tenant).await {
             Ok(permit) => permit,
             Err(refused) => {
+                self.state.metrics.record_refusal(&caller.tenant, refused.code());
                 log_unran(caller, &session_id, refused.code());
                 return Err(refused.into());
             }
@@ -180,6 +186,8 @@ impl InterpreterService {
         match ran {
             Ok(report) => {
                 self.state.account(&caller.tenant, report.cell.error.as_ref());
+                let cell = &report.cell;
+                self.state.metrics.record_run(crate::metrics::Kind::Session, cell.error.as_ref(), cell.quota_exceeded, cell.metrics.duration_us);
                 log_run(caller, &report);
                 Ok(report)
             }

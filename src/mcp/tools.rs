@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anypath_interpreter::{ArtifactContent, FileInfo, RunReport, RunRequest, SessionInfo};
+use anypath_interpreter::{ArtifactContent, FileInfo, LoadArtifactRequest, RunReport, RunRequest, SessionInfo};
 use anypath_sandbox::{LimitOverrides, Runtime};
 use anypath_wire::FigureFormat;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -107,6 +107,25 @@ pub struct ForkArguments {
     pub session_id: String,
     /// The new session's id (it must not exist yet).
     pub new_session_id: String,
+}
+
+/// `load_artifact`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoadArtifact {
+    /// The session to put the file into (created when new).
+    pub session_id: String,
+    /// The artifact's id, from an earlier run's artifacts (any session of yours, also a closed one).
+    pub artifact_id: String,
+    /// Its name in /mnt/data (default: the name it had).
+    #[serde(default)]
+    pub filename: Option<String>,
+    /// Replace a file of that name.
+    #[serde(default)]
+    pub overwrite: bool,
+    /// The runtime when this call creates the session: `python` or `python-data`.
+    #[serde(default)]
+    pub runtime: Option<Runtime>,
 }
 
 #[tool_router]
@@ -214,6 +233,20 @@ the other. Files the code held open are closed first.",
         let args = args.0?;
         let caller = self.caller(&ctx)?;
         Ok(Json(self.service.fork_session(&caller, args.session_id, args.new_session_id).await?))
+    }
+
+    #[tool(
+        description = "Put an artifact an earlier run kept (its artifact_id, from any session of yours, also one \
+closed since) into this session's /mnt/data, so yesterday's report can be revised today. The file counts toward \
+the session's quota like an upload; an unknown or expired id is an error.",
+        input_schema = input_schema::<LoadArtifact>(),
+        annotations(title = "Load an artifact", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn load_artifact(&self, ctx: RequestContext<RoleServer>, args: Arguments<LoadArtifact>) -> Result<Json<FileInfo>, ToolError> {
+        let LoadArtifact { session_id, artifact_id, filename, overwrite, runtime } = args.0?;
+        let caller = self.caller(&ctx)?;
+        let request = LoadArtifactRequest { artifact_id, filename, overwrite, runtime };
+        Ok(Json(self.service.load_artifact(&caller, session_id, request).await?))
     }
 
     #[tool(

@@ -21,7 +21,7 @@ import httpx2
 import mcp
 from mcp.client.streamable_http import streamable_http_client
 
-TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files", "fork_session"}
+TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files", "fork_session", "load_artifact"}
 
 
 def connect(transport, key=None):
@@ -74,6 +74,7 @@ async def tools(transport, key, _other):
         "close_session": {"session_id"},
         "list_files": {"session_id"},
         "fork_session": {"session_id", "new_session_id"},
+        "load_artifact": {"session_id", "artifact_id"},
     }
     outputs = {
         "upload_file": {"path"},
@@ -82,6 +83,7 @@ async def tools(transport, key, _other):
         "close_session": {"status"},
         "list_files": {"files"},
         "fork_session": {"session_id", "hibernated"},
+        "load_artifact": {"path", "size_bytes"},
     }
     async with connect(transport, key) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
@@ -161,6 +163,17 @@ async def flow(transport, key, _other):
         closed = ok(await client.call_tool("close_session", {"session_id": session}), "close_session")
         assert closed == {"status": "closed"}, closed
         tool_error(await client.call_tool("list_files", {"session_id": session}), "list_files", "no_such_session")
+
+        # The artifact outlives its session: back into a new one by id.
+        revised = session + "-revised"
+        loaded = ok(await client.call_tool("load_artifact", {
+            "session_id": revised, "artifact_id": by_name["report.txt"]["id"], "filename": "draft.txt"}), "load_artifact")
+        assert loaded["path"] == "/mnt/data/draft.txt", loaded
+        again = ok(await client.call_tool("run_python", {"session_id": revised, "code": "print(open('draft.txt').read())"}), "run_python")
+        assert again["stdout"].strip() == "[('Lima', 5), ('Oslo', 7)]", again
+        tool_error(await client.call_tool("load_artifact", {"session_id": revised, "artifact_id": "0" * 32}),
+                   "load_artifact", "no_such_artifact")
+        ok(await client.call_tool("close_session", {"session_id": revised}), "close_session")
 
 
 async def data_runtime(transport, key, _other):

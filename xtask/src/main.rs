@@ -11,6 +11,7 @@
 //! and its links checked, by `docs` and by `test`.
 
 mod app_bench;
+mod chromium;
 mod doc_links;
 mod docs;
 mod model;

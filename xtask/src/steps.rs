@@ -98,9 +98,11 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
     let built = build_with(&["test", "--release", "--workspace", "--no-run"])?;
     let schemathesis = crate::venv::ensure(&crate::venv::SCHEMATHESIS)?;
     crate::venv::ensure_with_dependencies(&crate::venv::MCP_CLIENT)?;
+    crate::venv::ensure_with_dependencies(&crate::venv::PROMETHEUS_CLIENT)?;
     crate::venv::ensure_with_dependencies(&crate::venv::KUBERNETES_VALIDATE)?;
     let redis_server = crate::redis_server::ensure()?;
     let (python, model) = small_model()?;
+    let chromium = crate::chromium::ensure();
     crate::docs::build()?;
     let tests = || {
         let mut command = Command::new(cargo());
@@ -112,6 +114,9 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
             .env("ANYPATH_PYTHON", &python)
             .env("ANYPATH_LLM_MODEL", &model)
             .env("ANYPATH_REDIS_SERVER", &redis_server);
+        if let Some(chromium) = &chromium {
+            command.env("ANYPATH_CHROMIUM", chromium);
+        }
         command
     };
     step("running every test");

@@ -25,6 +25,10 @@ pub const SCHEMATHESIS: Tool = Tool { package: "schemathesis", version: "4.32.5"
 /// both transports with. Its dependencies come from PyPI as pip resolves them.
 pub const MCP_CLIENT: Package = Package { package: "mcp", version: "2.3.0" };
 
+/// Prometheus's own Python client, whose OpenMetrics parser reads
+/// `/metrics` in `tests/interpreter_http.rs` as a scraper would.
+pub const PROMETHEUS_CLIENT: Package = Package { package: "prometheus-client", version: "0.21.1" };
+
 /// Kubernetes' own JSON schemas (1.25 to 1.37) and their validator: what
 /// `tests/kubernetes_manifests.rs` checks `deploy/kubernetes/` against.
 pub const KUBERNETES_VALIDATE: Package = Package { package: "kubernetes-validate", version: "1.37.0" };

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use anypath_rest::cors::CorsPolicy;
 use anypath_rest::settings::{SettingError, Settings};
 use anypath_rest::{PoolError, SandboxPool};
 use anypath_wire::LimitOverrides;
@@ -18,6 +19,8 @@ pub struct Config {
     pub sandbox_pool: Result<SandboxPool, PoolError>,
     /// Shared secret of the sandbox hosts, if they require one.
     pub sandbox_token: String,
+    /// Which web pages on other origins may call (`cors_allowed_origins`).
+    pub cors: CorsPolicy,
     pub max_body_bytes: usize,
     pub call_timeout: Duration,
     /// For the planner call, which may wait on the LLM.
@@ -39,6 +42,7 @@ impl Config {
             api_keys: settings.api_keys("api_keys"),
             sandbox_pool: SandboxPool::parse(&settings.text("sandbox_hosts")),
             sandbox_token: settings.text("sandbox_token"),
+            cors: settings.cors(),
             max_body_bytes: settings.number("max_body_bytes", 1 << 20),
             call_timeout: settings.millis("call_timeout_ms", 10_000),
             plan_timeout: settings.millis("planner_timeout_ms", 120_000),

@@ -21,6 +21,7 @@ mod timing;
 use std::time::Instant;
 
 use anypath_rest::context::RawRequest;
+use anypath_rest::cors;
 use anypath_rest::surface::{self, Planning, Shape};
 use anypath_rest::{ErrorEnvelope, RequestContext, RestError, caller, names, reply::ReplyError};
 use anypath_wire::{ExecReport, PlannerStatus};
@@ -75,12 +76,21 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
     let mut usage = Usage::default();
     let mut source = String::new();
     let mut committed = Committed::default();
-    let outcome = if surface::RESERVED_PATHS.contains(&path.as_str()) {
+    let origin = request.header("origin").and_then(|v| v.as_str()).map(str::to_owned);
+    let mut outcome = if let Some(preflight) = preflight(&request, &config, &request_id) {
+        preflight
+    } else if surface::RESERVED_PATHS.contains(&path.as_str()) {
         reserved(&request, &config, &request_id)
     } else {
         serve(&request, &config, &request_id, &mut usage, &mut source, &mut committed)
             .unwrap_or_else(|failure| error_outcome(failure, &request_id))
     };
+    if outcome.detail != "preflight" {
+        // Every answer, errors included: a page must be able to read why it failed.
+        for (name, value) in config.cors.response_headers(origin.as_deref()) {
+            outcome.response.set_header(name, &value);
+        }
+    }
     // One JSON line per request; never headers, bodies or data, but which documents it committed.
     eprintln!(
         "{}",
@@ -137,6 +147,40 @@ fn options(methods: &[&str], request_id: &str) -> Outcome {
     let mut response = Response::builder().status(204).header("allow", surface::allow_header(methods)).build();
     response.set_header("x-request-id", request_id);
     Outcome { response, status: 204, detail: "options" }
+}
+
+/// A CORS preflight from an origin that may call: `204` with what the path
+/// allows (its `Allow`), asked before any credential, as browsers send
+/// none with it. None otherwise: the request is then an ordinary `OPTIONS`.
+fn preflight(request: &Request, config: &Config, request_id: &str) -> Option<Outcome> {
+    let header = |name| request.header(name).and_then(|v| v.as_str());
+    let origin = header("origin");
+    if !cors::is_preflight(&request.method().to_string(), origin, header("access-control-request-method")) {
+        return None;
+    }
+    // Checked before the planner is asked what the path allows.
+    let origin = origin.filter(|origin| !config.cors.response_headers(Some(origin)).is_empty())?;
+    let methods = preflight_methods(request.path(), config, request_id);
+    let headers = config.cors.preflight_headers(origin, methods)?;
+    let mut outcome = options(methods, request_id);
+    for (name, value) in headers {
+        outcome.response.set_header(name, &value);
+    }
+    outcome.detail = "preflight";
+    Some(outcome)
+}
+
+/// What a path allows, as its `OPTIONS` says: the rules' list, or the
+/// model's wider one when the planner has a model.
+fn preflight_methods(path: &str, config: &Config, request_id: &str) -> &'static [&'static str] {
+    let segments: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    let shape = Shape::of(path, &segments);
+    let rules = surface::allowed(shape, Planning::Rules);
+    if shape == Shape::Reserved {
+        return rules;
+    }
+    let planned = surface::allowed(shape, planning(config, request_id).0);
+    if planned.is_empty() { rules } else { planned }
 }
 
 /// Whether a model plans beyond the rules, and whether the agent has an

@@ -157,6 +157,22 @@ impl ArtifactStore {
         self.by_id(id)?.filter(|a| a.tenant == tenant).map(|a| self.linked(a, base_url)).ok_or_else(|| InterpreterError::NoSuchArtifact(id.to_owned()))
     }
 
+    /// Whether the index answers a query and the blob store is a writable
+    /// directory; what is wrong otherwise.
+    pub fn check(&self) -> Result<(), String> {
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        db.query_row("SELECT count(*) FROM artifacts", [], |row| row.get::<_, i64>(0)).map_err(|e| format!("the artifact index does not answer: {e}"))?;
+        drop(db);
+        tempfile::NamedTempFile::new_in(&self.blobs).map(drop).map_err(|e| format!("the blob store {} is not writable: {e}", self.blobs.display()))
+    }
+
+    /// The tenant's artifact `id` and an open handle on its bytes; another
+    /// tenant's id is as unknown as one that never was.
+    pub fn open_for_tenant(&self, tenant: &str, id: &str) -> Result<(Artifact, fs::File), InterpreterError> {
+        let indexed = self.by_id(id)?.filter(|a| a.tenant == tenant).ok_or_else(|| InterpreterError::NoSuchArtifact(id.to_owned()))?;
+        self.open_blob(indexed.artifact)
+    }
+
     /// Every live artifact of a session, newest first.
     pub fn list(&self, tenant: &str, session_id: &str, base_url: &str) -> Result<Vec<Artifact>, InterpreterError> {
         let db = self.db.lock().unwrap_or_else(|p| p.into_inner());

@@ -11,9 +11,11 @@ pub mod mime;
 pub mod names;
 pub mod sessions;
 pub mod signing;
+mod stats;
 
 pub use error::InterpreterError;
 pub use files::{FileInfo, SessionFiles};
 pub use artifacts::{Artifact, ArtifactConfig, ArtifactStore, LinkQuery};
-pub use sessions::{ArtifactContent, ArtifactFailure, Interpreter, InterpreterConfig, RunReport, RunRequest, SessionInfo, StateOrigin, Storage};
+pub use sessions::{ArtifactContent, ArtifactFailure, Interpreter, LoadArtifactRequest, InterpreterConfig, RunReport, RunRequest, SessionInfo, StateOrigin, Storage};
 pub use signing::Signer;
+pub use stats::StatsSnapshot;

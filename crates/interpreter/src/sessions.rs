@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anypath_sandbox::{CellRequest, FileQuota, LimitOverrides, LiveInstance, LiveSink, Runtime, SessionRuntime};
-pub use anypath_wire::{ArtifactContent, ArtifactFailure, RunReport, RunRequest, SessionInfo, StateOrigin};
+pub use anypath_wire::{ArtifactContent, ArtifactFailure, LoadArtifactRequest, ReadinessCheck, RunReport, RunRequest, SessionInfo, StateOrigin};
 use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{Artifact, ArtifactConfig, ArtifactStore};
@@ -26,6 +26,7 @@ use crate::error::InterpreterError;
 use crate::files::{FileInfo, SessionFiles};
 use crate::names;
 use crate::signing::Signer;
+use crate::stats::{Stats, StatsSnapshot};
 
 /// Where an expired session's directory is moved, under the root, to be
 /// removed once the session table is unlocked.
@@ -110,6 +111,7 @@ pub struct Interpreter {
     config: InterpreterConfig,
     artifacts: ArtifactStore,
     sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
+    stats: Stats,
 }
 
 struct Session {
@@ -170,7 +172,7 @@ impl Interpreter {
         };
         let artifacts = ArtifactStore::open(&config.root.join("artifacts"), signer, config.artifacts.clone())?;
         tracing::info!(storage = ?config.storage, root = %config.root.display(), "interpreter storage");
-        let interpreter = Self { sandboxes, config, artifacts, sessions: Mutex::new(HashMap::new()) };
+        let interpreter = Self { sandboxes, config, artifacts, sessions: Mutex::new(HashMap::new()), stats: Stats::default() };
         interpreter.sweep_disk();
         Ok(interpreter)
     }
@@ -210,6 +212,7 @@ impl Interpreter {
         let session = self.off_workers(move |i| i.session(&tenant, &id, Create::No)).await?;
         let _running = session.live.lock().await;
         self.unlist(&session);
+        Stats::add(&self.stats.sessions_closed, 1);
         let home = session.home.clone();
         // The session is gone whether or not its directory could be removed.
         let _ = tokio::task::spawn_blocking(move || remove_tree(&home)).await;
@@ -246,6 +249,26 @@ impl Interpreter {
         self.check_upload(&session, filename, bytes.len() as u64)?;
         session.forget_seen();
         session.files.write(filename, bytes, overwrite)
+    }
+
+    /// Puts the tenant's artifact `artifact_id` into the session (created
+    /// when new) as `filename`, by default the name it had: a report made
+    /// yesterday, revised in a new session today. The bytes count toward the
+    /// session's quota like an upload's.
+    pub fn load_artifact(&self, tenant: &str, session_id: &str, request: &LoadArtifactRequest) -> Result<FileInfo, InterpreterError> {
+        use std::io::Read;
+        let (artifact, mut file) = self.artifacts.open_for_tenant(names::tenant(tenant)?, &request.artifact_id)?;
+        // An artifact from a sub-directory lands under its own name.
+        let own_name = artifact.filename.rsplit('/').next().unwrap_or(&artifact.filename);
+        let filename = request.filename.as_deref().unwrap_or(own_name);
+        names::filename(filename)?;
+        // Refused before its bytes are read; the upload checks the rest.
+        if artifact.size_bytes > self.config.quota.max_file_bytes {
+            return Err(InterpreterError::Quota(format!("the artifact is {} bytes, over the largest file of {}", artifact.size_bytes, self.config.quota.max_file_bytes)));
+        }
+        let mut bytes = Vec::with_capacity(artifact.size_bytes as usize);
+        file.read_to_end(&mut bytes).map_err(|e| InterpreterError::io("reading the artifact", e))?;
+        self.upload_file(tenant, session_id, filename, &bytes, request.overwrite, request.runtime)
     }
 
     /// Refuses an upload that would take the session past its quota.
@@ -434,7 +457,11 @@ impl Interpreter {
                 .host_path(&file.filename)
                 .and_then(|(_, path)| self.artifacts.ingest(&session.tenant, &session.id, &file.filename, &path, base_url));
             match ingested {
-                Ok(artifact) => kept.push(artifact),
+                Ok(artifact) => {
+                    Stats::add(&self.stats.artifacts_kept, 1);
+                    Stats::add(&self.stats.artifact_bytes_kept, artifact.size_bytes);
+                    kept.push(artifact)
+                }
                 Err(e) => failed.push(ArtifactFailure { filename: file.filename, error: e.to_string() }),
             }
         }
@@ -457,7 +484,37 @@ impl Interpreter {
                 self.forget(session);
             }
         }
-        expired.len() + self.sweep_disk()
+        let removed = expired.len() + self.sweep_disk();
+        Stats::add(&self.stats.sweeps, 1);
+        Stats::add(&self.stats.sessions_expired, removed as u64);
+        removed
+    }
+
+    /// What the interpreter did since it started, and its sessions now.
+    pub fn stats(&self) -> StatsSnapshot {
+        use std::sync::atomic::Ordering::Relaxed;
+        let sessions: Vec<Arc<Session>> = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        // A session whose lock is held is running, so live.
+        let live = sessions.iter().filter(|s| s.live.try_lock().map_or(true, |l| l.is_live())).count() as u64;
+        let hibernated = sessions.iter().filter(|s| s.hibernated.load(Relaxed)).count() as u64;
+        self.stats.snapshot(live, hibernated, sessions.len() as u64)
+    }
+
+    /// What readiness needs of the interpreter, each check named: the
+    /// session runtimes are loaded, the data directory takes a file, and
+    /// the artifact index and blob store work. Touches the disk: call it
+    /// off the async workers.
+    pub fn readiness(&self) -> Vec<ReadinessCheck> {
+        let runtimes: Vec<String> = self.sandboxes.iter().map(|s| s.runtime().to_string()).collect();
+        let loaded = if runtimes.is_empty() { Err("no session runtime is loaded".to_owned()) } else { Ok(()) };
+        let writable = tempfile::NamedTempFile::new_in(&self.config.root)
+            .map(drop)
+            .map_err(|e| format!("the data directory {} is not writable: {e}", self.config.root.display()));
+        vec![
+            ReadinessCheck::of("session_runtimes", loaded, Some(runtimes.join(", "))),
+            ReadinessCheck::of("data_directory", writable, None),
+            ReadinessCheck::of("artifact_store", self.artifacts.check(), None),
+        ]
     }
 
     /// Live instances held now.
@@ -538,6 +595,7 @@ impl Interpreter {
         if on_disk.is_none() {
             // An expired predecessor: the path is free at once, the tree goes later.
             *discarded = self.discard(&home);
+            Stats::add(&self.stats.sessions_created, 1);
         }
         let data = home.join("data");
         std::fs::create_dir_all(&data).map_err(|e| InterpreterError::io("creating the session directory", e))?;

@@ -7,6 +7,7 @@
 
 pub mod caller;
 pub mod context;
+pub mod cors;
 pub mod error;
 pub mod examples;
 pub mod journal;

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::caller;
+use crate::cors::CorsPolicy;
 
 /// One variable of the app (`[variables]` in `spin.toml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +71,13 @@ pub const VARIABLES: &[Variable] = &[
         &[],
         "The store's allowlist entry for that server, `redis://host:port` (empty: the store may reach no Redis). Used by `spin.toml` itself.",
     ),
+    var(
+        "cors_allowed_origins",
+        "",
+        GATEWAY,
+        "Origins whose web pages may call the REST face from a browser: comma-separated `scheme://host[:port]`, or `*` for any. Empty: no CORS headers at all.",
+    ),
+    var("cors_allow_credentials", "false", GATEWAY, "`true` lets those pages send credentials (cookies, `Authorization`); never together with `*`."),
     var("max_body_bytes", "1048576", GATEWAY, "Largest request body the REST face accepts, in bytes."),
     var("call_timeout_ms", "10000", ALL_CALLERS, "Deadline of each call between components and to the sandbox hosts, in milliseconds."),
     var("exec_fuel", "", GATEWAY, "Lower the sandbox's fuel budget for every block (empty: the sandbox's own)."),
@@ -160,6 +168,34 @@ impl<F: Fn(&str) -> Option<String>> Settings<F> {
                 let raw = self.text(name);
                 self.reject(name, &raw, &error.to_string());
                 Vec::new()
+            }
+        }
+    }
+
+    /// `true` or `false`; `default` when empty.
+    pub fn flag(&mut self, name: &str, default: bool) -> bool {
+        let raw = self.text(name);
+        match raw.trim() {
+            "" => default,
+            "true" => true,
+            "false" => false,
+            _ => {
+                self.reject(name, &raw, "is neither true nor false");
+                default
+            }
+        }
+    }
+
+    /// The browsers' access: `cors_allowed_origins` and
+    /// `cors_allow_credentials`; none when either cannot be used.
+    pub fn cors(&mut self) -> CorsPolicy {
+        let credentials = self.flag("cors_allow_credentials", false);
+        let origins = self.text("cors_allowed_origins");
+        match CorsPolicy::parse(&origins, credentials) {
+            Ok(policy) => policy,
+            Err(error) => {
+                self.reject("cors_allowed_origins", &origins, &error.to_string());
+                CorsPolicy::default()
             }
         }
     }

@@ -34,6 +34,6 @@ pub use planner::{PlannerStatus, SettingError};
 pub use runtime::{Runtime, UnknownRuntime};
 pub use session::{
     Artifact, ArtifactContent, ArtifactFailure, ArtifactList, CellReport, CellResult, Closed, FigureFormat, FileInfo, FileList, ForkRequest, OpenSessionRequest, RunReport,
-    LiveEvent, ResultKind, ResultOrigin, RunRequest, SessionInfo, StateOrigin, UploadRequest,
+    LiveEvent, LoadArtifactRequest, Readiness, ReadinessCheck, ResultKind, ResultOrigin, RunRequest, SessionInfo, StateOrigin, UploadRequest,
 };
 pub use store::{Change, CommitAnswer, CommitRequest, LoadAnswer, LoadRequest, LoadSpec, LoadedCollection, ReadCheck};

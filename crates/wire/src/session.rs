@@ -39,6 +39,62 @@ pub struct UploadRequest {
     pub runtime: Option<Runtime>,
 }
 
+/// `POST /v1/sessions/{id}/files/from-artifact` (MCP `load_artifact`): an
+/// earlier artifact of the tenant, back into a session's files.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoadArtifactRequest {
+    /// The artifact's id, as a run's report or the artifact list gave it.
+    pub artifact_id: String,
+    /// The file's name in the session (default: the name it had).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    /// Replace a file of that name.
+    #[serde(default)]
+    pub overwrite: bool,
+    /// The runtime, when the call creates the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Runtime>,
+}
+
+/// `GET /readyz` of the sandbox service: whether it can serve, and each
+/// check behind the answer.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Readiness {
+    /// `ready` or `not_ready`.
+    pub status: String,
+    pub ready: bool,
+    pub checks: Vec<ReadinessCheck>,
+}
+
+/// One readiness check.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ReadinessCheck {
+    pub name: String,
+    pub ok: bool,
+    /// What was found (when it passed), or what is wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl ReadinessCheck {
+    /// A check named `name` from its outcome; `found` describes a pass.
+    pub fn of(name: &str, outcome: Result<(), String>, found: Option<String>) -> Self {
+        match outcome {
+            Ok(()) => Self { name: name.to_owned(), ok: true, detail: found },
+            Err(problem) => Self { name: name.to_owned(), ok: false, detail: Some(problem) },
+        }
+    }
+}
+
+impl Readiness {
+    /// The answer of `checks`: ready when every one passed.
+    pub fn of(checks: Vec<ReadinessCheck>) -> Self {
+        let ready = checks.iter().all(|c| c.ok);
+        Self { status: if ready { "ready" } else { "not_ready" }.to_owned(), ready, checks }
+    }
+}
+
 /// What a client sees of a session.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionInfo {
