@@ -60,7 +60,10 @@ impl DrainPipe {
 
     /// Ends streaming: frames are kept as plain bytes again.
     pub(crate) fn detach(&self) {
-        self.buffer.lock().unwrap_or_else(PoisonError::into_inner).live = None;
+        let mut held = self.buffer.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(splitter) = held.live.take() {
+            held.keep(&splitter.into_carry());
+        }
     }
 
     fn push(&self, data: &[u8]) {

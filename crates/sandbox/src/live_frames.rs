@@ -85,16 +85,25 @@ pub(crate) struct FrameSplitter {
     partial: Option<Vec<u8>>,
     /// Frame bytes still allowed.
     budget: usize,
+    /// The last bytes of the previous piece when they may begin a marker.
+    carry: Vec<u8>,
 }
 
 impl FrameSplitter {
     pub(crate) fn new(sink: LiveSink, budget: usize) -> Self {
-        Self { sink, partial: None, budget }
+        Self { sink, partial: None, budget, carry: Vec::new() }
     }
 
     /// Sends every frame completed by `data`; hands the other bytes (what
     /// the code wrote to the descriptor itself, the report) to `keep`.
-    pub(crate) fn split(&mut self, mut data: &[u8], keep: &mut impl FnMut(&[u8])) {
+    pub(crate) fn split(&mut self, data: &[u8], keep: &mut impl FnMut(&[u8])) {
+        let joined: Vec<u8>;
+        let mut data = if self.carry.is_empty() {
+            data
+        } else {
+            joined = [std::mem::take(&mut self.carry).as_slice(), data].concat();
+            &joined[..]
+        };
         while !data.is_empty() {
             if let Some(partial) = self.partial.as_mut() {
                 let end = data.iter().position(|&b| b == b'\n');
@@ -115,16 +124,28 @@ impl FrameSplitter {
             }
             match find(data, LIVE_MARK) {
                 Some(at) => {
-                    keep(&data[..at]);
+                    if at > 0 {
+                        keep(&data[..at]);
+                    }
                     data = &data[at + LIVE_MARK.len()..];
                     self.partial = Some(Vec::new());
                 }
                 None => {
-                    keep(data);
+                    // A marker may begin in this piece's last bytes and end in the next.
+                    let tail = (1..LIVE_MARK.len()).rev().find(|&n| data.len() >= n && data.ends_with(&LIVE_MARK[..n])).unwrap_or(0);
+                    if data.len() > tail {
+                        keep(&data[..data.len() - tail]);
+                    }
+                    self.carry = data[data.len() - tail..].to_vec();
                     return;
                 }
             }
         }
+    }
+
+    /// Bytes held back as a possible marker's start: plain output after all.
+    pub(crate) fn into_carry(self) -> Vec<u8> {
+        self.carry
     }
 
     fn send(&self, frame: &[u8]) {
@@ -162,7 +183,7 @@ mod tests {
     #[test]
     fn frames_past_the_budget_are_not_sent() {
         let (sink, mut events) = tokio::sync::mpsc::unbounded_channel();
-        let mut splitter = FrameSplitter::new(sink, 20);
+        let mut splitter = FrameSplitter::new(sink, 30);
         let frame = b"\x1eanypath-live {\"stdout\": \"0123456789\"}\n";
         splitter.split(frame, &mut |_| {});
         splitter.split(frame, &mut |_| {});
