@@ -384,19 +384,26 @@ fn chromium() -> Option<std::path::PathBuf> {
 
 /// Loads `url` in headless chromium until its scripts are done; what the page wrote.
 fn page_result(chromium: &std::path::Path, url: &str) -> Value {
+    let (dom, stderr) = rendered_dom(chromium, url, &[]);
+    let start = dom.find("<pre id=\"out\">").map(|at| at + "<pre id=\"out\">".len());
+    let text = start.and_then(|at| dom[at..].split("</pre>").next()).unwrap_or("");
+    let text = text.replace("&quot;", "\"").replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">");
+    serde_json::from_str(&text).unwrap_or_else(|_| panic!("the page wrote no result: {text:?}\n{stderr}"))
+}
+
+/// The DOM of `url` once headless chromium has run its scripts (in a fresh
+/// profile, with `extra` flags), and what chromium said on stderr.
+fn rendered_dom(chromium: &std::path::Path, url: &str, extra: &[&str]) -> (String, String) {
     let profile = common::scratch("anypath-chromium-");
     let output = std::process::Command::new(chromium)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"])
-        .args(["--disable-component-update", "--disable-sync", "--virtual-time-budget=15000", "--dump-dom"])
+        .args(["--disable-component-update", "--disable-sync", "--virtual-time-budget=20000", "--dump-dom"])
+        .args(extra)
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(url)
         .output()
         .expect("chromium runs");
-    let dom = String::from_utf8_lossy(&output.stdout);
-    let start = dom.find("<pre id=\"out\">").map(|at| at + "<pre id=\"out\">".len());
-    let text = start.and_then(|at| dom[at..].split("</pre>").next()).unwrap_or("");
-    let text = text.replace("&quot;", "\"").replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">");
-    serde_json::from_str(&text).unwrap_or_else(|_| panic!("the page wrote no result: {text:?}\n{}", String::from_utf8_lossy(&output.stderr)))
+    (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
 /// Serves the test page on a port of its own: another origin than the app's.
@@ -489,19 +496,8 @@ fn the_api_docs_render_offline_in_a_browser() {
         return;
     };
     let app = App::start(&temp_kv("docs-offline"));
-    let render = |path: &str| {
-        let profile = common::scratch("anypath-chromium-");
-        let output = std::process::Command::new(&chromium)
-            .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"])
-            .args(["--disable-component-update", "--disable-sync", "--virtual-time-budget=20000", "--dump-dom"])
-            // Every host but the app's own is unreachable.
-            .arg("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg(format!("{}{path}", app.base))
-            .output()
-            .expect("chromium runs");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
+    // Every host but the app's own is unreachable.
+    let render = |path: &str| rendered_dom(&chromium, &format!("{}{path}", app.base), &["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]).0;
     let swagger = render("/docs");
     assert!(swagger.contains("opblock-summary-path") && swagger.contains("/{collection}/"), "Swagger UI rendered no operation:\n{}", &swagger[..swagger.len().min(2000)]);
     assert!(!swagger.contains("cdn.jsdelivr.net"), "no asset comes from a CDN");

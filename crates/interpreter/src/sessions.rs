@@ -519,8 +519,7 @@ impl Interpreter {
 
     /// Live instances held now.
     pub fn live_count(&self) -> usize {
-        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        sessions.values().filter(|s| s.live.try_lock().is_ok_and(|l| l.is_live()) || s.live.try_lock().is_err()).count()
+        self.stats().sessions_live as usize
     }
 
     fn info(&self, session: &Session) -> SessionInfo {
