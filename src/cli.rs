@@ -261,6 +261,20 @@ pub struct InterpreterArgs {
     /// Let those pages send credentials (never with `*`).
     #[arg(long, env = "ANYPATH_CORS_ALLOW_CREDENTIALS")]
     cors_allow_credentials: bool,
+    /// A directory whose sub-directories are datasets: each is read-only at
+    /// `/data/<name>/` in every session of the tenants allowed to see it,
+    /// linked, never copied, and counted in no quota.
+    #[arg(long, env = "ANYPATH_DATASETS")]
+    datasets: Option<PathBuf>,
+    /// Which tenants see which mounted dataset: a TOML file with a
+    /// `[datasets]` table of `name = ["tenant", ...]` (`"*"`: every
+    /// tenant); a dataset it does not name is shown to none. Without it
+    /// every tenant sees every dataset.
+    #[arg(long, env = "ANYPATH_DATASETS_ACL", requires = "datasets")]
+    datasets_acl: Option<PathBuf>,
+    /// Megabytes of staged datasets (`PUT /v1/datasets/{name}`) one tenant may hold.
+    #[arg(long, default_value_t = 2048)]
+    dataset_quota_mb: u64,
 }
 
 /// Where the code interpreter keeps sessions and artifacts.
@@ -289,8 +303,9 @@ enum StorageArg {
 }
 
 impl InterpreterArgs {
-    /// The interpreter configuration these arguments describe.
-    pub fn config(&self) -> anypath_interpreter::InterpreterConfig {
+    /// The interpreter configuration these arguments describe (reading the
+    /// datasets' access list, when one is named).
+    pub fn config(&self) -> anyhow::Result<anypath_interpreter::InterpreterConfig> {
         let mut config = anypath_interpreter::InterpreterConfig::new(&self.data_dir);
         config.default_ttl = std::time::Duration::from_secs(self.session_ttl_minutes * 60);
         config.max_ttl = std::time::Duration::from_secs(self.max_session_ttl_minutes.max(self.session_ttl_minutes) * 60);
@@ -311,7 +326,10 @@ impl InterpreterArgs {
         config.signing_key = self.signing_key.as_ref().map(|key| key.as_bytes().to_vec());
         config.public_url = self.public_url.clone();
         config.default_runtime = self.default_runtime;
-        config
+        config.datasets.mounted = self.datasets.clone();
+        config.datasets.access = self.datasets_acl.as_deref().map(anypath_interpreter::DatasetAccess::load).transpose()?;
+        config.datasets.tenant_quota_bytes = self.dataset_quota_mb << 20;
+        Ok(config)
     }
 
     /// Which web pages on other origins may call; `fallback` (the app's own
@@ -425,7 +443,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 admission: args.admission.config(),
                 api_keys: anypath_rest::caller::parse_api_keys(&args.api_keys).context("--api-keys")?,
                 interpreter: Some(std::sync::Arc::new(
-                    anypath_interpreter::Interpreter::new(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config())
+                    anypath_interpreter::Interpreter::new(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config()?)
                         .context("starting the code interpreter")?,
                 )),
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
@@ -456,7 +474,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 sandbox_listen: args.sandbox_listen,
                 api_keys: anypath_rest::caller::parse_api_keys(&args.api_keys).context("--api-keys")?,
                 admission: args.admission.config(),
-                interpreter: args.interpreter.config(),
+                interpreter: args.interpreter.config()?,
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
                 cors: args.interpreter.cors(std::env::var("SPIN_VARIABLE_CORS_ALLOWED_ORIGINS").ok())?,
             };
@@ -466,7 +484,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp(args) => {
             anypath_interpreter::names::tenant(&args.tenant)?;
             let sandbox = args.runner.start().await?;
-            let interpreter = anypath_interpreter::Interpreter::new(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config())
+            let interpreter = anypath_interpreter::Interpreter::new(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config()?)
                 .context("starting the code interpreter")?;
             let interpreter = std::sync::Arc::new(interpreter);
             crate::serve::spawn_sweeper(std::sync::Arc::downgrade(&interpreter));

@@ -19,6 +19,7 @@
 //! | `GET /v1/sessions/{id}/artifacts` | the session's artifacts |
 //! | `GET /v1/sessions/{id}/artifacts/{path}` | a file's bytes as base64, up to the read cap |
 //! | `GET /v1/artifacts/{artifact_id}` | one artifact's metadata |
+//! | `GET /v1/datasets`, `PUT` / `DELETE /v1/datasets/{name}`, `POST /v1/sessions/{id}/datasets` `{name}` | datasets at /data ([`crate::dataset_api`]) |
 //! | `GET /v1/artifacts/{artifact_id}/content?expires&signature` | signed download, no header needed |
 //! | `GET /files/{session_id}/{filename}?tenant&expires&signature` | the same, by name |
 
@@ -66,6 +67,7 @@ pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
         .route("/v1/sessions/{session_id}/artifacts", get(list_artifacts))
         .route("/v1/sessions/{session_id}/artifacts/{*path}", get(read_artifact))
         .route("/v1/artifacts/{artifact_id}", get(describe_artifact))
+        .merge(crate::dataset_api::routes())
         .merge(signed_download_routes())
 }
 
@@ -79,9 +81,9 @@ pub fn signed_download_routes() -> Router<Arc<AppState>> {
 
 /// A call: the service and the caller it resolved from the request's key
 /// or token.
-struct Call {
-    service: InterpreterService,
-    caller: Caller,
+pub(crate) struct Call {
+    pub(crate) service: InterpreterService,
+    pub(crate) caller: Caller,
 }
 
 /// Every handler starts from the call: the extractor answers 404 without an
@@ -101,7 +103,7 @@ impl axum::extract::FromRequestParts<Arc<AppState>> for Call {
 
 impl Call {
     /// The service's answer as JSON with `status`, or its error's envelope.
-    fn answer(&self, status: StatusCode, result: Result<impl serde::Serialize, ServiceError>) -> Response {
+    pub(crate) fn answer(&self, status: StatusCode, result: Result<impl serde::Serialize, ServiceError>) -> Response {
         match result {
             Ok(body) => {
                 let mut response = (status, axum::Json(body)).into_response();
@@ -112,7 +114,7 @@ impl Call {
         }
     }
 
-    fn fail(&self, e: &ServiceError) -> Response {
+    pub(crate) fn fail(&self, e: &ServiceError) -> Response {
         fail(e, &self.caller.request_id)
     }
 }
@@ -129,6 +131,7 @@ fn fail(e: &ServiceError, request_id: &str) -> Response {
         | ServiceError::InvalidArguments(_)
         | ServiceError::InvalidQuery
         | ServiceError::InvalidBase64(_) => StatusCode::BAD_REQUEST,
+        ServiceError::Body { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
         ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     error(status, e.code(), &e.to_string(), request_id)

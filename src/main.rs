@@ -6,6 +6,7 @@ mod credentials;
 mod envelope;
 mod exec_file;
 mod runner_path;
+mod dataset_api;
 mod interpreter_api;
 mod interpreter_service;
 mod mcp;

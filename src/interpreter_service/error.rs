@@ -27,6 +27,14 @@ pub(crate) enum ServiceError {
     /// File content that is not base64.
     #[error("content_base64: {0}")]
     InvalidBase64(#[source] base64::DecodeError),
+    /// A body that could not be received whole: cut off, over its limit,
+    /// or a multipart form that does not parse.
+    #[error("{message}")]
+    Body {
+        /// The HTTP status it answers with (400 or 413).
+        status: u16,
+        message: String,
+    },
     /// Admission turned the run away.
     #[error(transparent)]
     Refused(#[from] Refused),
@@ -48,6 +56,8 @@ impl ServiceError {
             Self::InvalidArguments(_) => "invalid_arguments",
             Self::InvalidQuery => "invalid_query",
             Self::InvalidBase64(_) => "invalid_base64",
+            Self::Body { status: 413, .. } => "body_too_large",
+            Self::Body { .. } => "invalid_body",
             Self::Refused(refused) => refused.code(),
             Self::Interpreter(e) => e.code(),
             Self::Internal(_) => "internal",

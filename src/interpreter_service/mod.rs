@@ -12,7 +12,8 @@ mod limits;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anypath_interpreter::{Artifact, ArtifactContent, FileInfo, Interpreter, LinkQuery, LoadArtifactRequest, RunReport, RunRequest, SessionInfo};
+use anypath_interpreter::{Artifact, ArtifactContent, FileInfo, Interpreter, LinkQuery, LoadArtifactRequest, ReceivedFile, RunReport, RunRequest, SessionInfo};
+use anypath_wire::{DatasetInfo, DatasetList};
 use anypath_sandbox::{LiveSink, Runtime};
 pub(crate) use anypath_wire::{ArtifactList, Closed, FileList};
 use axum::body::Bytes;
@@ -148,9 +149,39 @@ impl InterpreterService {
         self.for_caller(caller, move |i, c| i.load_artifact(&c.tenant, &session_id, &request)).await
     }
 
-    /// Every file of the session.
+    /// Every file of the session, and the datasets it reads at /data.
     pub async fn list_files(&self, caller: &Caller, session_id: String) -> Result<FileList, ServiceError> {
-        self.for_caller(caller, move |i, c| i.list_files(&c.tenant, &session_id).map(|files| FileList { files })).await
+        self.for_caller(caller, move |i, c| i.session_files(&c.tenant, &session_id)).await
+    }
+
+    /// The datasets the caller's tenant sees mounted or has staged.
+    pub async fn list_datasets(&self, caller: &Caller) -> Result<DatasetList, ServiceError> {
+        self.for_caller(caller, move |i, c| i.list_datasets(&c.tenant).map(|datasets| DatasetList { datasets })).await
+    }
+
+    /// Where a body for a staged dataset is received before it is kept.
+    pub async fn dataset_staging_path(&self) -> Result<std::path::PathBuf, ServiceError> {
+        self.off_workers(|i| i.artifacts().staging_path()).await
+    }
+
+    /// Keeps the received `files` as the caller's dataset `name`.
+    pub async fn stage_dataset(&self, caller: &Caller, name: String, files: Vec<ReceivedFile>) -> Result<DatasetInfo, ServiceError> {
+        self.for_caller(caller, move |i, c| i.stage_dataset(&c.tenant, &name, files)).await
+    }
+
+    /// The most bytes one tenant's staged datasets may hold.
+    pub fn dataset_quota_bytes(&self) -> u64 {
+        self.interpreter.config().datasets.tenant_quota_bytes
+    }
+
+    /// Forgets the caller's staged dataset `name`.
+    pub async fn remove_dataset(&self, caller: &Caller, name: String) -> Result<(), ServiceError> {
+        self.for_caller(caller, move |i, c| i.remove_dataset(&c.tenant, &name)).await
+    }
+
+    /// Shows the caller's staged dataset in the session at /data/<name>.
+    pub async fn attach_dataset(&self, caller: &Caller, session_id: String, name: String) -> Result<DatasetInfo, ServiceError> {
+        self.for_caller(caller, move |i, c| i.attach_dataset(&c.tenant, &session_id, &name)).await
     }
 
     /// One file's bytes.

@@ -28,7 +28,8 @@ Work happens in sessions you name: pass the same session_id (1-64 of A-Z a-z 0-9
 upload_file or run_python creates the session on first use, on the runtime it names: `python` \
 (standard library only, starts in milliseconds) or `python-data` (numpy, pandas, matplotlib, scipy, \
 scikit-learn, statsmodels, seaborn, reportlab, openpyxl, ...; seconds for the first import); a session \
-keeps its runtime. Files live in /mnt/data. Variables, imports \
+keeps its runtime. Files live in /mnt/data; datasets provided for you are read-only under /data \
+(list_files names them; attach_dataset adds one you staged). Variables, imports \
 and functions persist across run_python calls in one session until close_session or an idle timeout \
 ({}), also while the session is parked (its state saved to disk when idle and restored on the next \
 run; a run's `state` says `resumed` then); fork_session copies a session to try another approach. Files a run creates or changes come back as artifacts with signed download_url \
@@ -53,7 +54,8 @@ session). Cannot run while code runs in the same session.",
 fn run_python(limits: &RunningLimits) -> String {
     let bounds: Vec<String> = limits.runtimes.iter().map(|(runtime, l)| format!("{runtime}: {}", run_bounds(l))).collect();
     format!(
-        "Run Python 3 code in the session (created when new); /mnt/data holds its files. \
+        "Run Python 3 code in the session (created when new); /mnt/data holds its files, /data its \
+read-only datasets (list_files names them). \
 State persists: variables, imports and functions from earlier calls in the session are still defined. \
 The code runs as a notebook cell: the value of a last expression (unless it ends with `;`), each \
 display(obj) call and every matplotlib figure (plt.show(), or left open at the end) come back in \
@@ -150,6 +152,7 @@ mod tests {
         assert!(run.contains("python: 7 s wall clock, 96 MiB memory"), "{run}");
         assert!(run.contains("python-data: 60 s wall clock, 512 MiB memory"), "{run}");
         assert!(instructions(&limits).contains("idle timeout (9 minutes)"), "{}", instructions(&limits));
+        assert!(instructions(&limits).contains("read-only under /data") && run.contains("/data its"), "a model is told where datasets are");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use anypath_interpreter::{ArtifactContent, FileInfo, LoadArtifactRequest, RunReport, RunRequest, SessionInfo};
 use anypath_sandbox::{LimitOverrides, Runtime};
-use anypath_wire::FigureFormat;
+use anypath_wire::{DatasetInfo, FigureFormat};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Json;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -128,6 +128,16 @@ pub struct LoadArtifact {
     pub runtime: Option<Runtime>,
 }
 
+/// `attach_dataset`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AttachDataset {
+    /// The session to show it in (created when new).
+    pub session_id: String,
+    /// The dataset's name, as it was staged (`PUT /v1/datasets/{name}`).
+    pub name: String,
+}
+
 #[tool_router]
 impl CodeInterpreterTools {
     /// Tools for HTTP callers: each request's caller is the [`Caller`] the
@@ -212,7 +222,8 @@ impl CodeInterpreterTools {
     }
 
     #[tool(
-        description = "List every file in the session's /mnt/data (sub-directories included), with sizes.",
+        description = "List every file in the session's /mnt/data (sub-directories included), with sizes, and the \
+read-only datasets the session sees under /data (`datasets`: name, path, size and files).",
         input_schema = input_schema::<SessionOnly>(),
         annotations(title = "List files", read_only_hint = true, open_world_hint = false)
     )]
@@ -247,6 +258,20 @@ the session's quota like an upload; an unknown or expired id is an error.",
         let caller = self.caller(&ctx)?;
         let request = LoadArtifactRequest { artifact_id, filename, overwrite, runtime };
         Ok(Json(self.service.load_artifact(&caller, session_id, request).await?))
+    }
+
+    #[tool(
+        description = "Show a dataset staged for you (by name) in the session, read-only at /data/<name>: a file, \
+or a directory of files when it was staged from a form. Nothing is copied and it counts toward no quota; code \
+cannot change it (a write fails with EROFS). Datasets mounted for everyone are at /data already.",
+        input_schema = input_schema::<AttachDataset>(),
+        output_schema = rmcp::handler::server::common::schema_for_output::<DatasetInfo>(),
+        annotations(title = "Attach a dataset", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn attach_dataset(&self, ctx: RequestContext<RoleServer>, args: Arguments<AttachDataset>) -> Result<Json<DatasetInfo>, ToolError> {
+        let AttachDataset { session_id, name } = args.0?;
+        let caller = self.caller(&ctx)?;
+        Ok(Json(self.service.attach_dataset(&caller, session_id, name).await?))
     }
 
     #[tool(

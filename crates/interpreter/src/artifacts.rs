@@ -3,7 +3,8 @@
 //! store (`blobs/<sha256[..2]>/<sha256>`, written once, shared across sessions
 //! and tenants); metadata lives in SQLite (`index.sqlite3`). Each artifact has
 //! a stable id and a signed download link; it expires after the retention
-//! time, and a blob no artifact refers to any more is removed.
+//! time, and a blob no artifact (nor staged dataset, `crate::datasets`)
+//! refers to any more is removed.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -217,7 +218,8 @@ impl ArtifactStore {
         self.open_blob(artifact.ok_or(InterpreterError::Forbidden)?.artifact)
     }
 
-    /// Removes expired artifacts, then every blob no artifact refers to; returns how many blobs went.
+    /// Removes expired artifacts, then every blob no artifact or staged
+    /// dataset refers to; returns how many blobs went.
     pub fn sweep(&self) -> Result<usize, InterpreterError> {
         let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
         db.execute("DELETE FROM artifacts WHERE expires_unix <= ?1", params![unix_now() as i64]).map_err(InterpreterError::index)?;
@@ -230,7 +232,11 @@ impl ArtifactStore {
             for blob in fs::read_dir(shard.path()).into_iter().flatten().flatten() {
                 let name = blob.file_name().to_string_lossy().into_owned();
                 let referenced: bool = db
-                    .query_row("SELECT EXISTS (SELECT 1 FROM artifacts WHERE sha256 = ?1)", params![name], |r| r.get(0))
+                    .query_row(
+                        "SELECT EXISTS (SELECT 1 FROM artifacts WHERE sha256 = ?1) OR EXISTS (SELECT 1 FROM dataset_files WHERE sha256 = ?1)",
+                        params![name],
+                        |r| r.get(0),
+                    )
                     .map_err(InterpreterError::index)?;
                 if !referenced && fs::remove_file(blob.path()).is_ok() {
                     removed += 1;
@@ -257,7 +263,40 @@ impl ArtifactStore {
         Ok((artifact, file))
     }
 
-    fn blob_path(&self, sha256: &str) -> PathBuf {
+    /// Runs `work` under the index's lock: blobs placed and rows written
+    /// within it are never seen by a sweep halfway.
+    pub(crate) fn with_index<T>(&self, work: impl FnOnce(&Connection) -> T) -> T {
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        work(&db)
+    }
+
+    /// A fresh path in the staging area, where a body is received before it
+    /// is hashed and becomes a blob (a crash leaves it to the sweep).
+    pub fn staging_path(&self) -> Result<PathBuf, InterpreterError> {
+        let shard = self.blobs.join(STAGING);
+        fs::create_dir_all(&shard).map_err(|e| InterpreterError::io("creating the staging area", e))?;
+        Ok(shard.join(format!(".{}", uuid::Uuid::new_v4().simple())))
+    }
+
+    /// Moves the staged file at `staged` (whose content hashes to `sha256`)
+    /// into its blob, or leaves the blob that holds it already. Call under
+    /// [`Self::with_index`].
+    pub(crate) fn place_blob(&self, staged: &Path, sha256: &str) -> std::io::Result<()> {
+        let blob = self.blob_path(sha256);
+        if blob.exists() {
+            return Ok(());
+        }
+        if let Some(shard) = blob.parent() {
+            fs::create_dir_all(shard)?;
+        }
+        fs::File::open(staged)?.sync_all()?;
+        match fs::hard_link(staged, &blob) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            other => other,
+        }
+    }
+
+    pub(crate) fn blob_path(&self, sha256: &str) -> PathBuf {
         self.blobs.join(&sha256[..2]).join(sha256)
     }
 
@@ -365,7 +404,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Indexed> {
     Ok(Indexed { tenant: r.get(1)?, artifact })
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
@@ -386,7 +425,17 @@ const INDEX_SCHEMA: &str = "PRAGMA journal_mode = WAL;
     );
     CREATE INDEX IF NOT EXISTS artifacts_by_file ON artifacts (tenant, session_id, filename, created_unix);
     CREATE INDEX IF NOT EXISTS artifacts_by_blob ON artifacts (sha256);
-    CREATE INDEX IF NOT EXISTS artifacts_by_expiry ON artifacts (expires_unix);";
+    CREATE INDEX IF NOT EXISTS artifacts_by_expiry ON artifacts (expires_unix);
+    CREATE TABLE IF NOT EXISTS dataset_files (
+        tenant TEXT NOT NULL,
+        name TEXT NOT NULL,
+        file TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        size_bytes INTEGER NOT NULL,
+        created_unix INTEGER NOT NULL,
+        PRIMARY KEY (tenant, name, file)
+    );
+    CREATE INDEX IF NOT EXISTS dataset_files_by_blob ON dataset_files (sha256);";
 
 /// Opens the artifact index and makes sure of its schema.
 ///

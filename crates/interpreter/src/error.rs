@@ -21,6 +21,8 @@ pub enum InterpreterError {
     Busy(String),
     #[error("{0}")]
     Invalid(String),
+    #[error("no dataset {0:?} (it was never staged, or was removed)")]
+    NoSuchDataset(String),
     #[error("no artifact {0:?} (it expired or never existed)")]
     NoSuchArtifact(String),
     #[error("{filename:?} was not kept as an artifact: the tenant holds {held} bytes of artifacts, and the quota is {quota}")]
@@ -55,7 +57,7 @@ impl InterpreterError {
         match self {
             Self::Name(_) | Self::Invalid(_) | Self::NotAFile(_) | Self::RuntimeUnavailable(_) => 400,
             Self::Forbidden => 403,
-            Self::NoSuchSession(_) | Self::NoSuchFile(_) | Self::NoSuchArtifact(_) => 404,
+            Self::NoSuchSession(_) | Self::NoSuchFile(_) | Self::NoSuchArtifact(_) | Self::NoSuchDataset(_) => 404,
             Self::Exists(_) | Self::SessionExists(_) | Self::Busy(_) | Self::RuntimeMismatch { .. } => 409,
             Self::TooLarge { .. } => 413,
             Self::ArtifactQuota { .. } | Self::Quota(_) => 507,
@@ -75,6 +77,7 @@ impl InterpreterError {
             Self::SessionExists(_) => "session_exists",
             Self::Busy(_) => "session_busy",
             Self::NoSuchArtifact(_) => "no_such_artifact",
+            Self::NoSuchDataset(_) => "no_such_dataset",
             Self::ArtifactQuota { .. } => "artifact_quota_exceeded",
             Self::Quota(_) => "quota_exceeded",
             Self::TooLarge { .. } => "over_read_cap",

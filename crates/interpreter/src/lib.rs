@@ -5,6 +5,7 @@
 //! (the HTTP API, MCP) are thin layers over that service, one call per tool.
 
 pub mod artifacts;
+pub mod datasets;
 pub mod error;
 pub mod files;
 pub mod mime;
@@ -15,6 +16,7 @@ mod stats;
 
 pub use error::InterpreterError;
 pub use files::{FileInfo, SessionFiles};
+pub use datasets::{AccessListError, DatasetAccess, DatasetConfig, ReceivedFile};
 pub use artifacts::{Artifact, ArtifactConfig, ArtifactStore, LinkQuery};
 pub use sessions::{ArtifactContent, ArtifactFailure, Interpreter, LoadArtifactRequest, InterpreterConfig, RunReport, RunRequest, SessionInfo, StateOrigin, Storage};
 pub use signing::Signer;

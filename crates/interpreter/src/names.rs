@@ -15,6 +15,8 @@ pub enum NameError {
     Tenant(String),
     #[error("filename {name:?} is refused: {reason}")]
     Filename { name: String, reason: &'static str },
+    #[error("dataset name must be 1 to 128 characters of A-Z, a-z, 0-9, '-', '_' and '.', not starting with '.', not {0:?}")]
+    Dataset(String),
 }
 
 fn small_alphabet(value: &str, max: usize) -> bool {
@@ -29,6 +31,13 @@ pub fn session_id(value: &str) -> Result<&str, NameError> {
 /// A tenant name, as the API key maps it: the same alphabet.
 pub fn tenant(value: &str) -> Result<&str, NameError> {
     if small_alphabet(value, 64) { Ok(value) } else { Err(NameError::Tenant(value.to_owned())) }
+}
+
+/// A dataset's name, its directory (or file) under `/data`:
+/// `[A-Za-z0-9._-]{1,128}`, not starting with a dot.
+pub fn dataset(value: &str) -> Result<&str, NameError> {
+    let allowed = value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if (1..=128).contains(&value.len()) && allowed && !value.starts_with('.') { Ok(value) } else { Err(NameError::Dataset(value.to_owned())) }
 }
 
 /// A file name in the session directory: one path component, no control
@@ -82,6 +91,14 @@ mod tests {
         assert!(session_id("agent-7_a").is_ok());
         for bad in ["", "a b", "../x", "a/b", "é", &"x".repeat(65)] {
             assert!(session_id(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn dataset_names_are_one_plain_segment() {
+        assert_eq!(dataset("sales-2026.csv"), Ok("sales-2026.csv"));
+        for bad in ["", ".", "..", ".hidden", "a/b", "../x", "a b", "é", &"x".repeat(129)] {
+            assert!(dataset(bad).is_err(), "{bad:?}");
         }
     }
 

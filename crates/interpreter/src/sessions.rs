@@ -6,8 +6,9 @@
 //! Every tool an agent uses is one call here: `upload_file`, `run_python`,
 //! `list_files`, `read_file`, `close_session`.
 //!
-//! On disk: `<root>/sessions/<tenant>/<session_id>/meta.json` (TTL and last
-//! use) beside `data/`, the directory the code sees at /mnt/data. A restart
+//! On disk: `<root>/sessions/<tenant>/<session_id>/meta.json` (TTL, last
+//! use, attached datasets) beside `data/`, the directory the code sees at
+//! /mnt/data, and `datasets/`, the one it sees at /data (`crate::datasets`). A restart
 //! finds the files again; what is past its TTL is removed at start. An
 //! expired session's directory is first moved to `<root>/discarded/`, so the
 //! session table is never locked for the length of a tree's removal.
@@ -22,6 +23,7 @@ pub use anypath_wire::{ArtifactContent, ArtifactFailure, LoadArtifactRequest, Re
 use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{Artifact, ArtifactConfig, ArtifactStore};
+use crate::datasets::{DatasetConfig, Datasets, ReceivedFile};
 use crate::error::InterpreterError;
 use crate::files::{FileInfo, SessionFiles};
 use crate::names;
@@ -34,6 +36,9 @@ const DISCARDED: &str = "discarded";
 
 /// A hibernated session's state image, beside `data/` (outside what the code sees).
 const STATE_IMAGE: &str = "state.img";
+
+/// A session's view of its datasets, beside `data/`: what the code sees at /data.
+const DATASETS_VIEW: &str = "datasets";
 
 /// Environment a run may pass: this many variables, each name and value bounded.
 const MAX_ENV_VARS: usize = 64;
@@ -81,6 +86,8 @@ pub struct InterpreterConfig {
     pub public_url: Option<String>,
     /// The runtime of a session created without naming one.
     pub default_runtime: Runtime,
+    /// Mounted datasets and the staged datasets' quota.
+    pub datasets: DatasetConfig,
 }
 
 impl InterpreterConfig {
@@ -101,6 +108,7 @@ impl InterpreterConfig {
             signing_key: None,
             public_url: None,
             default_runtime: Runtime::Python,
+            datasets: DatasetConfig::default(),
         }
     }
 }
@@ -110,6 +118,7 @@ pub struct Interpreter {
     sandboxes: Vec<SessionRuntime>,
     config: InterpreterConfig,
     artifacts: ArtifactStore,
+    datasets: Datasets,
     sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
     stats: Stats,
 }
@@ -119,6 +128,10 @@ struct Session {
     id: String,
     home: PathBuf,
     files: SessionFiles,
+    /// What the code sees at /data.
+    datasets_view: PathBuf,
+    /// The staged datasets attached to it (kept in `meta.json`).
+    attached: Mutex<Vec<String>>,
     runtime: Runtime,
     ttl: Duration,
     last_used: Mutex<Instant>,
@@ -149,6 +162,10 @@ struct Meta {
     /// that finds the session on disk starts a fresh one and must say so.
     #[serde(default)]
     had_state: bool,
+    /// The staged datasets attached to the session, shown again at /data
+    /// when a later process loads it.
+    #[serde(default)]
+    datasets: Vec<String>,
 }
 
 impl Interpreter {
@@ -171,8 +188,9 @@ impl Interpreter {
             None => Signer::load_or_create(&config.root.join("signing.key"))?,
         };
         let artifacts = ArtifactStore::open(&config.root.join("artifacts"), signer, config.artifacts.clone())?;
+        let datasets = Datasets::new(config.datasets.clone(), &config.root)?;
         tracing::info!(storage = ?config.storage, root = %config.root.display(), "interpreter storage");
-        let interpreter = Self { sandboxes, config, artifacts, sessions: Mutex::new(HashMap::new()), stats: Stats::default() };
+        let interpreter = Self { sandboxes, config, artifacts, datasets, sessions: Mutex::new(HashMap::new()), stats: Stats::default() };
         interpreter.sweep_disk();
         Ok(interpreter)
     }
@@ -296,6 +314,54 @@ impl Interpreter {
     /// Every file of the session.
     pub fn list_files(&self, tenant: &str, session_id: &str) -> Result<Vec<FileInfo>, InterpreterError> {
         self.session(tenant, session_id, Create::No)?.files.list()
+    }
+
+    /// Every file of the session, and the datasets it reads at /data.
+    pub fn session_files(&self, tenant: &str, session_id: &str) -> Result<anypath_wire::FileList, InterpreterError> {
+        let session = self.session(tenant, session_id, Create::No)?;
+        let files = session.files.list()?;
+        let datasets = self.datasets.shown(&self.artifacts, &session.tenant, &session.datasets_view)?;
+        Ok(anypath_wire::FileList { files, datasets })
+    }
+
+    /// The datasets the tenant sees mounted or has staged.
+    pub fn list_datasets(&self, tenant: &str) -> Result<Vec<anypath_wire::DatasetInfo>, InterpreterError> {
+        self.datasets.list(&self.artifacts, names::tenant(tenant)?)
+    }
+
+    /// Keeps `files` (received in the staging area, see
+    /// [`ArtifactStore::staging_path`]) as the tenant's dataset `name`.
+    pub fn stage_dataset(&self, tenant: &str, name: &str, files: Vec<ReceivedFile>) -> Result<anypath_wire::DatasetInfo, InterpreterError> {
+        let tenant = match names::tenant(tenant) {
+            Ok(tenant) => tenant,
+            Err(e) => {
+                files.iter().for_each(|f| drop(std::fs::remove_file(&f.path)));
+                return Err(e.into());
+            }
+        };
+        self.datasets.stage(&self.artifacts, tenant, name, files)
+    }
+
+    /// Forgets the tenant's staged dataset `name`.
+    pub fn remove_dataset(&self, tenant: &str, name: &str) -> Result<(), InterpreterError> {
+        self.datasets.remove(&self.artifacts, names::tenant(tenant)?, name)
+    }
+
+    /// Shows the tenant's staged dataset `name` in the session (created
+    /// when new) at /data/<name>, read-only, from then on, this run's
+    /// instance included; no byte is copied.
+    pub fn attach_dataset(&self, tenant: &str, session_id: &str, name: &str) -> Result<anypath_wire::DatasetInfo, InterpreterError> {
+        let session = self.session(tenant, session_id, Create::Yes { ttl: None, runtime: None })?;
+        let _running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        let info = self.datasets.attach(&self.artifacts, &session.tenant, name, &session.datasets_view)?;
+        {
+            let mut attached = session.attached.lock().unwrap_or_else(|p| p.into_inner());
+            if !attached.iter().any(|a| a == name) {
+                attached.push(name.to_owned());
+            }
+        }
+        session.write_meta()?;
+        Ok(info)
     }
 
     /// One file's bytes.
@@ -598,7 +664,15 @@ impl Interpreter {
         }
         let data = home.join("data");
         std::fs::create_dir_all(&data).map_err(|e| InterpreterError::io("creating the session directory", e))?;
-        let mut live = sandbox.live_instance(Some(data.clone()), &LimitOverrides::default()).with_quota(self.config.quota);
+        // Made anew on every load: the mounted datasets and their access
+        // list may have changed since an earlier process made it.
+        let datasets_view = home.join(DATASETS_VIEW);
+        let attached = on_disk.as_ref().map(|m| m.datasets.clone()).unwrap_or_default();
+        let attached = self.datasets.build_view(&self.artifacts, tenant, &datasets_view, &attached)?;
+        let mut live = sandbox
+            .live_instance(Some(data.clone()), &LimitOverrides::default())
+            .with_quota(self.config.quota)
+            .with_datasets(datasets_view.clone());
         // An earlier process's state: in its image when it was hibernated
         // (a graceful stop), else lost with that process.
         let had_state = on_disk.as_ref().is_some_and(|m| m.had_state);
@@ -610,6 +684,8 @@ impl Interpreter {
             tenant: tenant.to_owned(),
             id: session_id.to_owned(),
             files: SessionFiles::new(data),
+            datasets_view,
+            attached: Mutex::new(attached),
             home,
             runtime,
             ttl,
@@ -811,7 +887,13 @@ impl Interpreter {
         let child = self
             .off_workers(move |i| {
                 let child = i.session(&owner, &new, Create::Yes { ttl: Some(ttl), runtime: Some(runtime) })?;
-                let copied = copy_tree(from.files.dir(), child.files.dir()).and_then(|()| match &image {
+                let attached = from.attached.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let shown = i.datasets.build_view(&i.artifacts, &owner, &child.datasets_view, &attached);
+                let copied = shown.and_then(|shown| {
+                    *child.attached.lock().unwrap_or_else(|p| p.into_inner()) = shown;
+                    copy_tree(from.files.dir(), child.files.dir())
+                });
+                let copied = copied.and_then(|()| match &image {
                     Some(image) => i.save_image(&child, image),
                     None => Ok(()),
                 });
@@ -822,8 +904,8 @@ impl Interpreter {
                 if image.is_some() {
                     child.hibernated.store(true, std::sync::atomic::Ordering::Relaxed);
                     child.had_state.store(true, std::sync::atomic::Ordering::Relaxed);
-                    child.write_meta()?;
                 }
+                child.write_meta()?;
                 Ok(child)
             })
             .await?;
@@ -933,6 +1015,7 @@ impl Session {
             last_used_unix: unix_now(),
             runtime: self.runtime,
             had_state: self.had_state.load(std::sync::atomic::Ordering::Relaxed),
+            datasets: self.attached.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         };
         let bytes = serde_json::to_vec(&meta).unwrap_or_default();
         std::fs::write(self.home.join("meta.json"), bytes).map_err(|e| InterpreterError::io("writing session metadata", e))

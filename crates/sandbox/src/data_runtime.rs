@@ -15,9 +15,11 @@
 //!   ends, under the session's write quota;
 //! - `/mnt/data`: the session directory (an empty one of the instance's own
 //!   when it has no session);
+//! - `/data`, read-only: the session's datasets (an empty directory of the
+//!   instance's own when it has none);
 //! - the door `host.call`, answered "no host" on every call.
 //!
-//! The four directories are always there, in that order: a pre-initialised
+//! The five directories are always there, in that order: a pre-initialised
 //! image ([`preinit`]) has wasi-libc's table of them baked in by descriptor
 //! number, and the adapter numbers them by the order they are given.
 //!
@@ -39,7 +41,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use crate::bindings::anypath::runner::types as wit;
 use crate::drain_pipe::DrainPipe;
 use crate::live_frames::GuestResult;
-use crate::guest::{GuestState, SESSION_DIR};
+use crate::guest::{DATASETS_DIR, GuestState, SESSION_DIR};
 use crate::quota_fs::QuotaState;
 
 mod bindings {
@@ -76,9 +78,9 @@ const BASE_ENV: [(&str, &str); 5] = [
     ("MPLBACKEND", "Agg"),
     ("PYTHONTZPATH", ""),
 ];
-/// The first descriptor after stdio and the four directories: a
+/// The first descriptor after stdio and the five directories: a
 /// pre-initialised image must hold no open descriptor from here on.
-pub(crate) const FIRST_FREE_FD: u32 = 7;
+pub(crate) const FIRST_FREE_FD: u32 = 8;
 /// Run at every instance's start: what must differ between instances made
 /// from one image (random state) is made anew (`cell_report.py`).
 const INSTANCE_START: &str = "__import__('anypath_cell_report').instance_started()\n";
@@ -129,17 +131,20 @@ pub(crate) struct GuestDirs<'a> {
     pub(crate) tmp: &'a Path,
     /// What the instance sees at `/mnt/data`.
     pub(crate) data: &'a Path,
+    /// What the instance sees at `/data`, read-only.
+    pub(crate) datasets: &'a Path,
 }
 
 impl GuestDirs<'_> {
-    /// Preopens the four directories, always all of them and in this order
-    /// (descriptors 3 to 6), and gives the base environment and program name.
+    /// Preopens the five directories, always all of them and in this order
+    /// (descriptors 3 to 7), and gives the base environment and program name.
     pub(crate) fn configure(&self, builder: &mut WasiCtxBuilder) -> wasmtime::Result<()> {
         builder
             .preopened_dir(self.library, LIBRARY_GUEST, FsPerms::ReadOnly)?
             .preopened_dir(self.mpl_data, MPL_DATA_GUEST, FsPerms::ReadOnly)?
             .preopened_dir(self.tmp, TMP_GUEST, FsPerms::ReadWrite)?
-            .preopened_dir(self.data, SESSION_DIR, FsPerms::ReadWrite)?;
+            .preopened_dir(self.data, SESSION_DIR, FsPerms::ReadWrite)?
+            .preopened_dir(self.datasets, DATASETS_DIR, FsPerms::ReadOnly)?;
         builder.arg(ARGV0).envs(&BASE_ENV);
         Ok(())
     }
@@ -181,25 +186,35 @@ pub(crate) struct DataGuest {
 }
 
 /// The instance's own directories on the host, removed with the instance:
-/// its `/tmp`, and for an instance without a session, an empty `/mnt/data`.
+/// its `/tmp`, and for an instance without a session (or datasets), an
+/// empty `/mnt/data` (or `/data`).
 struct PrivateDirs {
     tmp: PathBuf,
-    /// The session directory, or the scratch directory's path.
+    /// The session directory, or a scratch directory's path.
     data: PathBuf,
-    _scratch: Option<tempfile::TempDir>,
+    /// The session's datasets directory, or a scratch directory's path.
+    datasets: PathBuf,
+    _scratch: Vec<tempfile::TempDir>,
 }
 
 impl PrivateDirs {
-    fn new(session_dir: Option<&Path>) -> std::io::Result<Self> {
+    fn new(session_dir: Option<&Path>, datasets: Option<&Path>) -> std::io::Result<Self> {
         let tmp = private_tmp_dir(session_dir)?;
-        let (data, scratch) = match session_dir {
-            Some(dir) => (dir.to_path_buf(), None),
-            None => {
-                let scratch = tempfile::Builder::new().prefix("anypath-data-").tempdir()?;
-                (scratch.path().to_path_buf(), Some(scratch))
+        let mut scratch = Vec::new();
+        let mut own_or_scratch = |given: Option<&Path>, prefix: &str| -> std::io::Result<PathBuf> {
+            match given {
+                Some(dir) => Ok(dir.to_path_buf()),
+                None => {
+                    let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
+                    let path = dir.path().to_path_buf();
+                    scratch.push(dir);
+                    Ok(path)
+                }
             }
         };
-        Ok(Self { tmp, data, _scratch: scratch })
+        let data = own_or_scratch(session_dir, "anypath-data-")?;
+        let datasets = own_or_scratch(datasets, "anypath-datasets-")?;
+        Ok(Self { tmp, data, datasets, _scratch: scratch })
     }
 }
 
@@ -247,23 +262,24 @@ impl DataImage {
         Ok(Self { pre, library, mpl_data, preinitialised })
     }
 
-    /// Starts an instance seeing `dir` at /mnt/data, and loads the cell code
+    /// Starts an instance seeing `dir` at /mnt/data and `datasets` at /data, and loads the cell code
     /// into it unless the image already holds it; a `bare` instance is only
     /// instantiated (its memory is the image's).
     pub(crate) async fn start(
         &self,
         dir: Option<&Path>,
+        datasets: Option<&Path>,
         quota: Option<Arc<QuotaState>>,
         memory_cap: u64,
         deadline: Instant,
         bare: bool,
         new_store: impl FnOnce(GuestState) -> wasmtime::Result<Store<GuestState>>,
     ) -> wasmtime::Result<(Store<GuestState>, DataGuest, wasmtime::component::Instance)> {
-        let dirs = PrivateDirs::new(dir)?;
+        let dirs = PrivateDirs::new(dir, datasets)?;
         let stdout = DrainPipe::new(PIPE_SLACK);
         let stderr = DrainPipe::new(PIPE_SLACK);
         let mut builder = WasiCtxBuilder::new();
-        GuestDirs { library: &self.library, mpl_data: &self.mpl_data, tmp: &dirs.tmp, data: &dirs.data }.configure(&mut builder)?;
+        GuestDirs { library: &self.library, mpl_data: &self.mpl_data, tmp: &dirs.tmp, data: &dirs.data, datasets: &dirs.datasets }.configure(&mut builder)?;
         builder.stdout(stdout.clone()).stderr(stderr.clone());
         let mut state = GuestState::from_builder(builder, memory_cap, deadline);
         state.quota = quota;

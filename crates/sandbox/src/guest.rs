@@ -16,6 +16,9 @@ use crate::quota_fs::{QuotaFsView, QuotaState};
 /// Where a session's directory appears inside the guest.
 pub const SESSION_DIR: &str = "/mnt/data";
 
+/// Where a session's datasets appear inside the guest, read-only.
+pub const DATASETS_DIR: &str = "/data";
+
 /// Largest table a guest may grow to; CPython needs tens of thousands of entries.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
@@ -39,11 +42,17 @@ impl GuestState {
 
     /// A code-interpreter session's instance: the same, plus the directory
     /// (when given) the guest sees at `/mnt/data`, read and write (nothing
-    /// above it is reachable), and a stdout the host drains (live frames).
-    pub(crate) fn for_session(memory_cap: u64, deadline: Instant, dir: Option<&Path>, stdout: DrainPipe) -> wasmtime::Result<Self> {
+    /// above it is reachable), the datasets directory (when given) at
+    /// `/data`, read-only, and a stdout the host drains (live frames).
+    pub(crate) fn for_session(memory_cap: u64, deadline: Instant, dir: Option<&Path>, datasets: Option<&Path>, stdout: DrainPipe) -> wasmtime::Result<Self> {
         let mut builder = WasiCtxBuilder::new();
+        // Always in this order: a saved state refers to the preopens by the
+        // handles they were given.
         if let Some(dir) = dir {
             builder.preopened_dir(dir, SESSION_DIR, FsPerms::ReadWrite)?;
+        }
+        if let Some(datasets) = datasets {
+            builder.preopened_dir(datasets, DATASETS_DIR, FsPerms::ReadOnly)?;
         }
         builder.stdout(stdout);
         Ok(Self::from_builder(builder, memory_cap, deadline))

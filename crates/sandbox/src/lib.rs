@@ -9,7 +9,7 @@
 //! deadline that also cuts calls blocked in the host: the [`BlockRunner`].
 //! Code-interpreter sessions keep one instance alive between runs (`live`),
 //! with a directory of their own at `/mnt/data`, optionally under a write
-//! quota, and no gate, on a [`SessionRuntime`] of either Python.
+//! quota, their datasets read-only at `/data`, and no gate, on a [`SessionRuntime`] of either Python.
 
 mod artifact;
 mod bindings;
@@ -32,6 +32,7 @@ pub mod state_image;
 pub use artifact::ArtifactError;
 pub use block::{BlockRunner, RunnerConfig};
 pub use engine::StartError;
+pub use guest::{DATASETS_DIR, SESSION_DIR};
 pub use limits::{LimitOverrides, Limits, PolicyError};
 pub use live::{CellReport, CellRequest, LiveInstance, StateOrigin};
 pub use live_frames::LiveSink;

@@ -57,6 +57,8 @@ pub struct CellRequest {
 pub struct LiveInstance {
     runtime: SessionRuntime,
     dir: Option<PathBuf>,
+    /// What the code sees at `/data`, read-only.
+    datasets: Option<PathBuf>,
     limits: Limits,
     instance: Option<Instance<SessionGuest>>,
     /// Runs have been made and then their state lost.
@@ -74,7 +76,7 @@ impl SessionRuntime {
     /// under `limits` (narrowed to the runtime's own). Nothing starts yet.
     pub fn live_instance(&self, dir: Option<PathBuf>, limits: &LimitOverrides) -> LiveInstance {
         let limits = self.limits().narrowed_by(limits);
-        LiveInstance { runtime: self.clone(), dir, limits, instance: None, lost_state: false, lost_note: None, saved: None, quota: None }
+        LiveInstance { runtime: self.clone(), dir, datasets: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, quota: None }
     }
 }
 
@@ -85,6 +87,15 @@ impl LiveInstance {
     pub fn with_quota(mut self, quota: FileQuota) -> Self {
         self.reset();
         self.quota = Some(Arc::new(QuotaState::new(quota)));
+        self
+    }
+
+    /// Shows the code `dir` at `/data`, read-only, in this and every later
+    /// instance of the session; what is added to `dir` later shows at once.
+    /// An instance already running is reset, so that its preopens match.
+    pub fn with_datasets(mut self, dir: PathBuf) -> Self {
+        self.reset();
+        self.datasets = Some(dir);
         self
     }
 
@@ -273,7 +284,7 @@ impl LiveInstance {
         // Checked and decompressed on the blocking pool while the instance starts.
         let decoding = tokio::task::spawn_blocking(move || crate::state_image::image::decode(&image));
         let quota = self.quota.clone();
-        let instance = start(self.runtime.clone(), self.dir.clone(), quota, self.limits.memory_bytes)
+        let instance = start(self.runtime.clone(), self.dir.clone(), self.datasets.clone(), quota, self.limits.memory_bytes)
             .await
             .map_err(|e| StateError::Start(e.to_string()))?;
         self.instance = Some(instance);
@@ -304,7 +315,7 @@ impl LiveInstance {
             // Owned arguments: a borrow of `self` held across the await would
             // make the future require `LiveInstance: Sync`, which a Store is not.
             let quota = self.quota.clone();
-            self.instance = Some(start(self.runtime.clone(), self.dir.clone(), quota, self.limits.memory_bytes).await?);
+            self.instance = Some(start(self.runtime.clone(), self.dir.clone(), self.datasets.clone(), quota, self.limits.memory_bytes).await?);
         }
         let Some(instance) = self.instance.as_mut() else {
             return Err(ExecError::Internal { message: "no instance after start".into() });
@@ -402,15 +413,17 @@ fn live_budget(limits: &Limits) -> usize {
     content.saturating_mul(6).saturating_add(1 << 20)
 }
 
-/// Starts an instance seeing `dir` at /mnt/data, under `quota` and `memory_cap`.
+/// Starts an instance seeing `dir` at /mnt/data and `datasets` at /data,
+/// under `quota` and `memory_cap`.
 async fn start(
     runtime: SessionRuntime,
     dir: Option<PathBuf>,
+    datasets: Option<PathBuf>,
     quota: Option<Arc<QuotaState>>,
     memory_cap: u64,
 ) -> Result<Instance<SessionGuest>, ExecError> {
     runtime
-        .start_instance(dir.as_deref(), quota, memory_cap, false)
+        .start_instance(dir.as_deref(), datasets.as_deref(), quota, memory_cap, false)
         .await
         .map_err(|e| internal("starting a session instance", &e))
 }

@@ -282,6 +282,21 @@ impl QuotaFsView<'_> {
         Ok(self.inner.table.push(wrapped)?)
     }
 
+    /// Refuses a change under a directory preopened read-only (`/data`) with
+    /// `EROFS`, before any quota reservation: wasmtime-wasi would refuse it
+    /// too, but as `EPERM`, which reads like a permission the code lacks
+    /// rather than a read-only mount.
+    fn refuse_if_read_only(&self, fds: &[&Resource<types::Descriptor>]) -> FsResult<()> {
+        for fd in fds {
+            if let Descriptor::Dir(dir) = self.inner.table.get(*fd)?
+                && dir.perms.write_not_permitted()
+            {
+                return Err(ErrorCode::ReadOnly.into());
+            }
+        }
+        Ok(())
+    }
+
     /// Reserves the entry an operation may create; `None` when there is no quota.
     fn reserve_entry(&self) -> FsResult<Option<Arc<QuotaState>>> {
         let Some(quota) = &self.quota else { return Ok(None) };
@@ -394,6 +409,7 @@ impl HostDescriptor for QuotaFsView<'_> {
     }
 
     async fn create_directory_at(&mut self, fd: Resource<types::Descriptor>, path: String) -> FsResult<()> {
+        self.refuse_if_read_only(&[&fd])?;
         let reserved = self.reserve_entry()?;
         let result = self.inner.create_directory_at(fd, path).await;
         settle(reserved, &result);
@@ -421,6 +437,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
+        self.refuse_if_read_only(&[&fd])?;
         self.inner.set_times_at(fd, path_flags, path, atim, mtim).await
     }
 
@@ -432,8 +449,10 @@ impl HostDescriptor for QuotaFsView<'_> {
         new_descriptor: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
+        self.refuse_if_read_only(&[&fd, &new_descriptor])?;
         // A hard link makes one file count twice in the directory while its
-        // growth is reserved once, so under a quota there are none.
+        // growth is reserved once, so under a quota there are none (and no
+        // file under `/data` can become writable through one).
         if self.quota.is_some() {
             return Err(ErrorCode::NotPermitted.into());
         }
@@ -448,6 +467,11 @@ impl HostDescriptor for QuotaFsView<'_> {
         oflags: types::OpenFlags,
         flags: types::DescriptorFlags,
     ) -> FsResult<Resource<types::Descriptor>> {
+        let changes = oflags.intersects(types::OpenFlags::CREATE | types::OpenFlags::TRUNCATE)
+            || flags.intersects(types::DescriptorFlags::WRITE | types::DescriptorFlags::MUTATE_DIRECTORY);
+        if changes {
+            self.refuse_if_read_only(&[&fd])?;
+        }
         let Some(quota) = self.quota.clone() else {
             return self.inner.open_at(fd, path_flags, path, oflags, flags).await;
         };
@@ -473,6 +497,7 @@ impl HostDescriptor for QuotaFsView<'_> {
     }
 
     async fn remove_directory_at(&mut self, fd: Resource<types::Descriptor>, path: String) -> FsResult<()> {
+        self.refuse_if_read_only(&[&fd])?;
         self.inner.remove_directory_at(fd, path).await
     }
 
@@ -483,6 +508,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         new_fd: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
+        self.refuse_if_read_only(&[&fd, &new_fd])?;
         self.inner.rename_at(fd, old_path, new_fd, new_path).await
     }
 
@@ -492,6 +518,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
+        self.refuse_if_read_only(&[&fd])?;
         let reserved = self.reserve_entry()?;
         let result = self.inner.symlink_at(fd, src_path, dest_path).await;
         settle(reserved, &result);
@@ -499,6 +526,7 @@ impl HostDescriptor for QuotaFsView<'_> {
     }
 
     async fn unlink_file_at(&mut self, fd: Resource<types::Descriptor>, path: String) -> FsResult<()> {
+        self.refuse_if_read_only(&[&fd])?;
         self.inner.unlink_file_at(fd, path).await
     }
 

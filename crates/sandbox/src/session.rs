@@ -222,11 +222,13 @@ impl SessionRuntime {
     }
 
     /// Starts a session's instance: it sees `dir` (when given) at
-    /// `/mnt/data`, writes under `quota`, and grows to `memory_cap`.
+    /// `/mnt/data` and `datasets` (when given) at `/data`, writes under
+    /// `quota`, and grows to `memory_cap`.
     /// A `bare` instance runs nothing after instantiation (the baseline).
     pub(crate) async fn start_instance(
         &self,
         dir: Option<&Path>,
+        datasets: Option<&Path>,
         quota: Option<Arc<QuotaState>>,
         memory_cap: u64,
         bare: bool,
@@ -236,7 +238,7 @@ impl SessionRuntime {
             Image::Python(image) => {
                 // Only live frames matter on it: what else reaches it is dropped each run.
                 let stdout = DrainPipe::new(RUNNER_STDOUT_KEPT);
-                let mut state = GuestState::for_session(memory_cap, deadline, dir, stdout.clone())?;
+                let mut state = GuestState::for_session(memory_cap, deadline, dir, datasets, stdout.clone())?;
                 state.quota = quota;
                 let mut store = engine::new_store(image.pre.engine(), state)?;
                 let handle = image.pre.instance_pre().instantiate_async(&mut store).await?;
@@ -245,7 +247,7 @@ impl SessionRuntime {
             }
             Image::Data(data) => {
                 let wasm = data.image.pre.engine().clone();
-                let (store, guest, handle) = data.image.start(dir, quota, memory_cap, deadline, bare, |state| engine::new_store(&wasm, state)).await?;
+                let (store, guest, handle) = data.image.start(dir, datasets, quota, memory_cap, deadline, bare, |state| engine::new_store(&wasm, state)).await?;
                 let stdout = guest.stdout().clone();
                 Ok(Instance { store, guest: SessionGuest { exports: Guest::Data(guest), handle, stdout } })
             }
@@ -258,7 +260,7 @@ impl SessionRuntime {
         self.states
             .baseline
             .get_or_try_init(|| async {
-                let mut bare = self.start_instance(None, None, self.limits().memory_bytes, true).await?;
+                let mut bare = self.start_instance(None, None, None, self.limits().memory_bytes, true).await?;
                 engine::arm_for_host(&mut bare.store, STATE_BUDGET)?;
                 let baseline = Baseline::read(&self.states.access, &mut bare.store, &bare.guest.handle).await?;
                 Ok::<_, StateError>(Arc::new(baseline))

@@ -17,8 +17,10 @@
 //! - The code interpreter's session API: [`OpenSessionRequest`],
 //!   [`UploadRequest`], [`RunRequest`] and what they answer
 //!   ([`SessionInfo`], [`FileList`], [`RunReport`] with its [`CellReport`]
-//!   and [`Artifact`]s), on the [`Runtime`] a session runs.
+//!   and [`Artifact`]s), on the [`Runtime`] a session runs, and the
+//!   datasets it reads at `/data` ([`DatasetInfo`], [`AttachDatasetRequest`]).
 
+mod datasets;
 mod envelope;
 mod exec;
 mod exec_request;
@@ -27,6 +29,7 @@ mod runtime;
 mod session;
 mod store;
 
+pub use datasets::{AttachDatasetRequest, DatasetFile, DatasetInfo, DatasetList, DatasetSource};
 pub use envelope::{ErrorBody, ErrorEnvelope};
 pub use exec::{ExecError, ExecReport, Metrics, MutationRecord, Op, Output, ReadSet};
 pub use exec_request::{CollectionInput, ExecRequest, LimitOverrides};

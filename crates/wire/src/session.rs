@@ -127,6 +127,9 @@ pub struct FileList {
     // Undocumented on purpose: a doc comment here would change the
     // published output schema of `list_files`.
     pub files: Vec<FileInfo>,
+    /// The datasets the code reads at `/data/<name>` (read-only; not in `files`).
+    #[serde(default)]
+    pub datasets: Vec<crate::DatasetInfo>,
 }
 
 /// One run asked of a session.
