@@ -202,7 +202,7 @@ fn the_openapi_document_matches_the_routes() {
     }
     service.json("key-alice", "POST", "/v1/sessions/doc/run", Some(json!({"code": "open('f.txt', 'w').write('x')"})));
     for (template, operations) in paths {
-        let path = template.replace("{session_id}", "doc").replace("{path}", "f.txt").replace("{filename}", "f.txt").replace("{artifact_id}", "none");
+        let path = template.replace("{session_id}", "doc").replace("{path}", "f.txt").replace("{filename}", "f.txt").replace("{artifact_id}", "none").replace("{name}", "none.csv");
         for method in operations.as_object().expect("operations").keys() {
             let response = service.call("key-alice", &method.to_uppercase(), &path, None);
             let status = response.status().as_u16();

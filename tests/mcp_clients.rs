@@ -53,10 +53,14 @@ fn check(scenario: &str, transport: &[String]) {
 fn limits(dir: &std::path::Path) -> Vec<String> {
     let policy = dir.join("policy.toml");
     std::fs::write(&policy, "[limits]\ntimeout_ms = 7000\n").expect("policy written");
+    // A mounted dataset, for the `datasets` scenario.
+    let census = dir.join("datasets/census");
+    std::fs::create_dir_all(&census).expect("dataset dir");
+    std::fs::write(census.join("people.csv"), "name,age\nAda,36\nAlan,41\nGrace,45\n").expect("dataset file");
     ["--read-cap-kib", "1", "--max-file-mb", "7", "--session-ttl-minutes", "9", "--policy"]
         .map(str::to_owned)
         .into_iter()
-        .chain([policy.display().to_string()])
+        .chain([policy.display().to_string(), "--datasets".to_owned(), dir.join("datasets").display().to_string()])
         .collect()
 }
 
@@ -155,6 +159,16 @@ fn errors_are_tool_errors_over_http() {
 #[test]
 fn errors_are_tool_errors_over_stdio() {
     over_stdio("errors");
+}
+
+#[test]
+fn datasets_are_named_read_and_attached_over_http() {
+    over_http("datasets");
+}
+
+#[test]
+fn datasets_are_named_and_read_over_stdio() {
+    over_stdio("datasets");
 }
 
 #[test]

@@ -21,7 +21,7 @@ import httpx2
 import mcp
 from mcp.client.streamable_http import streamable_http_client
 
-TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files", "fork_session", "load_artifact"}
+TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files", "fork_session", "load_artifact", "attach_dataset"}
 
 
 def connect(transport, key=None):
@@ -75,15 +75,17 @@ async def tools(transport, key, _other):
         "list_files": {"session_id"},
         "fork_session": {"session_id", "new_session_id"},
         "load_artifact": {"session_id", "artifact_id"},
+        "attach_dataset": {"session_id", "name"},
     }
     outputs = {
         "upload_file": {"path"},
         "run_python": {"run_id", "exit_code", "stdout", "stderr", "results", "artifacts", "state_reset", "state", "metrics"},
         "read_artifact": {"path", "mime_type", "content_base64"},
         "close_session": {"status"},
-        "list_files": {"files"},
+        "list_files": {"files", "datasets"},
         "fork_session": {"session_id", "hibernated"},
         "load_artifact": {"path", "size_bytes"},
+        "attach_dataset": {"name", "path", "files"},
     }
     async with connect(transport, key) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
@@ -106,6 +108,7 @@ async def tools(transport, key, _other):
         assert "read cap (1 KiB)" in read and "5 MiB" not in read, read
         run = listed["run_python"].description
         assert "python: 7 s wall clock" in run and "python: 5 s" not in run, run
+        assert "/data" in listed["list_files"].description and "/data" in run, "a model is told where datasets are"
         assert listed["read_artifact"].annotations.read_only_hint is True
         assert listed["close_session"].annotations.destructive_hint is True
 
@@ -393,7 +396,35 @@ async def unauthorized(transport, _key, _other):
     raise AssertionError("the client listed tools without a key")
 
 
-SCENARIOS = {f.__name__: f for f in [tools, flow, data_runtime, notebook, state, errors, tenants, unauthorized]}
+async def datasets(transport, key, _other):
+    """A mounted dataset (tests/mcp_clients.rs mounts `census`) is named by
+    list_files and read at /data, never written; over HTTP a dataset staged
+    with PUT /v1/datasets is attached with attach_dataset."""
+    session = "datasets-" + transport[0]
+    async with connect(transport, key) as client:
+        report = ok(await client.call_tool("run_python", {"session_id": session, "code": (
+            "import csv, errno\n"
+            "rows = list(csv.DictReader(open('/data/census/people.csv')))\n"
+            "try:\n    open('/data/census/people.csv', 'a').write('x')\n"
+            "except OSError as e:\n    print(errno.errorcode[e.errno])\n"
+            "print(len(rows))\n")}), "run_python")
+        assert report["stdout"] == "EROFS\n3\n", report
+        files = ok(await client.call_tool("list_files", {"session_id": session}), "list_files")
+        assert [d["path"] for d in files["datasets"]] == ["/data/census"], files
+        tool_error(await client.call_tool("attach_dataset", {"session_id": session, "name": "nope"}), "attach_dataset", "no_such_dataset")
+        if transport[0] != "http":
+            return
+        base = transport[1].rsplit("/mcp", 1)[0]
+        async with httpx2.AsyncClient(timeout=30, headers={"x-api-key": key}) as http:
+            staged = await http.put(f"{base}/v1/datasets/prices.csv", content=b"item,price\ntea,3\n")
+        assert staged.status_code == 201, staged.text
+        attached = ok(await client.call_tool("attach_dataset", {"session_id": session, "name": "prices.csv"}), "attach_dataset")
+        assert attached["path"] == "/data/prices.csv" and attached["sha256"] == staged.json()["sha256"], attached
+        again = ok(await client.call_tool("run_python", {"session_id": session, "code": "print(open('/data/prices.csv').read().split()[1])"}), "run_python")
+        assert again["stdout"] == "tea,3\n", again
+
+
+SCENARIOS = {f.__name__: f for f in [tools, flow, data_runtime, notebook, state, errors, tenants, unauthorized, datasets]}
 
 
 def main():

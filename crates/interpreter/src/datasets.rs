@@ -496,6 +496,66 @@ fn staged_infos(rows: Vec<StagedRow>) -> Vec<DatasetInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::artifacts::ArtifactConfig;
+    use crate::signing::Signer;
+
+    /// A store and datasets under a fresh root, with a 1 KiB dataset quota.
+    fn fixture() -> (tempfile::TempDir, ArtifactStore, Datasets) {
+        let root = tempfile::tempdir().unwrap();
+        let store = ArtifactStore::open(&root.path().join("artifacts"), Signer::new(b"k".to_vec()), ArtifactConfig::default()).unwrap();
+        let config = DatasetConfig { tenant_quota_bytes: 1024, ..DatasetConfig::default() };
+        let datasets = Datasets::new(config, root.path()).unwrap();
+        (root, store, datasets)
+    }
+
+    fn received(store: &ArtifactStore, filename: Option<&str>, bytes: &[u8]) -> ReceivedFile {
+        let path = store.staging_path().unwrap();
+        fs::write(&path, bytes).unwrap();
+        ReceivedFile { filename: filename.map(str::to_owned), path }
+    }
+
+    #[test]
+    fn the_sweep_keeps_the_blobs_of_staged_datasets_and_only_those() {
+        let (_root, store, datasets) = fixture();
+        let staged = datasets.stage(&store, "acme", "sales.csv", vec![received(&store, None, b"a,b\n1,2\n")]).unwrap();
+        assert_eq!(staged.sha256.as_deref(), Some(hex::encode(Sha256::digest(b"a,b\n1,2\n")).as_str()));
+        assert_eq!(store.blob_count(), 1);
+        assert_eq!(store.sweep().unwrap(), 0, "a staged dataset's blob is referenced");
+        assert_eq!(store.blob_count(), 1);
+        datasets.remove(&store, "acme", "sales.csv").unwrap();
+        assert_eq!(store.sweep().unwrap(), 1, "once forgotten, its blob goes");
+        assert_eq!(store.blob_count(), 0);
+    }
+
+    #[test]
+    fn staging_refuses_past_the_quota_and_leaves_nothing_behind() {
+        let (root, store, datasets) = fixture();
+        let big = vec![b'x'; 2048];
+        let refused = datasets.stage(&store, "acme", "big", vec![received(&store, None, &big)]);
+        assert!(matches!(refused, Err(InterpreterError::Quota(_))), "{refused:?}");
+        let twice = vec![received(&store, Some("a.csv"), b"1"), received(&store, Some("a.csv"), b"2")];
+        assert!(matches!(datasets.stage(&store, "acme", "dup", twice), Err(InterpreterError::Invalid(_))));
+        let staging = root.path().join("artifacts/blobs/staging");
+        assert_eq!(fs::read_dir(&staging).unwrap().count(), 0, "refused bodies are removed");
+        assert_eq!(store.blob_count(), 0);
+    }
+
+    #[test]
+    fn a_view_links_the_blobs_and_replacing_a_dataset_swaps_it_whole() {
+        let (root, store, datasets) = fixture();
+        let files = vec![received(&store, Some("a.csv"), b"1"), received(&store, Some("b.csv"), b"2")];
+        datasets.stage(&store, "acme", "survey", files).unwrap();
+        let view = root.path().join("view");
+        assert_eq!(datasets.build_view(&store, "acme", &view, &["survey".into(), "gone".into()]).unwrap(), ["survey"]);
+        let linked = fs::metadata(view.join("survey/a.csv")).unwrap();
+        assert_eq!(linked.ino(), fs::metadata(store.blob_path(&hex::encode(Sha256::digest(b"1")))).unwrap().ino(), "a link, not a copy");
+        assert!(datasets.attach(&store, "other", "survey", &view).is_err(), "another tenant's dataset is not found");
+        datasets.stage(&store, "acme", "survey", vec![received(&store, Some("c.csv"), b"3")]).unwrap();
+        datasets.attach(&store, "acme", "survey", &view).unwrap();
+        let names: BTreeSet<String> = fs::read_dir(view.join("survey")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        assert_eq!(names, BTreeSet::from(["c.csv".to_owned()]));
+        assert_eq!(fs::read_dir(&view).unwrap().count(), 1, "no partial directory is left beside it");
+    }
 
     #[test]
     fn the_access_list_names_tenants_per_dataset_and_denies_the_rest() {
