@@ -187,3 +187,35 @@ fn the_tenant_quota_bounds_artifact_bytes() {
     let other = run(&service, "key-bob", "q", "open('b.bin', 'wb').write(b'b' * 700_000)");
     assert_eq!(other["artifacts"].as_array().map(Vec::len), Some(1), "another tenant has its own quota: {other}");
 }
+
+/// A run that changes no file walks no directory; a run that changes one,
+/// by any write path the guest has, still lists it. Each change follows a
+/// run that changed nothing, so it is the filesystem layer's own record of
+/// the change that makes the next walk happen.
+#[test]
+fn every_write_path_lists_its_file_after_a_run_that_changed_nothing() {
+    let dir = data_dir("write-paths");
+    let service = Service::start(dir.path());
+    let setup = "import os\nfor name in ['append.txt', 'pwrite.bin', 'truncate.txt', 'sparse.bin', 'renamed-from.txt', 'utime.txt']:\n    open(name, 'wb').write(b'0123456789')\nheld = open('held.bin', 'wb', buffering=0)\n";
+    let report = run(&service, "key-alice", "paths", setup);
+    assert_eq!(report["exit_code"], 0, "{report}");
+    for (code, expected) in [
+        ("open('created.txt', 'w').write('new')", "created.txt"),
+        ("open('append.txt', 'a').write('more')", "append.txt"),
+        ("fd = os.open('pwrite.bin', os.O_WRONLY)\nos.pwrite(fd, b'X', 3)\nos.close(fd)", "pwrite.bin"),
+        ("os.truncate('truncate.txt', 4)", "truncate.txt"),
+        ("f = open('sparse.bin', 'r+b')\nf.seek(1 << 16)\nf.write(b'!')\nf.close()", "sparse.bin"),
+        ("os.rename('renamed-from.txt', 'renamed-to.txt')", "renamed-to.txt"),
+        ("os.utime('utime.txt', (1, 1))", "utime.txt"),
+        // Through a file object an earlier run opened and kept.
+        ("held.write(b'late')", "held.bin"),
+        ("os.makedirs('sub', exist_ok=True)\nopen('sub/deep.txt', 'w').write('x')", "sub/deep.txt"),
+    ] {
+        let quiet = run(&service, "key-alice", "paths", "x = 1");
+        assert_eq!(quiet["artifacts"], json!([]), "a run that changes nothing keeps nothing: {quiet}");
+        let changed = run(&service, "key-alice", "paths", code);
+        assert_eq!(changed["exit_code"], 0, "{code}: {changed}");
+        let names: Vec<&str> = changed["artifacts"].as_array().expect("artifacts").iter().filter_map(|a| a["filename"].as_str()).collect();
+        assert_eq!(names, [expected], "{code}");
+    }
+}

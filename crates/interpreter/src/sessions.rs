@@ -40,6 +40,10 @@ const STATE_IMAGE: &str = "state.img";
 /// A session's view of its datasets, beside `data/`: what the code sees at /data.
 const DATASETS_VIEW: &str = "datasets";
 
+/// How stale a session's `meta.json` (its last use) may be: runs in between
+/// do not write it.
+const META_REFRESH: Duration = Duration::from_secs(5);
+
 /// Environment a run may pass: this many variables, each name and value bounded.
 const MAX_ENV_VARS: usize = 64;
 const MAX_ENV_VALUE_BYTES: usize = 4096;
@@ -146,6 +150,9 @@ struct Session {
     /// next run need not walk it again before it starts. Read and written
     /// only under `live`'s lock; an upload or a delete clears it.
     seen: Mutex<Option<Snapshot>>,
+    /// When `meta.json` was last written, and whether it said the session
+    /// held state.
+    meta_written: Mutex<Option<(Instant, bool)>>,
 }
 
 /// Each file of a session directory with its size and modification time.
@@ -265,7 +272,7 @@ impl Interpreter {
         // Under the run lock, so a run cannot write between the check and the upload.
         let _running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
         self.check_upload(&session, filename, bytes.len() as u64)?;
-        session.forget_seen();
+        session.forget_seen(&_running);
         session.files.write(filename, bytes, overwrite)
     }
 
@@ -374,7 +381,7 @@ impl Interpreter {
     pub fn delete_file(&self, tenant: &str, session_id: &str, path: &str) -> Result<(), InterpreterError> {
         let session = self.session(tenant, session_id, Create::No)?;
         let _running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
-        session.forget_seen();
+        session.forget_seen(&_running);
         session.files.delete(path)
     }
 
@@ -488,13 +495,23 @@ impl Interpreter {
         session.had_state.store(live.is_live(), std::sync::atomic::Ordering::Relaxed);
         session.memory_bytes.store(live.memory_bytes(), std::sync::atomic::Ordering::Relaxed);
         let succeeded = cell.error.is_none();
-        let (kept, base_url) = (session.clone(), base_url.to_owned());
-        // Kept while the run's lock is held, so the next run cannot change them first.
-        let (artifacts, artifact_errors) = self
-            .off_workers(move |i| {
+        // The filesystem layer saw every change the code tried: when it saw
+        // none, the directory is as the run found it, and nothing is walked.
+        let untouched = succeeded && !live.files_touched();
+        let (artifacts, artifact_errors) = if untouched && !session.meta_due() {
+            session.touch();
+            *session.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(before);
+            (Vec::new(), Vec::new())
+        } else {
+            let (kept, base_url) = (session.clone(), base_url.to_owned());
+            // Kept while the run's lock is held, so the next run cannot change them first.
+            self.off_workers(move |i| {
                 // Fail fast: after a failed run nothing is scanned or kept
                 // (and the next run walks the directory itself).
-                let changed_files = if succeeded {
+                let changed_files = if untouched {
+                    *kept.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(before);
+                    Vec::new()
+                } else if succeeded {
                     let after = snapshot(kept.files.dir());
                     let found = changed(&before, &after);
                     *kept.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(after);
@@ -506,7 +523,8 @@ impl Interpreter {
                 i.touch(&kept);
                 Ok(artifacts)
             })
-            .await?;
+            .await?
+        };
         drop(live);
         self.evict_beyond_limit(&session).await;
         let run_id = uuid::Uuid::new_v4().simple().to_string();
@@ -695,15 +713,19 @@ impl Interpreter {
             memory_bytes: std::sync::atomic::AtomicU64::new(0),
             live: tokio::sync::Mutex::new(live),
             seen: Mutex::new(None),
+            meta_written: Mutex::new(None),
         });
         session.write_meta()?;
         sessions.insert(key, session.clone());
         Ok(session)
     }
 
+    /// Marks the session used; writes its `meta.json` when due.
     fn touch(&self, session: &Session) {
         session.touch();
-        let _ = session.write_meta();
+        if session.meta_due() {
+            let _ = session.write_meta();
+        }
     }
 
     /// Removes the session from the table and its directory from the disk.
@@ -1004,9 +1026,22 @@ impl Session {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
 
-    /// The directory changed outside a run: the next run walks it again.
-    fn forget_seen(&self) {
+    /// The directory changed outside a run: the next run walks it again
+    /// (for its changed files and its quota). `live` is the session's
+    /// instance, whose lock the caller holds.
+    fn forget_seen(&self, live: &LiveInstance) {
         *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        live.directory_changed();
+    }
+
+    /// Whether `meta.json` should be written again: its last use is older
+    /// than [`META_REFRESH`], or it says the session holds no state when it
+    /// does (or the reverse). Between writes a crash loses at most that
+    /// much of the idle time a restarted process counts.
+    fn meta_due(&self) -> bool {
+        let had_state = self.had_state.load(std::sync::atomic::Ordering::Relaxed);
+        let written = self.meta_written.lock().unwrap_or_else(|p| p.into_inner());
+        written.is_none_or(|(at, with_state)| at.elapsed() >= META_REFRESH || with_state != had_state)
     }
 
     fn write_meta(&self) -> Result<(), InterpreterError> {
@@ -1018,7 +1053,9 @@ impl Session {
             datasets: self.attached.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         };
         let bytes = serde_json::to_vec(&meta).unwrap_or_default();
-        std::fs::write(self.home.join("meta.json"), bytes).map_err(|e| InterpreterError::io("writing session metadata", e))
+        std::fs::write(self.home.join("meta.json"), bytes).map_err(|e| InterpreterError::io("writing session metadata", e))?;
+        *self.meta_written.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), meta.had_state));
+        Ok(())
     }
 }
 

@@ -9,6 +9,7 @@
 //!
 //! A session's directory may be put under a write quota (`with_quota`),
 //! enforced inside the guest as it writes and recounted from the directory
+//! when it may have changed since the last count
 //! at the start of every run.
 //!
 //! Between runs the instance's state can be captured as an image
@@ -104,6 +105,21 @@ impl LiveInstance {
     /// `None` without a quota.
     pub fn quota_usage(&self) -> Option<Usage> {
         self.quota.as_ref().map(|q| q.usage())
+    }
+
+    /// The session's directory was changed from outside the guest (an
+    /// upload, a delete): the next run recounts its quota.
+    pub fn directory_changed(&self) {
+        if let Some(quota) = &self.quota {
+            quota.invalidate();
+        }
+    }
+
+    /// Whether code has tried to change a file or directory since the
+    /// quota was last counted (true without a quota: nobody watched). When
+    /// false after a run, the run left the session's files as it found them.
+    pub fn files_touched(&self) -> bool {
+        self.quota.as_ref().is_none_or(|q| q.touched())
     }
 
     /// Whether an instance is running (and holds state).
@@ -284,6 +300,7 @@ impl LiveInstance {
         // Checked and decompressed on the blocking pool while the instance starts.
         let decoding = tokio::task::spawn_blocking(move || crate::state_image::image::decode(&image));
         let quota = self.quota.clone();
+        self.directory_changed();
         let instance = start(self.runtime.clone(), self.dir.clone(), self.datasets.clone(), quota, self.limits.memory_bytes)
             .await
             .map_err(|e| StateError::Start(e.to_string()))?;
@@ -315,16 +332,22 @@ impl LiveInstance {
             // Owned arguments: a borrow of `self` held across the await would
             // make the future require `LiveInstance: Sync`, which a Store is not.
             let quota = self.quota.clone();
+            // A new instance: a fresh private /tmp, no files held open.
+            self.directory_changed();
             self.instance = Some(start(self.runtime.clone(), self.dir.clone(), self.datasets.clone(), quota, self.limits.memory_bytes).await?);
         }
         let Some(instance) = self.instance.as_mut() else {
             return Err(ExecError::Internal { message: "no instance after start".into() });
         };
-        if let (Some(quota), Some(dir)) = (&self.quota, &self.dir) {
-            // Files may have changed between runs (uploads, deletions, closes):
-            // start each run from what the directories really hold. Inline: the
-            // quota bounds the walk to `max_files` entries, and a hop to the
-            // blocking pool would cost more than a small directory's walk.
+        if let (Some(quota), Some(dir)) = (&self.quota, &self.dir)
+            && quota.needs_recount()
+        {
+            // Files changed since the last count (the last run's writes and
+            // deletions, an upload, a new instance): start the run from what
+            // the directories really hold. A run after one that changed
+            // nothing skips the walk. Inline: the quota bounds the walk to
+            // `max_files` entries, and a hop to the blocking pool would cost
+            // more than a small directory's walk.
             match &instance.guest.exports {
                 Guest::Data(data) => quota.recount(&[dir, data.private_tmp()]),
                 Guest::Runner(_) => quota.recount(&[dir]),

@@ -18,7 +18,9 @@
 //! the runner's wasi-libc never asks and says `EIO` for every stream error.
 //!
 //! Accounting is conservative: the usage is recounted from the directory at
-//! the start of every run, and during a run it only grows (deleting or
+//! the start of a run when the directory may have changed since the last
+//! count (the guest tried to change something, a new instance started, or
+//! the host changed it: an upload, a delete), and during a run it only grows (deleting or
 //! truncating a file frees nothing until the next run). Files the guest
 //! unlinked but still holds open keep counting, since their blocks are still
 //! on disk.
@@ -27,7 +29,7 @@ use std::collections::HashSet;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use bytes::Bytes;
@@ -93,6 +95,12 @@ pub(crate) struct QuotaState {
     /// Writes or creations refused since the last recount: the guest may see
     /// a plain EIO for a refused write on an open stream, so the report says it.
     refusals: AtomicU64,
+    /// The guest has tried to change a file or directory since the last
+    /// recount (any write, creation, rename, removal, resize or new time).
+    touched: AtomicBool,
+    /// The counters may not match the directories: never counted, a new
+    /// instance, or a change from outside the guest (an upload, a delete).
+    stale: AtomicBool,
 }
 
 /// Where a write lands in its file.
@@ -105,7 +113,39 @@ enum WriteAt {
 impl QuotaState {
     pub(crate) fn new(limits: FileQuota) -> Self {
         let open_files = Mutex::new(Vec::new());
-        Self { limits, used_bytes: AtomicU64::new(0), used_files: AtomicU64::new(0), open_files, refusals: AtomicU64::new(0) }
+        Self {
+            limits,
+            used_bytes: AtomicU64::new(0),
+            used_files: AtomicU64::new(0),
+            open_files,
+            refusals: AtomicU64::new(0),
+            touched: AtomicBool::new(false),
+            stale: AtomicBool::new(true),
+        }
+    }
+
+    /// Whether the counters must be recounted before the next run: the
+    /// directories changed since the last count, from inside or outside.
+    /// A run that changed nothing leaves them exact, so the next run need
+    /// not walk the directories again.
+    pub(crate) fn needs_recount(&self) -> bool {
+        self.stale.load(Ordering::Acquire) || self.touched.load(Ordering::Acquire)
+    }
+
+    /// The directories were changed from outside the guest (or a new
+    /// instance starts): the next run recounts.
+    pub(crate) fn invalidate(&self) {
+        self.stale.store(true, Ordering::Release);
+    }
+
+    /// Whether the guest tried to change a file or directory since the last
+    /// recount: when not, what a run left is what it found.
+    pub(crate) fn touched(&self) -> bool {
+        self.touched.load(Ordering::Acquire)
+    }
+
+    fn mark_touched(&self) {
+        self.touched.store(true, Ordering::Release);
     }
 
     /// The counters now: the last recount plus what this run has reserved since.
@@ -136,6 +176,8 @@ impl QuotaState {
         self.used_bytes.store(usage.bytes, Ordering::Release);
         self.used_files.store(usage.files, Ordering::Release);
         self.refusals.store(0, Ordering::Release);
+        self.touched.store(false, Ordering::Release);
+        self.stale.store(false, Ordering::Release);
     }
 
     /// Whether a write or creation was refused since the last recount.
@@ -282,11 +324,16 @@ impl QuotaFsView<'_> {
         Ok(self.inner.table.push(wrapped)?)
     }
 
-    /// Refuses a change under a directory preopened read-only (`/data`) with
-    /// `EROFS`, before any quota reservation: wasmtime-wasi would refuse it
-    /// too, but as `EPERM`, which reads like a permission the code lacks
+    /// Called before every operation that may change a file or directory:
+    /// notes that the run touched the filesystem ([`QuotaState::touched`]),
+    /// then refuses a change under a directory preopened read-only (`/data`)
+    /// with `EROFS`, before any quota reservation: wasmtime-wasi would refuse
+    /// it too, but as `EPERM`, which reads like a permission the code lacks
     /// rather than a read-only mount.
-    fn refuse_if_read_only(&self, fds: &[&Resource<types::Descriptor>]) -> FsResult<()> {
+    fn changing(&self, fds: &[&Resource<types::Descriptor>]) -> FsResult<()> {
+        if let Some(quota) = &self.quota {
+            quota.mark_touched();
+        }
         for fd in fds {
             if let Descriptor::Dir(dir) = self.inner.table.get(*fd)?
                 && dir.perms.write_not_permitted()
@@ -354,6 +401,7 @@ impl HostDescriptor for QuotaFsView<'_> {
     }
 
     async fn set_size(&mut self, fd: Resource<types::Descriptor>, size: types::Filesize) -> FsResult<()> {
+        self.changing(&[&fd])?;
         if let Some(quota) = &self.quota
             && let Some(file) = writable_file(self.inner.table, &fd)?
         {
@@ -371,6 +419,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
+        self.changing(&[&fd])?;
         self.inner.set_times(fd, atim, mtim).await
     }
 
@@ -389,6 +438,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         buf: Vec<u8>,
         offset: types::Filesize,
     ) -> FsResult<types::Filesize> {
+        self.changing(&[&fd])?;
         if let Some(quota) = &self.quota
             && let Some(file) = writable_file(self.inner.table, &fd)?
         {
@@ -409,7 +459,7 @@ impl HostDescriptor for QuotaFsView<'_> {
     }
 
     async fn create_directory_at(&mut self, fd: Resource<types::Descriptor>, path: String) -> FsResult<()> {
-        self.refuse_if_read_only(&[&fd])?;
+        self.changing(&[&fd])?;
         let reserved = self.reserve_entry()?;
         let result = self.inner.create_directory_at(fd, path).await;
         settle(reserved, &result);
@@ -437,7 +487,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
-        self.refuse_if_read_only(&[&fd])?;
+        self.changing(&[&fd])?;
         self.inner.set_times_at(fd, path_flags, path, atim, mtim).await
     }
 
@@ -449,7 +499,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         new_descriptor: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        self.refuse_if_read_only(&[&fd, &new_descriptor])?;
+        self.changing(&[&fd, &new_descriptor])?;
         // A hard link makes one file count twice in the directory while its
         // growth is reserved once, so under a quota there are none (and no
         // file under `/data` can become writable through one).
@@ -470,7 +520,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         let changes = oflags.intersects(types::OpenFlags::CREATE | types::OpenFlags::TRUNCATE)
             || flags.intersects(types::DescriptorFlags::WRITE | types::DescriptorFlags::MUTATE_DIRECTORY);
         if changes {
-            self.refuse_if_read_only(&[&fd])?;
+            self.changing(&[&fd])?;
         }
         let Some(quota) = self.quota.clone() else {
             return self.inner.open_at(fd, path_flags, path, oflags, flags).await;
@@ -497,7 +547,7 @@ impl HostDescriptor for QuotaFsView<'_> {
     }
 
     async fn remove_directory_at(&mut self, fd: Resource<types::Descriptor>, path: String) -> FsResult<()> {
-        self.refuse_if_read_only(&[&fd])?;
+        self.changing(&[&fd])?;
         self.inner.remove_directory_at(fd, path).await
     }
 
@@ -508,7 +558,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         new_fd: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        self.refuse_if_read_only(&[&fd, &new_fd])?;
+        self.changing(&[&fd, &new_fd])?;
         self.inner.rename_at(fd, old_path, new_fd, new_path).await
     }
 
@@ -518,7 +568,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
-        self.refuse_if_read_only(&[&fd])?;
+        self.changing(&[&fd])?;
         let reserved = self.reserve_entry()?;
         let result = self.inner.symlink_at(fd, src_path, dest_path).await;
         settle(reserved, &result);
@@ -526,7 +576,7 @@ impl HostDescriptor for QuotaFsView<'_> {
     }
 
     async fn unlink_file_at(&mut self, fd: Resource<types::Descriptor>, path: String) -> FsResult<()> {
-        self.refuse_if_read_only(&[&fd])?;
+        self.changing(&[&fd])?;
         self.inner.unlink_file_at(fd, path).await
     }
 
@@ -543,6 +593,7 @@ impl HostDescriptor for QuotaFsView<'_> {
         fd: Resource<types::Descriptor>,
         offset: types::Filesize,
     ) -> FsResult<Resource<DynOutputStream>> {
+        self.changing(&[&fd])?;
         let Some(quota) = self.quota.clone() else { return self.inner.write_via_stream(fd, offset) };
         let file = writable_file(self.inner.table, &fd)?;
         if let Some(file) = &file {
@@ -560,6 +611,7 @@ impl HostDescriptor for QuotaFsView<'_> {
     }
 
     fn append_via_stream(&mut self, fd: Resource<types::Descriptor>) -> FsResult<Resource<DynOutputStream>> {
+        self.changing(&[&fd])?;
         let Some(quota) = self.quota.clone() else { return self.inner.append_via_stream(fd) };
         let file = writable_file(self.inner.table, &fd)?;
         if let Some(file) = &file {
@@ -646,6 +698,7 @@ impl Pollable for QuotaOutputStream {
 impl OutputStream for QuotaOutputStream {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
         let len = bytes.len();
+        self.quota.mark_touched();
         self.admit(len)?;
         self.inner.write(bytes)?;
         self.advance(len);
@@ -662,6 +715,7 @@ impl OutputStream for QuotaOutputStream {
 
     async fn blocking_write_and_flush(&mut self, bytes: Bytes) -> StreamResult<()> {
         let len = bytes.len();
+        self.quota.mark_touched();
         self.admit(len)?;
         self.inner.blocking_write_and_flush(bytes).await?;
         self.advance(len);
@@ -669,6 +723,7 @@ impl OutputStream for QuotaOutputStream {
     }
 
     fn write_zeroes(&mut self, len: usize) -> StreamResult<()> {
+        self.quota.mark_touched();
         self.admit(len)?;
         self.inner.write_zeroes(len)?;
         self.advance(len);
