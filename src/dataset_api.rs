@@ -8,7 +8,9 @@
 //! | `POST /v1/sessions/{id}/datasets` `{name}` | show a staged dataset in a session at `/data/<name>` |
 //!
 //! A body is streamed to the blob store's staging area as it arrives,
-//! never held in memory, and refused (413) past the tenant's dataset quota.
+//! never held in memory, and refused (413) once it would take the tenant's
+//! datasets past their quota. What was received is removed on every
+//! failure, a client that goes away included.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,11 +49,14 @@ async fn stage(c: Call, Path(name): Path<String>, request: Request) -> Response 
     if let Err(e) = anypath_interpreter::names::dataset(&name) {
         return c.fail(&ServiceError::Interpreter(e.into()));
     }
-    let limit = c.service.dataset_quota_bytes();
+    let limit = match c.service.dataset_room(&c.caller, name.clone()).await {
+        Ok(room) => room,
+        Err(e) => return c.fail(&e),
+    };
     let received = if is_multipart(request.headers()) {
         receive_form(&c.service, request, limit).await
     } else {
-        receive_file(&c.service, request.into_body().into_data_stream(), limit).await.map(|path| vec![ReceivedFile { filename: None, path }])
+        receive_file(&c.service, request.into_body().into_data_stream(), limit).await.map(|file| vec![file.into_received(None)])
     };
     let staged = match received {
         Ok(files) => c.service.stage_dataset(&c.caller, name, files).await,
@@ -88,7 +93,7 @@ fn is_multipart(headers: &HeaderMap) -> bool {
 async fn receive_form(service: &InterpreterService, request: Request, limit: u64) -> Result<Vec<ReceivedFile>, ServiceError> {
     let bad_form = |e: &dyn std::fmt::Display| ServiceError::Body { status: 400, message: format!("the multipart body cannot be read: {e}") };
     let mut form = Multipart::from_request(request, &()).await.map_err(|e| bad_form(&e))?;
-    let mut files: Vec<ReceivedFile> = Vec::new();
+    let mut files: Vec<(String, Staged)> = Vec::new();
     let mut budget = limit;
     let outcome = async {
         while let Some(field) = form.next_field().await.map_err(|e| bad_form(&e))? {
@@ -103,55 +108,68 @@ async fn receive_form(service: &InterpreterService, request: Request, limit: u64
                     Err(e) => Some((Err(axum::Error::new(e)), field)),
                 }
             });
-            let path = receive_file(service, Box::pin(stream), budget).await?;
-            let size = tokio::fs::metadata(&path).await.map(|m| m.len()).unwrap_or(budget);
-            budget = budget.saturating_sub(size);
-            files.push(ReceivedFile { filename: Some(filename), path });
+            let file = receive_file(service, Box::pin(stream), budget).await?;
+            budget = budget.saturating_sub(file.size);
+            files.push((filename, file));
         }
         Ok(())
     }
     .await;
-    match outcome {
-        Ok(()) if files.is_empty() => Err(ServiceError::Body { status: 400, message: "the form holds no file".into() }),
-        Ok(()) => Ok(files),
-        Err(e) => {
-            for file in &files {
-                let _ = tokio::fs::remove_file(&file.path).await;
+    // On an error the guards remove what was received.
+    outcome?;
+    if files.is_empty() {
+        return Err(ServiceError::Body { status: 400, message: "the form holds no file".into() });
+    }
+    Ok(files.into_iter().map(|(filename, file)| file.into_received(Some(filename))).collect())
+}
+
+/// A received file in the staging area, removed when dropped unless it was
+/// handed on: a failed or abandoned request leaves nothing behind.
+struct Staged {
+    path: Option<PathBuf>,
+    size: u64,
+}
+
+impl Staged {
+    /// Hands the file on: from now on the interpreter removes it.
+    fn into_received(mut self, filename: Option<String>) -> ReceivedFile {
+        let path = self.path.take().unwrap_or_default();
+        ReceivedFile { filename, path }
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            // Off the async workers; a drop outside a runtime removes it here.
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn_blocking(move || std::fs::remove_file(path))),
+                Err(_) => drop(std::fs::remove_file(path)),
             }
-            Err(e)
         }
     }
 }
 
-/// Streams `body` into a fresh file of the staging area, at most `limit`
-/// bytes; on any failure the file is removed.
+/// Streams `body` into a fresh file of the staging area (owner-only, as
+/// blobs are), at most `limit` bytes: the tenant's room left.
 async fn receive_file(
     service: &InterpreterService,
     mut body: impl futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
     limit: u64,
-) -> Result<PathBuf, ServiceError> {
+) -> Result<Staged, ServiceError> {
     let path = service.dataset_staging_path().await?;
-    let written = async {
-        let io = |e: std::io::Error| ServiceError::Internal(format!("receiving the dataset: {e}"));
-        let mut file = tokio::fs::OpenOptions::new().write(true).create_new(true).open(&path).await.map_err(io)?;
-        let mut total: u64 = 0;
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| ServiceError::Body { status: 400, message: format!("the body was cut off: {e}") })?;
-            total = total.saturating_add(chunk.len() as u64);
-            if total > limit {
-                return Err(ServiceError::Body { status: 413, message: format!("the dataset is over the tenant's dataset quota of {limit} bytes") });
-            }
-            file.write_all(&chunk).await.map_err(io)?;
+    let io = |e: std::io::Error| ServiceError::Internal(format!("receiving the dataset: {e}"));
+    let mut file = tokio::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).await.map_err(io)?;
+    let mut staged = Staged { path: Some(path), size: 0 };
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| ServiceError::Body { status: 400, message: format!("the body was cut off: {e}") })?;
+        staged.size = staged.size.saturating_add(chunk.len() as u64);
+        if staged.size > limit {
+            let message = format!("the dataset would take the tenant's datasets past their quota: {limit} bytes are left");
+            return Err(ServiceError::Body { status: 413, message });
         }
-        file.flush().await.map_err(io)?;
-        Ok(())
+        file.write_all(&chunk).await.map_err(io)?;
     }
-    .await;
-    match written {
-        Ok(()) => Ok(path),
-        Err(e) => {
-            let _ = tokio::fs::remove_file(&path).await;
-            Err(e)
-        }
-    }
+    file.flush().await.map_err(io)?;
+    Ok(staged)
 }

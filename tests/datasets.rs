@@ -245,7 +245,16 @@ fn a_dataset_past_the_quota_is_refused_while_it_streams() {
     let body: Value = response.json().unwrap_or(Value::Null);
     assert_eq!((status, &body["error"]["code"]), (413, &json!("body_too_large")), "{body}");
     let staging = dir.path().join("artifacts/blobs/staging");
-    let left = std::fs::read_dir(&staging).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(left, 0, "nothing of the refused body stays");
+    let left = || std::fs::read_dir(&staging).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left(), 0, "nothing of the refused body stays");
     assert!(blob_files(dir.path()).is_empty());
+    // The quota counts what the tenant holds already: a second dataset that
+    // fits alone but not beside the first is cut off as it streams.
+    let put_bytes = |name: &str, bytes: Vec<u8>| {
+        Client::new().put(format!("{}/v1/datasets/{name}", service.base)).header("x-api-key", "key-alice").body(bytes).send().expect("sent").status().as_u16()
+    };
+    assert_eq!(put_bytes("first.bin", vec![b'a'; 600 << 10]), 201);
+    assert_eq!(put_bytes("second.bin", vec![b'b'; 600 << 10]), 413);
+    assert_eq!(put_bytes("first.bin", vec![b'c'; 700 << 10]), 201, "replacing a dataset frees its own bytes");
+    assert_eq!(left(), 0);
 }

@@ -169,9 +169,9 @@ impl InterpreterService {
         self.for_caller(caller, move |i, c| i.stage_dataset(&c.tenant, &name, files)).await
     }
 
-    /// The most bytes one tenant's staged datasets may hold.
-    pub fn dataset_quota_bytes(&self) -> u64 {
-        self.interpreter.config().datasets.tenant_quota_bytes
+    /// Bytes the caller may still stage as `name`.
+    pub async fn dataset_room(&self, caller: &Caller, name: String) -> Result<u64, ServiceError> {
+        self.for_caller(caller, move |i, c| i.dataset_room(&c.tenant, &name)).await
     }
 
     /// Forgets the caller's staged dataset `name`.

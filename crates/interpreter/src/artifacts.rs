@@ -278,9 +278,9 @@ impl ArtifactStore {
         Ok(shard.join(format!(".{}", uuid::Uuid::new_v4().simple())))
     }
 
-    /// Moves the staged file at `staged` (whose content hashes to `sha256`)
-    /// into its blob, or leaves the blob that holds it already. Call under
-    /// [`Self::with_index`].
+    /// Moves the staged file at `staged` (whose content hashes to `sha256`,
+    /// synced to disk) into its blob, or leaves the blob that holds it
+    /// already. Call under [`Self::with_index`].
     pub(crate) fn place_blob(&self, staged: &Path, sha256: &str) -> std::io::Result<()> {
         let blob = self.blob_path(sha256);
         if blob.exists() {
@@ -289,7 +289,7 @@ impl ArtifactStore {
         if let Some(shard) = blob.parent() {
             fs::create_dir_all(shard)?;
         }
-        fs::File::open(staged)?.sync_all()?;
+        // The caller synced the bytes before taking the index lock.
         match fs::hard_link(staged, &blob) {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
             other => other,

@@ -209,28 +209,34 @@ impl Datasets {
             if files.is_empty() {
                 return Err(InterpreterError::Invalid("a dataset needs at least one file".into()));
             }
-            let mut seen = BTreeSet::new();
+            // The checked name is what is kept: the file's name inside the
+            // dataset, one plain component (a `/mnt/data/` prefix stripped).
+            let mut inner_names = Vec::with_capacity(files.len());
             for file in &files {
                 let inner = match &file.filename {
                     Some(filename) => names::filename(filename)?.to_owned(),
                     None if files.len() == 1 => String::new(),
                     None => return Err(InterpreterError::Invalid("each file of a multi-file dataset needs a filename".into())),
                 };
-                if !seen.insert(inner.clone()) {
+                if inner_names.contains(&inner) {
                     return Err(InterpreterError::Invalid(format!("the dataset names {inner:?} twice")));
                 }
+                inner_names.push(inner);
             }
-            Ok(())
+            Ok(inner_names)
         })();
-        if let Err(e) = checked {
-            discard(&files);
-            return Err(e);
-        }
-        // Hashed outside the index lock: the slow part.
+        let inner_names = match checked {
+            Ok(inner_names) => inner_names,
+            Err(e) => {
+                discard(&files);
+                return Err(e);
+            }
+        };
+        // Hashed and synced outside the index lock: the slow part.
         let mut hashed = Vec::with_capacity(files.len());
-        for file in &files {
-            match hash(&file.path) {
-                Ok((sha256, size)) => hashed.push((file.filename.clone().unwrap_or_default(), sha256, size)),
+        for (file, inner) in files.iter().zip(inner_names) {
+            match hash(&file.path).and_then(|hashed| fs::File::open(&file.path)?.sync_all().map(|()| hashed)) {
+                Ok((sha256, size)) => hashed.push((inner, sha256, size)),
                 Err(e) => {
                     discard(&files);
                     return Err(InterpreterError::io("reading the dataset", e));
@@ -272,6 +278,17 @@ impl Datasets {
         staged_infos(staged_rows(store, tenant, Some(name))?).pop().ok_or_else(|| InterpreterError::NoSuchDataset(name.to_owned()))
     }
 
+    /// Bytes the tenant may still stage as `name` (a dataset of that name
+    /// is replaced, so its bytes are free): a body is refused past it while
+    /// it streams in.
+    pub fn room(&self, store: &ArtifactStore, tenant: &str, name: &str) -> Result<u64, InterpreterError> {
+        let held: i64 = store.with_index(|db| {
+            db.query_row("SELECT COALESCE(SUM(size_bytes), 0) FROM dataset_files WHERE tenant = ?1 AND name != ?2", params![tenant, name], |r| r.get(0))
+                .map_err(InterpreterError::index)
+        })?;
+        Ok(self.config.tenant_quota_bytes.saturating_sub(held as u64))
+    }
+
     /// Forgets the tenant's staged dataset `name` (sessions that show it
     /// keep their links until they end).
     pub fn remove(&self, store: &ArtifactStore, tenant: &str, name: &str) -> Result<(), InterpreterError> {
@@ -293,11 +310,21 @@ impl Datasets {
             Err(e) => return Err(io(e)),
         }
         fs::create_dir_all(view).map_err(io)?;
-        for (name, dir) in self.mounted_for(tenant) {
-            self.link_tree(&dir, &view.join(&name)).map_err(io)?;
+        let mounted = self.mounted_for(tenant);
+        for (name, dir) in &mounted {
+            // One dataset that cannot be shown must not keep a session from
+            // opening: it is left out, and the operator told.
+            if let Err(error) = self.link_tree(dir, &view.join(name)) {
+                tracing::warn!(dataset = %name, %error, "a mounted dataset could not be shown in a session");
+                let _ = remove_any(&view.join(name));
+            }
         }
         let mut kept = Vec::new();
         for name in attached {
+            // A mounted dataset the operator added since takes the name.
+            if mounted.iter().any(|(mounted, _)| mounted == name) {
+                continue;
+            }
             match self.link_staged(store, tenant, name, view) {
                 Ok(()) => kept.push(name.clone()),
                 Err(InterpreterError::NoSuchDataset(_)) => {}
@@ -310,7 +337,6 @@ impl Datasets {
     /// Shows the tenant's staged dataset `name` in `view` (replacing what
     /// an earlier attach of that name showed).
     pub fn attach(&self, store: &ArtifactStore, tenant: &str, name: &str, view: &Path) -> Result<DatasetInfo, InterpreterError> {
-        names::dataset(name)?;
         if self.mounted_for(tenant).iter().any(|(mounted, _)| mounted == name) {
             return Err(InterpreterError::Invalid(format!("{name:?} is a mounted dataset: every session already sees it at {GUEST_DATASETS}/{name}")));
         }
@@ -369,11 +395,14 @@ impl Datasets {
         Ok(())
     }
 
-    /// A hard link to `source` at `destination`; across filesystems, to a
-    /// copy of it made once per source file (and version of it).
+    /// A hard link to `source` at `destination`; where the kernel refuses
+    /// one (another filesystem, `protected_hardlinks` on a file of another
+    /// owner, the inode's link limit), to a copy of it made once per source
+    /// file (and version of it). A file gone meanwhile is left out.
     fn link_file(&self, source: &Path, destination: &Path) -> io::Result<()> {
         match fs::hard_link(source, destination) {
-            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EXDEV | libc::EPERM | libc::EMLINK)) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             other => return other,
         }
         let meta = fs::metadata(source)?;
@@ -538,6 +567,23 @@ mod tests {
         let staging = root.path().join("artifacts/blobs/staging");
         assert_eq!(fs::read_dir(&staging).unwrap().count(), 0, "refused bodies are removed");
         assert_eq!(store.blob_count(), 0);
+    }
+
+    #[test]
+    fn a_file_name_is_kept_as_checked_so_no_link_lands_outside_the_view() {
+        let (root, store, datasets) = fixture();
+        // `names::filename` takes the path code sees and strips it: what is
+        // kept must be the stripped name, never the absolute path.
+        let files = vec![received(&store, Some("/mnt/data/x.csv"), b"1"), received(&store, Some("y.csv"), b"2")];
+        let staged = datasets.stage(&store, "acme", "set", files).unwrap();
+        assert_eq!(staged.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["/data/set/x.csv", "/data/set/y.csv"]);
+        let view = root.path().join("view");
+        datasets.build_view(&store, "acme", &view, &["set".into()]).unwrap();
+        assert_eq!(fs::read(view.join("set/x.csv")).unwrap(), b"1");
+        for bad in ["../x.csv", "a/b.csv", "/etc/passwd"] {
+            let refused = datasets.stage(&store, "acme", "bad", vec![received(&store, Some(bad), b"1"), received(&store, Some("ok"), b"2")]);
+            assert!(matches!(refused, Err(InterpreterError::Name(_))), "{bad}: {refused:?}");
+        }
     }
 
     #[test]

@@ -349,6 +349,11 @@ impl Interpreter {
         self.datasets.stage(&self.artifacts, tenant, name, files)
     }
 
+    /// Bytes the tenant may still stage as `name`.
+    pub fn dataset_room(&self, tenant: &str, name: &str) -> Result<u64, InterpreterError> {
+        self.datasets.room(&self.artifacts, names::tenant(tenant)?, names::dataset(name)?)
+    }
+
     /// Forgets the tenant's staged dataset `name`.
     pub fn remove_dataset(&self, tenant: &str, name: &str) -> Result<(), InterpreterError> {
         self.datasets.remove(&self.artifacts, names::tenant(tenant)?, name)
@@ -358,6 +363,8 @@ impl Interpreter {
     /// when new) at /data/<name>, read-only, from then on, this run's
     /// instance included; no byte is copied.
     pub fn attach_dataset(&self, tenant: &str, session_id: &str, name: &str) -> Result<anypath_wire::DatasetInfo, InterpreterError> {
+        // Checked first, so a refused name creates no session either.
+        names::dataset(name)?;
         let session = self.session(tenant, session_id, Create::Yes { ttl: None, runtime: None })?;
         let _running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
         let info = self.datasets.attach(&self.artifacts, &session.tenant, name, &session.datasets_view)?;

@@ -335,9 +335,13 @@ impl QuotaFsView<'_> {
             quota.mark_touched();
         }
         for fd in fds {
-            if let Descriptor::Dir(dir) = self.inner.table.get(*fd)?
-                && dir.perms.write_not_permitted()
-            {
+            let read_only = match self.inner.table.get(*fd)? {
+                Descriptor::Dir(dir) => dir.perms.write_not_permitted(),
+                // A file opened under a read-only preopen: a resize or new
+                // times through it are refused the same way.
+                Descriptor::File(file) => file.perms.write_not_permitted(),
+            };
+            if read_only {
                 return Err(ErrorCode::ReadOnly.into());
             }
         }
