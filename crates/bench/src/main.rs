@@ -34,7 +34,8 @@ struct Args {
     /// Runs of the python3 baseline.
     #[arg(long, default_value_t = 100)]
     baseline_runs: usize,
-    /// Run only scenarios whose name contains this text.
+    /// Run only scenarios whose name contains this text (`interpreter`:
+    /// only the code-interpreter rows).
     #[arg(long)]
     only: Option<String>,
     /// Instances kept started ahead of demand.
@@ -91,7 +92,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
     }
-    let warm_cell = if args.only.is_none() { Some(interpreter::run(&sandbox.session_runtime().await?, args.iterations).await?) } else { None };
+    let interpreter_rows = args.only.as_deref().is_none_or(|only| only == "interpreter");
+    let warm_cell = if interpreter_rows { Some(interpreter::run(&sandbox.session_runtime().await?, args.iterations).await?) } else { None };
     if args.only.as_deref().is_none_or(|only| "hibernation".contains(only)) {
         hibernation::run(&sandbox.session_runtime().await?, args.iterations.clamp(5, 50), 1000).await?;
         if let Some(layout) = &args.python_data {

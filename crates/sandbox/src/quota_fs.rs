@@ -144,6 +144,14 @@ impl QuotaState {
         self.touched.load(Ordering::Acquire)
     }
 
+    /// Marks the counters stale when `file` is unlinked: dropping a handle
+    /// on it may free blocks the counters still hold.
+    fn invalidate_if_unlinked(&self, file: &std::fs::File) {
+        if file.metadata().is_ok_and(|meta| meta.nlink() == 0) {
+            self.invalidate();
+        }
+    }
+
     fn mark_touched(&self) {
         self.touched.store(true, Ordering::Release);
     }
@@ -543,6 +551,10 @@ impl HostDescriptor for QuotaFsView<'_> {
     }
 
     fn drop(&mut self, fd: Resource<types::Descriptor>) -> wasmtime::Result<()> {
+        // Closing an unlinked file frees its blocks: the next run recounts.
+        if let (Some(quota), Ok(Descriptor::File(file))) = (&self.quota, self.inner.table.get(&fd)) {
+            quota.invalidate_if_unlinked(&file.file);
+        }
         HostDescriptor::drop(&mut self.inner, fd)
     }
 
@@ -688,6 +700,12 @@ impl QuotaOutputStream {
         if let WriteAt::Offset(offset) = &mut self.at {
             *offset = offset.saturating_add(len as u64);
         }
+    }
+}
+
+impl Drop for QuotaOutputStream {
+    fn drop(&mut self) {
+        self.quota.invalidate_if_unlinked(&self.file);
     }
 }
 
