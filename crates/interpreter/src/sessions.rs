@@ -719,7 +719,9 @@ impl Interpreter {
             hibernated: std::sync::atomic::AtomicBool::new(hibernated),
             memory_bytes: std::sync::atomic::AtomicU64::new(0),
             live: tokio::sync::Mutex::new(live),
-            seen: Mutex::new(None),
+            // A new session's directory was just made empty: its first run
+            // need not walk it to know what it held.
+            seen: Mutex::new(on_disk.is_none().then(Snapshot::new)),
             meta_written: Mutex::new(None),
         });
         session.write_meta()?;
