@@ -301,15 +301,15 @@ impl Datasets {
 
     /// Makes `view` (a session's `/data`) anew: the mounted datasets the
     /// tenant sees, and its staged datasets in `attached` that still exist
-    /// (returned: the names that do). Only while no instance has it open.
+    /// (returned: the names that do). Before the session's instance runs.
     pub fn build_view(&self, store: &ArtifactStore, tenant: &str, view: &Path, attached: &[String]) -> Result<Vec<String>, InterpreterError> {
         let io = |e| InterpreterError::io("making the session's /data", e);
-        match fs::remove_dir_all(view) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(e)),
-        }
+        // Emptied, not replaced: an instance started ahead may already hold
+        // the directory itself open as its /data.
         fs::create_dir_all(view).map_err(io)?;
+        for entry in fs::read_dir(view).map_err(io)? {
+            remove_any(&entry.map_err(io)?.path()).map_err(io)?;
+        }
         let mounted = self.mounted_for(tenant);
         for (name, dir) in &mounted {
             // One dataset that cannot be shown must not keep a session from

@@ -10,6 +10,7 @@ pub mod error;
 pub mod files;
 pub mod mime;
 pub mod names;
+mod ready;
 pub mod sessions;
 pub mod signing;
 mod stats;

@@ -38,7 +38,7 @@ const DISCARDED: &str = "discarded";
 const STATE_IMAGE: &str = "state.img";
 
 /// A session's view of its datasets, beside `data/`: what the code sees at /data.
-const DATASETS_VIEW: &str = "datasets";
+pub(crate) const DATASETS_VIEW: &str = "datasets";
 
 /// How stale a session's `meta.json` (its last use) may be: runs in between
 /// do not write it.
@@ -123,6 +123,8 @@ pub struct Interpreter {
     config: InterpreterConfig,
     artifacts: ArtifactStore,
     datasets: Datasets,
+    /// Homes with started instances for new `python` sessions.
+    ready: Option<Arc<crate::ready::ReadyHomes>>,
     sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
     stats: Stats,
 }
@@ -196,8 +198,12 @@ impl Interpreter {
         };
         let artifacts = ArtifactStore::open(&config.root.join("artifacts"), signer, config.artifacts.clone())?;
         let datasets = Datasets::new(config.datasets.clone(), &config.root)?;
+        let ready = sandboxes.iter().find(|s| s.runtime() == Runtime::Python).map(|python| crate::ready::ReadyHomes::new(&config.root, python.clone()));
+        if let Some(ready) = &ready {
+            ready.fill();
+        }
         tracing::info!(storage = ?config.storage, root = %config.root.display(), "interpreter storage");
-        let interpreter = Self { sandboxes, config, artifacts, datasets, sessions: Mutex::new(HashMap::new()), stats: Stats::default() };
+        let interpreter = Self { sandboxes, config, artifacts, datasets, ready, sessions: Mutex::new(HashMap::new()), stats: Stats::default() };
         interpreter.sweep_disk();
         Ok(interpreter)
     }
@@ -682,10 +688,14 @@ impl Interpreter {
             .unwrap_or(self.config.default_ttl)
             .min(self.config.max_ttl)
             .max(Duration::from_secs(1));
+        let mut adopted = None;
         if on_disk.is_none() {
             // An expired predecessor: the path is free at once, the tree goes later.
             *discarded = self.discard(&home);
             Stats::add(&self.stats.sessions_created, 1);
+            if runtime == Runtime::Python {
+                adopted = self.ready.as_ref().and_then(|ready| ready.take(&home));
+            }
         }
         let data = home.join("data");
         std::fs::create_dir_all(&data).map_err(|e| InterpreterError::io("creating the session directory", e))?;
@@ -698,6 +708,9 @@ impl Interpreter {
             .live_instance(Some(data.clone()), &LimitOverrides::default())
             .with_quota(self.config.quota)
             .with_datasets(datasets_view.clone());
+        if let Some(home) = adopted {
+            live.adopt(home.started);
+        }
         // An earlier process's state: in its image when it was hibernated
         // (a graceful stop), else lost with that process.
         let had_state = on_disk.as_ref().is_some_and(|m| m.had_state);

@@ -34,7 +34,7 @@ pub use block::{BlockRunner, RunnerConfig};
 pub use engine::StartError;
 pub use guest::{DATASETS_DIR, SESSION_DIR};
 pub use limits::{LimitOverrides, Limits, PolicyError};
-pub use live::{CellReport, CellRequest, LiveInstance, StateOrigin};
+pub use live::{CellReport, CellRequest, LiveInstance, PreStarted, StateOrigin};
 pub use live_frames::LiveSink;
 pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
 pub use quota_fs::{FileQuota, Usage, directory_usage};

@@ -39,6 +39,10 @@ use crate::state_image::StateError;
 /// host handles would not exist in the instance the state is restored into.
 const PARK_MARK: &str = "ANYPATH_STATE_PARK";
 
+/// What an instance started ahead runs: it sets the cell counter back, so
+/// the session's first cell is still `<cell-1>`, and its value is `None`.
+const PRESTART_CELL: &str = "setattr(__import__('cell'), '_cells_run', 0)";
+
 /// One run of code in a session.
 #[derive(Debug, Clone, Default)]
 pub struct CellRequest {
@@ -70,14 +74,51 @@ pub struct LiveInstance {
     saved: Option<Vec<u8>>,
     /// Write quota on `dir`, shared by every instance this session starts.
     quota: Option<Arc<QuotaState>>,
+    /// The instance was started ahead and has run no code yet: its first
+    /// run reports a fresh start, not kept state.
+    adopted: bool,
+}
+
+/// An instance started ahead of the session it will serve, on directories
+/// made ahead (`/mnt/data` and `/data`), with the cell code's session
+/// set-up done: a new session adopts it ([`LiveInstance::adopt`]) instead of
+/// starting one on its first run. Its preopens are open descriptors, so the
+/// directories may be renamed into the session's place in between.
+pub struct PreStarted {
+    instance: Instance<SessionGuest>,
 }
 
 impl SessionRuntime {
+    /// Starts an instance ahead of its session, seeing `dir` at /mnt/data
+    /// and `datasets` at /data (see [`PreStarted`]). Only the default
+    /// runtime: the data runtime keeps a private /tmp beside the session
+    /// directory by path, which a rename would leave behind.
+    pub async fn prestart(&self, dir: PathBuf, datasets: PathBuf) -> Result<PreStarted, StateError> {
+        if self.runtime() != crate::Runtime::Python {
+            return Err(StateError::Unsupported(format!("{} instances are not started ahead", self.runtime())));
+        }
+        let mut live = self.live_instance(Some(dir.clone()), &LimitOverrides::default()).with_datasets(datasets.clone());
+        let instance = start(self.clone(), Some(dir), Some(datasets), None, live.limits.memory_bytes)
+            .await
+            .map_err(|e| StateError::Start(e.to_string()))?;
+        live.instance = Some(instance);
+        // A cell that leaves nothing behind (no name, no value, and the
+        // cell counter back at zero) runs the cell code's whole path once:
+        // the session set-up, parsing, compiling, the report. The pages it
+        // touches are copied from the image now rather than during the
+        // session's first run.
+        let warmed = live.run(CellRequest { code: PRESTART_CELL.into(), ..CellRequest::default() }).await;
+        if let Some(error) = warmed.error {
+            return Err(StateError::Unsupported(format!("the instance failed its set-up: {error}")));
+        }
+        live.instance.take().map(|instance| PreStarted { instance }).ok_or_else(|| StateError::Unsupported("the instance failed its set-up".into()))
+    }
+
     /// A live instance whose code sees `dir` (when given) at `/mnt/data`,
     /// under `limits` (narrowed to the runtime's own). Nothing starts yet.
     pub fn live_instance(&self, dir: Option<PathBuf>, limits: &LimitOverrides) -> LiveInstance {
         let limits = self.limits().narrowed_by(limits);
-        LiveInstance { runtime: self.clone(), dir, datasets: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, quota: None }
+        LiveInstance { runtime: self.clone(), dir, datasets: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, quota: None, adopted: false }
     }
 }
 
@@ -89,6 +130,19 @@ impl LiveInstance {
         self.reset();
         self.quota = Some(Arc::new(QuotaState::new(quota)));
         self
+    }
+
+    /// Takes `started` as this session's instance, made for the directories
+    /// now at this session's `/mnt/data` and `/data` (renamed there), and
+    /// puts it under the session's quota. Not for a session with state to
+    /// keep: whatever it held is dropped.
+    pub fn adopt(&mut self, started: PreStarted) {
+        let mut instance = started.instance;
+        instance.store.data_mut().quota = self.quota.clone();
+        self.directory_changed();
+        self.saved = None;
+        self.instance = Some(instance);
+        self.adopted = true;
     }
 
     /// Shows the code `dir` at `/data`, read-only, in this and every later
@@ -141,7 +195,10 @@ impl LiveInstance {
 
     /// Drops the instance and its state; the next run starts fresh.
     pub fn reset(&mut self) {
-        if self.instance.take().is_some() || self.saved.take().is_some() {
+        // An instance started ahead that has run nothing holds no state.
+        let held = self.instance.take().is_some() && !std::mem::take(&mut self.adopted);
+        let saved = self.saved.take().is_some();
+        if held || saved {
             self.lost_state = true;
         }
     }
@@ -176,6 +233,9 @@ impl LiveInstance {
     /// The state image of the live instance, which keeps running (a fork's
     /// copy); the saved image when hibernated; `None` without state.
     pub async fn capture(&mut self) -> Result<Option<Vec<u8>>, StateError> {
+        if self.adopted {
+            return Ok(None);
+        }
         let runtime = self.runtime.clone();
         let closed = self.park().await?;
         match (self.instance.as_mut(), &self.saved) {
@@ -191,6 +251,12 @@ impl LiveInstance {
     /// live. When capturing fails the instance is kept.
     pub async fn hibernate(&mut self) -> Result<Option<Vec<u8>>, StateError> {
         if self.instance.is_none() {
+            return Ok(None);
+        }
+        if self.adopted {
+            // Started ahead and never run: nothing to keep, only memory to free.
+            self.instance = None;
+            self.adopted = false;
             return Ok(None);
         }
         let closed = self.park().await?;
@@ -250,8 +316,9 @@ impl LiveInstance {
     pub async fn run(&mut self, request: CellRequest) -> CellReport {
         let started = Instant::now();
         let limits = self.limits.narrowed_by(&request.limits);
-        let mut metrics = Metrics { warm: self.instance.is_some(), ..Metrics::default() };
-        let mut origin = if self.instance.is_some() { StateOrigin::Kept } else { StateOrigin::Fresh };
+        let kept = self.instance.is_some() && !std::mem::take(&mut self.adopted);
+        let mut metrics = Metrics { warm: kept, ..Metrics::default() };
+        let mut origin = if kept { StateOrigin::Kept } else { StateOrigin::Fresh };
         let mut note = self.lost_note.take();
         if self.instance.is_none()
             && let Some(image) = self.saved.take()
