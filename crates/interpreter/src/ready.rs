@@ -44,6 +44,9 @@ impl ReadyHomes {
     pub(crate) fn new(root: &Path, runtime: SessionRuntime) -> Arc<Self> {
         let dir = root.join("ready-sessions");
         let _ = std::fs::remove_dir_all(&dir);
+        if let Err(error) = std::fs::create_dir_all(&dir) {
+            tracing::warn!(%error, "no session homes are made ahead");
+        }
         Arc::new(Self { dir, runtime, ready: Mutex::new(Vec::new()), filling: AtomicBool::new(false) })
     }
 
@@ -92,8 +95,10 @@ impl ReadyHomes {
         let path = self.dir.join(uuid::Uuid::new_v4().simple().to_string());
         let made = path.clone();
         tokio::task::spawn_blocking(move || {
-            std::fs::create_dir_all(made.join("data"))?;
-            std::fs::create_dir_all(made.join(crate::sessions::DATASETS_VIEW))?;
+            // Never `create_dir_all`: a data directory taken away stays away.
+            std::fs::create_dir(&made)?;
+            std::fs::create_dir(made.join("data"))?;
+            std::fs::create_dir(made.join(crate::sessions::DATASETS_VIEW))?;
             // Written over when the session takes the home: no new inode then.
             std::fs::write(made.join("meta.json"), b"{}")
         })

@@ -176,9 +176,10 @@ impl LiveInstance {
         self.quota.as_ref().is_none_or(|q| q.touched())
     }
 
-    /// Whether an instance is running (and holds state).
+    /// Whether an instance is running and holds state (one started ahead
+    /// that has run no code holds none: a saved state may replace it).
     pub fn is_live(&self) -> bool {
-        self.instance.is_some()
+        self.instance.is_some() && !self.adopted
     }
 
     /// Linear memory the instance holds now, in bytes (0 when none is live).
@@ -222,6 +223,7 @@ impl LiveInstance {
     /// As [`Self::with_saved_state`], in place.
     pub fn resume_with(&mut self, image: Vec<u8>) {
         self.instance = None;
+        self.adopted = false;
         self.saved = Some(image);
     }
 
