@@ -31,12 +31,6 @@ struct ReadyHome {
     started: PreStarted,
 }
 
-/// A home taken for a new session: its directories are in place, and its
-/// instance waits to be adopted.
-pub(crate) struct TakenHome {
-    pub(crate) started: PreStarted,
-}
-
 impl ReadyHomes {
     /// Homes under `root/ready-sessions` for `runtime`'s sessions; what an
     /// earlier process left there is removed. Filled in the background
@@ -51,15 +45,15 @@ impl ReadyHomes {
     }
 
     /// Moves a ready home to `home` (which must not exist) and returns its
-    /// instance; `None` when none is ready or the move fails (the caller
-    /// makes the home itself). Starts a refill.
-    pub(crate) fn take(self: &Arc<Self>, home: &Path) -> Option<TakenHome> {
+    /// instance, for the session to adopt; `None` when none is ready or the
+    /// move fails (the caller makes the home itself). Starts a refill.
+    pub(crate) fn take(self: &Arc<Self>, home: &Path) -> Option<PreStarted> {
         let taken = self.ready.lock().unwrap_or_else(|p| p.into_inner()).pop();
         self.fill();
         let ready = taken?;
         let moved = home.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::rename(&ready.path, home));
         match moved {
-            Ok(()) => Some(TakenHome { started: ready.started }),
+            Ok(()) => Some(ready.started),
             Err(error) => {
                 tracing::warn!(%error, "a ready session home could not be moved into place");
                 let _ = std::fs::remove_dir_all(&ready.path);

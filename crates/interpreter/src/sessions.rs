@@ -708,8 +708,8 @@ impl Interpreter {
             .live_instance(Some(data.clone()), &LimitOverrides::default())
             .with_quota(self.config.quota)
             .with_datasets(datasets_view.clone());
-        if let Some(home) = adopted {
-            live.adopt(home.started);
+        if let Some(started) = adopted {
+            live.adopt(started);
         }
         // An earlier process's state: in its image when it was hibernated
         // (a graceful stop), else lost with that process.

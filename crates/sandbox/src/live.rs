@@ -9,8 +9,7 @@
 //!
 //! A session's directory may be put under a write quota (`with_quota`),
 //! enforced inside the guest as it writes and recounted from the directory
-//! when it may have changed since the last count
-//! at the start of every run.
+//! at the start of a run when it may have changed since the last count.
 //!
 //! Between runs the instance's state can be captured as an image
 //! ([`LiveInstance::capture`], [`LiveInstance::hibernate`]) and the
@@ -97,21 +96,17 @@ impl SessionRuntime {
         if self.runtime() != crate::Runtime::Python {
             return Err(StateError::Unsupported(format!("{} instances are not started ahead", self.runtime())));
         }
-        let mut live = self.live_instance(Some(dir.clone()), &LimitOverrides::default()).with_datasets(datasets.clone());
-        let instance = start(self.clone(), Some(dir), Some(datasets), None, live.limits.memory_bytes)
-            .await
-            .map_err(|e| StateError::Start(e.to_string()))?;
-        live.instance = Some(instance);
-        // A cell that leaves nothing behind (no name, no value, and the
-        // cell counter back at zero) runs the cell code's whole path once:
-        // the session set-up, parsing, compiling, the report. The pages it
-        // touches are copied from the image now rather than during the
-        // session's first run.
+        let mut live = self.live_instance(Some(dir), &LimitOverrides::default()).with_datasets(datasets);
+        // The first run starts the instance. Its cell leaves nothing behind
+        // (no name, no value, and the cell counter back at zero) but runs
+        // the cell code's whole path once: the session set-up, parsing,
+        // compiling, the report. The pages it touches are copied from the
+        // image now rather than during the session's first run.
         let warmed = live.run(CellRequest { code: PRESTART_CELL.into(), ..CellRequest::default() }).await;
-        if let Some(error) = warmed.error {
-            return Err(StateError::Unsupported(format!("the instance failed its set-up: {error}")));
+        match (warmed.error, live.instance.take()) {
+            (None, Some(instance)) => Ok(PreStarted { instance }),
+            (error, _) => Err(StateError::Unsupported(format!("the instance failed its set-up: {error:?}"))),
         }
-        live.instance.take().map(|instance| PreStarted { instance }).ok_or_else(|| StateError::Unsupported("the instance failed its set-up".into()))
     }
 
     /// A live instance whose code sees `dir` (when given) at `/mnt/data`,
