@@ -113,6 +113,28 @@ fn a_file_left_open_is_closed_when_the_state_is_saved_and_the_report_names_it() 
 }
 
 #[test]
+fn only_files_still_open_are_closed_and_named_when_the_state_is_saved() {
+    let runtime = common::python_sessions();
+    let home = common::scratch("anypath-state-counted-");
+    let mut session = live(runtime, home.path());
+    let code = "with open('done.txt', 'w') as f:\n    f.write('x')\nshort = open('short.txt', 'w')\nshort.close()\nkept = open('kept.txt', 'w')";
+    ok(&run(&mut session, code));
+    let image = hibernate(&mut session);
+    let mut resumed = live(runtime, home.path()).with_saved_state(image);
+    let report = run(&mut resumed, "print(kept.closed, short.closed)");
+    assert_eq!(ok(&report), "True True\n");
+    let note = report.state_note.unwrap_or_default();
+    assert!(note.contains("kept.txt") && !note.contains("done.txt") && !note.contains("short.txt"), "only the open file is named: {note}");
+    // Nothing open now: the next save closes and names nothing.
+    let image = hibernate(&mut resumed);
+    let mut again = live(runtime, home.path()).with_saved_state(image);
+    let report = run(&mut again, "print(open('done.txt').read())");
+    assert_eq!(ok(&report), "x\n");
+    let note = report.state_note.unwrap_or_default();
+    assert!(!note.contains(".txt"), "no file was open: {note}");
+}
+
+#[test]
 fn numpy_arrays_and_dataframes_survive_hibernation() {
     let runtime = common::data_sandbox();
     let home = common::scratch("anypath-state-data-");

@@ -47,6 +47,9 @@ struct Args {
     /// Runs per row of the data runtime (each first run takes about a second).
     #[arg(long, default_value_t = 5)]
     data_runs: usize,
+    /// Sessions the hibernation rows' capacity row opens and reads back.
+    #[arg(long, default_value_t = 1000)]
+    capacity_sessions: usize,
     /// Where the baseline's venv with pandas and matplotlib is kept between runs.
     #[arg(long, default_value = "target/bench-venv")]
     baseline_venv: PathBuf,
@@ -95,7 +98,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let interpreter_rows = args.only.as_deref().is_none_or(|only| only == "interpreter");
     let warm_cell = if interpreter_rows { Some(interpreter::run(&sandbox.session_runtime().await?, args.iterations).await?) } else { None };
     if args.only.as_deref().is_none_or(|only| "hibernation".contains(only)) {
-        hibernation::run(&sandbox.session_runtime().await?, args.iterations.clamp(5, 50), 1000).await?;
+        hibernation::run(&sandbox.session_runtime().await?, args.iterations.clamp(5, 50), args.capacity_sessions).await?;
         if let Some(layout) = &args.python_data {
             hibernation::run_data(layout, args.iterations.clamp(5, 20)).await?;
         }

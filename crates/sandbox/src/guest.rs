@@ -31,6 +31,9 @@ pub(crate) struct GuestState {
     pub(crate) deadline: Instant,
     /// Write quota on the session directory, if any.
     pub(crate) quota: Option<Arc<QuotaState>>,
+    /// File descriptors the guest holds open (directories not counted): when
+    /// none, no file object needs closing before the state is captured.
+    pub(crate) open_files: usize,
 }
 
 impl GuestState {
@@ -62,14 +65,14 @@ impl GuestState {
     /// environment, stdio); networking is switched off here whatever it says.
     pub(crate) fn from_builder(mut builder: WasiCtxBuilder, memory_cap: u64, deadline: Instant) -> Self {
         let wasi = builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false).build();
-        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None }
+        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None, open_files: 0 }
     }
 
     /// The view `wasi:filesystem/types` is served through: wasmtime-wasi's,
     /// checked against the quota.
     pub(crate) fn quota_fs(&mut self) -> QuotaFsView<'_> {
         let quota = self.quota.clone();
-        QuotaFsView { inner: WasiFilesystemCtxView { ctx: self.wasi.filesystem(), table: &mut self.table }, quota }
+        QuotaFsView { inner: WasiFilesystemCtxView { ctx: self.wasi.filesystem(), table: &mut self.table }, quota, open_files: &mut self.open_files }
     }
 }
 

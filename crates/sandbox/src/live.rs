@@ -265,9 +265,11 @@ impl LiveInstance {
     }
 
     /// Has the live instance's cell code close its open file objects; their
-    /// names. Nothing to do without an instance.
+    /// names. Nothing to do without an instance, or when the instance holds
+    /// no file open (the filesystem layer counts them): then the cell code's
+    /// walk of every object is skipped.
     async fn park(&mut self) -> Result<Vec<String>, StateError> {
-        if self.instance.is_none() {
+        if self.instance.as_ref().is_none_or(|instance| instance.store.data().open_files == 0) {
             return Ok(Vec::new());
         }
         let output = self.call_cell(String::new(), vec![(PARK_MARK.to_owned(), "1".to_owned())]).await?;
@@ -362,6 +364,7 @@ impl LiveInstance {
     /// a fresh one.
     async fn resume(&mut self, image: Vec<u8>) -> Result<Vec<String>, StateError> {
         // Checked and decompressed on the blocking pool while the instance starts.
+        let plan = crate::state_image::image::plan(&image);
         let decoding = tokio::task::spawn_blocking(move || crate::state_image::image::decode(&image));
         let quota = self.quota.clone();
         self.directory_changed();
@@ -372,7 +375,12 @@ impl LiveInstance {
         // A first, empty run takes the host handles every session holds
         // (its preopened directory) in the order the saved instance took
         // them; the restored memory refers to them by number.
-        let prologue = self.call_cell(String::new(), Vec::new()).await;
+        let mut prologue = self.call_cell(String::new(), Vec::new()).await.map(drop);
+        // Where the image's chunks go is known before the image is checked:
+        // their pages are made ready while it is still being decoded.
+        if let (Ok(()), Ok(plan), Some(instance)) = (&prologue, &plan, self.instance.as_mut()) {
+            prologue = self.runtime.prepare(instance, plan).await;
+        }
         let decoded = decoding.await.map_err(|e| StateError::Unsupported(format!("decoding the image: {e}")));
         let restored = match (prologue, decoded) {
             (Ok(_), Ok(Ok(image))) => match self.instance.as_mut() {

@@ -316,6 +316,8 @@ impl HasData for QuotaFs {
 pub(crate) struct QuotaFsView<'a> {
     pub(crate) inner: WasiFilesystemCtxView<'a>,
     pub(crate) quota: Option<Arc<QuotaState>>,
+    /// The instance's count of open file descriptors ([`crate::guest::GuestState::open_files`]).
+    pub(crate) open_files: &'a mut usize,
 }
 
 impl QuotaFsView<'_> {
@@ -535,7 +537,11 @@ impl HostDescriptor for QuotaFsView<'_> {
             self.changing(&[&fd])?;
         }
         let Some(quota) = self.quota.clone() else {
-            return self.inner.open_at(fd, path_flags, path, oflags, flags).await;
+            let opened = self.inner.open_at(fd, path_flags, path, oflags, flags).await?;
+            if let Descriptor::File(_) = self.inner.table.get(&opened)? {
+                *self.open_files += 1;
+            }
+            return Ok(opened);
         };
         // Anything short of proof that the entry exists may create it.
         let creates = oflags.contains(types::OpenFlags::CREATE)
@@ -546,14 +552,18 @@ impl HostDescriptor for QuotaFsView<'_> {
         let opened = result?;
         if let Descriptor::File(f) = self.inner.table.get(&opened)? {
             quota.track(&f.file);
+            *self.open_files += 1;
         }
         Ok(opened)
     }
 
     fn drop(&mut self, fd: Resource<types::Descriptor>) -> wasmtime::Result<()> {
-        // Closing an unlinked file frees its blocks: the next run recounts.
-        if let (Some(quota), Ok(Descriptor::File(file))) = (&self.quota, self.inner.table.get(&fd)) {
-            quota.invalidate_if_unlinked(&file.file);
+        if let Ok(Descriptor::File(file)) = self.inner.table.get(&fd) {
+            *self.open_files = self.open_files.saturating_sub(1);
+            // Closing an unlinked file frees its blocks: the next run recounts.
+            if let Some(quota) = &self.quota {
+                quota.invalidate_if_unlinked(&file.file);
+            }
         }
         HostDescriptor::drop(&mut self.inner, fd)
     }

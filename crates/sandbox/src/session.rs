@@ -278,14 +278,22 @@ impl SessionRuntime {
         engine::on_own_thread(state::capture(&self.states.access, &self.states.component, &baseline, &mut instance.store, &handle, closed_files)).await
     }
 
+    /// Makes `instance` (just started and past its first run) ready for an
+    /// image laid out as `plan`, while the image itself is still decoded.
+    pub(crate) async fn prepare(&self, instance: &mut Instance<SessionGuest>, plan: &state::Plan) -> Result<(), StateError> {
+        engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
+        let handle = instance.guest.handle;
+        engine::on_own_thread(state::prepare(&self.states.access, plan, &mut instance.store, &handle)).await
+    }
+
     /// Restores a decoded image into `instance`, just started and past its
     /// first (empty) run; returns the files closed when it was captured.
-    pub(crate) async fn restore(&self, instance: &mut Instance<SessionGuest>, image: state::Decoded) -> Result<Vec<String>, StateError> {
+    pub(crate) async fn restore(&self, instance: &mut Instance<SessionGuest>, mut image: state::Decoded) -> Result<Vec<String>, StateError> {
         let baseline = self.baseline().await?;
         engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
         let handle = instance.guest.handle;
         engine::on_own_thread(state::restore(&self.states.access, &self.states.component, &baseline, &image, &mut instance.store, &handle)).await?;
-        Ok(image.closed_files)
+        Ok(std::mem::take(&mut image.closed_files))
     }
 }
 

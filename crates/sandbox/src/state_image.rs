@@ -10,6 +10,8 @@ pub(crate) mod access;
 pub(crate) mod image;
 pub(crate) mod instrument;
 pub(crate) mod layout;
+#[cfg(target_os = "linux")]
+mod pagemap;
 
 pub use image::StateError;
 pub use instrument::InstrumentError;

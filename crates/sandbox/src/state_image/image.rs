@@ -3,7 +3,9 @@
 //! Captured between runs: every mutable global, and each memory as the
 //! 4 KiB chunks that differ from the baseline (a bare instance of the same
 //! component, its memory exactly the compiled image's), compressed, under a
-//! SHA-256 checksum, with the component's identity and the baseline's hash.
+//! checksum (XXH3-128: the image is written and read only by the host, so
+//! the checksum finds damage, not forgery, and is checked at memory speed),
+//! with the component's identity and the baseline's hash.
 //!
 //! Restored into a fresh instance of the same component: the chunks where
 //! the fresh instance differs from the baseline are put back to the
@@ -25,7 +27,12 @@ use super::layout::{ADAPTER_ALLOCATION_STATE, ADAPTER_STATE_POINTER};
 use crate::guest::GuestState;
 
 /// Leading bytes of every image.
-const MAGIC: &[u8; 8] = b"APSTATE1";
+const MAGIC: &[u8; 8] = b"APSTATE2";
+/// Leading bytes of the images of an earlier format (the chunks' places
+/// inside the compressed body).
+const OLDER_MAGIC: &[u8; 8] = b"APSTATE1";
+/// Length of the trailing checksum.
+const CHECKSUM_BYTES: usize = 16;
 /// Granularity of the memory comparison.
 const CHUNK: usize = 4096;
 /// The adapter's state is one wasm page.
@@ -69,6 +76,10 @@ struct Header {
     identity: Identity,
     /// Each memory's size in pages, in the layout's order.
     pages: Vec<u32>,
+    /// Per memory, where its chunks go: `[offset, length]`, ascending. Kept
+    /// outside the compressed body so a resume can make those pages ready
+    /// while the body is still being checked and decompressed.
+    runs: Vec<Vec<[u32; 2]>>,
     /// Length of the decompressed body.
     body_bytes: u64,
     /// Files the code held open, closed before the capture.
@@ -122,20 +133,20 @@ pub(crate) async fn capture(
         body.extend_from_slice(&value.0.to_le_bytes());
     }
     let mut pages = Vec::new();
+    let mut places = Vec::new();
     for (memory, base) in access.memories.iter().zip(&baseline.memories) {
         let current = memory.read(store, instance).await?;
         pages.push((current.len() / WASM_PAGE) as u32);
         let runs = differing_runs(current, base, &[]);
-        body.extend_from_slice(&(runs.len() as u32).to_le_bytes());
-        for (start, end) in runs {
-            body.extend_from_slice(&(start as u32).to_le_bytes());
-            body.extend_from_slice(&((end - start) as u32).to_le_bytes());
-            body.extend_from_slice(&current[start..end]);
+        for (start, end) in &runs {
+            body.extend_from_slice(&current[*start..*end]);
         }
+        places.push(runs.into_iter().map(|(start, end)| [start as u32, (end - start) as u32]).collect());
     }
     let header = Header {
         identity: Identity { component: component.to_owned(), baseline: baseline.hash.clone() },
         pages,
+        runs: places,
         body_bytes: body.len() as u64,
         closed_files,
     };
@@ -180,7 +191,7 @@ fn decompress(payload: &[u8], body_bytes: usize) -> Result<Vec<u8>, StateError> 
     if total != body_bytes {
         return Err(StateError::Corrupt("blocks do not fill the body".into()));
     }
-    let mut body = vec![0u8; body_bytes];
+    let mut body = spare_body(body_bytes);
     let mut rest: &mut [u8] = &mut body;
     let mut targets = Vec::with_capacity(blocks.len());
     for (raw, _) in &blocks {
@@ -206,47 +217,125 @@ fn decompress(payload: &[u8], body_bytes: usize) -> Result<Vec<u8>, StateError> 
     Ok(body)
 }
 
+/// Decoded bodies kept for the next decode: a body of a few MB is thousands
+/// of pages, and a buffer fresh from the allocator faults in every one of
+/// them while it is filled (on a VM, several milliseconds of a resume).
+static SPARE_BODIES: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+/// At most this many bodies are kept, each at most [`SPARE_BODY_BYTES`].
+const SPARE_BODIES_KEPT: usize = 2;
+const SPARE_BODY_BYTES: usize = 64 << 20;
+
+/// A buffer of `len` zero bytes, reusing a kept one when there is one.
+fn spare_body(len: usize) -> Vec<u8> {
+    let kept = SPARE_BODIES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+    let mut body = kept.unwrap_or_default();
+    body.clear();
+    body.resize(len, 0);
+    body
+}
+
+/// Keeps `body` for the next decode, unless enough are kept or it is large.
+fn keep_spare_body(body: Vec<u8>) {
+    if body.capacity() > SPARE_BODY_BYTES {
+        return;
+    }
+    let mut kept = SPARE_BODIES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if kept.len() < SPARE_BODIES_KEPT {
+        kept.push(body);
+    }
+}
+
 fn encode(header: &Header, body: &[u8]) -> Vec<u8> {
     let header = serde_json::to_vec(header).unwrap_or_default();
     let payload = compress(body);
-    let mut out = Vec::with_capacity(MAGIC.len() + 12 + header.len() + payload.len() + 32);
+    let mut out = Vec::with_capacity(MAGIC.len() + 12 + header.len() + payload.len() + CHECKSUM_BYTES);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     out.extend_from_slice(&header);
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     out.extend_from_slice(&payload);
-    let checksum = Sha256::digest(&out);
+    let checksum = checksum(&out);
     out.extend_from_slice(&checksum);
     out
+}
+
+/// Where an image's chunks go, read from its header before the image is
+/// checked: only ever used to make pages ready, never to write them.
+pub(crate) struct Plan {
+    pages: Vec<u32>,
+    runs: Vec<Vec<[u32; 2]>>,
 }
 
 /// A checked, decompressed image.
 pub(crate) struct Decoded {
     identity: Identity,
     pages: Vec<u32>,
+    runs: Vec<Vec<[u32; 2]>>,
     body: Vec<u8>,
     /// Files the code held open, closed before the capture.
     pub(crate) closed_files: Vec<String>,
 }
 
+impl Drop for Decoded {
+    fn drop(&mut self) {
+        keep_spare_body(std::mem::take(&mut self.body));
+    }
+}
+
+/// The checksum of an image's content.
+fn checksum(content: &[u8]) -> [u8; CHECKSUM_BYTES] {
+    xxhash_rust::xxh3::xxh3_128(content).to_le_bytes()
+}
+
+/// The header of `bytes`, unchecked, and what follows it.
+fn read_header(bytes: &[u8]) -> Result<(Header, Reader<'_>), StateError> {
+    let corrupt = |what: &str| StateError::Corrupt(what.to_owned());
+    if bytes.len() >= MAGIC.len() && &bytes[..MAGIC.len()] == OLDER_MAGIC {
+        return Err(StateError::OtherBuild("an image of an earlier format".into()));
+    }
+    if bytes.len() < MAGIC.len() + 12 + CHECKSUM_BYTES || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(corrupt("not a state image"));
+    }
+    let mut reader = Reader { bytes: &bytes[MAGIC.len()..bytes.len() - CHECKSUM_BYTES] };
+    let header_len = reader.u32()? as usize;
+    let header: Header = serde_json::from_slice(reader.take(header_len)?).map_err(|e| StateError::Corrupt(format!("header: {e}")))?;
+    Ok((header, reader))
+}
+
+/// Where `bytes`' chunks go, read without checking the image.
+pub(crate) fn plan(bytes: &[u8]) -> Result<Plan, StateError> {
+    let (header, _) = read_header(bytes)?;
+    Ok(Plan { pages: header.pages, runs: header.runs })
+}
+
 /// Checks `bytes`' checksum and decompresses it.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, StateError> {
     let corrupt = |what: &str| StateError::Corrupt(what.to_owned());
-    if bytes.len() < MAGIC.len() + 12 + 32 || &bytes[..MAGIC.len()] != MAGIC {
-        return Err(corrupt("not a state image"));
-    }
-    let (content, checksum) = bytes.split_at(bytes.len() - 32);
-    if Sha256::digest(content).as_slice() != checksum {
+    let (header, mut reader) = read_header(bytes)?;
+    let (content, expected) = bytes.split_at(bytes.len() - CHECKSUM_BYTES);
+    if checksum(content) != expected {
         return Err(corrupt("its checksum does not match its contents"));
     }
-    let mut reader = Reader { bytes: &content[MAGIC.len()..] };
-    let header_len = reader.u32()? as usize;
-    let header: Header = serde_json::from_slice(reader.take(header_len)?).map_err(|e| StateError::Corrupt(format!("header: {e}")))?;
     let payload_len = usize::try_from(reader.u64()?).map_err(|_| corrupt("payload length"))?;
     let payload = reader.take(payload_len)?;
     let body_bytes = usize::try_from(header.body_bytes).map_err(|_| corrupt("body length"))?;
     let body = decompress(payload, body_bytes)?;
-    Ok(Decoded { identity: header.identity, pages: header.pages, body, closed_files: header.closed_files })
+    Ok(Decoded { identity: header.identity, pages: header.pages, runs: header.runs, body, closed_files: header.closed_files })
+}
+
+/// Grows `instance`'s memories to the plan's sizes and makes the pages its
+/// chunks go to ready for writing: what a resume can do before the image is
+/// decoded. Best effort: the plan is unchecked, so a place outside memory
+/// is skipped here and refused by [`restore`].
+pub(crate) async fn prepare(access: &Access, plan: &Plan, store: &mut Store<GuestState>, instance: &Instance) -> Result<(), StateError> {
+    for ((memory, pages), runs) in access.memories.iter().zip(&plan.pages).zip(&plan.runs) {
+        let current_pages = (memory.read(store, instance).await?.len() / WASM_PAGE) as u32;
+        if *pages > current_pages && !memory.grow(store, instance, pages - current_pages).await? {
+            return Err(StateError::Instance(wasmtime::format_err!("memory cannot grow to the image's {pages} pages")));
+        }
+        prefault_for_writing(memory.read(store, instance).await?, runs);
+    }
+    Ok(())
 }
 
 /// Restores `image` into `instance`, a fresh instance of the component it
@@ -296,15 +385,24 @@ pub(crate) async fn restore(
         None => None,
     };
     let protected: Vec<(usize, usize)> = protected.into_iter().collect();
-    for ((memory, base), pages) in access.memories.iter().zip(&baseline.memories).zip(&image.pages) {
-        let runs_count = reader.u32()?;
-        let mut runs = Vec::with_capacity(runs_count as usize);
-        for _ in 0..runs_count {
-            let start = reader.u32()? as usize;
-            let len = reader.u32()? as usize;
-            runs.push((start, reader.take(len)?));
+    if image.runs.len() != access.memories.len() {
+        return Err(StateError::Corrupt("chunk places per memory".into()));
+    }
+    for (((memory, base), pages), places) in access.memories.iter().zip(&baseline.memories).zip(&image.pages).zip(&image.runs) {
+        let mut runs = Vec::with_capacity(places.len());
+        let mut previous_end = 0usize;
+        for [start, len] in places {
+            let start = *start as usize;
+            if start < previous_end {
+                return Err(StateError::Corrupt("chunks out of order".into()));
+            }
+            previous_end = start + *len as usize;
+            runs.push((start, reader.take(*len as usize)?));
         }
         restore_memory(memory, base, *pages, &runs, &protected, store, instance).await?;
+    }
+    if !reader.bytes.is_empty() {
+        return Err(StateError::Corrupt("bytes past the last chunk".into()));
     }
     for (global, value) in access.globals.iter().zip(saved) {
         if Some(global.slot.module) == adapter {
@@ -340,22 +438,104 @@ async fn restore_memory(
     if pages > current_pages && !memory.grow(store, instance, pages - current_pages).await? {
         return Err(StateError::Instance(wasmtime::format_err!("memory cannot grow to the image's {pages} pages")));
     }
-    // What the fresh instance changed since instantiation goes back to the baseline first.
-    let fixes: Vec<(usize, usize)> = {
-        let fresh = memory.read(store, instance).await?;
-        differing_runs(&fresh[..base.len().min(fresh.len())], base, protected)
-    };
-    for (start, end) in fixes {
-        memory.write(store, instance, start as u32, &base[start..end]).await?;
-    }
     let limit = pages as usize * WASM_PAGE;
     for (start, bytes) in runs {
-        let end = start.checked_add(bytes.len()).filter(|end| *end <= limit).ok_or_else(|| StateError::Corrupt("a chunk lies outside memory".into()))?;
+        if start.checked_add(bytes.len()).is_none_or(|end| end > limit) {
+            return Err(StateError::Corrupt("a chunk lies outside memory".into()));
+        }
+    }
+    // What the fresh instance changed since instantiation goes back to the
+    // baseline, where the image's chunks will not cover it anyway. Only the
+    // pages it may have written are compared.
+    let fixes: Vec<(usize, usize)> = {
+        let fresh = memory.read(store, instance).await?;
+        let written = possibly_written(fresh);
+        intersect(&uncovered(fresh.len(), runs), &written)
+            .into_iter()
+            .flat_map(|(from, to)| differing_chunks(fresh, base, from, to))
+            .flat_map(|(from, to)| outside(from, to, protected))
+            .collect()
+    };
+    for (start, end) in fixes {
+        // Past the baseline's end a fresh instance's memory starts as zeros.
+        let zeros;
+        let bytes = match base.get(start..end) {
+            Some(bytes) => bytes,
+            None => {
+                zeros = vec![0u8; end - start];
+                &zeros
+            }
+        };
+        memory.write(store, instance, start as u32, bytes).await?;
+    }
+    for (start, bytes) in runs {
+        let end = start + bytes.len();
         for (from, to) in outside(*start, end, protected) {
             memory.write(store, instance, from as u32, &bytes[from - start..to - start]).await?;
         }
     }
     Ok(())
+}
+
+/// Has the kernel make the pages the image's chunks will be written to
+/// private and writable in one call per chunk, rather than one page fault
+/// per page as the writes reach them. An advice: the contents are unchanged,
+/// and where the kernel cannot, the writes fault the pages in as before.
+fn prefault_for_writing(memory: &[u8], runs: &[[u32; 2]]) {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let (at, length) = (memory.as_ptr() as usize, memory.len());
+        for [start, len] in runs {
+            let start = *start as usize;
+            let Some(end) = start.checked_add(*len as usize).filter(|end| *end <= length) else { continue };
+            let from = (at + start) & !(PAGE - 1);
+            let to = (at + end).div_ceil(PAGE) * PAGE;
+            // SAFETY: `madvise` with `MADV_POPULATE_WRITE` changes no byte of
+            // the range, which lies inside the instance's accessible memory.
+            unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_POPULATE_WRITE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (memory, runs);
+}
+
+/// Byte ranges of `memory` a fresh instance may have changed.
+fn possibly_written(memory: &[u8]) -> Vec<(usize, usize)> {
+    #[cfg(target_os = "linux")]
+    return super::pagemap::possibly_written(memory);
+    #[cfg(not(target_os = "linux"))]
+    vec![(0, memory.len())]
+}
+
+/// Where two ascending lists of disjoint ranges overlap.
+fn intersect(a: &[(usize, usize)], b: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        let (start, end) = (a[i].0.max(b[j].0), a[i].1.min(b[j].1));
+        if start < end {
+            out.push((start, end));
+        }
+        if a[i].1 < b[j].1 { i += 1 } else { j += 1 }
+    }
+    out
+}
+
+/// The ranges of `0..len` that no run covers (runs in ascending order).
+fn uncovered(len: usize, runs: &[(usize, &[u8])]) -> Vec<(usize, usize)> {
+    let mut gaps = Vec::new();
+    let mut at = 0;
+    for (start, bytes) in runs {
+        let start = (*start).min(len);
+        if start > at {
+            gaps.push((at, start));
+        }
+        at = at.max((start + bytes.len()).min(len));
+    }
+    if at < len {
+        gaps.push((at, len));
+    }
+    gaps
 }
 
 /// Ranges of `start..end` outside every `protected` range.
@@ -379,10 +559,20 @@ fn outside(start: usize, end: usize, protected: &[(usize, usize)]) -> Vec<(usize
 /// Merged byte ranges, in `CHUNK`s, where `current` differs from `base`
 /// (bytes past `base`'s end differ where they are not zero), minus `protected`.
 fn differing_runs(current: &[u8], base: &[u8], protected: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let runs = differing_chunks(current, base, 0, current.len());
+    if protected.is_empty() {
+        return runs;
+    }
+    runs.into_iter().flat_map(|(s, e)| outside(s, e, protected)).collect()
+}
+
+/// [`differing_runs`] within `from..to` of `current`, chunks counted from `from`.
+fn differing_chunks(current: &[u8], base: &[u8], from: usize, to: usize) -> Vec<(usize, usize)> {
     let mut runs: Vec<(usize, usize)> = Vec::new();
-    let mut offset = 0;
-    while offset < current.len() {
-        let end = (offset + CHUNK).min(current.len());
+    let mut offset = from;
+    let to = to.min(current.len());
+    while offset < to {
+        let end = (offset + CHUNK).min(to);
         let chunk = &current[offset..end];
         let differs = match base.get(offset..end) {
             Some(base_chunk) => chunk != base_chunk,
@@ -396,10 +586,7 @@ fn differing_runs(current: &[u8], base: &[u8], protected: &[(usize, usize)]) -> 
         }
         offset = end;
     }
-    if protected.is_empty() {
-        return runs;
-    }
-    runs.into_iter().flat_map(|(s, e)| outside(s, e, protected)).collect()
+    runs
 }
 
 /// Bounds-checked little-endian reads.
@@ -446,6 +633,15 @@ mod tests {
     }
 
     #[test]
+    fn ranges_intersect_and_gaps_are_what_no_run_covers() {
+        assert_eq!(intersect(&[(0, 10), (20, 30)], &[(5, 25), (28, 40)]), vec![(5, 10), (20, 25), (28, 30)]);
+        assert_eq!(intersect(&[(0, 10)], &[]), vec![]);
+        let chunk = [0u8; 4];
+        assert_eq!(uncovered(20, &[(2, &chunk[..]), (10, &chunk[..])]), vec![(0, 2), (6, 10), (14, 20)]);
+        assert_eq!(uncovered(8, &[(0, &chunk[..]), (4, &chunk[..])]), vec![]);
+    }
+
+    #[test]
     fn bytes_past_the_baseline_count_only_when_not_zero() {
         let base = vec![0u8; CHUNK];
         let mut current = vec![0u8; 3 * CHUNK];
@@ -455,7 +651,7 @@ mod tests {
 
     #[test]
     fn a_damaged_image_is_refused_by_its_checksum() {
-        let header = Header { identity: Identity { component: "c".into(), baseline: "b".into() }, pages: vec![1], body_bytes: 3, closed_files: vec![] };
+        let header = Header { identity: Identity { component: "c".into(), baseline: "b".into() }, pages: vec![1], runs: vec![vec![]], body_bytes: 3, closed_files: vec![] };
         let mut bytes = encode(&header, &[1, 2, 3]);
         assert!(decode(&bytes).is_ok());
         let middle = bytes.len() / 2;

@@ -1,0 +1,76 @@
+//! Which pages of a fresh instance's memory it may have changed, from the
+//! kernel's page tables (`/proc/self/pagemap`), so a restore compares only
+//! those with the baseline instead of reading every page.
+//!
+//! A fresh instance's memory is a private mapping of the component's
+//! compiled memory image (or of zeros past it). A page it has not written
+//! is either not present (never touched) or present as the shared source
+//! page; either way it holds the source's bytes, which the baseline (a bare
+//! instance of the same component) holds too. A page it wrote became a
+//! private copy: present, and not a file page. Swapped pages are counted as
+//! written, and so is every page when the map cannot be read.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::OnceLock;
+
+const PAGE: usize = 4096;
+/// Bits of a pagemap entry (`Documentation/admin-guide/mm/pagemap.rst`).
+const PRESENT: u64 = 1 << 63;
+const SWAPPED: u64 = 1 << 62;
+const FILE_OR_SHARED: u64 = 1 << 61;
+
+/// Byte ranges of `memory` (page aligned) whose pages may differ from the
+/// mapping's source: the whole of it when the page tables cannot be read.
+pub(crate) fn possibly_written(memory: &[u8]) -> Vec<(usize, usize)> {
+    read(memory).unwrap_or_else(|| vec![(0, memory.len())])
+}
+
+fn read(memory: &[u8]) -> Option<Vec<(usize, usize)>> {
+    static PAGEMAP: OnceLock<Option<File>> = OnceLock::new();
+    let pagemap = PAGEMAP.get_or_init(|| File::open("/proc/self/pagemap").ok()).as_ref()?;
+    let at = memory.as_ptr() as usize;
+    if at % PAGE != 0 {
+        return None;
+    }
+    let pages = memory.len().div_ceil(PAGE);
+    let mut entries = vec![0u8; pages * 8];
+    pagemap.read_exact_at(&mut entries, (at / PAGE * 8) as u64).ok()?;
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for (page, entry) in entries.chunks_exact(8).enumerate() {
+        let mut bits = [0u8; 8];
+        bits.copy_from_slice(entry);
+        let bits = u64::from_le_bytes(bits);
+        let written = bits & SWAPPED != 0 || (bits & PRESENT != 0 && bits & FILE_OR_SHARED == 0);
+        if !written {
+            continue;
+        }
+        let (start, end) = (page * PAGE, ((page + 1) * PAGE).min(memory.len()));
+        match ranges.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => ranges.push((start, end)),
+        }
+    }
+    Some(ranges)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_written_page_is_found_and_untouched_ones_are_not() {
+        // An anonymous mapping of 16 pages, one written.
+        let length = 16 * PAGE;
+        // SAFETY: a fresh private anonymous mapping, unmapped below.
+        let at = unsafe { libc::mmap(std::ptr::null_mut(), length, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+        assert_ne!(at, libc::MAP_FAILED);
+        // SAFETY: the mapping is `length` bytes, readable and writable.
+        let memory = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, length) };
+        memory[5 * PAGE + 7] = 1;
+        let ranges = possibly_written(memory);
+        // SAFETY: unmapping what was mapped above; `memory` is not used after.
+        unsafe { libc::munmap(at, length) };
+        assert_eq!(ranges, vec![(5 * PAGE, 6 * PAGE)]);
+    }
+}
