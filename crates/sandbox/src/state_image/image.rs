@@ -137,7 +137,9 @@ pub(crate) async fn capture(
     for (memory, base) in access.memories.iter().zip(&baseline.memories) {
         let current = memory.read(store, instance).await?;
         pages.push((current.len() / WASM_PAGE) as u32);
-        let runs = differing_runs(current, base, &[]);
+        // Pages the instance never wrote hold the baseline's bytes: only
+        // the others are compared.
+        let runs = merged(possibly_written(current).into_iter().flat_map(|(from, to)| differing_chunks(current, base, from, to)));
         for (start, end) in &runs {
             body.extend_from_slice(&current[*start..*end]);
         }
@@ -508,6 +510,18 @@ fn possibly_written(memory: &[u8]) -> Vec<(usize, usize)> {
     vec![(0, memory.len())]
 }
 
+/// Ascending ranges with the touching ones joined.
+fn merged(ranges: impl IntoIterator<Item = (usize, usize)>) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for (start, end) in ranges {
+        match out.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => out.push((start, end)),
+        }
+    }
+    out
+}
+
 /// Where two ascending lists of disjoint ranges overlap.
 fn intersect(a: &[(usize, usize)], b: &[(usize, usize)]) -> Vec<(usize, usize)> {
     let (mut i, mut j, mut out) = (0, 0, Vec::new());
@@ -556,17 +570,9 @@ fn outside(start: usize, end: usize, protected: &[(usize, usize)]) -> Vec<(usize
     pieces
 }
 
-/// Merged byte ranges, in `CHUNK`s, where `current` differs from `base`
-/// (bytes past `base`'s end differ where they are not zero), minus `protected`.
-fn differing_runs(current: &[u8], base: &[u8], protected: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let runs = differing_chunks(current, base, 0, current.len());
-    if protected.is_empty() {
-        return runs;
-    }
-    runs.into_iter().flat_map(|(s, e)| outside(s, e, protected)).collect()
-}
-
-/// [`differing_runs`] within `from..to` of `current`, chunks counted from `from`.
+/// Merged byte ranges within `from..to`, in `CHUNK`s counted from `from`,
+/// where `current` differs from `base` (bytes past `base`'s end differ where
+/// they are not zero).
 fn differing_chunks(current: &[u8], base: &[u8], from: usize, to: usize) -> Vec<(usize, usize)> {
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut offset = from;
@@ -628,14 +634,18 @@ mod tests {
         current[10] = 1;
         current[CHUNK + 5] = 1;
         current[4 * CHUNK] = 1;
-        assert_eq!(differing_runs(&current, &base, &[]), vec![(0, 2 * CHUNK), (4 * CHUNK, 5 * CHUNK)]);
-        assert_eq!(differing_runs(&current, &base, &[(100, CHUNK + 100)]), vec![(0, 100), (CHUNK + 100, 2 * CHUNK), (4 * CHUNK, 5 * CHUNK)]);
+        let runs = differing_chunks(&current, &base, 0, current.len());
+        assert_eq!(runs, vec![(0, 2 * CHUNK), (4 * CHUNK, 5 * CHUNK)]);
+        let unprotected: Vec<_> = runs.iter().flat_map(|(s, e)| outside(*s, *e, &[(100, CHUNK + 100)])).collect();
+        assert_eq!(unprotected, vec![(0, 100), (CHUNK + 100, 2 * CHUNK), (4 * CHUNK, 5 * CHUNK)]);
+        assert_eq!(differing_chunks(&current, &base, 2 * CHUNK, 5 * CHUNK), vec![(4 * CHUNK, 5 * CHUNK)]);
     }
 
     #[test]
     fn ranges_intersect_and_gaps_are_what_no_run_covers() {
         assert_eq!(intersect(&[(0, 10), (20, 30)], &[(5, 25), (28, 40)]), vec![(5, 10), (20, 25), (28, 30)]);
         assert_eq!(intersect(&[(0, 10)], &[]), vec![]);
+        assert_eq!(merged([(0, 4), (4, 8), (12, 16)]), vec![(0, 8), (12, 16)]);
         let chunk = [0u8; 4];
         assert_eq!(uncovered(20, &[(2, &chunk[..]), (10, &chunk[..])]), vec![(0, 2), (6, 10), (14, 20)]);
         assert_eq!(uncovered(8, &[(0, &chunk[..]), (4, &chunk[..])]), vec![]);
@@ -646,7 +656,7 @@ mod tests {
         let base = vec![0u8; CHUNK];
         let mut current = vec![0u8; 3 * CHUNK];
         current[2 * CHUNK + 1] = 7;
-        assert_eq!(differing_runs(&current, &base, &[]), vec![(2 * CHUNK, 3 * CHUNK)]);
+        assert_eq!(differing_chunks(&current, &base, 0, current.len()), vec![(2 * CHUNK, 3 * CHUNK)]);
     }
 
     #[test]

@@ -1,8 +1,8 @@
-//! Which pages of a fresh instance's memory it may have changed, from the
-//! kernel's page tables (`/proc/self/pagemap`), so a restore compares only
-//! those with the baseline instead of reading every page.
+//! Which pages of an instance's memory it may have written, from the
+//! kernel's page tables (`/proc/self/pagemap`), so a capture or a restore
+//! compares only those with the baseline instead of reading every page.
 //!
-//! A fresh instance's memory is a private mapping of the component's
+//! An instance's memory is a private mapping of the component's
 //! compiled memory image (or of zeros past it). A page it has not written
 //! is either not present (never touched) or present as the shared source
 //! page; either way it holds the source's bytes, which the baseline (a bare
