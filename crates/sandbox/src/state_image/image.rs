@@ -331,10 +331,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, StateError> {
 /// is skipped here and refused by [`restore`].
 pub(crate) async fn prepare(access: &Access, plan: &Plan, store: &mut Store<GuestState>, instance: &Instance) -> Result<(), StateError> {
     for ((memory, pages), runs) in access.memories.iter().zip(&plan.pages).zip(&plan.runs) {
-        let current_pages = (memory.read(store, instance).await?.len() / WASM_PAGE) as u32;
-        if *pages > current_pages && !memory.grow(store, instance, pages - current_pages).await? {
-            return Err(StateError::Instance(wasmtime::format_err!("memory cannot grow to the image's {pages} pages")));
-        }
+        grow_to(memory, *pages, store, instance).await?;
         prefault_for_writing(memory.read(store, instance).await?, runs);
     }
     Ok(())
@@ -437,9 +434,7 @@ async fn restore_memory(
     if current_pages > pages {
         return Err(StateError::Corrupt(format!("the image's memory ({pages} pages) is smaller than a fresh instance's ({current_pages})")));
     }
-    if pages > current_pages && !memory.grow(store, instance, pages - current_pages).await? {
-        return Err(StateError::Instance(wasmtime::format_err!("memory cannot grow to the image's {pages} pages")));
-    }
+    grow_to(memory, pages, store, instance).await?;
     let limit = pages as usize * WASM_PAGE;
     for (start, bytes) in runs {
         if start.checked_add(bytes.len()).is_none_or(|end| end > limit) {
@@ -452,9 +447,8 @@ async fn restore_memory(
     let fixes: Vec<(usize, usize)> = {
         let fresh = memory.read(store, instance).await?;
         let written = possibly_written(fresh);
-        intersect(&uncovered(fresh.len(), runs), &written)
+        merged(intersect(&uncovered(fresh.len(), runs), &written).into_iter().flat_map(|(from, to)| differing_chunks(fresh, base, from, to)))
             .into_iter()
-            .flat_map(|(from, to)| differing_chunks(fresh, base, from, to))
             .flat_map(|(from, to)| outside(from, to, protected))
             .collect()
     };
@@ -475,6 +469,15 @@ async fn restore_memory(
         for (from, to) in outside(*start, end, protected) {
             memory.write(store, instance, from as u32, &bytes[from - start..to - start]).await?;
         }
+    }
+    Ok(())
+}
+
+/// Grows `memory` to the image's `pages` when it is smaller.
+async fn grow_to(memory: &MemoryAccess, pages: u32, store: &mut Store<GuestState>, instance: &Instance) -> Result<(), StateError> {
+    let current_pages = (memory.read(store, instance).await?.len() / WASM_PAGE) as u32;
+    if pages > current_pages && !memory.grow(store, instance, pages - current_pages).await? {
+        return Err(StateError::Instance(wasmtime::format_err!("memory cannot grow to the image's {pages} pages")));
     }
     Ok(())
 }
@@ -570,29 +573,18 @@ fn outside(start: usize, end: usize, protected: &[(usize, usize)]) -> Vec<(usize
     pieces
 }
 
-/// Merged byte ranges within `from..to`, in `CHUNK`s counted from `from`,
-/// where `current` differs from `base` (bytes past `base`'s end differ where
-/// they are not zero).
-fn differing_chunks(current: &[u8], base: &[u8], from: usize, to: usize) -> Vec<(usize, usize)> {
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    let mut offset = from;
+/// The `CHUNK`s within `from..to`, counted from `from`, where `current`
+/// differs from `base` (bytes past `base`'s end differ where they are not
+/// zero), in order: [`merged`] joins the touching ones.
+fn differing_chunks<'a>(current: &'a [u8], base: &'a [u8], from: usize, to: usize) -> impl Iterator<Item = (usize, usize)> + 'a {
     let to = to.min(current.len());
-    while offset < to {
-        let end = (offset + CHUNK).min(to);
+    (from..to).step_by(CHUNK).map(move |offset| (offset, (offset + CHUNK).min(to))).filter(move |&(offset, end)| {
         let chunk = &current[offset..end];
-        let differs = match base.get(offset..end) {
+        match base.get(offset..end) {
             Some(base_chunk) => chunk != base_chunk,
             None => chunk.iter().any(|b| *b != 0),
-        };
-        if differs {
-            match runs.last_mut() {
-                Some(last) if last.1 == offset => last.1 = end,
-                _ => runs.push((offset, end)),
-            }
         }
-        offset = end;
-    }
-    runs
+    })
 }
 
 /// Bounds-checked little-endian reads.
@@ -634,11 +626,11 @@ mod tests {
         current[10] = 1;
         current[CHUNK + 5] = 1;
         current[4 * CHUNK] = 1;
-        let runs = differing_chunks(&current, &base, 0, current.len());
+        let runs = merged(differing_chunks(&current, &base, 0, current.len()));
         assert_eq!(runs, vec![(0, 2 * CHUNK), (4 * CHUNK, 5 * CHUNK)]);
         let unprotected: Vec<_> = runs.iter().flat_map(|(s, e)| outside(*s, *e, &[(100, CHUNK + 100)])).collect();
         assert_eq!(unprotected, vec![(0, 100), (CHUNK + 100, 2 * CHUNK), (4 * CHUNK, 5 * CHUNK)]);
-        assert_eq!(differing_chunks(&current, &base, 2 * CHUNK, 5 * CHUNK), vec![(4 * CHUNK, 5 * CHUNK)]);
+        assert_eq!(merged(differing_chunks(&current, &base, 2 * CHUNK, 5 * CHUNK)), vec![(4 * CHUNK, 5 * CHUNK)]);
     }
 
     #[test]
@@ -656,7 +648,7 @@ mod tests {
         let base = vec![0u8; CHUNK];
         let mut current = vec![0u8; 3 * CHUNK];
         current[2 * CHUNK + 1] = 7;
-        assert_eq!(differing_chunks(&current, &base, 0, current.len()), vec![(2 * CHUNK, 3 * CHUNK)]);
+        assert_eq!(merged(differing_chunks(&current, &base, 0, current.len())), vec![(2 * CHUNK, 3 * CHUNK)]);
     }
 
     #[test]
