@@ -27,6 +27,9 @@ pub struct Config {
     pub plan_timeout: Duration,
     /// Limits to lower for every execution (`exec_fuel`, `exec_timeout_ms`).
     pub exec_limits: LimitOverrides,
+    /// `delete_reply = "record"`: a DELETE answers 200 with the deleted
+    /// record, as under `Prefer: return=representation`, instead of 204.
+    pub delete_returns_record: bool,
     /// Variables whose values cannot be used.
     pub errors: Vec<SettingError>,
 }
@@ -50,6 +53,14 @@ impl Config {
                 fuel: settings.optional_number("exec_fuel"),
                 timeout_ms: settings.optional_number("exec_timeout_ms"),
                 ..LimitOverrides::default()
+            },
+            delete_returns_record: match settings.text("delete_reply").trim() {
+                "" | "no-content" => false,
+                "record" => true,
+                other => {
+                    settings.reject("delete_reply", other, "is neither no-content nor record");
+                    false
+                }
             },
             errors: Vec::new(),
         };

@@ -22,6 +22,7 @@ use std::time::Instant;
 
 use anypath_rest::context::RawRequest;
 use anypath_rest::cors;
+use anypath_rest::list_answer;
 use anypath_rest::surface::{self, Planning, Shape};
 use anypath_rest::{ErrorEnvelope, RequestContext, RestError, caller, names, reply::ReplyError};
 use anypath_wire::{ExecReport, PlannerStatus};
@@ -245,6 +246,11 @@ fn serve(
         return Ok(outcome);
     }
     names::body_id(ctx.body_json.as_mut()).map_err(Failure::rest)?;
+    // `delete_reply = "record"`: every DELETE answers as if it asked for
+    // the deleted record (what react-admin's deleteMany reads).
+    if config.delete_returns_record && ctx.method == "DELETE" {
+        ctx.headers.entry("prefer".into()).or_insert_with(|| "return=representation".into());
+    }
     // A tenant past its share is turned away before planning costs anything.
     let refused = sandboxes::with_tenant_headers(config, request_id, &tenant, |headers| sandboxes::refused_before_planning(config, request_id, headers));
     if let Some(refused) = refused {
@@ -254,7 +260,15 @@ fn serve(
     let served = plan_and_run(&ctx, &tenant, config, request_id, &mut timings, usage)?;
     served.source.as_str().clone_into(source);
     *committed = Committed::from_report(&served.report);
-    let mut outcome = reply(&served.report.reply, *request.method() == Method::Head, request_id).map_err(|e| {
+    let shaped;
+    let reply_value = match (&ctx.list, ctx.segments.last()) {
+        (Some(list), Some(resource)) => {
+            shaped = list_answer::shape(&served.report.reply, list, resource, request.path(), request.query());
+            &shaped
+        }
+        _ => &served.report.reply,
+    };
+    let mut outcome = reply(reply_value, *request.method() == Method::Head, request_id).map_err(|e| {
         // The changes are committed: say so, rather than let the request look failed and unwritten.
         let message = format!("the request's changes were committed ({}), but its reply cannot be sent: {e}", committed.describe());
         Failure::new(500, "reply_failed", message, "committed_reply_failed")

@@ -7,11 +7,12 @@ through these methods.
 """
 
 import json
+import re
 
 import document_ids
 from json_depth import MAX_DEPTH, too_deep
 
-_OPERATORS = ("contains", "icontains", "gte", "gt", "lte", "lt", "ne", "in")
+_OPERATORS = ("contains", "icontains", "gte", "gt", "lte", "lt", "ne", "in", "like")
 
 
 def _clone(value):
@@ -204,35 +205,64 @@ class Collection:
             if all(test(d) for test in tests)
         ]
 
-    def list(self, limit=None, offset=0, sort=None, filters=None):
+    def list(self, limit=None, offset=0, sort=None, filters=None, q=None, embed=(), expand=()):
         """A page: {"items": [...], "page": {"limit", "offset", "total"}}.
 
-        `sort` is a field name, "-field" for descending; `filters` are those of
-        `search` and apply before paging (`total` counts the matches). `limit`,
-        `offset` and `sort` may be given as ctx['query'] holds them (`['10']`).
+        `sort` is a field name, "-field" for descending, a comma list of
+        those, or [[field, descending], ...]. `filters` are those of `search`
+        (a dict), or [[field, op, values], ...]: each must pass, and passes
+        when any value does (for `ne`, every value). `q` keeps documents with
+        the text in any value, any case. Filters apply before paging (`total`
+        counts the matches). `embed` adds each child collection's documents
+        whose `<singular>Id` is the document's id; `expand` adds the parent
+        named by the document's `<name>Id`. `limit`, `offset` and `sort` may
+        be given as ctx['query'] holds them (`['10']`).
         """
         limit = _query_value(limit)
         limit = _non_negative(limit, "limit") if limit is not None else None
         offset = _non_negative(_query_value(offset) or 0, "offset")
-        sort = _query_value(sort)
-        if sort is not None and not isinstance(sort, str):
-            raise TypeError(f"sort must be a field name, '-field' for descending, not {sort!r}")
-        if filters:
+        keys = _sort_keys(sort)
+        if isinstance(filters, dict):
             tests = [_compile_filter(k, v) for k, v in filters.items()]
-            docs = [d for d in self._scan().values() if all(test(d) for test in tests)]
         else:
-            docs = list(self._scan().values())
-        if sort:
-            field = sort.lstrip("-")
+            tests = [_compile_any(*f) for f in (filters or ())]
+        if q:
+            wanted = str(q).casefold()
+            tests.append(lambda d: _mentions(d, wanted))
+        docs = [d for d in self._scan().values() if all(test(d) for test in tests)]
+        # Least significant key first: each sort is stable.
+        for field, descending in reversed(keys):
             present = [d for d in docs if d.get(field) is not None]
             missing = [d for d in docs if d.get(field) is None]
-            present.sort(key=lambda d: _sort_key(d[field]), reverse=sort.startswith("-"))
+            present.sort(key=lambda d: _sort_key(d[field]), reverse=descending)
             docs = present + missing
         end = None if limit is None else offset + limit
-        return {
-            "items": [_clone(d) for d in docs[offset:end]],
-            "page": {"limit": limit, "offset": offset, "total": len(docs)},
-        }
+        items = [_clone(d) for d in docs[offset:end]]
+        for child in embed or ():
+            self._embed(items, child)
+        for parent in expand or ():
+            self._expand(items, parent)
+        return {"items": items, "page": {"limit": limit, "offset": offset, "total": len(docs)}}
+
+    def _related(self, name):
+        """Another loaded collection's documents, or none."""
+        others = getattr(self, "_siblings", None) or {}
+        other = others.get(name)
+        return list(other._scan().values()) if other is not None else []
+
+    def _embed(self, items, child):
+        key = _singular(self.name) + "Id"
+        children = self._related(child)
+        for item in items:
+            own = str(item.get("id"))
+            item[child] = [_clone(c) for c in children if key in c and str(c[key]) == own]
+
+    def _expand(self, items, parent):
+        parents = {str(p.get("id")): p for p in self._related(_plural(parent))}
+        for item in items:
+            found = parents.get(str(item.get(parent + "Id")))
+            if found is not None:
+                item[parent] = _clone(found)
 
     def _new_id(self):
         """The reserved id when there is one, else one past the highest integer id."""
@@ -269,6 +299,8 @@ class Store(Collection):
         self._by_name = {first.name: self}
         for loaded in others:
             self._by_name[loaded.name] = Collection(loaded, journal)
+        for collection in self._by_name.values():
+            collection._siblings = self._by_name
 
     def loaded(self):
         """Every loaded collection, the default first."""
@@ -317,6 +349,69 @@ def _sort_key(value):
     if isinstance(value, str):
         return (1, 0, value)
     return (2, 0, json.dumps(value, sort_keys=True))
+
+
+def _sort_keys(sort):
+    """[(field, descending)] from "f", "-f", "a,-b" or [[field, descending]]."""
+    if isinstance(sort, (list, tuple)) and len(sort) == 1 and isinstance(sort[0], str):
+        sort = sort[0]  # as ctx['query'] holds it
+    if not sort:
+        return []
+    if isinstance(sort, str):
+        return [(k.lstrip("-"), k.startswith("-")) for k in sort.split(",") if k.strip("-")]
+    if isinstance(sort, (list, tuple)) and all(isinstance(k, (list, tuple)) and len(k) == 2 and isinstance(k[0], str) for k in sort):
+        return [(k[0], bool(k[1])) for k in sort]
+    raise TypeError(f"sort must be a field name, '-field' for descending, or [[field, descending]], not {sort!r}")
+
+
+def _compile_any(field, op, values):
+    """A filter that passes when any of `values` does (every one, for `ne`)."""
+    if op not in _TESTS:
+        raise ValueError(f"unknown filter operator {op!r}")
+    if not isinstance(values, (list, tuple)):
+        values = [values]
+    tests = [_compile_filter(f"{field}__{op}" if op != "eq" else field, v) for v in values]
+    if op == "ne":
+        return lambda d: all(t(d) for t in tests)
+    return lambda d: any(t(d) for t in tests) if tests else True
+
+
+def _mentions(value, wanted):
+    """Whether `wanted` (casefolded) is in any value of `value`, nested too."""
+    if isinstance(value, dict):
+        return any(_mentions(v, wanted) for v in value.values())
+    if isinstance(value, list):
+        return any(_mentions(v, wanted) for v in value)
+    if value is None or isinstance(value, bool):
+        return False
+    return wanted in str(value).casefold()
+
+
+def _singular(name):
+    """`posts` -> `post`, `categories` -> `category` (json-server's keys)."""
+    name = name or ""
+    if name.endswith("ies"):
+        return name[:-3] + "y"
+    if name.endswith("s") and not name.endswith("ss"):
+        return name[:-1]
+    return name
+
+
+def _plural(name):
+    """`post` -> `posts`, `category` -> `categories`."""
+    if name.endswith("y") and name[-2:-1] not in tuple("aeiou"):
+        return name[:-1] + "ies"
+    return name if name.endswith("s") else name + "s"
+
+
+def _like(actual, pattern):
+    """json-server's `_like`: a case-insensitive regular expression found anywhere."""
+    if actual is None:
+        return False
+    try:
+        return re.search(str(pattern), str(actual), re.IGNORECASE) is not None
+    except re.error as exc:
+        raise ValueError(f"not a regular expression: {pattern!r} ({exc})") from None
 
 
 def _compile_filter(key, expected):
@@ -406,4 +501,5 @@ _TESTS = {
     "lt": _ordered(lambda a, e: a < e),
     "lte": _ordered(lambda a, e: a <= e),
     "in": _within,
+    "like": _like,
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::RestError;
+use crate::list_query::ListQuery;
 
 /// Headers never shown to a block: credentials and host-internal metadata.
 const HIDDEN_HEADERS: &[&str] = &["authorization", "cookie", "proxy-authorization", "x-api-key", "x-session-id"];
@@ -30,6 +31,11 @@ pub struct RequestContext {
     pub body_raw: Option<String>,
     pub client: Client,
     pub session: Session,
+    /// A list request's paging, sorting, filters and answer shape (a `GET`
+    /// of `/<collection>` or `/<collection>/<id>/<children>`), read once
+    /// from the query in every vocabulary the REST face speaks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list: Option<ListQuery>,
 }
 
 /// Who sent the request.
@@ -58,7 +64,7 @@ impl RequestContext {
     /// Builds the context; a body declared as JSON that does not parse is a 400.
     pub fn build(raw: &RawRequest<'_>, tenant: &str) -> Result<Self, RestError> {
         let path = if raw.path.starts_with('/') { raw.path.to_owned() } else { format!("/{}", raw.path) };
-        let segments = path
+        let segments: Vec<String> = path
             .split('/')
             .filter(|s| !s.is_empty())
             // Percent-decoding only: in a path, `+` is a plus sign, not a space.
@@ -81,8 +87,12 @@ impl RequestContext {
             headers.insert(name, value.clone());
         }
         let (body_json, body_raw) = body(raw.body, &content_type)?;
+        let method = raw.method.to_ascii_uppercase();
+        let list = list_request(&method, &segments)
+            .map(|nested| ListQuery::parse(&query, headers.get("range").map(String::as_str), nested))
+            .transpose()?;
         Ok(Self {
-            method: raw.method.to_ascii_uppercase(),
+            method,
             path,
             segments,
             query,
@@ -91,7 +101,21 @@ impl RequestContext {
             body_raw,
             client: Client { ip: raw.client_ip.to_owned() },
             session: Session { id: tenant.to_owned() },
+            list,
         })
+    }
+}
+
+/// Whether the request reads a list: `Some(None)` for `/<collection>`,
+/// `Some(Some((parent, id)))` for `/<parent>/<id>/<children>`.
+fn list_request<'a>(method: &str, segments: &'a [String]) -> Option<Option<(&'a str, &'a str)>> {
+    if !matches!(method, "GET" | "HEAD") {
+        return None;
+    }
+    match segments {
+        [_] => Some(None),
+        [parent, id, _] => Some(Some((parent.as_str(), id.as_str()))),
+        _ => None,
     }
 }
 
@@ -103,8 +127,28 @@ fn body(bytes: &[u8], content_type: &str) -> Result<(Option<Value>, Option<Strin
     match serde_json::from_slice::<Value>(bytes) {
         Ok(value) => Ok((Some(value), None)),
         Err(e) if declared_json => Err(RestError::BadRequest(format!("malformed JSON body: {e}"))),
+        // An HTML form posts directly: its fields as an object of strings (a
+        // repeated field as a list of them). Checked after JSON, because
+        // `curl -d '{...}'` labels JSON as a form.
+        Err(_) if content_type.starts_with("application/x-www-form-urlencoded") => Ok((Some(form_fields(bytes)), None)),
         Err(_) => Ok((None, Some(base64::engine::general_purpose::STANDARD.encode(bytes)))),
     }
+}
+
+/// A form body's fields.
+fn form_fields(bytes: &[u8]) -> Value {
+    let mut fields = serde_json::Map::new();
+    for (key, value) in url::form_urlencoded::parse(bytes) {
+        let value = Value::String(value.into_owned());
+        match fields.get_mut(key.as_ref()) {
+            Some(Value::Array(values)) => values.push(value),
+            Some(single) => *single = Value::Array(vec![single.take(), value]),
+            None => {
+                fields.insert(key.into_owned(), value);
+            }
+        }
+    }
+    Value::Object(fields)
 }
 
 #[cfg(test)]

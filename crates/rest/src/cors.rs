@@ -9,7 +9,8 @@
 /// The request headers the app reads, which a page may send.
 pub const ALLOWED_HEADERS: &[&str] = &["content-type", "authorization", "x-session-id", "x-api-key", "x-request-id"];
 /// The response headers a page may read besides the simple ones.
-pub const EXPOSED_HEADERS: &[&str] = &["location", "x-request-id", "x-anypath-plan", "server-timing", "retry-after"];
+pub const EXPOSED_HEADERS: &[&str] =
+    &["location", "x-request-id", "x-anypath-plan", "server-timing", "retry-after", "x-total-count", "content-range", "link", "preference-applied"];
 /// How long a browser may keep a preflight's answer, in seconds.
 pub const MAX_AGE_SECONDS: u32 = 600;
 

@@ -12,6 +12,8 @@ pub mod error;
 pub mod examples;
 pub mod journal;
 pub mod lessons;
+pub mod list_answer;
+pub mod list_query;
 pub mod names;
 pub mod plan;
 pub mod plan_check;

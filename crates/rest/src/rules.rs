@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::context::RequestContext;
 use crate::error::RestError;
+use crate::list_query;
 use crate::names;
 use crate::plan::{Code, Plan, ResponseHints};
 
@@ -19,16 +20,19 @@ pub fn plan(ctx: &RequestContext) -> Result<Plan, RestError> {
     let Some(resource) = ctx.segments.first() else {
         return Err(RestError::NotFound("no collection in the path: try /<collection>/".into()));
     };
+    let method = match ctx.method.as_str() {
+        "HEAD" => "GET",
+        other => other,
+    };
+    if let [parent, _, children] = ctx.segments.as_slice() {
+        return nested(ctx, method, parent, children);
+    }
     let resource = names::collection(resource)?.to_owned();
     let id = ctx.segments.get(1).filter(|s| s.as_str() != "search").cloned();
     let is_search = ctx.segments.get(1).is_some_and(|s| s == "search");
     if ctx.segments.len() > 2 {
         return Err(RestError::NotFound(format!("no rule plans {} {}", ctx.method, ctx.path)));
     }
-    let method = match ctx.method.as_str() {
-        "HEAD" => "GET",
-        other => other,
-    };
     let (action, source) = match (method, id.is_some(), is_search) {
         ("GET", false, true) => ("search", SEARCH.to_owned()),
         ("GET", false, false) => ("list", LIST.to_owned()),
@@ -39,23 +43,63 @@ pub fn plan(ctx: &RequestContext) -> Result<Plan, RestError> {
         ("DELETE", true, _) => ("delete", with_resource(DELETE, &resource)),
         _ => return Err(RestError::MethodNotAllowed(format!("{} is not supported on {}", ctx.method, ctx.path))),
     };
-    let criteria: Map<String, Value> = ctx
-        .query
-        .iter()
-        .filter(|(k, _)| !PAGING_KEYS.contains(&k.as_str()))
-        .filter_map(|(k, v)| v.first().map(|first| (k.clone(), Value::String(first.clone()))))
-        .collect();
     Ok(Plan {
         action: action.into(),
+        also_loads: if action == "list" { related(ctx) } else { Vec::new() },
         resource,
-        also_loads: Vec::new(),
         id: id.map(Value::String),
-        criteria,
+        criteria: criteria(ctx),
         payload: ctx.body_json.clone(),
         response_hints: ResponseHints { status: Some(default_status(action)), location_id: None },
         code: Code::python(&source),
     })
 }
+
+/// The query's field filters, for the plan's record of what it reads.
+fn criteria(ctx: &RequestContext) -> Map<String, Value> {
+    ctx.query
+        .iter()
+        .filter(|(k, _)| !PAGING_KEYS.contains(&k.as_str()) && !k.starts_with('_'))
+        .filter_map(|(k, v)| v.first().map(|first| (k.clone(), Value::String(first.clone()))))
+        .collect()
+}
+
+/// The collections a list's `_embed` and `_expand` read besides its own.
+fn related(ctx: &RequestContext) -> Vec<String> {
+    let Some(list) = &ctx.list else { return Vec::new() };
+    let mut names: Vec<String> = list.args.embed.iter().cloned().chain(list.args.expand.iter().map(|parent| list_query::plural(parent))).collect();
+    names.retain(|name| names::collection(name).is_ok());
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// json-server's nested routes: `GET /posts/1/comments` lists the comments
+/// whose `postId` is 1 (the filter is in `ctx["list"]`), `POST` creates one
+/// with `postId` set.
+fn nested(ctx: &RequestContext, method: &str, parent: &str, children: &str) -> Result<Plan, RestError> {
+    names::collection(parent)?;
+    let resource = names::collection(children)?.to_owned();
+    let foreign_key = format!("{}Id", list_query::singular(parent));
+    let (action, source) = match method {
+        "GET" => ("list", LIST.to_owned()),
+        "POST" => ("create", with_resource(&CREATE.replace("obj = dict(payload)", &format!("obj = dict(payload)\n    obj[\"{foreign_key}\"] = PARENT_ID")), &resource).replace("PARENT_ID", PARENT_ID)),
+        _ => return Err(RestError::MethodNotAllowed(format!("{} is not supported on {}: a nested route lists (GET) and creates (POST)", ctx.method, ctx.path))),
+    };
+    Ok(Plan {
+        action: action.into(),
+        also_loads: if action == "list" { related(ctx) } else { Vec::new() },
+        resource,
+        id: None,
+        criteria: criteria(ctx),
+        payload: ctx.body_json.clone(),
+        response_hints: ResponseHints { status: Some(default_status(action)), location_id: None },
+        code: Code::python(&source),
+    })
+}
+
+/// The parent's id of a nested route, a number when it reads as one.
+const PARENT_ID: &str = r#"(int(ctx["segments"][1]) if ctx["segments"][1].isdigit() else ctx["segments"][1])"#;
 
 fn default_status(action: &str) -> u16 {
     match action {
@@ -71,7 +115,7 @@ fn with_resource(template: &str, resource: &str) -> String {
 }
 
 const NOT_FOUND: &str = r#"{"status": 404, "body": {"error": {"code": "not_found", "message": "{RESOURCE}/" + ctx["segments"][1] + " not found"}}}"#;
-const NEED_OBJECT: &str = r#"{"status": 400, "body": {"error": {"code": "bad_request", "message": "the body must be a JSON object"}}}"#;
+const NEED_OBJECT: &str = r#"({"status": 415, "body": {"error": {"code": "unsupported_media_type", "message": "the body must be JSON (application/json) or a form (application/x-www-form-urlencoded)"}}} if ctx.get("body_raw") else {"status": 400, "body": {"error": {"code": "bad_request", "message": "the body must be a JSON object"}}})"#;
 
 const GET: &str = r#"obj = store.get(ctx["segments"][1])
 if obj is None:
@@ -102,8 +146,12 @@ else:
     obj = store.METHOD(ctx["segments"][1], payload)
     REPLY = NOT_FOUND if obj is None else {"status": 200, "body": obj}"#;
 
-const DELETE: &str = r#"if store.delete(ctx["segments"][1]):
-    REPLY = {"status": 204}
+/// `204` by default; `Prefer: return=representation` (RFC 7240) answers
+/// `200` with the record that was deleted.
+const DELETE: &str = r#"wanted = "return=representation" in ctx["headers"].get("prefer", "")
+obj = store.get(ctx["segments"][1]) if wanted else None
+if store.delete(ctx["segments"][1]):
+    REPLY = {"status": 200, "headers": {"Preference-Applied": "return=representation"}, "body": obj} if wanted else {"status": 204}
 else:
     REPLY = NOT_FOUND"#;
 
@@ -111,13 +159,8 @@ const SEARCH: &str = r#"q = ctx["query"]
 filters = {k: v[0] for k, v in q.items() if k not in ("limit", "offset", "sort") and v}
 REPLY = {"status": 200, "body": store.search(filters)}"#;
 
-const LIST: &str = r#"q = ctx["query"]
-filters = {k: v[0] for k, v in q.items() if k not in ("limit", "offset", "sort") and v}
-limit = (q.get("limit") or [None])[0]
-offset = (q.get("offset") or ["0"])[0]
-sort = (q.get("sort") or [None])[0]
-try:
-    page = store.list(limit=limit, offset=offset, sort=sort, filters=filters)
+const LIST: &str = r#"try:
+    page = store.list(**ctx["list"]["args"])
 except ValueError as exc:
     REPLY = {"status": 400, "body": {"error": {"code": "bad_request", "message": str(exc)}}}
 else:

@@ -39,7 +39,8 @@ pub enum Shape {
     Search,
     /// `/<collection>/<id>`
     Item,
-    /// Three segments or more: only a model plans these.
+    /// Three segments or more: the rules plan `/<parent>/<id>/<children>`
+    /// (json-server's nested routes), a model plans any.
     Nested,
 }
 
@@ -73,7 +74,9 @@ impl Shape {
 /// The methods a path of this shape accepts; empty means the path is not served (404).
 pub fn allowed(shape: Shape, planning: Planning) -> &'static [&'static str] {
     match (shape, planning) {
-        (Shape::Root, _) | (Shape::Nested, Planning::Rules) => &[],
+        (Shape::Root, _) => &[],
+        // json-server's nested routes: `/posts/1/comments` lists and creates.
+        (Shape::Nested, Planning::Rules) => &["GET", "HEAD", "POST", "OPTIONS"],
         (Shape::Reserved, _) => &["GET", "HEAD", "OPTIONS"],
         (Shape::Collection, Planning::Rules) => &["GET", "HEAD", "POST", "OPTIONS"],
         (Shape::Search, Planning::Rules) => &["GET", "HEAD", "OPTIONS"],

@@ -1,0 +1,408 @@
+//! A list request's paging, sorting, filtering and answer shape, read once
+//! from its query in every vocabulary the REST face speaks:
+//!
+//! - its own (seed 000): `limit`, `offset`, `sort=field` or `sort=-field`,
+//!   `field=value` and `field__op=value`; answered with the envelope
+//!   `{"items": [...], "page": {"limit", "offset", "total"}}`;
+//! - json-server 0.17's: `_sort=a,b`, `_order=asc,desc`, `_start`, `_end`,
+//!   `_limit`, `_page`, `_per_page`, `field_gte`/`_lte`/`_ne`/`_like`, `q`,
+//!   repeated keys as any-of, `_embed`, `_expand`;
+//! - ra-data-simple-rest's JSON-encoded `sort=["f","ASC"]`, `range=[0,9]`
+//!   and `filter={...}`;
+//!
+//! answered, unless the request uses its own paging keys, with a bare JSON
+//! array and the total in `X-Total-Count` and `Content-Range`
+//! ([`crate::list_answer`]). Keys starting with `_` that are not controls,
+//! and `utm_*`, never filter; a control that cannot be read is a 400 naming
+//! it. The block gets [`ListQuery::args`] as `store.list`'s keyword
+//! arguments (`store.list(**ctx["list"]["args"])`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::RestError;
+
+/// How a list is read and answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListQuery {
+    /// `store.list`'s keyword arguments.
+    pub args: ListArgs,
+    /// The answer's shape.
+    pub answer: ListShape,
+}
+
+/// What `store.list(**args)` takes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ListArgs {
+    pub limit: Option<u64>,
+    pub offset: u64,
+    /// `[field, descending]`, most significant first.
+    pub sort: Vec<(String, bool)>,
+    /// `[field, op, values]`: every filter must pass; a filter passes when
+    /// any value does (for `ne`, when every value does).
+    pub filters: Vec<(String, String, Vec<Value>)>,
+    /// Case-insensitive text searched for in every value.
+    pub q: Option<String>,
+    /// Child collections to embed (`_embed=comments`: each record's
+    /// `comments` whose `postId` is its id).
+    pub embed: Vec<String>,
+    /// Parents to expand (`_expand=post`: each record's `post` from `posts`
+    /// by its `postId`).
+    pub expand: Vec<String>,
+}
+
+/// The shape of a list answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "shape", rename_all = "snake_case")]
+pub enum ListShape {
+    /// Seed 000's `{"items", "page"}`.
+    Envelope,
+    /// A bare array, with totals in headers.
+    Array {
+        /// The request's `Range: <resource>=a-b` header was honoured: 206.
+        range_header: bool,
+        /// `_page` and its page size, for the `Link` header.
+        page: Option<(u64, u64)>,
+    },
+}
+
+/// Query keys of the seed's own vocabulary that ask for the envelope.
+const OWN_PAGING: [&str; 3] = ["limit", "offset", "sort"];
+/// json-server's default page size.
+const DEFAULT_PAGE_SIZE: u64 = 10;
+/// json-server's filter suffixes and the store operators they map to.
+const SUFFIXES: [(&str, &str); 4] = [("_gte", "gte"), ("_lte", "lte"), ("_ne", "ne"), ("_like", "like")];
+/// The store's own operators, written `field__op`.
+const OWN_OPERATORS: [&str; 8] = ["contains", "icontains", "gte", "gt", "lte", "lt", "ne", "in"];
+
+impl ListQuery {
+    /// Reads a list request's query (and its `Range` header); `nested` is
+    /// the parent's `(collection, id)` of `/posts/1/comments`.
+    pub fn parse(query: &BTreeMap<String, Vec<String>>, range_header: Option<&str>, nested: Option<(&str, &str)>) -> Result<Self, RestError> {
+        let simple_rest = ["range", "filter"].iter().any(|k| query.contains_key(*k)) || first(query, "sort").is_some_and(|s| s.trim_start().starts_with('['));
+        let own = !simple_rest && OWN_PAGING.iter().any(|k| query.contains_key(*k));
+        let mut args = ListArgs::default();
+        if let Some((parent, id)) = nested {
+            args.filters.push((format!("{}Id", singular(parent)), "eq".into(), vec![Value::String(id.to_owned())]));
+        }
+        let mut page = None;
+        if own {
+            args.limit = number(query, "limit")?;
+            args.offset = number(query, "offset")?.unwrap_or(0);
+            if let Some(sort) = first(query, "sort").filter(|s| !s.is_empty()) {
+                for key in sort.split(',').filter(|k| !k.is_empty()) {
+                    let descending = key.starts_with('-');
+                    args.sort.push((key.trim_start_matches('-').to_owned(), descending));
+                }
+            }
+        } else if simple_rest {
+            read_simple_rest(query, &mut args)?;
+        }
+        // json-server's controls, in its order of precedence.
+        if !own && !simple_rest || query.keys().any(|k| k.starts_with('_')) {
+            page = read_json_server(query, &mut args)?;
+        }
+        for (key, values) in query {
+            if is_control(key) {
+                continue;
+            }
+            add_filter(&mut args, key, values.iter().map(|v| Value::String(v.clone())).collect())?;
+        }
+        if let Some(q) = first(query, "q").filter(|q| !q.is_empty()) {
+            args.q = Some(q.to_owned());
+        }
+        let answer = if own {
+            ListShape::Envelope
+        } else {
+            let range_header = match range_header {
+                Some(range) => apply_range_header(range, &mut args)?,
+                None => false,
+            };
+            ListShape::Array { range_header, page }
+        };
+        Ok(Self { args, answer })
+    }
+}
+
+/// Keys that page, sort, search or shape rather than filter.
+fn is_control(key: &str) -> bool {
+    key.starts_with('_') || key.starts_with("utm_") || matches!(key, "q" | "limit" | "offset" | "sort" | "range" | "filter" | "callback")
+}
+
+fn first<'a>(query: &'a BTreeMap<String, Vec<String>>, key: &str) -> Option<&'a str> {
+    query.get(key).and_then(|v| v.first()).map(String::as_str)
+}
+
+fn number(query: &BTreeMap<String, Vec<String>>, key: &str) -> Result<Option<u64>, RestError> {
+    match first(query, key) {
+        None | Some("") => Ok(None),
+        Some(text) => text.trim().parse::<u64>().map(Some).map_err(|_| RestError::BadRequest(format!("`{key}` must be a non-negative integer, not {text:?}"))),
+    }
+}
+
+/// `_sort`, `_order`, `_start`, `_end`, `_limit`, `_page`, `_per_page`,
+/// `_embed`, `_expand`; the page asked for with `_page`, if any.
+fn read_json_server(query: &BTreeMap<String, Vec<String>>, args: &mut ListArgs) -> Result<Option<(u64, u64)>, RestError> {
+    if let Some(fields) = first(query, "_sort").filter(|s| !s.is_empty()) {
+        let orders: Vec<&str> = first(query, "_order").map(|o| o.split(',').collect()).unwrap_or_default();
+        args.sort.clear();
+        for (i, field) in fields.split(',').enumerate() {
+            let descending = match orders.get(i).map(|o| o.trim().to_ascii_lowercase()) {
+                None => false,
+                Some(order) if order.is_empty() || order == "asc" => false,
+                Some(order) if order == "desc" => true,
+                Some(order) => return Err(RestError::BadRequest(format!("`_order` must be asc or desc for each `_sort` field, not {order:?}"))),
+            };
+            // json-server 1.x writes a descending field as `-field`.
+            let (field, descending) = match field.strip_prefix('-') {
+                Some(bare) => (bare, true),
+                None => (field, descending),
+            };
+            args.sort.push((field.to_owned(), descending));
+        }
+    }
+    let start = number(query, "_start")?;
+    let end = number(query, "_end")?;
+    let limit = number(query, "_limit")?.or(number(query, "_per_page")?);
+    let page = number(query, "_page")?;
+    let mut asked_page = None;
+    if let Some(page) = page {
+        let size = limit.unwrap_or(DEFAULT_PAGE_SIZE);
+        let page = page.max(1);
+        args.offset = (page - 1).saturating_mul(size);
+        args.limit = Some(size);
+        asked_page = Some((page, size));
+    } else if let Some(end) = end {
+        let start = start.unwrap_or(0);
+        args.offset = start;
+        args.limit = Some(end.saturating_sub(start));
+    } else if let Some(limit) = limit {
+        args.offset = start.unwrap_or(0);
+        args.limit = Some(limit);
+    } else if let Some(start) = start {
+        args.offset = start;
+    }
+    args.embed = names(query, "_embed");
+    args.expand = names(query, "_expand");
+    Ok(asked_page)
+}
+
+/// Every value of `key`, comma lists split.
+fn names(query: &BTreeMap<String, Vec<String>>, key: &str) -> Vec<String> {
+    query.get(key).into_iter().flatten().flat_map(|v| v.split(',')).filter(|n| !n.is_empty()).map(str::to_owned).collect()
+}
+
+/// ra-data-simple-rest's `sort=["f","ASC"]`, `range=[a,b]` (inclusive) and
+/// `filter={...}`.
+fn read_simple_rest(query: &BTreeMap<String, Vec<String>>, args: &mut ListArgs) -> Result<(), RestError> {
+    if let Some(sort) = first(query, "sort").filter(|s| !s.is_empty()) {
+        let (field, order): (String, String) =
+            serde_json::from_str(sort).map_err(|_| RestError::BadRequest(format!("`sort` must be [\"field\", \"ASC\" or \"DESC\"], not {sort}")))?;
+        let descending = match order.to_ascii_uppercase().as_str() {
+            "ASC" => false,
+            "DESC" => true,
+            _ => return Err(RestError::BadRequest(format!("`sort`'s order must be ASC or DESC, not {order:?}"))),
+        };
+        args.sort = vec![(field, descending)];
+    }
+    if let Some(range) = first(query, "range").filter(|s| !s.is_empty()) {
+        let (start, end): (u64, u64) = serde_json::from_str(range)
+            .ok()
+            .filter(|(start, end): &(u64, u64)| start <= end)
+            .ok_or_else(|| RestError::BadRequest(format!("`range` must be [first, last] with first <= last, not {range}")))?;
+        args.offset = start;
+        args.limit = Some(end - start + 1);
+    }
+    if let Some(filter) = first(query, "filter").filter(|s| !s.is_empty()) {
+        let map: serde_json::Map<String, Value> =
+            serde_json::from_str(filter).map_err(|_| RestError::BadRequest(format!("`filter` must be a JSON object, not {filter}")))?;
+        for (key, value) in map {
+            if key == "q" {
+                args.q = value.as_str().map(str::to_owned).or_else(|| (!value.is_null()).then(|| value.to_string()));
+                continue;
+            }
+            let values = match value {
+                Value::Array(values) => values,
+                other => vec![other],
+            };
+            add_filter(args, &key, values)?;
+        }
+    }
+    Ok(())
+}
+
+/// A field filter from a key (`field`, `field_gte`, `field__gt`, ...) and
+/// its values.
+fn add_filter(args: &mut ListArgs, key: &str, values: Vec<Value>) -> Result<(), RestError> {
+    let (field, op) = if let Some((field, op)) = key.rsplit_once("__").filter(|(_, op)| OWN_OPERATORS.contains(op)) {
+        (field, op)
+    } else if let Some((field, op)) = SUFFIXES.iter().find_map(|(suffix, op)| key.strip_suffix(suffix).map(|f| (f, *op))) {
+        (field, op)
+    } else {
+        (key, "eq")
+    };
+    if field.is_empty() {
+        return Err(RestError::BadRequest(format!("filter {key:?} names no field")));
+    }
+    if op == "like" {
+        for value in &values {
+            let pattern = value.as_str().unwrap_or_default();
+            if regex_lite_ok(pattern).is_err() {
+                return Err(RestError::BadRequest(format!("`{key}` is not a regular expression: {pattern:?}")));
+            }
+        }
+    }
+    args.filters.push((field.to_owned(), op.to_owned(), values));
+    Ok(())
+}
+
+/// Rejects patterns Python's `re` would refuse for the common reasons
+/// (unbalanced brackets, a dangling escape); the block reports the rest.
+fn regex_lite_ok(pattern: &str) -> Result<(), ()> {
+    let (mut depth, mut class, mut escaped) = (0i32, false, false);
+    for c in pattern.chars() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            '[' if !class => class = true,
+            ']' if class => class = false,
+            '(' if !class => depth += 1,
+            ')' if !class => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(());
+                }
+            }
+            _ => {}
+        }
+    }
+    if depth == 0 && !class && !escaped { Ok(()) } else { Err(()) }
+}
+
+/// `Range: <unit>=a-b` (ra-data-simple-rest's header): the window it asks
+/// for replaces the query's; true when honoured.
+fn apply_range_header(range: &str, args: &mut ListArgs) -> Result<bool, RestError> {
+    let Some((_, span)) = range.split_once('=') else { return Ok(false) };
+    let Some((start, end)) = span.trim().split_once('-') else { return Ok(false) };
+    let (Ok(start), Ok(end)) = (start.trim().parse::<u64>(), end.trim().parse::<u64>()) else {
+        return Err(RestError::BadRequest(format!("the Range header must be <collection>=first-last, not {range:?}")));
+    };
+    if start > end {
+        return Err(RestError::BadRequest(format!("the Range header's first item is past its last: {range:?}")));
+    }
+    args.offset = start;
+    args.limit = Some(end - start + 1);
+    Ok(true)
+}
+
+/// `posts` → `post`, `categories` → `category`: json-server's foreign keys.
+pub fn singular(collection: &str) -> String {
+    if let Some(stem) = collection.strip_suffix("ies") {
+        format!("{stem}y")
+    } else if let Some(stem) = collection.strip_suffix('s').filter(|s| !s.ends_with('s')) {
+        stem.to_owned()
+    } else {
+        collection.to_owned()
+    }
+}
+
+/// `post` → `posts`, `category` → `categories`: the collection `_expand` reads.
+pub fn plural(name: &str) -> String {
+    if let Some(stem) = name.strip_suffix('y').filter(|s| !s.ends_with(['a', 'e', 'i', 'o', 'u'])) {
+        format!("{stem}ies")
+    } else if name.ends_with('s') {
+        name.to_owned()
+    } else {
+        format!("{name}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn query(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<String>> {
+        let mut query: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (k, v) in pairs {
+            query.entry((*k).to_owned()).or_default().push((*v).to_owned());
+        }
+        query
+    }
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<ListQuery, RestError> {
+        ListQuery::parse(&query(pairs), None, None)
+    }
+
+    #[test]
+    fn the_seeds_own_keys_keep_the_envelope() {
+        let list = parse(&[("limit", "10"), ("offset", "20"), ("sort", "-age"), ("name", "x"), ("age__gt", "3")]).unwrap();
+        assert_eq!(list.answer, ListShape::Envelope);
+        assert_eq!((list.args.limit, list.args.offset), (Some(10), 20));
+        assert_eq!(list.args.sort, vec![("age".into(), true)]);
+        assert_eq!(list.args.filters, vec![("age".into(), "gt".into(), vec![json!("3")]), ("name".into(), "eq".into(), vec![json!("x")])]);
+    }
+
+    #[test]
+    fn json_server_vocabulary_pages_sorts_and_filters() {
+        let list = parse(&[("_sort", "views,title"), ("_order", "desc,asc"), ("_start", "10"), ("_end", "20"), ("views_gte", "5"), ("title_like", "^a"), ("id", "1"), ("id", "3"), ("q", "snow")]).unwrap();
+        assert_eq!(list.answer, ListShape::Array { range_header: false, page: None });
+        assert_eq!(list.args.sort, vec![("views".into(), true), ("title".into(), false)]);
+        assert_eq!((list.args.offset, list.args.limit), (10, Some(10)));
+        assert_eq!(list.args.q.as_deref(), Some("snow"));
+        assert!(list.args.filters.contains(&("id".into(), "eq".into(), vec![json!("1"), json!("3")])));
+        assert!(list.args.filters.contains(&("views".into(), "gte".into(), vec![json!("5")])));
+        assert!(list.args.filters.contains(&("title".into(), "like".into(), vec![json!("^a")])));
+        let paged = parse(&[("_page", "2"), ("_limit", "5"), ("_embed", "comments")]).unwrap();
+        assert_eq!((paged.args.offset, paged.args.limit), (5, Some(5)));
+        assert_eq!(paged.answer, ListShape::Array { range_header: false, page: Some((2, 5)) });
+        assert_eq!(paged.args.embed, vec!["comments"]);
+    }
+
+    #[test]
+    fn cache_busters_tracking_keys_and_unknown_controls_never_filter() {
+        let list = parse(&[("_", "1700000000000"), ("utm_source", "x"), ("_whatever", "1")]).unwrap();
+        assert!(list.args.filters.is_empty(), "{:?}", list.args.filters);
+        assert_eq!(list.answer, ListShape::Array { range_header: false, page: None });
+    }
+
+    #[test]
+    fn simple_rest_json_parameters_and_range_header() {
+        let list = ListQuery::parse(&query(&[("sort", r#"["title","DESC"]"#), ("range", "[0,9]"), ("filter", r#"{"q":"x","id":[1,3]}"#)]), Some("posts=0-4"), None).unwrap();
+        assert_eq!(list.args.sort, vec![("title".into(), true)]);
+        assert_eq!((list.args.offset, list.args.limit), (0, Some(5)), "the Range header wins");
+        assert_eq!(list.args.q.as_deref(), Some("x"));
+        assert_eq!(list.args.filters, vec![("id".into(), "eq".into(), vec![json!(1), json!(3)])]);
+        assert_eq!(list.answer, ListShape::Array { range_header: true, page: None });
+    }
+
+    #[test]
+    fn a_malformed_control_is_a_400_that_names_it() {
+        for (pairs, named) in [
+            (vec![("range", "[0,")], "`range`"),
+            (vec![("range", "[9,0]")], "`range`"),
+            (vec![("sort", r#"["title","UP"]"#)], "`sort`"),
+            (vec![("filter", "[1]")], "`filter`"),
+            (vec![("_start", "x"), ("_end", "5")], "`_start`"),
+            (vec![("_sort", "a"), ("_order", "sideways")], "`_order`"),
+            (vec![("limit", "-1")], "`limit`"),
+            (vec![("title_like", "(")], "`title_like`"),
+        ] {
+            let error = parse(&pairs).expect_err("malformed");
+            assert_eq!(error.status(), 400);
+            assert!(error.to_string().contains(named), "{error} names {named}");
+        }
+    }
+
+    #[test]
+    fn nested_routes_filter_by_the_parents_key() {
+        let list = ListQuery::parse(&query(&[]), None, Some(("posts", "1"))).unwrap();
+        assert_eq!(list.args.filters, vec![("postId".into(), "eq".into(), vec![json!("1")])]);
+        assert_eq!((singular("categories"), plural("category"), plural("post"), singular("address")), ("category".into(), "categories".into(), "posts".into(), "address".into()));
+    }
+}
