@@ -83,7 +83,7 @@ fn error_paths_use_one_envelope() {
     assert_envelope(app.send("POST", "/members/", Some(huge)), 413, "body_too_large");
     assert_envelope(app.send("DELETE", "/members/", None), 405, "method_not_allowed");
     // None of these wrote anything.
-    let (_, page) = json_of(app.send("GET", "/members/", None));
+    let (_, page) = json_of(app.send("GET", "/members/?limit=100", None));
     assert_eq!(page["page"]["total"], 0);
 }
 
@@ -112,7 +112,7 @@ fn api_keys_bind_tenants_and_guard_them() {
     assert_envelope(app.send_as("GET", "/notes/1", None, &[("x-api-key", "key-gamma")]), 401, "unauthorized");
     assert_envelope(app.send_as("GET", "/notes/1", None, &[("x-session-id", "alpha")]), 401, "unauthorized");
     assert_envelope(app.send_as("POST", "/notes/", Some(json!({"text": "forged"})), &[("x-session-id", "alpha")]), 401, "unauthorized");
-    let (_, page) = json_of(app.send_as("GET", "/notes/", None, &alpha));
+    let (_, page) = json_of(app.send_as("GET", "/notes/?limit=100", None, &alpha));
     assert_eq!(page["page"]["total"], 1, "the refused POST wrote nothing: {page}");
     assert_eq!(app.send_as("GET", "/notes/", None, &[("x-session-id", "unkeyed")]).status(), 200, "other tenants still work by session id");
 }
@@ -166,7 +166,7 @@ fn two_tenants_never_see_each_others_data() {
     let b = [("x-session-id", "tenant-b")];
     app.send_as("POST", "/notes/", Some(json!({"text": "a's secret"})), &a);
     assert_eq!(app.send_as("GET", "/notes/1", None, &b).status(), 404);
-    let (_, b_list) = json_of(app.send_as("GET", "/notes/", None, &b));
+    let (_, b_list) = json_of(app.send_as("GET", "/notes/?limit=100", None, &b));
     assert_eq!(b_list["page"]["total"], 0);
     app.send_as("POST", "/notes/", Some(json!({"text": "b's"})), &b);
     assert_eq!(json_of(app.send_as("GET", "/notes/1", None, &a)).1["text"], "a's secret");

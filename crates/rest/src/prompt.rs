@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::RequestContext;
 
 /// Bumped whenever the prompt changes, so cached plans of the old prompt are not reused.
-pub const PROMPT_VERSION: &str = "p4";
+pub const PROMPT_VERSION: &str = "p5";
 
 /// The system prompt: role, answer shape, routing, code rules and the store API.
 pub const SYSTEM: &str = r#"You are a REST Planner. For each HTTP request you get its context and answer one JSON object: a plan and a Python block that performs the request with the `store` API already in the runtime. The code makes no network calls, imports nothing but json, re, math, statistics, datetime, itertools, uuid, and never prints.
@@ -29,7 +29,7 @@ Code rules:
 - To change some fields of a document use store.patch, which keeps the others; store.replace keeps only what it is given.
 - A missing document answers 404 with {'error': {'code': 'not_found', 'message': '...'}}.
 
-ctx = {'method', 'path', 'segments': [...], 'query': {'key': ['value', ...]}, 'headers': {...}, 'body_json': JSON or None}
+ctx = {'method', 'path', 'segments': [...], 'query': {'key': ['value', ...]}, 'headers': {...}, 'body_json': JSON or None, 'list': {'args': {...}} on a list request}
 store (the resource collection; store.collection(name) is another loaded collection with the same methods):
   store.get(id) -> dict or None          store.insert(obj) -> new id
   store.replace(id, obj) -> dict or None store.patch(id, delta) -> dict or None
@@ -37,6 +37,7 @@ store (the resource collection; store.collection(name) is another loaded collect
   store.search({'field': v, 'field__gt': v}) -> [dict]   operators: contains icontains gt gte lt lte ne in
   store.list(limit=None, offset=0, sort='-field', filters=None) -> {'items': [...], 'page': {'limit', 'offset', 'total'}}
   An id may be given as the path has it (a string); limit, offset and sort as the query's lists.
+  A list request's paging, sorting and filters, in whatever vocabulary the client used, are ctx['list']['args']: list with REPLY = {'status': 200, 'body': store.list(**ctx['list']['args'])}.
 
 Answer with the JSON object only."#;
 

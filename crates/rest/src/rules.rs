@@ -209,9 +209,27 @@ mod tests {
     }
 
     #[test]
+    fn nested_routes_list_and_create_children_of_a_parent() {
+        let list = plan(&ctx("GET", "/posts/1/comments", "_embed=likes&_expand=author")).unwrap();
+        assert_eq!((list.action.as_str(), list.resource.as_str()), ("list", "comments"));
+        assert_eq!(list.also_loads, vec!["authors", "likes"]);
+        let create = plan(&ctx("POST", "/posts/1/comments", "")).unwrap();
+        assert_eq!((create.action.as_str(), create.resource.as_str()), ("create", "comments"));
+        assert!(create.code.source().contains(r#"obj["postId"] = (int(ctx["segments"][1])"#), "{}", create.code.source());
+        assert_eq!(plan(&ctx("DELETE", "/posts/1/comments", "")).unwrap_err().status(), 405);
+    }
+
+    #[test]
+    fn a_delete_answers_the_record_only_when_asked() {
+        let delete = plan(&ctx("DELETE", "/posts/1", "")).unwrap();
+        assert!(delete.code.source().contains("return=representation"));
+        assert_eq!(delete.response_hints.status, Some(204));
+    }
+
+    #[test]
     fn shapes_without_a_rule_are_refused_with_a_reason() {
         assert_eq!(plan(&ctx("GET", "/", "")).unwrap_err().status(), 404);
-        assert_eq!(plan(&ctx("POST", "/members/1/promote", "")).unwrap_err().status(), 404);
+        assert_eq!(plan(&ctx("POST", "/members/1/promote/now", "")).unwrap_err().status(), 404);
         assert_eq!(plan(&ctx("DELETE", "/members/", "")).unwrap_err().status(), 405);
         assert_eq!(plan(&ctx("GET", "/../etc/", "")).unwrap_err().status(), 400);
     }
