@@ -14,6 +14,7 @@ mod app_bench;
 mod chromium;
 mod doc_links;
 mod docs;
+mod frontends;
 mod model;
 mod python_data;
 mod python_runner;

@@ -103,6 +103,7 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
     let redis_server = crate::redis_server::ensure()?;
     let (python, model) = small_model()?;
     let chromium = crate::chromium::ensure();
+    let frontends = crate::frontends::ensure();
     crate::docs::build()?;
     let tests = || {
         let mut command = Command::new(cargo());
@@ -116,6 +117,9 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
             .env("ANYPATH_REDIS_SERVER", &redis_server);
         if let Some(chromium) = &chromium {
             command.env("ANYPATH_CHROMIUM", chromium);
+        }
+        if let Some(frontends) = &frontends {
+            command.env("ANYPATH_NODE", &frontends.node).env("ANYPATH_FRONTENDS", &frontends.dir);
         }
         command
     };
@@ -157,7 +161,8 @@ const REST_SUITES: &[&str] = &["app_http", "rest_contract", "llm_planner"];
 /// The suites run a second time under the real `spin up`: the REST suites,
 /// the agent's (scripted model), several sandbox hosts, and the manifest
 /// rules against Spin itself.
-const SPIN_SUITES: &[&str] = &["app_http", "rest_contract", "llm_planner", "agent_run", "sandbox_pool", "spin_manifest_rules"];
+const SPIN_SUITES: &[&str] =
+    &["app_http", "rest_contract", "llm_planner", "agent_run", "sandbox_pool", "spin_manifest_rules", "frontend_dialects", "frontend_providers"];
 
 /// The venv's Python with the llama.cpp server, and the small model's path:
 /// what `tests/small_model.rs` runs a real model with.
