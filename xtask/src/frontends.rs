@@ -64,7 +64,8 @@ fn install(dir: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     step("installing the frontend data providers and json-server with npm ci (pinned by tests/frontends/package-lock.json)");
-    run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"]).current_dir(dir))?;
+    // `run` works from the repository root: `--prefix` points npm at the lockfile.
+    run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix"]).arg(dir))?;
     std::fs::write(&stamp, wanted)?;
     Ok(())
 }

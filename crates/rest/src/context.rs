@@ -88,9 +88,19 @@ impl RequestContext {
         }
         let (body_json, body_raw) = body(raw.body, &content_type)?;
         let method = raw.method.to_ascii_uppercase();
-        let list = list_request(&method, &segments)
-            .map(|nested| ListQuery::parse(&query, headers.get("range").map(String::as_str), nested))
-            .transpose()?;
+        let list = match list_request(&method, &segments) {
+            None => None,
+            Some(nested) => {
+                let parsed = ListQuery::parse(&query, headers.get("range").map(String::as_str), segments.last().map_or("", String::as_str), nested);
+                match (parsed, nested) {
+                    (Ok(list), _) => Some(list),
+                    (Err(error), None) => return Err(error),
+                    // `/a/1/b` may be a model's custom action with a query of
+                    // its own: the rules report the error when they plan it as a list.
+                    (Err(_), Some(_)) => None,
+                }
+            }
+        };
         Ok(Self {
             method,
             path,
@@ -120,8 +130,10 @@ fn list_request<'a>(method: &str, segments: &'a [String]) -> Option<Option<(&'a 
 }
 
 fn body(bytes: &[u8], content_type: &str) -> Result<(Option<Value>, Option<String>), RestError> {
+    let form = content_type.starts_with("application/x-www-form-urlencoded");
     if bytes.is_empty() {
-        return Ok((None, None));
+        // A form with no fields is an empty object, as it would be with some.
+        return Ok((form.then(|| Value::Object(serde_json::Map::new())), None));
     }
     let declared_json = content_type.starts_with("application/json") || content_type.contains("+json");
     match serde_json::from_slice::<Value>(bytes) {
@@ -130,7 +142,7 @@ fn body(bytes: &[u8], content_type: &str) -> Result<(Option<Value>, Option<Strin
         // An HTML form posts directly: its fields as an object of strings (a
         // repeated field as a list of them). Checked after JSON, because
         // `curl -d '{...}'` labels JSON as a form.
-        Err(_) if content_type.starts_with("application/x-www-form-urlencoded") => Ok((Some(form_fields(bytes)), None)),
+        Err(_) if form => Ok((Some(form_fields(bytes)), None)),
         Err(_) => Ok((None, Some(base64::engine::general_purpose::STANDARD.encode(bytes)))),
     }
 }

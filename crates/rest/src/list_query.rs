@@ -80,12 +80,17 @@ const OWN_OPERATORS: [&str; 8] = ["contains", "icontains", "gte", "gt", "lte", "
 impl ListQuery {
     /// Reads a list request's query (and its `Range` header); `nested` is
     /// the parent's `(collection, id)` of `/posts/1/comments`.
-    pub fn parse(query: &BTreeMap<String, Vec<String>>, range_header: Option<&str>, nested: Option<(&str, &str)>) -> Result<Self, RestError> {
+    pub fn parse(query: &BTreeMap<String, Vec<String>>, range_header: Option<&str>, collection: &str, nested: Option<(&str, &str)>) -> Result<Self, RestError> {
         let simple_rest = ["range", "filter"].iter().any(|k| query.contains_key(*k)) || first(query, "sort").is_some_and(|s| s.trim_start().starts_with('['));
         let own = !simple_rest && OWN_PAGING.iter().any(|k| query.contains_key(*k));
         let mut args = ListArgs::default();
         if let Some((parent, id)) = nested {
             args.filters.push((format!("{}Id", singular(parent)), "eq".into(), vec![Value::String(id.to_owned())]));
+        }
+        // Every count is read wherever it appears, so a bad one is refused
+        // even when another vocabulary's keys decide the window.
+        for key in ["limit", "offset", "_start", "_end", "_limit", "_page", "_per_page"] {
+            number(query, key)?;
         }
         let mut page = None;
         if own {
@@ -116,10 +121,7 @@ impl ListQuery {
         let answer = if own {
             ListShape::Envelope
         } else {
-            let range_header = match range_header {
-                Some(range) => apply_range_header(range, &mut args)?,
-                None => false,
-            };
+            let range_header = range_header.is_some_and(|range| apply_range_header(range, collection, &mut args));
             ListShape::Array { range_header, page }
         };
         Ok(Self { args, answer })
@@ -135,16 +137,29 @@ fn first<'a>(query: &'a BTreeMap<String, Vec<String>>, key: &str) -> Option<&'a 
     query.get(key).and_then(|v| v.first()).map(String::as_str)
 }
 
+/// The largest count a control may carry: what JSON numbers hold exactly.
+const MAX_COUNT: u64 = (1 << 53) - 1;
+
 fn number(query: &BTreeMap<String, Vec<String>>, key: &str) -> Result<Option<u64>, RestError> {
-    match first(query, key) {
-        None | Some("") => Ok(None),
-        Some(text) => text.trim().parse::<u64>().map(Some).map_err(|_| RestError::BadRequest(format!("`{key}` must be a non-negative integer, not {text:?}"))),
-    }
+    let Some(text) = first(query, key) else { return Ok(None) };
+    text.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n <= MAX_COUNT)
+        .map(Some)
+        .ok_or_else(|| RestError::BadRequest(format!("`{key}` must be an integer from 0 to {MAX_COUNT}, not {text:?}")))
 }
 
 /// `_sort`, `_order`, `_start`, `_end`, `_limit`, `_page`, `_per_page`,
 /// `_embed`, `_expand`; the page asked for with `_page`, if any.
 fn read_json_server(query: &BTreeMap<String, Vec<String>>, args: &mut ListArgs) -> Result<Option<(u64, u64)>, RestError> {
+    // Every `_order` is read, with or without `_sort`: a value that is not
+    // asc or desc is refused wherever it appears.
+    for order in query.get("_order").into_iter().flatten().flat_map(|o| o.split(',')) {
+        if !matches!(order.trim().to_ascii_lowercase().as_str(), "" | "asc" | "desc") {
+            return Err(RestError::BadRequest(format!("`_order` must be asc or desc for each `_sort` field, not {:?}", order.trim())));
+        }
+    }
     if let Some(fields) = first(query, "_sort").filter(|s| !s.is_empty()) {
         let orders: Vec<&str> = first(query, "_order").map(|o| o.split(',').collect()).unwrap_or_default();
         args.sort.clear();
@@ -210,10 +225,11 @@ fn read_simple_rest(query: &BTreeMap<String, Vec<String>>, args: &mut ListArgs) 
     if let Some(range) = first(query, "range").filter(|s| !s.is_empty()) {
         let (start, end): (u64, u64) = serde_json::from_str(range)
             .ok()
-            .filter(|(start, end): &(u64, u64)| start <= end)
-            .ok_or_else(|| RestError::BadRequest(format!("`range` must be [first, last] with first <= last, not {range}")))?;
+            .filter(|(start, end): &(u64, u64)| *start <= MAX_COUNT && *end <= MAX_COUNT)
+            .ok_or_else(|| RestError::BadRequest(format!("`range` must be [first, last], integers from 0 to {MAX_COUNT}, not {range}")))?;
         args.offset = start;
-        args.limit = Some(end - start + 1);
+        // A last item before the first asks for nothing.
+        args.limit = Some(if end < start { 0 } else { end - start + 1 });
     }
     if let Some(filter) = first(query, "filter").filter(|s| !s.is_empty()) {
         let map: serde_json::Map<String, Value> =
@@ -284,20 +300,20 @@ fn regex_lite_ok(pattern: &str) -> Result<(), ()> {
     if depth == 0 && !class && !escaped { Ok(()) } else { Err(()) }
 }
 
-/// `Range: <unit>=a-b` (ra-data-simple-rest's header): the window it asks
-/// for replaces the query's; true when honoured.
-fn apply_range_header(range: &str, args: &mut ListArgs) -> Result<bool, RestError> {
-    let Some((_, span)) = range.split_once('=') else { return Ok(false) };
-    let Some((start, end)) = span.trim().split_once('-') else { return Ok(false) };
-    let (Ok(start), Ok(end)) = (start.trim().parse::<u64>(), end.trim().parse::<u64>()) else {
-        return Err(RestError::BadRequest(format!("the Range header must be <collection>=first-last, not {range:?}")));
-    };
-    if start > end {
-        return Err(RestError::BadRequest(format!("the Range header's first item is past its last: {range:?}")));
+/// `Range: <collection>=a-b` (ra-data-simple-rest's header): the window it
+/// asks for replaces the query's; true when honoured. A range in another
+/// unit (`bytes=0-`), or one that does not read, is ignored, as RFC 9110
+/// lets a server ignore a Range it does not support.
+fn apply_range_header(range: &str, collection: &str, args: &mut ListArgs) -> bool {
+    let Some((unit, span)) = range.split_once('=') else { return false };
+    let Some((start, end)) = span.trim().split_once('-') else { return false };
+    let (Ok(start), Ok(end)) = (start.trim().parse::<u64>(), end.trim().parse::<u64>()) else { return false };
+    if unit.trim() != collection || start > end {
+        return false;
     }
     args.offset = start;
     args.limit = Some(end - start + 1);
-    Ok(true)
+    true
 }
 
 /// `posts` → `post`, `categories` → `category`: json-server's foreign keys.
@@ -336,7 +352,7 @@ mod tests {
     }
 
     fn parse(pairs: &[(&str, &str)]) -> Result<ListQuery, RestError> {
-        ListQuery::parse(&query(pairs), None, None)
+        ListQuery::parse(&query(pairs), None, "posts", None)
     }
 
     #[test]
@@ -373,19 +389,24 @@ mod tests {
 
     #[test]
     fn simple_rest_json_parameters_and_range_header() {
-        let list = ListQuery::parse(&query(&[("sort", r#"["title","DESC"]"#), ("range", "[0,9]"), ("filter", r#"{"q":"x","id":[1,3]}"#)]), Some("posts=0-4"), None).unwrap();
+        let list = ListQuery::parse(&query(&[("sort", r#"["title","DESC"]"#), ("range", "[0,9]"), ("filter", r#"{"q":"x","id":[1,3]}"#)]), Some("posts=0-4"), "posts", None).unwrap();
         assert_eq!(list.args.sort, vec![("title".into(), true)]);
         assert_eq!((list.args.offset, list.args.limit), (0, Some(5)), "the Range header wins");
         assert_eq!(list.args.q.as_deref(), Some("x"));
         assert_eq!(list.args.filters, vec![("id".into(), "eq".into(), vec![json!(1), json!(3)])]);
         assert_eq!(list.answer, ListShape::Array { range_header: true, page: None });
+        for ignored in ["bytes=0-", "bytes=5-9", "posts=9-0", "posts=x-1", "comments=0-1"] {
+            let list = ListQuery::parse(&query(&[]), Some(ignored), "posts", None).unwrap();
+            assert_eq!(list.answer, ListShape::Array { range_header: false, page: None }, "{ignored}");
+            assert_eq!(list.args.limit, None, "{ignored}");
+        }
     }
 
     #[test]
     fn a_malformed_control_is_a_400_that_names_it() {
         for (pairs, named) in [
             (vec![("range", "[0,")], "`range`"),
-            (vec![("range", "[9,0]")], "`range`"),
+            (vec![("range", "[-1,2]")], "`range`"),
             (vec![("sort", r#"["title","UP"]"#)], "`sort`"),
             (vec![("filter", "[1]")], "`filter`"),
             (vec![("_start", "x"), ("_end", "5")], "`_start`"),
@@ -401,7 +422,7 @@ mod tests {
 
     #[test]
     fn nested_routes_filter_by_the_parents_key() {
-        let list = ListQuery::parse(&query(&[]), None, Some(("posts", "1"))).unwrap();
+        let list = ListQuery::parse(&query(&[]), None, "comments", Some(("posts", "1"))).unwrap();
         assert_eq!(list.args.filters, vec![("postId".into(), "eq".into(), vec![json!("1")])]);
         assert_eq!((singular("categories"), plural("category"), plural("post"), singular("address")), ("category".into(), "categories".into(), "posts".into(), "address".into()));
     }

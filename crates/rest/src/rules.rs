@@ -68,7 +68,8 @@ fn criteria(ctx: &RequestContext) -> Map<String, Value> {
 fn related(ctx: &RequestContext) -> Vec<String> {
     let Some(list) = &ctx.list else { return Vec::new() };
     let mut names: Vec<String> = list.args.embed.iter().cloned().chain(list.args.expand.iter().map(|parent| list_query::plural(parent))).collect();
-    names.retain(|name| names::collection(name).is_ok());
+    let own = ctx.segments.last().map(String::as_str).unwrap_or_default();
+    names.retain(|name| names::collection(name).is_ok() && name != own);
     names.sort();
     names.dedup();
     names
@@ -79,16 +80,42 @@ fn related(ctx: &RequestContext) -> Vec<String> {
 /// with `postId` set.
 fn nested(ctx: &RequestContext, method: &str, parent: &str, children: &str) -> Result<Plan, RestError> {
     names::collection(parent)?;
-    let resource = names::collection(children)?.to_owned();
+    // Under the rules the third segment names a collection: anything else
+    // is a path no rule plans, as it was before nested routes.
+    let resource = names::collection(children)
+        .map_err(|_| RestError::NotFound(format!("no rule plans {} {}: {children:?} is not a collection name", ctx.method, ctx.path)))?
+        .to_owned();
+    let parent_id = ctx.segments.get(1).map(String::as_str).unwrap_or_default();
+    if !names::reachable_id(parent_id) {
+        return Err(RestError::BadRequest(format!("{parent_id:?} cannot name a document of {parent}")));
+    }
     let foreign_key = format!("{}Id", list_query::singular(parent));
     let (action, source) = match method {
-        "GET" => ("list", LIST.to_owned()),
+        "GET" => {
+            if ctx.list.is_none() {
+                // The context leaves a nested query it cannot read to a model; the rules list it, so say why it cannot be read.
+                list_query::ListQuery::parse(&ctx.query, ctx.headers.get("range").map(String::as_str), &resource, Some((parent, parent_id)))?;
+            }
+            ("list", LIST.to_owned())
+        }
         "POST" => ("create", with_resource(&CREATE.replace("obj = dict(payload)", &format!("obj = dict(payload)\n    obj[\"{foreign_key}\"] = PARENT_ID")), &resource).replace("PARENT_ID", PARENT_ID)),
         _ => return Err(RestError::MethodNotAllowed(format!("{} is not supported on {}: a nested route lists (GET) and creates (POST)", ctx.method, ctx.path))),
     };
+    // The children of a document that does not exist are not found either,
+    // and none is created for it: checked before anything else runs.
+    let indented: Vec<String> = source.lines().map(|line| format!("    {line}")).collect();
+    let source = format!(
+        "if {}:\n    REPLY = {{\"status\": 404, \"body\": {{\"error\": {{\"code\": \"not_found\", \"message\": \"{parent}/\" + ctx[\"segments\"][1] + \" not found\"}}}}}}\nelse:\n{}",
+        parent_missing(parent, &resource),
+        indented.join("\n")
+    );
+    let mut also_loads = if action == "list" { related(ctx) } else { Vec::new() };
+    if parent != resource && !also_loads.iter().any(|name| name == parent) {
+        also_loads.push(parent.to_owned());
+    }
     Ok(Plan {
         action: action.into(),
-        also_loads: if action == "list" { related(ctx) } else { Vec::new() },
+        also_loads,
         resource,
         id: None,
         criteria: criteria(ctx),
@@ -96,6 +123,12 @@ fn nested(ctx: &RequestContext, method: &str, parent: &str, children: &str) -> R
         response_hints: ResponseHints { status: Some(default_status(action)), location_id: None },
         code: Code::python(&source),
     })
+}
+
+/// Python that is true when the nested route's parent document is absent.
+fn parent_missing(parent: &str, resource: &str) -> String {
+    let collection = if parent == resource { "store".to_owned() } else { format!("store.collection(\"{parent}\")") };
+    format!("{collection}.get(ctx[\"segments\"][1]) is None")
 }
 
 /// The parent's id of a nested route, a number when it reads as one.
@@ -212,7 +245,8 @@ mod tests {
     fn nested_routes_list_and_create_children_of_a_parent() {
         let list = plan(&ctx("GET", "/posts/1/comments", "_embed=likes&_expand=author")).unwrap();
         assert_eq!((list.action.as_str(), list.resource.as_str()), ("list", "comments"));
-        assert_eq!(list.also_loads, vec!["authors", "likes"]);
+        assert_eq!(list.also_loads, vec!["authors", "likes", "posts"]);
+        assert!(list.code.source().starts_with("if store.collection(\"posts\").get(ctx[\"segments\"][1]) is None:"), "{}", list.code.source());
         let create = plan(&ctx("POST", "/posts/1/comments", "")).unwrap();
         assert_eq!((create.action.as_str(), create.resource.as_str()), ("create", "comments"));
         assert!(create.code.source().contains(r#"obj["postId"] = (int(ctx["segments"][1])"#), "{}", create.code.source());
