@@ -212,7 +212,10 @@ fn names(query: &BTreeMap<String, Vec<String>>, key: &str) -> Vec<String> {
 /// ra-data-simple-rest's `sort=["f","ASC"]`, `range=[a,b]` (inclusive) and
 /// `filter={...}`.
 fn read_simple_rest(query: &BTreeMap<String, Vec<String>>, args: &mut ListArgs) -> Result<(), RestError> {
-    if let Some(sort) = first(query, "sort").filter(|s| !s.is_empty()) {
+    if let Some(sort) = first(query, "sort").filter(|s| !s.is_empty() && !s.trim_start().starts_with('[')) {
+        // Beside `range` or `filter`, a sort that is not JSON is the seed's `-field,field`.
+        args.sort = sort.split(',').filter(|k| !k.is_empty()).map(|k| (k.trim_start_matches('-').to_owned(), k.starts_with('-'))).collect();
+    } else if let Some(sort) = first(query, "sort").filter(|s| !s.is_empty()) {
         let (field, order): (String, String) =
             serde_json::from_str(sort).map_err(|_| RestError::BadRequest(format!("`sort` must be [\"field\", \"ASC\" or \"DESC\"], not {sort}")))?;
         let descending = match order.to_ascii_uppercase().as_str() {
@@ -235,6 +238,10 @@ fn read_simple_rest(query: &BTreeMap<String, Vec<String>>, args: &mut ListArgs) 
         let map: serde_json::Map<String, Value> =
             serde_json::from_str(filter).map_err(|_| RestError::BadRequest(format!("`filter` must be a JSON object, not {filter}")))?;
         for (key, value) in map {
+            // A key that names no field filters nothing.
+            if key.is_empty() {
+                continue;
+            }
             if key == "q" {
                 args.q = value.as_str().map(str::to_owned).or_else(|| (!value.is_null()).then(|| value.to_string()));
                 continue;
