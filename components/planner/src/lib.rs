@@ -100,8 +100,6 @@ fn conventional(ctx: &RequestContext) -> bool {
     let shape_ok = match ctx.segments.as_slice() {
         [_] => true,
         [_, second] => second == "search" || shape::is_id_like(second),
-        // json-server's nested routes: `/posts/1/comments`.
-        [_, id, _] => shape::is_id_like(id),
         _ => false,
     };
     shape_ok && rules::plan(ctx).is_ok()
