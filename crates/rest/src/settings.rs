@@ -78,6 +78,12 @@ pub const VARIABLES: &[Variable] = &[
         "Origins whose web pages may call the REST face from a browser: comma-separated `scheme://host[:port]`, or `*` for any. Empty: no CORS headers at all.",
     ),
     var("cors_allow_credentials", "false", GATEWAY, "`true` lets those pages send credentials (cookies, `Authorization`); never together with `*`."),
+    var(
+        "delete_reply",
+        "",
+        GATEWAY,
+        "What a `DELETE` answers: `no-content` (`204`, the default when empty) or `record` (`200` with the deleted record, as `Prefer: return=representation` asks per request; react-admin's `deleteMany` reads each answer's id).",
+    ),
     var("max_body_bytes", "1048576", GATEWAY, "Largest request body the REST face accepts, in bytes."),
     var("call_timeout_ms", "10000", ALL_CALLERS, "Deadline of each call between components and to the sandbox hosts, in milliseconds."),
     var("exec_fuel", "", GATEWAY, "Lower the sandbox's fuel budget for every block (empty: the sandbox's own)."),
