@@ -95,6 +95,8 @@ fn allow_lists_exactly_what_each_path_accepts() {
         ("/members/", "GET, HEAD, POST, OPTIONS"),
         ("/members/search", "GET, HEAD, OPTIONS"),
         ("/members/1", "GET, HEAD, PUT, PATCH, DELETE, OPTIONS"),
+        // json-server's nested routes, under the rules.
+        ("/members/1/comments", "GET, HEAD, POST, OPTIONS"),
     ] {
         let options = app.send("OPTIONS", path, None);
         assert_eq!((options.status().as_u16(), header(&options, "allow")), (204, allow.to_owned()), "OPTIONS {path}");
@@ -106,10 +108,10 @@ fn allow_lists_exactly_what_each_path_accepts() {
     }
     let head = app.send("HEAD", "/healthz", None);
     assert_eq!((head.status().as_u16(), head.text().unwrap_or_default()), (200, String::new()));
-    // Under the rules nothing plans a nested path; the spec does not list one.
-    assert_envelope(app.send("OPTIONS", "/members/1/promote", None), 404, "not_found");
+    // Under the rules a nested path lists and creates children; the spec lists exactly that.
     let spec = json_of(app.send("GET", "/openapi.json", None)).1;
-    assert!(spec["paths"].get("/{collection}/{id}/{action}").is_none());
+    let nested: Vec<&String> = spec["paths"]["/{collection}/{id}/{action}"].as_object().map(|o| o.keys().filter(|k| *k != "parameters").collect()).unwrap_or_default();
+    assert_eq!(nested, vec!["get", "post"]);
     assert!(spec["paths"]["/{collection}/{id}"].get("post").is_none());
     // Reserved names are never collections.
     assert_envelope(app.send("POST", "/healthz/", Some(json!({}))), 400, "bad_request");

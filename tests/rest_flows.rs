@@ -70,7 +70,11 @@ impl Tenant {
         let body = body.map(|b| b.to_string()).unwrap_or_default();
         let headers = vec![("content-type".to_string(), "application/json".to_string())];
         let raw = RawRequest { method, path, query, headers: &headers, body: body.as_bytes(), client_ip: "127.0.0.1" };
-        let ctx = RequestContext::build(&raw, "tenant-a").expect("valid request");
+        // A request the gateway refuses before planning (malformed JSON, a bad list control) answers as it would.
+        let ctx = match RequestContext::build(&raw, "tenant-a") {
+            Ok(ctx) => ctx,
+            Err(e) => return Answer { status: e.status(), headers: vec![], body: json!({"error": e.to_string()}) },
+        };
         let plan = match rules::plan(&ctx) {
             Ok(plan) => plan,
             Err(e) => return Answer { status: e.status(), headers: vec![], body: json!({"error": e.to_string()}) },

@@ -123,7 +123,7 @@ fn traffic(app: &App, collection: &str) -> Vec<String> {
         note(&response);
         let (status, body) = json_of(response);
         assert_eq!((status.as_u16(), &body["n"]), (200, &json!(i)), "{body}");
-        let response = app.send("GET", &format!("/{collection}/"), None);
+        let response = app.send("GET", &format!("/{collection}/?limit=100"), None);
         note(&response);
         let (status, body) = json_of(response);
         assert_eq!(status.as_u16(), 200, "{body}");
