@@ -62,6 +62,10 @@ fn json_server_vocabulary_pages_sorts_searches_and_filters() {
     let link = header(&paged, "link");
     assert!(link.contains("_page=1>; rel=\"prev\"") && link.contains("_page=3>; rel=\"next\"") && link.contains("_page=3>; rel=\"last\""), "{link}");
     assert_eq!(ids(&json_of(paged).1), vec![3, 4]);
+    // A page past the last has no records and, as on json-server, no links.
+    let beyond = app.send("GET", "/posts?_page=9&_limit=2", None);
+    assert_eq!(header(&beyond, "link"), "");
+    assert_eq!(ids(&json_of(beyond).1), Vec::<i64>::new());
     let embedded = get("_embed=comments&id=1");
     assert_eq!(embedded[0]["comments"].as_array().map(Vec::len), Some(2), "{embedded}");
     let (_, expanded) = json_of(app.send("GET", "/comments?_expand=post&postId=3", None));
@@ -78,12 +82,23 @@ fn simple_rest_parameters_and_the_range_header() {
     assert_eq!(ids(&json_of(response).1), vec![4, 2]);
     let many = json_of(app.send("GET", "/posts?filter=%7B%22id%22%3A%5B1%2C3%5D%7D", None)).1;
     assert_eq!(ids(&many), vec![1, 3]);
-    for malformed in ["range=%5B0%2C", "sort=%5B%22views%22%5D", "filter=%5B1%5D", "_start=x&_end=2", "_sort=a&_order=up"] {
-        let response = app.send("GET", &format!("/posts?{malformed}"), None);
-        let (status, body) = json_of(response);
+    // getMany with no ids asks for nothing, not for everything.
+    assert_eq!(ids(&json_of(app.send("GET", "/posts?filter=%7B%22id%22%3A%5B%5D%7D", None)).1), Vec::<i64>::new());
+    // A window past the last record selects nothing: 200, and the total.
+    let past = app.send_as("GET", "/posts", None, &[("range", "posts=10-19")]);
+    assert_eq!((past.status().as_u16(), header(&past, "content-range")), (200, "posts */5".to_owned()));
+    for (malformed, named) in [
+        ("range=%5B0%2C", "`range`"),
+        ("sort=%5B%22views%22%5D", "`sort`"),
+        ("filter=%5B1%5D", "`filter`"),
+        ("_start=x&_end=2", "`_start`"),
+        ("_sort=a&_order=up", "`_order`"),
+        ("title_like=(a", "`title_like`"),
+        ("_embed=a,b,c&_expand=d,e", "`_embed` and `_expand`"),
+    ] {
+        let (status, body) = json_of(app.send("GET", &format!("/posts?{malformed}"), None));
         assert_eq!(status, 400, "{malformed}: {body}");
-        let name = malformed.split('=').next().unwrap_or_default();
-        assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains(&format!("`{name}`")) || m.contains("`_order`")), "{malformed}: {body}");
+        assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains(named)), "{malformed} names {named}: {body}");
     }
 }
 
@@ -135,4 +150,13 @@ fn cors_exposes_the_list_headers() {
     for name in ["x-total-count", "content-range", "link"] {
         assert!(exposed.contains(name), "{exposed}");
     }
+    // A browser asks before it sends ra-data-simple-rest's Range or a Prefer.
+    let preflight = app.send_as(
+        "OPTIONS",
+        "/posts",
+        None,
+        &[("origin", "http://admin.example"), ("access-control-request-method", "DELETE"), ("access-control-request-headers", "range,prefer")],
+    );
+    let allowed = header(&preflight, "access-control-allow-headers").to_ascii_lowercase();
+    assert!(allowed.contains("range") && allowed.contains("prefer"), "{allowed}");
 }

@@ -24,15 +24,12 @@ use serde_json::{Value, json};
 const POSTS: [(&str, u64); 5] = [("alpha snow", 5), ("beta", 10), ("gamma", 5), ("delta", 20), ("Alpine", 1)];
 const COMMENTS: [(u64, &str); 3] = [(1, "first"), (1, "second"), (3, "third")];
 
-/// Node and the installed providers, or why the tests are skipped.
-fn frontends() -> Option<(PathBuf, PathBuf)> {
-    match (std::env::var_os("ANYPATH_NODE"), std::env::var_os("ANYPATH_FRONTENDS")) {
-        (Some(node), Some(dir)) => Some((node.into(), dir.into())),
-        _ => {
-            eprintln!("skipped: ANYPATH_NODE and ANYPATH_FRONTENDS are not set (cargo xtask test installs Node and the providers)");
-            None
-        }
-    }
+/// Node and the installed providers (`cargo xtask test` installs both).
+fn frontends() -> (PathBuf, PathBuf) {
+    let required = |name: &str| -> PathBuf {
+        std::env::var_os(name).map(PathBuf::from).unwrap_or_else(|| panic!("{name} is not set: run `cargo xtask test`, which installs Node and the pinned providers"))
+    };
+    (required("ANYPATH_NODE"), required("ANYPATH_FRONTENDS"))
 }
 
 /// The provider script's lines for `which` against `base`.
@@ -122,7 +119,7 @@ fn answer<'a>(lines: &'a [Value], call: &str) -> &'a Value {
 
 #[test]
 fn react_admins_json_server_provider_answers_as_on_json_server() {
-    let Some((node, dir)) = frontends() else { return };
+    let (node, dir) = frontends();
     let app = anypath("providers-ra-json-server");
     let ours = drive(&node, &dir, &app.base, "json-server");
     let reference = drive(&node, &dir, &JsonServer::start(&node, &dir).base, "json-server");
@@ -133,7 +130,7 @@ fn react_admins_json_server_provider_answers_as_on_json_server() {
 
 #[test]
 fn react_admins_simple_rest_provider_answers_what_json_server_would() {
-    let Some((node, dir)) = frontends() else { return };
+    let (node, dir) = frontends();
     let app = anypath("providers-ra-simple-rest");
     let ours = drive(&node, &dir, &app.base, "simple-rest");
     let reference: Vec<Value> = drive(&node, &dir, &JsonServer::start(&node, &dir).base, "json-server")
@@ -149,7 +146,7 @@ fn react_admins_simple_rest_provider_answers_what_json_server_would() {
 
 #[test]
 fn refines_simple_rest_provider_answers_as_on_json_server() {
-    let Some((node, dir)) = frontends() else { return };
+    let (node, dir) = frontends();
     let app = anypath("providers-refine");
     let ours = drive(&node, &dir, &app.base, "refine");
     let reference = drive(&node, &dir, &JsonServer::start(&node, &dir).base, "refine");

@@ -29,12 +29,13 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 type Check = fn(&mut Session) -> Result<(), String>;
 
 /// The seed's examples, in the order they build on each other.
-const CHECKS: [(&str, Check); 9] = [
+const CHECKS: [(&str, Check); 10] = [
     ("create", create),
     ("get", get),
     ("search", search),
     ("operator search", operator_search),
     ("list with paging", paging),
+    ("json-server list", json_server_list),
     ("replace", replace),
     ("patch", patch),
     ("custom action", custom_action),
@@ -137,11 +138,12 @@ struct Ids {
     bob: Option<String>,
 }
 
-/// One answer: status, `Location`, and the body (JSON, or null).
+/// One answer: status, `Location`, `X-Total-Count`, and the body (JSON, or null).
 struct Answer {
     what: String,
     status: u16,
     location: Option<String>,
+    total: Option<String>,
     body: Value,
     text: String,
 }
@@ -197,9 +199,9 @@ impl<'a> Session<'a> {
         let started = Instant::now();
         let sent = request.send().and_then(|response| {
             let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-            let (status, location, request_id) =
-                (response.status().as_u16(), header("location"), header("x-request-id"));
-            response.text().map(|text| (status, location, request_id, text))
+            let (status, location, total, request_id) =
+                (response.status().as_u16(), header("location"), header("x-total-count"), header("x-request-id"));
+            response.text().map(|text| (status, location, total, request_id, text))
         });
         let seconds = started.elapsed().as_secs_f64();
         let mut record = Record {
@@ -212,7 +214,7 @@ impl<'a> Session<'a> {
             llm_calls: 0,
             repairs: 0,
         };
-        let (status, location, request_id, text) = match sent {
+        let (status, location, total, request_id, text) = match sent {
             Ok(answer) => answer,
             Err(error) => {
                 self.requests.push(record);
@@ -227,7 +229,7 @@ impl<'a> Session<'a> {
         }
         self.requests.push(record);
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Ok(Answer { what, status, location, body, text })
+        Ok(Answer { what, status, location, total, body, text })
     }
 
     /// The gateway's JSON log line for one request (the sandbox logs the
@@ -325,6 +327,22 @@ fn paging(s: &mut Session) -> Result<(), String> {
         Some(items) if items.len() == 1 => Ok(()),
         Some(items) => Err(answer.wrong(&format!("{} items, expected 1", items.len()))),
         None => Err(answer.wrong("neither a list nor an object with items")),
+    }
+}
+
+/// A list as a frontend written for json-server asks for it: the two
+/// oldest members, as a bare array with the total in `X-Total-Count`.
+fn json_server_list(s: &mut Session) -> Result<(), String> {
+    let answer = s.send("GET", "/members?_sort=age&_order=desc&_limit=2", None)?;
+    answer.expect(&[200])?;
+    let items = answer.body.as_array().ok_or_else(|| answer.wrong("not a bare JSON list"))?;
+    let names: Vec<&str> = items.iter().filter_map(|item| item["name"].as_str()).collect();
+    if names != ["hartmann", "Alice"] {
+        return Err(answer.wrong(&format!("names {names:?}, expected [\"hartmann\", \"Alice\"] (age 45, 31)")));
+    }
+    match answer.total.as_deref() {
+        Some("3") => Ok(()),
+        other => Err(answer.wrong(&format!("X-Total-Count {other:?}, expected 3"))),
     }
 }
 

@@ -3,12 +3,14 @@
 //! `ra-data-simple-rest`, Refine's `@refinedev/simple-rest`, and json-server
 //! 0.17.4 as the reference backend, at the versions `tests/frontends/
 //! package-lock.json` pins (npm checks each package's integrity hash).
-//! Installed with `npm ci` once per lockfile; without Node the tests say
-//! they were skipped.
+//! Installed with `npm ci` once per lockfile; Node comes from `apt-get`
+//! when the machine has none. The tests need both, so a failed install
+//! stops `cargo xtask test` with its reason.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 
 use crate::steps::{root, run, step};
@@ -19,36 +21,26 @@ pub struct Frontends {
     pub dir: PathBuf,
 }
 
-/// Node (installed with `apt-get` when missing and possible) and the
-/// packages of the lockfile; None, with the reason printed, when either
-/// cannot be had.
-pub fn ensure() -> Option<Frontends> {
-    let Some(node) = node() else { return None };
+/// Node (installed with `apt-get` when missing) and the packages of the lockfile.
+pub fn ensure() -> anyhow::Result<Frontends> {
+    let node = node()?;
     let dir = root().join("tests/frontends");
-    match install(&dir) {
-        Ok(()) => Some(Frontends { node, dir }),
-        Err(error) => {
-            eprintln!("==> the frontend providers could not be installed ({error:#}): their tests will be skipped");
-            None
-        }
-    }
+    install(&dir).context("installing the frontend providers with npm ci")?;
+    Ok(Frontends { node, dir })
 }
 
-fn node() -> Option<PathBuf> {
+fn node() -> anyhow::Result<PathBuf> {
     let found = || which("node").filter(|_| which("npm").is_some());
     if let Some(node) = found() {
-        return Some(node);
+        return Ok(node);
     }
     if !Path::new("/usr/bin/apt-get").is_file() {
-        eprintln!("==> no Node and no apt-get: the frontend provider tests will be skipped");
-        return None;
+        bail!("the frontend provider tests need Node 18 or later with npm, and this machine has neither Node nor apt-get to install it");
     }
     step("installing Node with apt-get, for the frontend provider tests");
     let install = || run(Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "nodejs", "npm"]).env("DEBIAN_FRONTEND", "noninteractive"));
-    if let Err(error) = install().or_else(|_| run(Command::new("apt-get").arg("update")).and_then(|()| install())) {
-        eprintln!("==> Node could not be installed ({error:#}): the frontend provider tests will be skipped");
-    }
-    found()
+    install().or_else(|_| run(Command::new("apt-get").arg("update")).and_then(|()| install())).context("installing Node with apt-get")?;
+    found().context("apt-get installed Node, but node or npm is still not on PATH")
 }
 
 fn which(program: &str) -> Option<PathBuf> {

@@ -103,7 +103,7 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
     let redis_server = crate::redis_server::ensure()?;
     let (python, model) = small_model()?;
     let chromium = crate::chromium::ensure();
-    let frontends = crate::frontends::ensure();
+    let frontends = crate::frontends::ensure()?;
     crate::docs::build()?;
     let tests = || {
         let mut command = Command::new(cargo());
@@ -118,9 +118,7 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
         if let Some(chromium) = &chromium {
             command.env("ANYPATH_CHROMIUM", chromium);
         }
-        if let Some(frontends) = &frontends {
-            command.env("ANYPATH_NODE", &frontends.node).env("ANYPATH_FRONTENDS", &frontends.dir);
-        }
+        command.env("ANYPATH_NODE", &frontends.node).env("ANYPATH_FRONTENDS", &frontends.dir);
         command
     };
     step("running every test");

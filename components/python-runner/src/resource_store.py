@@ -213,10 +213,12 @@ class Collection:
         (a dict), or [[field, op, values], ...]: each must pass, and passes
         when any value does (for `ne`, every value). `q` keeps documents with
         the text in any value, any case. Filters apply before paging (`total`
-        counts the matches). `embed` adds each child collection's documents
-        whose `<singular>Id` is the document's id; `expand` adds the parent
-        named by the document's `<name>Id`. `limit`, `offset` and `sort` may
-        be given as ctx['query'] holds them (`['10']`).
+        counts the matches). `embed` and `expand` are relations,
+        {"field", "collection", "key"}: an embed sets `field` to the
+        collection's documents whose `key` is the document's id; an expand
+        sets it to the collection's document whose id is the document's
+        `key`. `limit`, `offset` and `sort` may be given as ctx['query']
+        holds them (`['10']`).
         """
         limit = _query_value(limit)
         limit = _non_negative(limit, "limit") if limit is not None else None
@@ -238,10 +240,10 @@ class Collection:
             docs = present + missing
         end = None if limit is None else offset + limit
         items = [_clone(d) for d in docs[offset:end]]
-        for child in embed or ():
-            self._embed(items, child)
-        for parent in expand or ():
-            self._expand(items, parent)
+        for relation in embed or ():
+            self._embed(items, _relation(relation))
+        for relation in expand or ():
+            self._expand(items, _relation(relation))
         return {"items": items, "page": {"limit": limit, "offset": offset, "total": len(docs)}}
 
     def _related(self, name):
@@ -250,19 +252,23 @@ class Collection:
         other = others.get(name)
         return list(other._scan().values()) if other is not None else []
 
-    def _embed(self, items, child):
-        key = _singular(self.name) + "Id"
-        children = self._related(child)
+    def _embed(self, items, relation):
+        field, collection, key = relation
+        # The children grouped by their key once, not searched per item.
+        by_parent = {}
+        for child in self._related(collection):
+            if child.get(key) is not None:
+                by_parent.setdefault(str(child[key]), []).append(child)
         for item in items:
-            own = str(item.get("id"))
-            item[child] = [_clone(c) for c in children if key in c and str(c[key]) == own]
+            item[field] = [_clone(c) for c in by_parent.get(str(item.get("id")), ())]
 
-    def _expand(self, items, parent):
-        parents = {str(p.get("id")): p for p in self._related(_plural(parent))}
+    def _expand(self, items, relation):
+        field, collection, key = relation
+        parents = {str(p.get("id")): p for p in self._related(collection)}
         for item in items:
-            found = parents.get(str(item.get(parent + "Id")))
+            found = parents.get(str(item.get(key)))
             if found is not None:
-                item[parent] = _clone(found)
+                item[field] = _clone(found)
 
     def _new_id(self):
         """The reserved id when there is one, else one past the highest integer id."""
@@ -370,10 +376,13 @@ def _compile_any(field, op, values):
         raise ValueError(f"unknown filter operator {op!r}")
     if not isinstance(values, (list, tuple)):
         values = [values]
+    if op == "like":
+        values = [_pattern(v) for v in values]
     tests = [_compile_filter(f"{field}__{op}" if op != "eq" else field, v) for v in values]
     if op == "ne":
         return lambda d: all(t(d) for t in tests)
-    return lambda d: any(t(d) for t in tests) if tests else True
+    # Any of no values is none: getMany with no ids asks for no record.
+    return lambda d: any(t(d) for t in tests)
 
 
 def _mentions(value, wanted):
@@ -382,36 +391,36 @@ def _mentions(value, wanted):
         return any(_mentions(v, wanted) for v in value.values())
     if isinstance(value, list):
         return any(_mentions(v, wanted) for v in value)
-    if value is None or isinstance(value, bool):
+    if isinstance(value, bool):
+        # As json-server reads it: true is the text "true", false is no text.
+        return value and wanted in "true"
+    if value is None or value == 0:
         return False
     return wanted in str(value).casefold()
 
 
-def _singular(name):
-    """`posts` -> `post`, `categories` -> `category` (json-server's keys)."""
-    name = name or ""
-    if name.endswith("ies"):
-        return name[:-3] + "y"
-    if name.endswith("s") and not name.endswith("ss"):
-        return name[:-1]
-    return name
+def _relation(relation):
+    """(field, collection, key) of an embed or expand."""
+    if not isinstance(relation, dict) or not all(isinstance(relation.get(k), str) for k in ("field", "collection", "key")):
+        raise TypeError(f"a relation is {{'field', 'collection', 'key'}}, not {relation!r}")
+    return relation["field"], relation["collection"], relation["key"]
 
 
-def _plural(name):
-    """`post` -> `posts`, `category` -> `categories`."""
-    if name.endswith("y") and name[-2:-1] not in tuple("aeiou"):
-        return name[:-1] + "ies"
-    return name if name.endswith("s") else name + "s"
+def _pattern(pattern):
+    """A `like` value compiled once: a bad pattern is refused before any document is read."""
+    if isinstance(pattern, re.Pattern):
+        return pattern
+    try:
+        return re.compile(str(pattern), re.IGNORECASE)
+    except re.error as exc:
+        raise ValueError(f"not a regular expression: {pattern!r} ({exc})") from None
 
 
 def _like(actual, pattern):
     """json-server's `_like`: a case-insensitive regular expression found anywhere."""
     if actual is None:
         return False
-    try:
-        return re.search(str(pattern), str(actual), re.IGNORECASE) is not None
-    except re.error as exc:
-        raise ValueError(f"not a regular expression: {pattern!r} ({exc})") from None
+    return _pattern(pattern).search(str(actual)) is not None
 
 
 def _compile_filter(key, expected):

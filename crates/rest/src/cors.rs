@@ -7,7 +7,7 @@
 //! so a page on another origin cannot read any.
 
 /// The request headers the app reads, which a page may send.
-pub const ALLOWED_HEADERS: &[&str] = &["content-type", "authorization", "x-session-id", "x-api-key", "x-request-id"];
+pub const ALLOWED_HEADERS: &[&str] = &["content-type", "authorization", "x-session-id", "x-api-key", "x-request-id", "range", "prefer"];
 /// The response headers a page may read besides the simple ones.
 pub const EXPOSED_HEADERS: &[&str] =
     &["location", "x-request-id", "x-anypath-plan", "server-timing", "retry-after", "x-total-count", "content-range", "link", "preference-applied"];

@@ -36,7 +36,9 @@ pub struct ListQuery {
 /// What `store.list(**args)` takes.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ListArgs {
+    /// At most this many records; none for every record from `offset`.
     pub limit: Option<u64>,
+    /// How many matching records to skip.
     pub offset: u64,
     /// `[field, descending]`, most significant first.
     pub sort: Vec<(String, bool)>,
@@ -45,12 +47,36 @@ pub struct ListArgs {
     pub filters: Vec<(String, String, Vec<Value>)>,
     /// Case-insensitive text searched for in every value.
     pub q: Option<String>,
-    /// Child collections to embed (`_embed=comments`: each record's
-    /// `comments` whose `postId` is its id).
-    pub embed: Vec<String>,
-    /// Parents to expand (`_expand=post`: each record's `post` from `posts`
-    /// by its `postId`).
-    pub expand: Vec<String>,
+    /// Child collections to embed (`_embed=comments` on `/posts`: each
+    /// record's `comments` are those whose `postId` is its id).
+    pub embed: Vec<Relation>,
+    /// Parents to expand (`_expand=post` on `/comments`: each record's
+    /// `post` is the one of `posts` whose id is its `postId`).
+    pub expand: Vec<Relation>,
+}
+
+/// One `_embed` or `_expand`: the field it fills, the collection it reads
+/// and the foreign key that joins them, named here once so the block needs
+/// no naming rules of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Relation {
+    /// The field each record gets (`comments`, `post`).
+    pub field: String,
+    /// The collection read (`comments`, `posts`).
+    pub collection: String,
+    /// The foreign key (`postId`): on the child for an embed, on the record
+    /// itself for an expand.
+    pub key: String,
+}
+
+impl ListArgs {
+    /// The other collections the embeds and expands read, each once.
+    pub fn related_collections(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.embed.iter().chain(&self.expand).map(|r| r.collection.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
 }
 
 /// The shape of a list answer.
@@ -76,6 +102,11 @@ const DEFAULT_PAGE_SIZE: u64 = 10;
 const SUFFIXES: [(&str, &str); 4] = [("_gte", "gte"), ("_lte", "lte"), ("_ne", "ne"), ("_like", "like")];
 /// The store's own operators, written `field__op`.
 const OWN_OPERATORS: [&str; 8] = ["contains", "icontains", "gte", "gt", "lte", "lt", "ne", "in"];
+/// The most collections `_embed` and `_expand` may read besides the list's
+/// own: what a planned block may load ([`crate::plan_check::MAX_ALSO_LOADS`]).
+const MAX_RELATED: usize = crate::plan_check::MAX_ALSO_LOADS;
+/// The longest `_like` pattern, in characters.
+const MAX_PATTERN: usize = 256;
 
 impl ListQuery {
     /// Reads a list request's query (and its `Range` header); `nested` is
@@ -107,7 +138,7 @@ impl ListQuery {
         }
         // json-server's controls, in its order of precedence.
         if !own && !simple_rest || query.keys().any(|k| k.starts_with('_')) {
-            page = read_json_server(query, &mut args)?;
+            page = read_json_server(query, collection, &mut args)?;
         }
         for (key, values) in query {
             if is_control(key) {
@@ -122,14 +153,15 @@ impl ListQuery {
             ListShape::Envelope
         } else {
             let range_header = range_header.is_some_and(|range| apply_range_header(range, collection, &mut args));
-            ListShape::Array { range_header, page }
+            // The Range header decides the window, so `_page`'s links would name other records.
+            ListShape::Array { range_header, page: page.filter(|_| !range_header) }
         };
         Ok(Self { args, answer })
     }
 }
 
-/// Keys that page, sort, search or shape rather than filter.
-fn is_control(key: &str) -> bool {
+/// Whether a query key pages, sorts, searches or shapes rather than filters.
+pub fn is_control(key: &str) -> bool {
     key.starts_with('_') || key.starts_with("utm_") || matches!(key, "q" | "limit" | "offset" | "sort" | "range" | "filter" | "callback")
 }
 
@@ -152,7 +184,7 @@ fn number(query: &BTreeMap<String, Vec<String>>, key: &str) -> Result<Option<u64
 
 /// `_sort`, `_order`, `_start`, `_end`, `_limit`, `_page`, `_per_page`,
 /// `_embed`, `_expand`; the page asked for with `_page`, if any.
-fn read_json_server(query: &BTreeMap<String, Vec<String>>, args: &mut ListArgs) -> Result<Option<(u64, u64)>, RestError> {
+fn read_json_server(query: &BTreeMap<String, Vec<String>>, collection: &str, args: &mut ListArgs) -> Result<Option<(u64, u64)>, RestError> {
     // Every `_order` is read, with or without `_sort`: a value that is not
     // asc or desc is refused wherever it appears.
     for order in query.get("_order").into_iter().flatten().flat_map(|o| o.split(',')) {
@@ -184,7 +216,8 @@ fn read_json_server(query: &BTreeMap<String, Vec<String>>, args: &mut ListArgs) 
     let page = number(query, "_page")?;
     let mut asked_page = None;
     if let Some(page) = page {
-        let size = limit.unwrap_or(DEFAULT_PAGE_SIZE);
+        // As json-server reads it: a missing or zero page size is its default.
+        let size = limit.filter(|size| *size > 0).unwrap_or(DEFAULT_PAGE_SIZE);
         let page = page.max(1);
         args.offset = (page - 1).saturating_mul(size);
         args.limit = Some(size);
@@ -199,9 +232,23 @@ fn read_json_server(query: &BTreeMap<String, Vec<String>>, args: &mut ListArgs) 
     } else if let Some(start) = start {
         args.offset = start;
     }
-    args.embed = names(query, "_embed");
-    args.expand = names(query, "_expand");
+    let foreign_key = format!("{}Id", singular(collection));
+    args.embed = dedup(names(query, "_embed")).into_iter().map(|child| Relation { collection: child.clone(), field: child, key: foreign_key.clone() }).collect();
+    args.expand = dedup(names(query, "_expand"))
+        .into_iter()
+        .map(|parent| Relation { collection: plural(&parent), key: format!("{parent}Id"), field: parent })
+        .collect();
+    let related = args.related_collections();
+    if related.len() > MAX_RELATED {
+        return Err(RestError::BadRequest(format!("`_embed` and `_expand` may name at most {MAX_RELATED} collections, not {}", related.len())));
+    }
     Ok(asked_page)
+}
+
+/// `names` in their first order, each once.
+fn dedup(names: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    names.into_iter().filter(|name| seen.insert(name.clone())).collect()
 }
 
 /// Every value of `key`, comma lists split.
@@ -272,7 +319,10 @@ fn add_filter(args: &mut ListArgs, key: &str, values: Vec<Value>) -> Result<(), 
     if op == "like" {
         for value in &values {
             let pattern = value.as_str().unwrap_or_default();
-            if regex_lite_ok(pattern).is_err() {
+            if pattern.chars().count() > MAX_PATTERN {
+                return Err(RestError::BadRequest(format!("`{key}` is longer than {MAX_PATTERN} characters")));
+            }
+            if !brackets_balance(pattern) {
                 return Err(RestError::BadRequest(format!("`{key}` is not a regular expression: {pattern:?}")));
             }
         }
@@ -281,9 +331,10 @@ fn add_filter(args: &mut ListArgs, key: &str, values: Vec<Value>) -> Result<(), 
     Ok(())
 }
 
-/// Rejects patterns Python's `re` would refuse for the common reasons
-/// (unbalanced brackets, a dangling escape); the block reports the rest.
-fn regex_lite_ok(pattern: &str) -> Result<(), ()> {
+/// Whether a pattern's groups and classes close and it ends on no dangling
+/// escape: the common reasons Python's `re` refuses one, found before
+/// anything runs (the block's `re.compile` reports the rest as a 400).
+fn brackets_balance(pattern: &str) -> bool {
     let (mut depth, mut class, mut escaped) = (0i32, false, false);
     for c in pattern.chars() {
         if escaped {
@@ -298,13 +349,13 @@ fn regex_lite_ok(pattern: &str) -> Result<(), ()> {
             ')' if !class => {
                 depth -= 1;
                 if depth < 0 {
-                    return Err(());
+                    return false;
                 }
             }
             _ => {}
         }
     }
-    if depth == 0 && !class && !escaped { Ok(()) } else { Err(()) }
+    depth == 0 && !class && !escaped
 }
 
 /// `Range: <collection>=a-b` (ra-data-simple-rest's header): the window it
@@ -315,7 +366,7 @@ fn apply_range_header(range: &str, collection: &str, args: &mut ListArgs) -> boo
     let Some((unit, span)) = range.split_once('=') else { return false };
     let Some((start, end)) = span.trim().split_once('-') else { return false };
     let (Ok(start), Ok(end)) = (start.trim().parse::<u64>(), end.trim().parse::<u64>()) else { return false };
-    if unit.trim() != collection || start > end {
+    if unit.trim() != collection || start > end || end > MAX_COUNT {
         return false;
     }
     args.offset = start;
@@ -384,7 +435,7 @@ mod tests {
         let paged = parse(&[("_page", "2"), ("_limit", "5"), ("_embed", "comments")]).unwrap();
         assert_eq!((paged.args.offset, paged.args.limit), (5, Some(5)));
         assert_eq!(paged.answer, ListShape::Array { range_header: false, page: Some((2, 5)) });
-        assert_eq!(paged.args.embed, vec!["comments"]);
+        assert_eq!(paged.args.embed, vec![Relation { field: "comments".into(), collection: "comments".into(), key: "postId".into() }]);
     }
 
     #[test]
@@ -402,7 +453,7 @@ mod tests {
         assert_eq!(list.args.q.as_deref(), Some("x"));
         assert_eq!(list.args.filters, vec![("id".into(), "eq".into(), vec![json!(1), json!(3)])]);
         assert_eq!(list.answer, ListShape::Array { range_header: true, page: None });
-        for ignored in ["bytes=0-", "bytes=5-9", "posts=9-0", "posts=x-1", "comments=0-1"] {
+        for ignored in ["bytes=0-", "bytes=5-9", "posts=9-0", "posts=x-1", "comments=0-1", "posts=0-18446744073709551615"] {
             let list = ListQuery::parse(&query(&[]), Some(ignored), "posts", None).unwrap();
             assert_eq!(list.answer, ListShape::Array { range_header: false, page: None }, "{ignored}");
             assert_eq!(list.args.limit, None, "{ignored}");
@@ -420,11 +471,31 @@ mod tests {
             (vec![("_sort", "a"), ("_order", "sideways")], "`_order`"),
             (vec![("limit", "-1")], "`limit`"),
             (vec![("title_like", "(")], "`title_like`"),
+            (vec![("title_like", &"a".repeat(MAX_PATTERN + 1))], "`title_like`"),
+            (vec![("_embed", "a,b,c"), ("_expand", "d,e")], "`_embed` and `_expand`"),
         ] {
             let error = parse(&pairs).expect_err("malformed");
             assert_eq!(error.status(), 400);
             assert!(error.to_string().contains(named), "{error} names {named}");
         }
+    }
+
+    #[test]
+    fn relations_name_their_collection_and_key_once_each() {
+        let list = ListQuery::parse(&query(&[("_embed", "comments,likes"), ("_embed", "comments"), ("_expand", "author"), ("_expand", "category")]), None, "posts", None).unwrap();
+        let relation = |field: &str, collection: &str, key: &str| Relation { field: field.into(), collection: collection.into(), key: key.into() };
+        assert_eq!(list.args.embed, vec![relation("comments", "comments", "postId"), relation("likes", "likes", "postId")]);
+        assert_eq!(list.args.expand, vec![relation("author", "authors", "authorId"), relation("category", "categories", "categoryId")]);
+        assert_eq!(list.args.related_collections(), vec!["authors", "categories", "comments", "likes"]);
+    }
+
+    #[test]
+    fn a_page_of_no_size_is_json_servers_default_and_a_range_header_drops_the_links() {
+        let list = parse(&[("_page", "2"), ("_limit", "0")]).unwrap();
+        assert_eq!((list.args.offset, list.args.limit), (10, Some(10)));
+        assert_eq!(list.answer, ListShape::Array { range_header: false, page: Some((2, 10)) });
+        let ranged = ListQuery::parse(&query(&[("_page", "2")]), Some("posts=0-4"), "posts", None).unwrap();
+        assert_eq!(ranged.answer, ListShape::Array { range_header: true, page: None });
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::plan::{Code, Plan};
 /// Actions a plan may name; `custom` is anything beyond CRUD.
 pub const ACTIONS: &[&str] = &["create", "get", "list", "replace", "patch", "delete", "search", "custom"];
 /// Collections a plan may load besides its resource.
-const MAX_ALSO_LOADS: usize = 4;
+pub const MAX_ALSO_LOADS: usize = 4;
 
 /// Why a model's answer is not a usable plan.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
