@@ -50,9 +50,10 @@ pub const EXAMPLES: [Example; 8] = [
         action: "list",
         method: "GET",
         path: "/books/",
-        query: "limit=10&offset=20&sort=-year",
+        // json-server's keys: ctx['list']['args'] reads them, and the seed's, alike.
+        query: "_sort=year&_order=desc&_limit=10",
         body: "",
-        code: "q = ctx['query']\npage = store.list(limit=q.get('limit'), offset=q.get('offset'), sort=q.get('sort'))\nREPLY = {'status': 200, 'body': page}",
+        code: "page = store.list(**ctx['list']['args'])\nREPLY = {'status': 200, 'body': page}",
     },
     Example {
         action: "search",

@@ -20,6 +20,7 @@ const STORE_METHODS: &str = "store has get, insert, replace, patch, delete, get_
 const POLICY: &str = "Use only ctx, store and the modules json, re, math, statistics, datetime, itertools, uuid: no open(), no other imports, no names with double underscores.";
 const BOUNDED: &str = "Loop only over what the store returns; never while True.";
 const SMALL: &str = "Answer only what the request asks for; print nothing.";
+const LIST: &str = "A list reads its paging, sorting and filters from ctx['list']['args'], whatever keys the client sent:\nREPLY = {'status': 200, 'body': store.list(**ctx['list']['args'])}";
 const LOADED: &str = "Name every collection besides the resource in also_loads, once: \"also_loads\": [\"orders\"].";
 
 /// The pattern that fixes a plan the planner refused.
@@ -42,6 +43,7 @@ pub fn for_block_fault(kind: &str, type_name: &str, message: &str) -> &'static s
         "invalid_reply" if message.contains("unknown keys") => REPLY_KEYS,
         "invalid_reply" => JSON_BODY,
         "exception" if message.contains("was not loaded") => LOADED,
+        "exception" if message.contains(".list(") => LIST,
         "exception" => match type_name {
             "KeyError" | "IndexError" => MISSING_KEYS,
             "TypeError" | "ValueError" => VALUE_TYPES,
@@ -78,6 +80,8 @@ mod tests {
         assert!(for_block_fault("invalid_reply", "", "the block did not assign REPLY").contains("Every branch"));
         assert!(for_block_fault("exception", "KeyError", "'id'").contains(".get('key')"));
         assert!(for_block_fault("exception", "TypeError", "x").contains("lists of strings"));
+        let list = for_block_fault("exception", "TypeError", "Collection.list() got an unexpected keyword argument 'order'");
+        assert!(list.contains("store.list(**ctx['list']['args'])"), "{list}");
         assert!(for_block_fault("exception", "KeyError", "collection 'orders' was not loaded").contains("also_loads"));
         assert!(for_plan_error(&PlanError::NoReply).contains("REPLY"));
         assert!(teach("it failed", POLICY).starts_with("it failed\nThe correct pattern: "));

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::RequestContext;
 
 /// Bumped whenever the prompt changes, so cached plans of the old prompt are not reused.
-pub const PROMPT_VERSION: &str = "p5";
+pub const PROMPT_VERSION: &str = "p6";
 
 /// The system prompt: role, answer shape, routing, code rules and the store API.
 pub const SYSTEM: &str = r#"You are a REST Planner. For each HTTP request you get its context and answer one JSON object: a plan and a Python block that performs the request with the `store` API already in the runtime. The code makes no network calls, imports nothing but json, re, math, statistics, datetime, itertools, uuid, and never prints.
