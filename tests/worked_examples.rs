@@ -45,7 +45,10 @@ fn get_list_and_search_read_without_writing() {
     assert_eq!(journal, json!([]));
     let (status, _, body, _) = run("list");
     assert_eq!(status, 200);
-    assert_eq!(body["page"], json!({"limit": 10, "offset": 20, "total": 2}));
+    // `_sort=year&_order=desc&_limit=10`: the newest first, ten at most.
+    assert_eq!(body["page"], json!({"limit": 10, "offset": 0, "total": 2}));
+    let years: Vec<i64> = body["items"].as_array().into_iter().flatten().filter_map(|b| b["year"].as_i64()).collect();
+    assert_eq!(years, vec![1965, 1815]);
     let (status, _, body, _) = run("search");
     assert_eq!((status, body), (200, json!([books()[0]])));
 }
