@@ -117,12 +117,20 @@ fn answer<'a>(lines: &'a [Value], call: &str) -> &'a Value {
     &lines.iter().find(|l| l["call"] == call).unwrap_or_else(|| panic!("no {call} line"))["data"]
 }
 
+/// One provider's lines against a fresh `anypath up` (running `ours`) and
+/// against json-server (running `reference`, the call set that asks the
+/// same of a backend json-server can answer).
+fn ours_and_reference(app: &str, ours: &str, reference: &str) -> (Vec<Value>, Vec<Value>) {
+    let (node, dir) = frontends();
+    let app = anypath(app);
+    let ours = drive(&node, &dir, &app.base, ours);
+    let reference = drive(&node, &dir, &JsonServer::start(&node, &dir).base, reference);
+    (ours, reference)
+}
+
 #[test]
 fn react_admins_json_server_provider_answers_as_on_json_server() {
-    let (node, dir) = frontends();
-    let app = anypath("providers-ra-json-server");
-    let ours = drive(&node, &dir, &app.base, "json-server");
-    let reference = drive(&node, &dir, &JsonServer::start(&node, &dir).base, "json-server");
+    let (ours, reference) = ours_and_reference("providers-ra-json-server", "json-server", "json-server");
     compare(&ours, &reference, "ra-data-json-server");
     assert_eq!(answer(&ours, "delete")["id"], 5);
     assert_eq!(answer(&ours, "deleteMany"), &json!([3, 4]), "deleteMany reads each deleted record's id");
@@ -130,26 +138,14 @@ fn react_admins_json_server_provider_answers_as_on_json_server() {
 
 #[test]
 fn react_admins_simple_rest_provider_answers_what_json_server_would() {
-    let (node, dir) = frontends();
-    let app = anypath("providers-ra-simple-rest");
-    let ours = drive(&node, &dir, &app.base, "simple-rest");
-    let reference: Vec<Value> = drive(&node, &dir, &JsonServer::start(&node, &dir).base, "json-server")
-        .into_iter()
-        .map(|mut line| {
-            line["provider"] = json!("ra-data-simple-rest");
-            line
-        })
-        .collect();
+    let (ours, reference) = ours_and_reference("providers-ra-simple-rest", "simple-rest", "json-server");
     compare(&ours, &reference, "ra-data-simple-rest");
     assert_eq!(answer(&ours, "deleteMany"), &json!([3, 4]));
 }
 
 #[test]
 fn refines_simple_rest_provider_answers_as_on_json_server() {
-    let (node, dir) = frontends();
-    let app = anypath("providers-refine");
-    let ours = drive(&node, &dir, &app.base, "refine");
-    let reference = drive(&node, &dir, &JsonServer::start(&node, &dir).base, "refine");
+    let (ours, reference) = ours_and_reference("providers-refine", "refine", "refine");
     compare(&ours, &reference, "refine simple-rest");
     assert_eq!(answer(&ours, "deleteOne")["id"], 2);
 }

@@ -128,10 +128,7 @@ impl ListQuery {
             args.limit = number(query, "limit")?;
             args.offset = number(query, "offset")?.unwrap_or(0);
             if let Some(sort) = first(query, "sort").filter(|s| !s.is_empty()) {
-                for key in sort.split(',').filter(|k| !k.is_empty()) {
-                    let descending = key.starts_with('-');
-                    args.sort.push((key.trim_start_matches('-').to_owned(), descending));
-                }
+                args.sort = seed_sort(sort);
             }
         } else if simple_rest {
             read_simple_rest(query, &mut args)?;
@@ -256,12 +253,17 @@ fn names(query: &BTreeMap<String, Vec<String>>, key: &str) -> Vec<String> {
     query.get(key).into_iter().flatten().flat_map(|v| v.split(',')).filter(|n| !n.is_empty()).map(str::to_owned).collect()
 }
 
+/// The seed's `sort=field,-field`: `[field, descending]`, most significant first.
+fn seed_sort(sort: &str) -> Vec<(String, bool)> {
+    sort.split(',').filter(|k| !k.is_empty()).map(|k| (k.trim_start_matches('-').to_owned(), k.starts_with('-'))).collect()
+}
+
 /// ra-data-simple-rest's `sort=["f","ASC"]`, `range=[a,b]` (inclusive) and
 /// `filter={...}`.
 fn read_simple_rest(query: &BTreeMap<String, Vec<String>>, args: &mut ListArgs) -> Result<(), RestError> {
     if let Some(sort) = first(query, "sort").filter(|s| !s.is_empty() && !s.trim_start().starts_with('[')) {
         // Beside `range` or `filter`, a sort that is not JSON is the seed's `-field,field`.
-        args.sort = sort.split(',').filter(|k| !k.is_empty()).map(|k| (k.trim_start_matches('-').to_owned(), k.starts_with('-'))).collect();
+        args.sort = seed_sort(sort);
     } else if let Some(sort) = first(query, "sort").filter(|s| !s.is_empty()) {
         let (field, order): (String, String) =
             serde_json::from_str(sort).map_err(|_| RestError::BadRequest(format!("`sort` must be [\"field\", \"ASC\" or \"DESC\"], not {sort}")))?;
