@@ -62,6 +62,7 @@ fn json_server_vocabulary_pages_sorts_searches_and_filters() {
     let link = header(&paged, "link");
     assert!(link.contains("_page=1>; rel=\"prev\"") && link.contains("_page=3>; rel=\"next\"") && link.contains("_page=3>; rel=\"last\""), "{link}");
     assert_eq!(ids(&json_of(paged).1), vec![3, 4]);
+    assert_eq!(ids(&get("_page=2&_per_page=3")), vec![4, 5], "_per_page sizes a page as _limit does");
     // A page past the last has no records and, as on json-server, no links.
     let beyond = app.send("GET", "/posts?_page=9&_limit=2", None);
     assert_eq!(header(&beyond, "link"), "");
@@ -110,6 +111,10 @@ fn nested_routes_list_and_create_a_parents_children() {
     assert_eq!(created.status(), 201);
     assert_eq!(json_of(created).1["postId"], 3);
     assert_eq!(ids(&json_of(app.send("GET", "/posts/3/comments", None)).1), vec![3, 4]);
+    // The children of a post that does not exist are not found, and none is created for it.
+    assert_eq!(app.send("GET", "/posts/99/comments", None).status(), 404);
+    assert_eq!(app.send("POST", "/posts/99/comments", Some(json!({"body": "orphan"}))).status(), 404);
+    assert_eq!(header(&app.send("GET", "/comments", None), "x-total-count"), "4", "the refused POST wrote nothing");
 }
 
 #[test]
