@@ -115,8 +115,14 @@ async fn receive_form(service: &InterpreterService, request: Request, limit: u64
         Ok(())
     }
     .await;
-    // On an error the guards remove what was received.
-    outcome?;
+    // Removed before the error is answered, so a client that reads the
+    // refusal finds nothing of its body left.
+    if let Err(e) = outcome {
+        for (_, file) in files {
+            file.discard().await;
+        }
+        return Err(e);
+    }
     if files.is_empty() {
         return Err(ServiceError::Body { status: 400, message: "the form holds no file".into() });
     }
@@ -135,6 +141,17 @@ impl Staged {
     fn into_received(mut self, filename: Option<String>) -> ReceivedFile {
         let path = self.path.take().unwrap_or_default();
         ReceivedFile { filename, path }
+    }
+
+    /// Removes the file now, off the async workers, and waits for it: the
+    /// drop guard's removal is for requests that are abandoned midway.
+    async fn discard(mut self) {
+        if let Some(path) = self.path.take() {
+            let removed = tokio::task::spawn_blocking(move || std::fs::remove_file(path)).await;
+            if let Ok(Err(e)) = removed {
+                tracing::warn!("removing a refused dataset body: {e}");
+            }
+        }
     }
 }
 
@@ -161,15 +178,25 @@ async fn receive_file(
     let io = |e: std::io::Error| ServiceError::Internal(format!("receiving the dataset: {e}"));
     let mut file = tokio::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).await.map_err(io)?;
     let mut staged = Staged { path: Some(path), size: 0 };
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| ServiceError::Body { status: 400, message: format!("the body was cut off: {e}") })?;
-        staged.size = staged.size.saturating_add(chunk.len() as u64);
-        if staged.size > limit {
-            let message = format!("the dataset would take the tenant's datasets past their quota: {limit} bytes are left");
-            return Err(ServiceError::Body { status: 413, message });
+    let outcome = async {
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| ServiceError::Body { status: 400, message: format!("the body was cut off: {e}") })?;
+            staged.size = staged.size.saturating_add(chunk.len() as u64);
+            if staged.size > limit {
+                let message = format!("the dataset would take the tenant's datasets past their quota: {limit} bytes are left");
+                return Err(ServiceError::Body { status: 413, message });
+            }
+            file.write_all(&chunk).await.map_err(io)?;
         }
-        file.write_all(&chunk).await.map_err(io)?;
+        file.flush().await.map_err(io)
     }
-    file.flush().await.map_err(io)?;
-    Ok(staged)
+    .await;
+    match outcome {
+        Ok(()) => Ok(staged),
+        Err(e) => {
+            drop(file);
+            staged.discard().await;
+            Err(e)
+        }
+    }
 }
