@@ -13,7 +13,6 @@
 
 mod common;
 
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -65,21 +64,44 @@ impl JsonServer {
         let comments: Vec<Value> = COMMENTS.iter().enumerate().map(|(i, (post, body))| json!({"id": i + 1, "postId": post, "body": body})).collect();
         let db = data.path().join("db.json");
         std::fs::write(&db, json!({"posts": posts, "comments": comments}).to_string()).expect("db.json");
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
-        let child = Command::new(node)
-            .arg(dir.join("node_modules/json-server/lib/cli/bin.js"))
-            .args(["--port", &port.to_string(), "--quiet"])
-            .arg(&db)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("json-server starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "json-server did not listen");
-            std::thread::sleep(Duration::from_millis(50));
+        // A free port may be taken before json-server binds it: then it exits
+        // (or another server answers), and another port is tried.
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+            let mut child = Command::new(node)
+                .arg(dir.join("node_modules/json-server/lib/cli/bin.js"))
+                .args(["--port", &port.to_string(), "--quiet"])
+                .arg(&db)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("json-server starts");
+            let base = format!("http://127.0.0.1:{port}");
+            if serves_seed(&mut child, &base, posts.len()) {
+                return JsonServer { child, base, _dir: data };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
         }
-        JsonServer { child, base: format!("http://127.0.0.1:{port}"), _dir: data }
+        panic!("json-server could not serve on a free port in five tries");
+    }
+}
+
+/// Waits until `child` answers `GET /db` with the seeded posts: json-server
+/// itself, not whatever else may hold the port. False once it has exited.
+fn serves_seed(child: &mut Child, base: &str, posts: usize) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        let db = reqwest::blocking::get(format!("{base}/db")).and_then(|r| r.json::<Value>());
+        if db.is_ok_and(|db| db["posts"].as_array().is_some_and(|p| p.len() == posts)) {
+            // Still ours: a json-server that lost the port exits.
+            return child.try_wait().ok().flatten().is_none();
+        }
+        assert!(Instant::now() < deadline, "json-server did not serve {base}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -161,23 +161,21 @@ fn overload_is_503_with_retry_after() {
     let busy = std::thread::spawn(move || {
         Client::new()
             .post(busy_url)
-            .json(&json!({"code": "while True:\n    pass", "limits": {"timeout_ms": 1000}}))
+            .json(&json!({"code": "while True:\n    pass", "limits": {"timeout_ms": 3000}}))
             .send()
             .unwrap()
             .json::<Value>()
             .unwrap()
     });
-    // Wait until the slow execution holds the only slot.
-    let mut refused = None;
-    for _ in 0..100 {
+    // Wait until the slow execution holds the only slot, asking the probe,
+    // which takes no slot (a probing execution could take it first).
+    let probe_url = server.url("/v1/admission");
+    let held = (0..200).any(|_| {
         std::thread::sleep(Duration::from_millis(50));
-        let response = server.exec(&json!({"code": "REPLY = {'status': 200}"}));
-        if response.status() == StatusCode::SERVICE_UNAVAILABLE {
-            refused = Some(response);
-            break;
-        }
-    }
-    let refused = refused.expect("a second request was refused while the slot was held");
+        Client::new().get(&probe_url).send().is_ok_and(|r| r.status() == StatusCode::SERVICE_UNAVAILABLE)
+    });
+    assert!(held, "the slow execution took the only slot");
+    let refused = server.exec(&json!({"code": "REPLY = {'status': 200}"}));
     assert_eq!(refused.headers()["retry-after"], "1");
     assert_envelope(refused, StatusCode::SERVICE_UNAVAILABLE, "overloaded");
     let busy_kind = busy.join().unwrap()["error"]["kind"].clone();

@@ -233,6 +233,8 @@ fn an_idle_session_is_hibernated_and_its_next_run_resumes_it() {
         assert!(std::time::Instant::now() < deadline, "never hibernated");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
+    // The image lands a moment before the sweep marks the session and lets it go.
+    assert!(service.process.wait_for_log(|l| l.contains("idle sessions hibernated")).is_some(), "the sweep finished");
     let (_, info) = service.json("key-alice", "GET", "/v1/sessions/idle", None);
     assert_eq!((info["hibernated"].as_bool(), info["live"].as_bool()), (Some(true), Some(false)), "{info}");
     let (_, run) = service.json("key-alice", "POST", "/v1/sessions/idle/run", Some(json!({"code": "print(sum(x))"})));
@@ -274,12 +276,17 @@ fn a_delete_during_a_run_is_refused_as_busy() {
         Client::new()
             .post(format!("{base}/v1/sessions/busy/run"))
             .header("x-api-key", "key-alice")
-            .json(&json!({"code": "import time\ntime.sleep(5)"}))
+            .json(&json!({"code": "open('started', 'w').close()\nimport time\ntime.sleep(5)"}))
             .send()
             .map(|r| r.status().as_u16())
     });
-    // Well inside the run's five seconds, well after it took the session.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The run has the session once its first line has run.
+    let started = dir.path().join("sessions/alice/busy/data/started");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !started.exists() {
+        assert!(std::time::Instant::now() < deadline, "the run never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let (status, refused) = service.json("key-alice", "DELETE", "/v1/sessions/busy/files/a.txt", None);
     assert_eq!((status, &refused["error"]["code"]), (409, &json!("session_busy")), "{refused}");
     assert_eq!(running.join().expect("joined").ok(), Some(200));

@@ -213,9 +213,20 @@ fn an_instance_killed_mid_load_loses_no_acknowledged_write() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Conditions, not fixed sleeps: a loaded machine starts the instances slowly.
+    let wait_until = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}: {:?}", statuses.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_until("30 creates are acknowledged", &|| acknowledged.lock().unwrap().len() >= 30);
     cluster.apps[1].process.kill();
-    std::thread::sleep(Duration::from_millis(1500));
+    let before_kill = acknowledged.lock().unwrap().len();
+    wait_until("the killed instance fails a request and the others acknowledge 30 more", &|| {
+        statuses.lock().unwrap().contains_key("no answer") && acknowledged.lock().unwrap().len() >= before_kill + 30
+    });
     stop.store(true, Ordering::Relaxed);
     for worker in workers {
         worker.join().unwrap();

@@ -68,8 +68,9 @@ impl RedisServer {
         }
         let mut child = command.spawn().expect("redis-server starts");
         let deadline = Instant::now() + Duration::from_secs(20);
-        // A PONG, not only a connection: whatever else took the port accepts connections too.
-        while !self.answers_ping() {
+        // Our own server's answer, not only a connection or a PONG: another
+        // test's server may hold the port.
+        while !self.answers_as(child.id()) {
             if child.try_wait().ok().flatten().is_some() {
                 return false;
             }
@@ -80,8 +81,10 @@ impl RedisServer {
         true
     }
 
-    fn answers_ping(&self) -> bool {
-        self.connection().and_then(|mut c| redis::cmd("PING").query::<String>(&mut c)).is_ok_and(|pong| pong == "PONG")
+    /// Whether the server on the port answers, and is the process `pid`.
+    fn answers_as(&self, pid: u32) -> bool {
+        let info = self.connection().and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c));
+        info.is_ok_and(|info| info.lines().any(|l| l.trim() == format!("process_id:{pid}")))
     }
 
     /// `redis://127.0.0.1:<port>`.

@@ -114,7 +114,7 @@ impl ArtifactStore {
             sha256: staged.sha256,
             session_id: session_id.to_owned(),
             created_unix: now,
-            expires_unix: now + self.config.retention.as_secs(),
+            expires_unix: expiry_after(self.config.retention),
             download_url: String::new(),
             file_url: String::new(),
         };
@@ -406,6 +406,14 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Indexed> {
 
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The whole second at or after `retention` from now: rounded up, so an
+/// artifact lives at least its retention however close to a second's end it
+/// was made (the sweep compares with the current second, rounded down).
+fn expiry_after(retention: Duration) -> u64 {
+    let at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default() + retention;
+    at.as_secs() + u64::from(at.subsec_nanos() > 0)
 }
 
 
