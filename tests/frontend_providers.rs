@@ -63,21 +63,23 @@ impl JsonServer {
         let posts: Vec<Value> = POSTS.iter().enumerate().map(|(i, (title, views))| json!({"id": i + 1, "title": title, "views": views})).collect();
         let comments: Vec<Value> = COMMENTS.iter().enumerate().map(|(i, (post, body))| json!({"id": i + 1, "postId": post, "body": body})).collect();
         let db = data.path().join("db.json");
-        std::fs::write(&db, json!({"posts": posts, "comments": comments}).to_string()).expect("db.json");
+        // The instance mark tells this server from another test's on a reused port.
+        let instance = data.path().display().to_string();
+        std::fs::write(&db, json!({"posts": posts, "comments": comments, "instance": {"mark": instance}}).to_string()).expect("db.json");
         // A free port may be taken before json-server binds it: then it exits
         // (or another server answers), and another port is tried.
         for _ in 0..5 {
             let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
             let mut child = Command::new(node)
                 .arg(dir.join("node_modules/json-server/lib/cli/bin.js"))
-                .args(["--port", &port.to_string(), "--quiet"])
+                .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--quiet"])
                 .arg(&db)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("json-server starts");
             let base = format!("http://127.0.0.1:{port}");
-            if serves_seed(&mut child, &base, posts.len()) {
+            if serves_seed(&mut child, &base, &instance) {
                 return JsonServer { child, base, _dir: data };
             }
             let _ = child.kill();
@@ -87,18 +89,18 @@ impl JsonServer {
     }
 }
 
-/// Waits until `child` answers `GET /db` with the seeded posts: json-server
-/// itself, not whatever else may hold the port. False once it has exited.
-fn serves_seed(child: &mut Child, base: &str, posts: usize) -> bool {
+/// Waits until `child` answers `GET /db` with this instance's mark:
+/// json-server itself, not whatever else holds the port. False once it has
+/// exited (it lost the port).
+fn serves_seed(child: &mut Child, base: &str, instance: &str) -> bool {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if child.try_wait().ok().flatten().is_some() {
             return false;
         }
         let db = reqwest::blocking::get(format!("{base}/db")).and_then(|r| r.json::<Value>());
-        if db.is_ok_and(|db| db["posts"].as_array().is_some_and(|p| p.len() == posts)) {
-            // Still ours: a json-server that lost the port exits.
-            return child.try_wait().ok().flatten().is_none();
+        if db.is_ok_and(|db| db["instance"]["mark"] == instance) {
+            return true;
         }
         assert!(Instant::now() < deadline, "json-server did not serve {base}");
         std::thread::sleep(Duration::from_millis(50));

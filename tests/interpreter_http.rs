@@ -132,13 +132,13 @@ fn close_and_restart_leave_no_orphans() {
     let service = Service::start(dir);
     for (session, ttl) in [("keep", 600), ("brief", 1), ("closing", 600)] {
         assert_eq!(service.json("key-alice", "POST", "/v1/sessions", Some(json!({"session_id": session, "ttl_seconds": ttl}))).0, 201);
-        // Not into "brief": a second's stall would find it expired, and the
-        // upload would open a fresh session under its name.
+        // Not into "brief" over HTTP: a second's stall would find it expired,
+        // and the upload would open a fresh session under its name.
         if session != "brief" {
             service.json("key-alice", "POST", &format!("/v1/sessions/{session}/files"), Some(json!({"filename": "f.txt", "content_base64": b64(b"data")})));
         }
     }
-    assert!(dir.join("sessions/alice/brief").exists(), "creating a session makes its directory");
+    std::fs::write(dir.join("sessions/alice/brief/data/f.txt"), "data").expect("a file in the brief session");
     let (status, closed) = service.json("key-alice", "DELETE", "/v1/sessions/closing", None);
     assert_eq!((status, closed), (200, json!({"status": "closed"})));
     assert_eq!(service.json("key-alice", "GET", "/v1/sessions/closing", None).0, 404);

@@ -70,7 +70,7 @@ impl RedisServer {
         let deadline = Instant::now() + Duration::from_secs(20);
         // Our own server's answer, not only a connection or a PONG: another
         // test's server may hold the port.
-        while !self.answers_as(child.id()) {
+        while !(self.answers_as(child.id()) && self.answers_ping()) {
             if child.try_wait().ok().flatten().is_some() {
                 return false;
             }
@@ -79,6 +79,11 @@ impl RedisServer {
         }
         self.child = Some(child);
         true
+    }
+
+    /// PONG: the server has loaded its data (INFO answers while it loads).
+    fn answers_ping(&self) -> bool {
+        self.connection().and_then(|mut c| redis::cmd("PING").query::<String>(&mut c)).is_ok_and(|pong| pong == "PONG")
     }
 
     /// Whether the server on the port answers, and is the process `pid`.
