@@ -83,7 +83,8 @@ impl ArtifactStore {
     /// already), then indexed. Refused past the tenant's byte quota.
     pub fn ingest(&self, tenant: &str, session_id: &str, filename: &str, host_path: &Path, base_url: &str) -> Result<Artifact, InterpreterError> {
         let staged = self.stage(host_path)?;
-        let now = unix_now();
+        let made = since_epoch();
+        let now = made.as_secs();
         let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
         let held: u64 = db
             .query_row("SELECT COALESCE(SUM(size_bytes), 0) FROM artifacts WHERE tenant = ?1 AND expires_unix > ?2", params![tenant, now], |r| {
@@ -114,7 +115,7 @@ impl ArtifactStore {
             sha256: staged.sha256,
             session_id: session_id.to_owned(),
             created_unix: now,
-            expires_unix: expiry_after(self.config.retention),
+            expires_unix: expiry_after(made, self.config.retention),
             download_url: String::new(),
             file_url: String::new(),
         };
@@ -405,14 +406,18 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Indexed> {
 }
 
 pub(crate) fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    since_epoch().as_secs()
 }
 
-/// The whole second at or after `retention` from now: rounded up, so an
+fn since_epoch() -> Duration {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()
+}
+
+/// The whole second at or after `retention` from `made`: rounded up, so an
 /// artifact lives at least its retention however close to a second's end it
 /// was made (the sweep compares with the current second, rounded down).
-fn expiry_after(retention: Duration) -> u64 {
-    let at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default() + retention;
+fn expiry_after(made: Duration, retention: Duration) -> u64 {
+    let at = made + retention;
     at.as_secs() + u64::from(at.subsec_nanos() > 0)
 }
 
@@ -519,6 +524,13 @@ mod tests {
         let path = dir.join(name);
         fs::write(&path, bytes).unwrap();
         path
+    }
+
+    #[test]
+    fn an_expiry_is_rounded_up_to_a_whole_second() {
+        let second = Duration::from_secs(1);
+        assert_eq!(expiry_after(Duration::from_millis(10_999), second), 12, "made late in second 10, it lives past 11.999");
+        assert_eq!(expiry_after(Duration::from_secs(10), second), 11, "on a whole second, nothing is added");
     }
 
     #[test]
