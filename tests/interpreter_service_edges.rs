@@ -228,11 +228,7 @@ fn an_idle_session_is_hibernated_and_its_next_run_resumes_it() {
     assert_eq!(run["exit_code"], 0, "{run}");
     // Watched on disk: asking the service about the session would use it.
     let image = dir.path().join("sessions/alice/idle/state.img");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !image.is_file() {
-        assert!(std::time::Instant::now() < deadline, "never hibernated");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    assert!(common::eventually(Duration::from_secs(20), || image.is_file()), "never hibernated");
     // The image lands a moment before the sweep marks the session and lets it go.
     assert!(service.process.wait_for_log(|l| l.contains("idle sessions hibernated")).is_some(), "the sweep finished");
     let (_, info) = service.json("key-alice", "GET", "/v1/sessions/idle", None);
@@ -282,11 +278,7 @@ fn a_delete_during_a_run_is_refused_as_busy() {
     });
     // The run has the session once its first line has run.
     let started = dir.path().join("sessions/alice/busy/data/started");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !started.exists() {
-        assert!(std::time::Instant::now() < deadline, "the run never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(common::eventually(Duration::from_secs(20), || started.exists()), "the run never started");
     let (status, refused) = service.json("key-alice", "DELETE", "/v1/sessions/busy/files/a.txt", None);
     assert_eq!((status, &refused["error"]["code"]), (409, &json!("session_busy")), "{refused}");
     assert_eq!(running.join().expect("joined").ok(), Some(200));

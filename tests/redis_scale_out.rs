@@ -214,19 +214,14 @@ fn an_instance_killed_mid_load_loses_no_acknowledged_write() {
         })
         .collect();
     // Conditions, not fixed sleeps: a loaded machine starts the instances slowly.
-    let wait_until = |what: &str, done: &dyn Fn() -> bool| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !done() {
-            assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}: {:?}", statuses.lock().unwrap());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
-    wait_until("30 creates are acknowledged", &|| acknowledged.lock().unwrap().len() >= 30);
+    let loaded = common::eventually(Duration::from_secs(60), || acknowledged.lock().unwrap().len() >= 30);
+    assert!(loaded, "30 creates are acknowledged: {:?}", statuses.lock().unwrap());
     cluster.apps[1].process.kill();
     let before_kill = acknowledged.lock().unwrap().len();
-    wait_until("the killed instance fails a request and the others acknowledge 30 more", &|| {
+    let went_on = common::eventually(Duration::from_secs(60), || {
         statuses.lock().unwrap().contains_key("no answer") && acknowledged.lock().unwrap().len() >= before_kill + 30
     });
+    assert!(went_on, "the killed instance fails a request and the others acknowledge 30 more: {:?}", statuses.lock().unwrap());
     stop.store(true, Ordering::Relaxed);
     for worker in workers {
         worker.join().unwrap();

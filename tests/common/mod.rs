@@ -13,6 +13,19 @@ pub mod service;
 use anypath_sandbox::{BlockRunner, DataVariant, ExecError, ExecRequest, Failure, PythonDataConfig, Report, RunnerConfig, SessionRuntime, Success};
 use serde_json::{Value, json};
 
+/// Polls `done` until it holds (true) or `timeout` passes (false): a
+/// condition, not a fixed sleep, since a loaded machine is slow by any margin.
+pub fn eventually(timeout: std::time::Duration, done: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while !done() {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
+
 /// A fresh, empty directory `<tmp>/<prefix><random>`, removed with everything
 /// in it when the returned value is dropped: bind it for as long as the
 /// directory is used (by the test, or a process serving on it).

@@ -70,7 +70,7 @@ impl RedisServer {
         let deadline = Instant::now() + Duration::from_secs(20);
         // Our own server's answer, not only a connection or a PONG: another
         // test's server may hold the port.
-        while !(self.answers_as(child.id()) && self.answers_ping()) {
+        while !self.answers_as(child.id()) {
             if child.try_wait().ok().flatten().is_some() {
                 return false;
             }
@@ -81,15 +81,12 @@ impl RedisServer {
         true
     }
 
-    /// PONG: the server has loaded its data (INFO answers while it loads).
-    fn answers_ping(&self) -> bool {
-        self.connection().and_then(|mut c| redis::cmd("PING").query::<String>(&mut c)).is_ok_and(|pong| pong == "PONG")
-    }
-
-    /// Whether the server on the port answers, and is the process `pid`.
+    /// Whether the server on the port is the process `pid` (INFO) and has
+    /// loaded its data (PING: INFO answers while it loads), on one connection.
     fn answers_as(&self, pid: u32) -> bool {
-        let info = self.connection().and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c));
-        info.is_ok_and(|info| info.lines().any(|l| l.trim() == format!("process_id:{pid}")))
+        let Ok(mut connection) = self.connection() else { return false };
+        let ours = redis::cmd("INFO").arg("server").query::<String>(&mut connection).is_ok_and(|info| info.lines().any(|l| l.trim() == format!("process_id:{pid}")));
+        ours && redis::cmd("PING").query::<String>(&mut connection).is_ok_and(|pong| pong == "PONG")
     }
 
     /// `redis://127.0.0.1:<port>`.
