@@ -2,7 +2,7 @@
 //! fake LLM (real HTTP, OpenAI and Anthropic wire formats, reached only
 //! through the planner) over file and test tools in a real sandbox session.
 
-mod common;
+use crate::common;
 
 use common::app::{App, json_of, temp_kv};
 use common::fake_llm::{FakeLlm, Reply, tools};

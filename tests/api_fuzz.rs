@@ -7,7 +7,7 @@
 //! sequences), with a fixed seed and a bounded number of examples. Any finding
 //! fails the test: the spec must describe what the server does.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

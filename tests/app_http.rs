@@ -1,7 +1,7 @@
 //! The whole app through real HTTP against `anypath up`: REST semantics,
 //! tenants, persistence, concurrency and Spin's outbound allowlist.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! with the same defaults and secrecy, and the book's page is what
 //! `anypath config-reference` renders from those definitions and the flags.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

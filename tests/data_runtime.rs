@@ -2,7 +2,7 @@
 //! session instance, on the same host as the default runtime, and the same
 //! boundary around it.
 
-mod common;
+use crate::common;
 
 use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, LiveInstance};
 

@@ -7,7 +7,7 @@
 //! a tenant never sees another tenant's staged dataset nor a mounted one its
 //! access list leaves out, and a session's view is links, never copies.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

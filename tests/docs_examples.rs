@@ -4,7 +4,7 @@
 //! own answers (`curl -fsS ... | grep ...`). The directory is read, not
 //! listed here, so a new example runs without anyone adding it.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -7,7 +7,7 @@
 //! planning tenant A's requests as endless blocks. A tenant alone still
 //! gets as many slots as the machine has cores.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

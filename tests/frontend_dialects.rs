@@ -4,7 +4,7 @@
 //! ra-data-simple-rest's list vocabularies beside the seed's own, nested
 //! routes, a DELETE that answers the record when asked, and form bodies.
 
-mod common;
+use crate::common;
 
 use common::app::{App, json_of, temp_kv};
 use reqwest::blocking::{Client, Response};

@@ -11,7 +11,7 @@
 //! answers are held against ra-data-json-server's calls on json-server,
 //! which ask for the same things.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

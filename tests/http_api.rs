@@ -1,6 +1,6 @@
 //! `anypath sandbox serve` over real HTTP: the API, its errors, admission and logs.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! content-addressed blobs behind it, signed download links and the inline
 //! read cap, driven through `anypath sandbox serve` like a client would.
 
-mod common;
+use crate::common;
 
 use base64::Engine;
 use common::service::Service;

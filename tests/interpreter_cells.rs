@@ -2,7 +2,7 @@
 //! runs, the session directory at /mnt/data, and a trap that resets state
 //! but keeps files. The instance is the only boundary here (no gate).
 
-mod common;
+use crate::common;
 
 use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, LiveInstance};
 

@@ -2,7 +2,7 @@
 //! sandbox serve` with API keys for two tenants, a session's files and runs,
 //! and what survives a restart.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

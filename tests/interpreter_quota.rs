@@ -2,7 +2,7 @@
 //! the guest while the code writes, so a write past a quota fails there as
 //! `OSError` and the host directory never holds more than the quota.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

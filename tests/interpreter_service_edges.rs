@@ -3,7 +3,7 @@
 //! reads that never write, the same report on both runtimes however much a
 //! cell prints, and a restart that says what it lost.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! end, the repair loop and its limit, custom actions over two collections,
 //! the plan cache, and which component may reach the LLM at all.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 //! key (`tenants_never_meet_over_http`), and `/mcp` refuses a caller without
 //! one and a foreign `Host` (`http_refuses_callers_without_a_key`).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! between two collections through different instances, with an instance
 //! killed mid-load, and with Redis itself killed and brought back.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,7 +3,7 @@
 //! that failed after its write was committed, and `Allow`, `405` and the spec
 //! disagreeing with the server.
 
-mod common;
+use crate::common;
 
 use common::app::{App, assert_envelope, json_of, temp_kv};
 use common::fake_llm::{FakeLlm, Reply};

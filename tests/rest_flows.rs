@@ -4,7 +4,7 @@
 //! the same index check and apply as the store component. The seed's
 //! examples and the rest of the REST semantics, without Spin.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

@@ -5,7 +5,7 @@
 //! an agent session stays on its rendezvous host, and when that host is gone
 //! continues on the other one with a clear notice that its state was reset.
 
-mod common;
+use crate::common;
 
 use anypath_rest::SandboxPool;
 use anypath_rest::sandbox_pool::session_key;

@@ -5,7 +5,7 @@
 //! Boundary: a state image is only ever restored into the runtime build it
 //! was made from, and a damaged one is refused by its checksum.
 
-mod common;
+use crate::common;
 
 use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, LiveInstance, SessionRuntime, StateOrigin};
 

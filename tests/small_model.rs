@@ -9,16 +9,17 @@
 //! `cargo xtask test` provides the model and the server's Python
 //! (`ANYPATH_LLM_MODEL`, `ANYPATH_PYTHON`). `ANYPATH_UP_BIN`,
 //! `ANYPATH_UP_MANIFEST` and `ANYPATH_UP_RUNNER` run another build than this one.
-//! The binary holds this one test so that only one model server runs.
+//! `cargo xtask test` starts one model server for the whole run
+//! (`ANYPATH_LLM_ADDRESS`); without it the test starts its own.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::app::{App, Build, repo, temp_kv};
-use common::llama::{LlamaServer, MODEL_NAME, llm_env, required_file};
+use common::llama::{MODEL_NAME, ModelServer, llm_env, required_file};
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
 
@@ -46,11 +47,10 @@ const CHECKS: [(&str, Check); 10] = [
 fn a_small_local_model_plans_the_seed_examples() {
     let started = Instant::now();
     let model = required_file("ANYPATH_LLM_MODEL");
-    let python = required_file("ANYPATH_PYTHON");
     let build = Build::from_env();
-    let server = LlamaServer::start(&python, &model);
-    eprintln!("model server on {} ({:.1} s to load)", server.address, started.elapsed().as_secs_f64());
-    let runs: Vec<ModeRun> = MODES.iter().map(|mode| run_mode(&build, &server.address, mode)).collect();
+    let server = ModelServer::shared_or_start();
+    eprintln!("model server on {} ({:.1} s to reach)", server.address(), started.elapsed().as_secs_f64());
+    let runs: Vec<ModeRun> = MODES.iter().map(|mode| run_mode(&build, server.address(), mode)).collect();
     drop(server);
     let elapsed = started.elapsed().as_secs_f64();
     for run in &runs {

@@ -10,15 +10,16 @@
 //! text and seconds, writes them to `target/small-model-agent-report.json`,
 //! and fails unless at least five of the six tasks are done.
 //!
-//! The binary holds this one test so that only one model server runs.
+//! `cargo xtask test` starts one model server for the whole run
+//! (`ANYPATH_LLM_ADDRESS`); without it the test starts its own.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::app::{App, Build, repo, temp_kv};
-use common::llama::{LlamaServer, llm_env, required_file};
+use common::llama::{ModelServer, llm_env};
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
 
@@ -78,11 +79,9 @@ const TASKS: [Task; 6] = [
 #[test]
 fn a_small_local_model_finishes_ordinary_agent_tasks() {
     let started = Instant::now();
-    let model = required_file("ANYPATH_LLM_MODEL");
-    let python = required_file("ANYPATH_PYTHON");
-    let server = LlamaServer::start(&python, &model);
-    eprintln!("model server on {} ({:.1} s to load)", server.address, started.elapsed().as_secs_f64());
-    let mut env = llm_env(&server.address, "rules");
+    let server = ModelServer::shared_or_start();
+    eprintln!("model server on {} ({:.1} s to reach)", server.address(), started.elapsed().as_secs_f64());
+    let mut env = llm_env(server.address(), "rules");
     env.push(("SPIN_VARIABLE_AGENT_TIMEOUT_MS".into(), RUN_TIMEOUT.as_millis().to_string()));
     let app = App::start_build(&temp_kv("small-model-agent"), &Build::from_env(), &env);
     let sandbox = Sandbox::new(&app);

@@ -4,7 +4,7 @@
 //! In the pass under the real Spin (`ANYPATH_TEST_APP_HOST=spin`), the same
 //! files go to `spin up` as well, which proves the rule is Spin's.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

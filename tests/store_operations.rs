@@ -1,6 +1,6 @@
 //! Functional behaviour of `store`, `ctx`, REPLY and the mutation journal.
 
-mod common;
+use crate::common;
 
 use common::{body, error, journal, run, run_with, success};
 use serde_json::json;

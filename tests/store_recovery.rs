@@ -4,7 +4,7 @@
 //! stayed `pending` past the timeout is rolled back by the next writer.
 //! The states are written straight into the key-value file `anypath up` uses.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! real HTTP client against `anypath sandbox serve` and `anypath up`'s
 //! sandbox listener: the REST exec, the session API, downloads and MCP.
 
-mod common;
+use crate::common;
 
 use common::app::{App, json_of, temp_kv};
 use common::fake_llm::{FakeLlm, Reply, tools};

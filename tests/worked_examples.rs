@@ -1,7 +1,7 @@
 //! The planner prompt's worked examples run in the real sandbox and do what
 //! they show: a small model copies them, so each must be correct as written.
 
-mod common;
+use crate::common;
 
 use anypath_rest::examples::{EXAMPLES, Example};
 use anypath_sandbox::ExecRequest;

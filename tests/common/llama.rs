@@ -26,6 +26,35 @@ pub fn required_file(name: &str) -> PathBuf {
     path
 }
 
+/// The model server a small-model test plans with: the one `cargo xtask test`
+/// started for the whole run (`ANYPATH_LLM_ADDRESS`, so the suites share one
+/// loaded model), or else one of the test's own on the model and Python the
+/// environment names.
+pub enum ModelServer {
+    /// Started by the caller of the tests; lives as long as their run.
+    Shared(String),
+    /// Started by this test; stopped when this value is dropped.
+    Own(LlamaServer),
+}
+
+impl ModelServer {
+    /// The shared server when there is one, else a new one of this test's own.
+    pub fn shared_or_start() -> Self {
+        match std::env::var("ANYPATH_LLM_ADDRESS").ok().filter(|a| !a.is_empty()) {
+            Some(address) => Self::Shared(address),
+            None => Self::Own(LlamaServer::start(&required_file("ANYPATH_PYTHON"), &required_file("ANYPATH_LLM_MODEL"))),
+        }
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn address(&self) -> &str {
+        match self {
+            Self::Shared(address) => address,
+            Self::Own(server) => &server.address,
+        }
+    }
+}
+
 /// `llama_server.py` serving the model; killed on drop. Its stdin stays open
 /// while this lives, and the server exits when it closes, so it cannot
 /// outlive a test process that dies.

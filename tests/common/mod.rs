@@ -173,12 +173,6 @@ pub fn exec(request: ExecRequest) -> Report {
     runtime().block_on(sandbox().execute(request))
 }
 
-/// Runs `request` with the policy gate switched off (test-only hook), to
-/// prove the WebAssembly layer holds by itself.
-pub fn exec_ungated(request: ExecRequest) -> Report {
-    runtime().block_on(sandbox().execute_without_policy_gate(request))
-}
-
 /// Runs `code` with `ctx` and a `members` collection holding `docs`.
 pub fn run_with(code: &str, ctx: Value, docs: Value) -> Report {
     let request = ExecRequest::new(code)

@@ -1,6 +1,6 @@
 """Serve a GGUF model over llama.cpp's OpenAI-compatible HTTP API (xllamacpp).
 
-    python llama_server.py --model PATH [--port N] [--threads N] [--ctx N]
+    python llama_server.py --model PATH [--port N] [--threads N] [--ctx N] [--parallel N]
 
 Once `GET /health` answers 200 it prints one JSON line to stdout,
 `{"message": "llm serving", "listen": "127.0.0.1:PORT"}`, and serves until it
@@ -25,14 +25,22 @@ def parse_args():
     parser.add_argument("--model", required=True, help="the GGUF file")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--ctx", type=int, default=4096, help="context window in tokens")
+    parser.add_argument("--ctx", type=int, default=4096, help="context window in tokens, per request")
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="requests decoded together, each with its own context window (suites sharing one server)",
+    )
     return parser.parse_args()
 
 
 def start(args):
     params = xlc.CommonParams()
     params.model.path = args.model
-    params.n_ctx = args.ctx
+    # Each slot gets its own window: llama.cpp splits n_ctx between the slots.
+    params.n_parallel = args.parallel
+    params.n_ctx = args.ctx * args.parallel
     params.cpuparams.n_threads = args.threads
     params.hostnames = [HOST]
     params.port = args.port

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::steps::{cargo, root, run, step};
+use crate::steps::{cargo_command, root, run, step};
 
 const OHA_VERSION: &str = "1.16.0";
 const REQUESTS: &str = "2000";
@@ -393,7 +393,7 @@ fn ensure_oha() -> anyhow::Result<PathBuf> {
     let oha = tools.join("bin/oha");
     if !oha.is_file() {
         step(&format!("installing the load generator oha {OHA_VERSION} into target/tools (once)"));
-        run(Command::new(cargo())
+        run(cargo_command()
             .args(["install", "--locked", "--quiet", "oha", "--version", OHA_VERSION, "--root"])
             .arg(&tools))?;
     }

@@ -1,12 +1,12 @@
 //! The book under `docs/`: built with a pinned mdbook (installed from
 //! crates.io into `target/tools/` once), then checked by [`crate::doc_links`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::bail;
 
-use crate::steps::{cargo, root, run, step};
+use crate::steps::{cargo_command, root, run, step};
 
 /// The mdbook release the book is built with.
 pub const MDBOOK_VERSION: &str = "0.5.4";
@@ -18,20 +18,28 @@ pub fn ensure_mdbook() -> anyhow::Result<PathBuf> {
     let mdbook = tools.join("bin/mdbook");
     if !mdbook.is_file() {
         step(&format!("installing mdbook {MDBOOK_VERSION} into {} (once; a few minutes)", relative(&tools)));
-        run(Command::new(cargo())
+        run(cargo_command()
             .args(["install", "--locked", "mdbook", "--version", MDBOOK_VERSION, "--no-default-features", "--features", "search", "--root"])
             .arg(&tools))?;
     }
     Ok(mdbook)
 }
 
-/// `cargo xtask docs`: builds the book into `target/book/` and checks its
-/// links, the README's, and its code blocks.
+/// `cargo xtask docs`: builds the host, then the book into `target/book/`,
+/// and checks its links, the README's, and its code blocks.
 pub fn build() -> anyhow::Result<()> {
     let mdbook = ensure_mdbook()?;
-    generate_configuration_reference()?;
+    step("building the native host (for its configuration reference)");
+    run(cargo_command().args(["build", "--release", "--workspace", "--bins"]))?;
+    build_with(&mdbook, &root().join("target/release/anypath"))
+}
+
+/// Builds the book with `mdbook`, its configuration page written by the
+/// already-built `anypath`, and checks it.
+pub fn build_with(mdbook: &Path, anypath: &Path) -> anyhow::Result<()> {
+    generate_configuration_reference(anypath)?;
     step("building the book (docs/ into target/book/)");
-    run(Command::new(&mdbook).args(["build", "docs"]))?;
+    run(Command::new(mdbook).args(["build", "docs"]))?;
     step("checking the links and code blocks of the book and README.md");
     let problems = crate::doc_links::check(&root())?;
     if !problems.is_empty() {
@@ -48,12 +56,9 @@ pub fn build() -> anyhow::Result<()> {
 /// fails when it is out of date.
 pub const CONFIGURATION_PAGE: &str = "docs/src/configuration.md";
 
-fn generate_configuration_reference() -> anyhow::Result<()> {
+fn generate_configuration_reference(anypath: &Path) -> anyhow::Result<()> {
     step(&format!("writing {CONFIGURATION_PAGE} from the variables and flags the code defines"));
-    let output = Command::new(cargo())
-        .args(["run", "--release", "--quiet", "--bin", "anypath", "--", "config-reference"])
-        .current_dir(root())
-        .output()?;
+    let output = Command::new(anypath).arg("config-reference").current_dir(root()).output()?;
     if !output.status.success() {
         bail!("anypath config-reference failed: {}", String::from_utf8_lossy(&output.stderr));
     }

@@ -6,16 +6,21 @@
 //! project-local venv, plus a small local model in the user's cache
 //! directory), builds the Python runner and the native host, then does its job.
 //! With a Spin CLI (`SPIN_BIN`, or `spin` on `PATH`) the tests and the
-//! benchmark also run the app under the real `spin up`. The book under
+//! benchmark also run the app under the real `spin up`. `test` installs
+//! beside the build (the downloads overlap the compiler), runs the tests
+//! under cargo-nextest, and ends with the wall time of each stage. The book under
 //! `docs/` is built with a pinned mdbook (from crates.io, into `target/tools`)
 //! and its links checked, by `docs` and by `test`.
 
 mod app_bench;
+mod budget;
 mod chromium;
 mod doc_links;
 mod docs;
 mod frontends;
 mod model;
+mod model_server;
+mod nextest;
 mod python_data;
 mod python_runner;
 mod reactor_component;

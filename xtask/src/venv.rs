@@ -57,6 +57,16 @@ pub const XLLAMACPP: Library = Library {
     sha256: &["c54e7d13520ecc989c63dc99d55de3065e2f343a91f43f053d16b5e62077c261"],
 };
 
+/// Held while pip changes the venv: `cargo xtask test` installs beside the
+/// build, and two pips writing one venv at once could corrupt it.
+static PIP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs a pip command that changes the venv, one at a time.
+fn pip_install(command: &mut Command) -> anyhow::Result<()> {
+    let _only_pip = PIP.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    run(command)
+}
+
 /// The tool's command in `.venv`, installing the pinned release when it is missing or another.
 pub fn ensure(tool: &Tool) -> anyhow::Result<PathBuf> {
     let bin = venv_dir().join("bin").join(tool.command);
@@ -65,7 +75,7 @@ pub fn ensure(tool: &Tool) -> anyhow::Result<PathBuf> {
     }
     ensure_venv()?;
     step(&format!("installing {} {} into .venv", tool.package, tool.version));
-    run(Command::new(venv_dir().join("bin/pip"))
+    pip_install(Command::new(venv_dir().join("bin/pip"))
         .args(["install", "--quiet", "--disable-pip-version-check"])
         .arg(format!("{}=={}", tool.package, tool.version)))?;
     match installed_version(&bin) {
@@ -86,7 +96,7 @@ pub fn ensure_library(library: &Library) -> anyhow::Result<PathBuf> {
     let hashes: Vec<String> = library.sha256.iter().map(|h| format!("--hash=sha256:{h}")).collect();
     std::fs::write(&requirements, format!("{}=={} {}\n", library.package, library.version, hashes.join(" ")))
         .with_context(|| format!("writing {}", requirements.display()))?;
-    let installed = run(Command::new(venv_dir().join("bin/pip"))
+    let installed = pip_install(Command::new(venv_dir().join("bin/pip"))
         .args(["install", "--quiet", "--disable-pip-version-check", "--require-hashes", "--no-deps", "-r"])
         .arg(&requirements));
     let _ = std::fs::remove_file(&requirements);
@@ -105,7 +115,7 @@ pub fn ensure_with_dependencies(library: &Package) -> anyhow::Result<PathBuf> {
         return Ok(python);
     }
     step(&format!("installing {} {} into .venv", library.package, library.version));
-    run(Command::new(venv_dir().join("bin/pip"))
+    pip_install(Command::new(venv_dir().join("bin/pip"))
         .args(["install", "--quiet", "--disable-pip-version-check"])
         .arg(format!("{}=={}", library.package, library.version)))?;
     match library_version(&python, library.package) {
@@ -117,6 +127,7 @@ pub fn ensure_with_dependencies(library: &Package) -> anyhow::Result<PathBuf> {
 /// `.venv/bin/python`, creating the venv when it is missing.
 pub fn ensure_venv() -> anyhow::Result<PathBuf> {
     let venv = venv_dir();
+    let _only_pip = PIP.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if !venv.join("bin/pip").is_file() {
         step("creating the project-local python venv in .venv");
         run(Command::new(python()).args(["-m", "venv"]).arg(&venv))?;

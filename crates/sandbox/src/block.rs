@@ -115,15 +115,10 @@ impl BlockRunner {
         self.execute_gated(request, PolicyGate::Enforced).await
     }
 
-    /// Runs one block with the policy gate switched off, to prove the
-    /// WebAssembly layer holds by itself. Exists only with the
-    /// `unsafe-test-hooks` feature.
-    #[cfg(feature = "unsafe-test-hooks")]
-    pub async fn execute_without_policy_gate(&self, request: ExecRequest) -> Report {
-        self.execute_gated(request, PolicyGate::Disabled).await
-    }
-
-    async fn execute_gated(&self, request: ExecRequest, gate: PolicyGate) -> Report {
+    /// Runs one block under `gate`: `PolicyGate::Disabled` exists only in
+    /// this crate's test build (`wasm_layer_tests`), to prove the WebAssembly
+    /// layer holds by itself.
+    pub(crate) async fn execute_gated(&self, request: ExecRequest, gate: PolicyGate) -> Report {
         let started = Instant::now();
         let mut limits = self.limits().narrowed_by(&request.limits);
         // A block's fuel follows what it was handed: runaway code over little

@@ -27,6 +27,8 @@ mod quota_fs;
 mod recycler;
 pub mod request;
 mod session;
+#[cfg(test)]
+mod wasm_layer_tests;
 pub mod state_image;
 
 pub use artifact::ArtifactError;
