@@ -27,6 +27,7 @@ mod reactor_component;
 mod redis_server;
 mod spin;
 mod steps;
+mod test_run;
 mod venv;
 
 use std::process::ExitCode;
@@ -63,7 +64,7 @@ fn run() -> anyhow::Result<()> {
     let rest = &args[1..];
     match command.as_str() {
         "build" => steps::build_all().map(drop),
-        "test" => steps::test(rest),
+        "test" => test_run::test(rest),
         "up" => steps::up(rest),
         "bench" => steps::bench(rest),
         "model" => steps::model(),
