@@ -9,7 +9,7 @@ use anypath_sandbox::{BlockRunner, Limits, PythonDataConfig, RunnerConfig, Sessi
 use clap::{Args, Parser, Subcommand};
 
 use crate::runner_path::default_runner;
-use crate::serve::ServeOptions;
+use anypath_service::serve::ServeOptions;
 
 /// Any HTTP path becomes a REST endpoint: planned Python run in a WebAssembly sandbox.
 #[derive(Parser)]
@@ -181,10 +181,10 @@ pub struct AdmissionArgs {
 
 impl AdmissionArgs {
     /// The admission bounds these arguments describe.
-    pub fn config(&self) -> crate::admission::AdmissionConfig {
+    pub fn config(&self) -> anypath_service::admission::AdmissionConfig {
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let defaults = crate::admission::AdmissionConfig::for_cpus(cpus);
-        crate::admission::AdmissionConfig {
+        let defaults = anypath_service::admission::AdmissionConfig::for_cpus(cpus);
+        anypath_service::admission::AdmissionConfig {
             max_running: self.max_concurrent.unwrap_or(defaults.max_running),
             tenant_running: self.tenant_max_concurrent.unwrap_or(defaults.tenant_running),
             max_queued: self.queue_depth,
@@ -450,7 +450,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 trusted_token: None,
                 cors: args.interpreter.cors(None)?,
             };
-            crate::serve::serve(sandbox, options).await?;
+            anypath_service::serve::serve(sandbox, options).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sandbox { command: SandboxCommand::Precompile(args) } => {
@@ -487,7 +487,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let interpreter = anypath_interpreter::Interpreter::new(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config()?)
                 .context("starting the code interpreter")?;
             let interpreter = std::sync::Arc::new(interpreter);
-            crate::serve::spawn_sweeper(std::sync::Arc::downgrade(&interpreter));
+            anypath_service::serve::spawn_sweeper(std::sync::Arc::downgrade(&interpreter));
             let options = ServeOptions {
                 listen: args.downloads_listen,
                 token: None,
@@ -498,8 +498,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 trusted_token: None,
                 cors: args.interpreter.cors(None)?,
             };
-            let state = crate::serve::AppState::new(sandbox, &options);
-            crate::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;
+            let state = anypath_service::serve::AppState::new(sandbox, &options);
+            anypath_service::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Exec(args) => crate::exec_file::run(args.file, &args.ctx, &args.collections, &args.runner).await,

@@ -1,19 +1,12 @@
 //! `anypath`: the native host of the anypath sandbox.
+//!
+//! The sandbox service itself is the `anypath-service` crate; this binary
+//! holds the command line, `anypath up`, and the one-off commands.
 
-mod admission;
 mod cli;
-mod credentials;
-mod envelope;
 mod exec_file;
-mod runner_path;
-mod dataset_api;
-mod interpreter_api;
-mod interpreter_service;
-mod mcp;
-mod metrics;
 mod reference;
-mod run_events;
-mod serve;
+mod runner_path;
 mod up;
 
 use clap::Parser;

@@ -21,7 +21,7 @@ use tower::ServiceExt;
 use tokio::sync::watch;
 
 use crate::cli::RunnerArgs;
-use crate::serve::{ServeOptions, router, serve_on, shutdown_signal};
+use anypath_service::serve::{ServeOptions, router, serve_on, shutdown_signal};
 
 /// Options of `anypath up`.
 pub struct UpOptions {
@@ -35,7 +35,7 @@ pub struct UpOptions {
     /// `key:tenant` pairs of the code interpreter.
     pub api_keys: Vec<(String, String)>,
     /// Execution slots and queue places of the sandbox service.
-    pub admission: crate::admission::AdmissionConfig,
+    pub admission: anypath_service::admission::AdmissionConfig,
     pub interpreter: anypath_interpreter::InterpreterConfig,
     /// `Host` values `/mcp` answers.
     pub mcp_allowed_hosts: Vec<String>,
@@ -111,7 +111,7 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     }
     let _ = stop.send(true);
     let _ = sandbox_task.await;
-    crate::serve::hibernate_all(&interpreter).await;
+    anypath_service::serve::hibernate_all(&interpreter).await;
     tracing::info!("stopped");
     Ok(())
 }

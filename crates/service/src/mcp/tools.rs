@@ -142,12 +142,12 @@ pub struct AttachDataset {
 impl CodeInterpreterTools {
     /// Tools for HTTP callers: each request's caller is the [`Caller`] the
     /// authentication layer resolved and put on it.
-    pub fn over_http(service: InterpreterService) -> Self {
+    pub(crate) fn over_http(service: InterpreterService) -> Self {
         Self::new(service, None)
     }
 
     /// Tools for the single caller of a stdio server.
-    pub fn for_sole_caller(service: InterpreterService, caller: Caller) -> Self {
+    pub(crate) fn for_sole_caller(service: InterpreterService, caller: Caller) -> Self {
         Self::new(service, Some(caller))
     }
 

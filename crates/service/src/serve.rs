@@ -52,7 +52,9 @@ pub struct ServeOptions {
     pub cors: anypath_rest::cors::CorsPolicy,
 }
 
-pub(crate) struct AppState {
+/// What every route of the sandbox service shares: the block runner, the
+/// interpreter facade, admission, credentials and metrics.
+pub struct AppState {
     sandbox: BlockRunner,
     credentials: Credentials,
     pub(crate) interpreter: Option<Arc<Interpreter>>,
@@ -153,7 +155,7 @@ pub async fn serve_on(
 impl AppState {
     /// The state every route (and the stdio MCP server) shares: credentials,
     /// the interpreter and the admission limits.
-    pub(crate) fn new(sandbox: BlockRunner, options: &ServeOptions) -> Arc<Self> {
+    pub fn new(sandbox: BlockRunner, options: &ServeOptions) -> Arc<Self> {
         let admission = Admission::new(options.admission);
         Arc::new(AppState {
             sandbox,
@@ -225,7 +227,7 @@ fn cors_layer(policy: &anypath_rest::cors::CorsPolicy) -> Option<tower_http::cor
 /// Hibernates idle sessions (checked every half of their idle time, between
 /// 1 and 30 s) and removes expired ones every [`SWEEP_EVERY`], until the
 /// interpreter is gone.
-pub(crate) fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
+pub fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
     tokio::spawn(async move {
         let every = match interpreter.upgrade() {
             Some(i) => (i.config().hibernate_after_idle / 2).clamp(Duration::from_secs(1), SWEEP_EVERY),

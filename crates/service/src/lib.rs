@@ -1,0 +1,18 @@
+//! The sandbox service (`anypath sandbox serve`, and the sandbox listener of
+//! `anypath up`): the code interpreter and the REST blocks behind one facade
+//! that resolves the caller's tenant, admits runs fairly, accounts for them
+//! and logs them ([`interpreter_service`], [`admission`]), served over its
+//! transports: `/v1` HTTP ([`serve`], [`interpreter_api`], [`dataset_api`],
+//! [`run_events`]) and MCP ([`mcp`]). A transport maps names and shapes onto
+//! the facade; it never runs a session flow of its own.
+
+pub mod admission;
+pub mod credentials;
+pub mod dataset_api;
+pub mod envelope;
+pub mod interpreter_api;
+pub mod interpreter_service;
+pub mod mcp;
+pub mod metrics;
+pub mod run_events;
+pub mod serve;
