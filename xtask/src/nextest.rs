@@ -1,8 +1,7 @@
 //! cargo-nextest, the scheduler `cargo xtask test` runs the tests with: every
-//! test in a process of its own, independent tests side by side, the slowest
-//! first (`.config/nextest.toml`). Installed pinned from crates.io when the
-//! machine has none.
-
+//! test in a process of its own, independent tests side by side
+//! (`.config/nextest.toml`). Installed pinned from crates.io when the machine
+//! has none.
 
 use crate::budget::Budget;
 use crate::steps::{cargo_command, run, step};
