@@ -75,6 +75,12 @@ struct UpArgs {
     /// `key:tenant` pairs for the code interpreter, as for `sandbox serve`.
     #[arg(long, env = "ANYPATH_API_KEYS", hide_env_values = true, default_value = "")]
     api_keys: String,
+    /// Where E2B's API (for E2B's SDKs) listens.
+    #[arg(long, default_value = "127.0.0.1:3002")]
+    e2b_listen: SocketAddr,
+    /// Do not serve E2B's API.
+    #[arg(long)]
+    no_e2b: bool,
     #[command(flatten)]
     admission: AdmissionArgs,
     #[command(flatten)]
@@ -157,6 +163,9 @@ struct ServeArgs {
     /// the tenant of a code-interpreter call.
     #[arg(long, env = "ANYPATH_API_KEYS", hide_env_values = true, default_value = "")]
     api_keys: String,
+    /// Also serve E2B's API (for E2B's SDKs) on this address.
+    #[arg(long)]
+    e2b_listen: Option<SocketAddr>,
     #[command(flatten)]
     interpreter: InterpreterArgs,
 }
@@ -449,6 +458,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
                 trusted_token: None,
                 cors: args.interpreter.cors(None)?,
+                e2b_listen: args.e2b_listen,
             };
             anypath_service::serve::serve(sandbox, options).await?;
             Ok(ExitCode::SUCCESS)
@@ -472,6 +482,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 runtime_config: args.runtime_config_file,
                 kv_path: args.kv,
                 sandbox_listen: args.sandbox_listen,
+                e2b_listen: (!args.no_e2b).then_some(args.e2b_listen),
                 api_keys: anypath_rest::caller::parse_api_keys(&args.api_keys).context("--api-keys")?,
                 admission: args.admission.config(),
                 interpreter: args.interpreter.config()?,
@@ -497,6 +508,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 mcp_allowed_hosts: Vec::new(),
                 trusted_token: None,
                 cors: args.interpreter.cors(None)?,
+                e2b_listen: None,
             };
             let state = anypath_service::serve::AppState::new(sandbox, &options);
             anypath_service::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;

@@ -2,7 +2,9 @@
 //!
 //! The sandbox host starts in the same process on its own listener
 //! (`--sandbox-listen`, default 127.0.0.1:3001), which also serves the code
-//! interpreter, so one command gives a user both faces. The app's
+//! interpreter, so one command gives a user both faces; E2B's API for E2B's
+//! SDKs listens beside it (`--e2b-listen`, default 127.0.0.1:3002;
+//! `--no-e2b` turns it off). The app's
 //! `sandbox_hosts` (the pool, here of one) and `sandbox_allowed` (its
 //! allowlist entry) variables name it, unless `SPIN_VARIABLE_SANDBOX_HOSTS`
 //! is set: then the pool, its allowlist entry and its token come from the
@@ -21,7 +23,7 @@ use tower::ServiceExt;
 use tokio::sync::watch;
 
 use crate::cli::RunnerArgs;
-use anypath_service::serve::{ServeOptions, router, serve_on, shutdown_signal};
+use anypath_service::serve::{ServeOptions, routers, serve_on, serve_router, shutdown_signal};
 
 /// Options of `anypath up`.
 pub struct UpOptions {
@@ -32,6 +34,8 @@ pub struct UpOptions {
     pub kv_path: Option<PathBuf>,
     /// The sandbox service's own listener.
     pub sandbox_listen: SocketAddr,
+    /// E2B's API's listener, when it is served.
+    pub e2b_listen: Option<SocketAddr>,
     /// `key:tenant` pairs of the code interpreter.
     pub api_keys: Vec<(String, String)>,
     /// Execution slots and queue places of the sandbox service.
@@ -49,6 +53,10 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding the sandbox listener {}", options.sandbox_listen))?;
     let sandbox_address = sandbox_listener.local_addr()?;
+    let e2b_listener = match options.e2b_listen {
+        Some(address) => Some(tokio::net::TcpListener::bind(address).await.with_context(|| format!("binding the E2B listener {address} (--no-e2b turns it off)"))?),
+        None => None,
+    };
     // The app's components present it to the sandbox listener to act for a tenant.
     let trusted_token = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
     let own_sandbox = std::env::var_os("SPIN_VARIABLE_SANDBOX_HOSTS").is_none();
@@ -87,9 +95,20 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         mcp_allowed_hosts: options.mcp_allowed_hosts,
         trusted_token: Some(trusted_token),
         cors: options.cors,
+        e2b_listen: None,
     };
-    // One router, so in-process calls and outside callers share one admission.
-    let sandbox_router = router(sandbox, &sandbox_options);
+    // One state, so in-process calls and outside callers (E2B's too) share one admission.
+    let routers = routers(sandbox, &sandbox_options);
+    let sandbox_router = routers.sandbox;
+    let mut e2b_address = "off".to_owned();
+    let e2b_task = match (e2b_listener, routers.e2b) {
+        (Some(listener), Some(e2b)) => {
+            e2b_address = listener.local_addr()?.to_string();
+            tracing::info!(listen = %e2b_address, "E2B API serving");
+            Some(tokio::spawn(serve_router(listener, e2b, wait(stopped.clone()))))
+        }
+        _ => None,
+    };
     let local_sandbox = in_process(sandbox_router.clone());
     let sandbox_task = tokio::spawn(serve_on(sandbox_listener, sandbox_router, wait(stopped.clone())));
     if own_sandbox {
@@ -101,7 +120,7 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("binding {}", options.listen))?;
-    tracing::info!(listen = %listener.local_addr()?, sandbox = %sandbox_address, manifest = %options.manifest.display(), "app serving");
+    tracing::info!(listen = %listener.local_addr()?, sandbox = %sandbox_address, e2b = %e2b_address, manifest = %options.manifest.display(), "app serving");
     let app_stopped = stopped.clone();
     let served = app.serve(listener, wait(app_stopped));
     tokio::pin!(served);
@@ -111,6 +130,9 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     }
     let _ = stop.send(true);
     let _ = sandbox_task.await;
+    if let Some(task) = e2b_task {
+        let _ = task.await;
+    }
     anypath_service::serve::hibernate_all(&interpreter).await;
     tracing::info!("stopped");
     Ok(())

@@ -13,6 +13,8 @@ mod configuration_reference;
 mod data_runtime;
 mod datasets;
 mod docs_examples;
+mod e2b_api;
+mod e2b_sdk;
 mod fair_share;
 mod frontend_dialects;
 mod frontend_providers;

@@ -85,7 +85,7 @@ impl App {
     fn start_anypath_up(kv: &Path, manifest: &str, settings: &[(String, String)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
         command
-            .args(["up", "--listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0", "--from"])
+            .args(["up", "--listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0", "--e2b-listen", "127.0.0.1:0", "--from"])
             .arg(repo().join(manifest))
             .arg("--kv")
             .arg(kv)
@@ -203,6 +203,7 @@ impl App {
         if build.binary == Path::new(env!("CARGO_BIN_EXE_anypath")) {
             // Builds before the code interpreter have neither flag.
             command.arg("--sandbox-listen").arg("127.0.0.1:0").arg("--data-dir").arg(kv.with_file_name("interpreter"));
+            command.args(["--e2b-listen", "127.0.0.1:0"]);
         }
         command
             .args(["--from"])

@@ -101,18 +101,20 @@ impl BenchRedis {
 
 /// The API keys of the sandbox listener's two tenants: only a key (or a
 /// token) decides a caller's tenant there.
-const BENCH_KEYS: &str = "bench-a:tenant-a,bench-b:tenant-b";
+const BENCH_KEYS: &str = "bench-a:tenant-a,bench-b:tenant-b,e2b_be9c4:tenant-c";
 
 /// The app under test: `anypath up` on a fresh data directory.
 struct BenchApp {
     _process: Running,
     base: String,
     sandbox: String,
+    /// E2B's API, beside the sandbox listener.
+    e2b: String,
 }
 
 fn start_app(binary: &Path, runner: &Path, data: &Path, env: &[(String, String)]) -> anyhow::Result<BenchApp> {
     let mut child = Command::new(binary)
-        .args(["up", "--listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0", "--api-keys", BENCH_KEYS, "--kv"])
+        .args(["up", "--listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0", "--e2b-listen", "127.0.0.1:0", "--api-keys", BENCH_KEYS, "--kv"])
         .arg(data.join("kv.db"))
         .arg("--data-dir")
         .arg(data.join("interpreter"))
@@ -126,8 +128,8 @@ fn start_app(binary: &Path, runner: &Path, data: &Path, env: &[(String, String)]
         .context("starting anypath up")?;
     let stderr = child.stderr.take().context("app stderr")?;
     let process = Running(child);
-    let (address, sandbox) = listen_addresses(stderr)?;
-    Ok(BenchApp { _process: process, base: format!("http://{address}"), sandbox: format!("http://{sandbox}") })
+    let (address, sandbox, e2b) = listen_addresses(stderr)?;
+    Ok(BenchApp { _process: process, base: format!("http://{address}"), sandbox: format!("http://{sandbox}"), e2b: format!("http://{e2b}") })
 }
 
 /// The app under the real `spin up`, beside `anypath sandbox serve --token`
@@ -274,6 +276,7 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path) -> anyho
     drop(redis);
 
     interpreter_over_mcp(&oha, &app.sandbox)?;
+    e2b_sdk_row(&app)?;
     fair_share(&oha, &app.sandbox)?;
     fair_share_through_app(&oha, &app.base)?;
     drop(app);
@@ -319,6 +322,41 @@ fn interpreter_over_mcp(oha: &Path, sandbox: &str) -> anyhow::Result<()> {
         "MCP overhead at p50: {:+.0} us ({:.2}x the plain HTTP API)",
         mcp_us - http_us,
         mcp_us / http_us
+    );
+    Ok(())
+}
+
+/// Runs of the E2B row, each path.
+const E2B_RUNS: &str = "30";
+
+/// A new sandbox and its first result through E2B's Python SDK, beside a
+/// new session and its first run through the plain HTTP API, in one run.
+fn e2b_sdk_row(app: &BenchApp) -> anyhow::Result<()> {
+    let python = crate::venv::ensure_e2b_sdk()?;
+    let output = Command::new(python)
+        .arg(root().join("tests/support/e2b_bench.py"))
+        .args([&app.e2b, &app.sandbox, "e2b_be9c4", "bench-a", E2B_RUNS])
+        .output()
+        .context("running the E2B benchmark client")?;
+    if !output.status.success() {
+        bail!("the E2B benchmark client failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let figures: Value = serde_json::from_slice(&output.stdout).context("the E2B benchmark's JSON")?;
+    let quantile = |key: &str, q: f64| -> f64 {
+        let mut values: Vec<f64> = figures[key].as_array().into_iter().flatten().filter_map(Value::as_f64).collect();
+        values.sort_by(f64::total_cmp);
+        let index = ((values.len() as f64 - 1.0) * q).round() as usize;
+        values.get(index).copied().unwrap_or(f64::NAN)
+    };
+    println!("
+a new sandbox and its first result (data runtime), {E2B_RUNS} runs per row, c=1, one Python client");
+    println!("{:<46} {:>10} {:>10}", "path", "p50", "p99");
+    let row = |name: &str, key: &str| println!("{name:<46} {:>8.1}ms {:>8.1}ms", quantile(key, 0.5), quantile(key, 0.99));
+    row("E2B SDK: Sandbox.create() + run_code", "sdk_ms");
+    row("HTTP API: POST /v1/sessions + run", "http_ms");
+    println!(
+        "E2B SDK p50 / HTTP API p50 = {:.2}x (E2B's own create alone: 150-450 ms)",
+        quantile("sdk_ms", 0.5) / quantile("http_ms", 0.5)
     );
     Ok(())
 }
@@ -401,11 +439,11 @@ fn ensure_oha() -> anyhow::Result<PathBuf> {
 }
 
 /// The app's address and its sandbox listener's, from its log line "app serving".
-fn listen_addresses(stderr: impl std::io::Read + Send + 'static) -> anyhow::Result<(String, String)> {
+fn listen_addresses(stderr: impl std::io::Read + Send + 'static) -> anyhow::Result<(String, String, String)> {
     announced(stderr, |line| {
         let entry: Value = serde_json::from_str(line).ok()?;
         let text = |key: &str| entry[key].as_str().unwrap_or_default().to_owned();
-        (entry["message"] == "app serving").then(|| (text("listen"), text("sandbox")))
+        (entry["message"] == "app serving").then(|| (text("listen"), text("sandbox"), text("e2b")))
     })
     .context("anypath up did not start serving")
 }

@@ -51,6 +51,7 @@ const PREINIT_INPUTS: &[&str] = &[
     "components/python-runner/src/cell.py",
     "components/python-runner/src/captured_output.py",
     "components/python-runner/src/rich_output.py",
+    "components/python-runner/src/structured_output.py",
     "components/python-runner/src/cell_loop.py",
 ];
 

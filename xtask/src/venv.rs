@@ -33,6 +33,15 @@ pub const PROMETHEUS_CLIENT: Package = Package { package: "prometheus-client", v
 /// `tests/kubernetes_manifests.rs` checks `deploy/kubernetes/` against.
 pub const KUBERNETES_VALIDATE: Package = Package { package: "kubernetes-validate", version: "1.37.0" };
 
+/// E2B's base SDK, pinned beneath the code interpreter's (which accepts a
+/// range of it): the control plane and envd clients. 2.51.0 is the last
+/// release whose transports `e2b-code-interpreter` 2.9.1 can build.
+pub const E2B_BASE: Package = Package { package: "e2b", version: "2.51.0" };
+
+/// E2B's code-interpreter SDK, the client `tests/e2b_sdk.rs` and the
+/// benchmark drive the E2B API with, as its users would.
+pub const E2B_SDK: Package = Package { package: "e2b-code-interpreter", version: "2.9.1" };
+
 /// A Python library from PyPI used from Python, pinned to one release.
 pub struct Package {
     pub package: &'static str,
@@ -122,6 +131,13 @@ pub fn ensure_with_dependencies(library: &Package) -> anyhow::Result<PathBuf> {
         Some(v) if v == library.version => Ok(python),
         other => bail!("{} {} expected in .venv, found {other:?}", library.package, library.version),
     }
+}
+
+/// E2B's Python SDKs, the base one first so the code interpreter's range
+/// finds the pinned release already there.
+pub fn ensure_e2b_sdk() -> anyhow::Result<PathBuf> {
+    ensure_with_dependencies(&E2B_BASE)?;
+    ensure_with_dependencies(&E2B_SDK)
 }
 
 /// `.venv/bin/python`, creating the venv when it is missing.

@@ -220,7 +220,7 @@ def _magic_refusal(exc, code):
 def _available_packages():
     """The importable packages beyond the standard library."""
     import pkgutil
-    own = {"app", "cell", "cell_loop", "cell_stdlib", "captured_output", "rich_output", "anypath_cell_report",
+    own = {"app", "cell", "cell_loop", "cell_stdlib", "captured_output", "rich_output", "structured_output", "anypath_cell_report",
            "policy_gate", "reply", "resource_store", "restricted_env", "document_ids", "json_depth", "preimport",
            "componentize_py_runtime", "componentize_py_types", "componentize_py_async_support", "poll_loop", "wit_world"}
     found = set()

@@ -4,15 +4,19 @@ last expression's value, each `display()` call and every matplotlib figure.
 Each becomes one result, a dict the host reads as `CellResult`:
 `origin` (`value`, `display` or `figure`), `mime` (a MIME bundle: `text/plain`
 always, `text/html`, `text/markdown`, `image/png` as base64, `image/svg+xml`
-when the object offers them), `truncated` and `error` (what a `_repr_*_`
-method raised). Results share one byte budget, the run's result cap; a
-`text/plain` is also capped like stdout.
+when the object offers them; with the `data` form asked, a DataFrame's
+columns and a figure's chart as JSON, see `structured_output`), `truncated`
+and `error` (what a `_repr_*_` method or an extraction raised). Results
+share one byte budget, the run's result cap; a `text/plain` is also capped
+like stdout.
 """
 
 import base64
 import io
 import json
 import os
+
+import structured_output
 
 # Rich forms asked of an object, beside its repr, and how each is carried.
 _RICH_FORMS = (
@@ -21,6 +25,12 @@ _RICH_FORMS = (
     ("_repr_svg_", "image/svg+xml", False),
     ("_repr_png_", "image/png", True),
 )
+
+# The data forms (`data` asked): the MIME type and extractor of each.
+_DATA_FORMS = {
+    "columns": (structured_output.COLUMNS_MIME, structured_output.columns),
+    "chart": (structured_output.CHART_MIME, structured_output.chart),
+}
 
 # Precedes a live frame on file descriptor 1 (the host's `LiveFrame`).
 LIVE_MARK = b"\x1eanypath-live "
@@ -43,7 +53,9 @@ class Results:
         self.entries = []
         self._room = budget
         self._text_limit = text_limit
-        self._figure_formats = tuple(figure_formats) or ("png",)
+        # `data` asks for results' data as JSON too; it is not a picture format.
+        self._data = "data" in figure_formats
+        self._figure_formats = tuple(form for form in figure_formats if form != "data") or ("png",)
         self._live = live
         # Figures already shown this run: the end-of-cell flush skips them.
         self._shown_figures = set()
@@ -76,6 +88,8 @@ class Results:
             elif not isinstance(value, str):
                 value = str(value)
             truncated |= not self._take(mime, kind, value)
+        if self._data:
+            truncated |= self._structured(mime, "columns", obj, errors)
         self._add(origin, mime, truncated, errors)
 
     def figure(self, figure, origin="figure"):
@@ -95,7 +109,22 @@ class Results:
             data = buffer.getvalue()
             value = data.decode("utf-8", "replace") if form == "svg" else base64.b64encode(data).decode("ascii")
             truncated |= not self._take(mime, kind, value)
+        if self._data:
+            truncated |= self._structured(mime, "chart", figure, errors)
         self._add(origin, mime, truncated, errors)
+
+    def _structured(self, mime, form, obj, errors):
+        """Adds `obj`'s data as JSON (`columns` of a DataFrame, `chart` of a
+        figure) when it has some; True when that did not fit the budget."""
+        kind, extract = _DATA_FORMS[form]
+        try:
+            value = extract(obj, self._room)
+        except structured_output.TooLarge:
+            return True
+        except Exception as exc:  # extracting data never fails the cell
+            errors.append(f"extracting the {form} raised {type(exc).__name__}: {exc}")
+            return False
+        return value is not None and not self._take(mime, kind, value)
 
     def unshown(self, figures):
         """Those of `figures` not shown yet in this run."""

@@ -14,6 +14,7 @@ mod ready;
 pub mod sessions;
 pub mod signing;
 mod stats;
+pub mod tree;
 
 pub use error::InterpreterError;
 pub use files::{FileInfo, SessionFiles};
@@ -22,3 +23,4 @@ pub use artifacts::{Artifact, ArtifactConfig, ArtifactStore, LinkQuery};
 pub use sessions::{ArtifactContent, ArtifactFailure, Interpreter, LoadArtifactRequest, InterpreterConfig, RunReport, RunRequest, SessionInfo, StateOrigin, Storage};
 pub use signing::Signer;
 pub use stats::StatsSnapshot;
+pub use tree::{Entry, EntryKind};

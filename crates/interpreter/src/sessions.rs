@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anypath_sandbox::{CellRequest, FileQuota, LimitOverrides, LiveInstance, LiveSink, Runtime, SessionRuntime};
+use anypath_sandbox::{CellRequest, FileQuota, Interrupt, LimitOverrides, LiveInstance, LiveSink, Runtime, SessionRuntime};
 pub use anypath_wire::{ArtifactContent, ArtifactFailure, LoadArtifactRequest, ReadinessCheck, RunReport, RunRequest, SessionInfo, StateOrigin};
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +26,7 @@ use crate::artifacts::{Artifact, ArtifactConfig, ArtifactStore};
 use crate::datasets::{DatasetConfig, Datasets, ReceivedFile};
 use crate::error::InterpreterError;
 use crate::files::{FileInfo, SessionFiles};
+use crate::tree::Entry;
 use crate::names;
 use crate::signing::Signer;
 use crate::stats::{Stats, StatsSnapshot};
@@ -155,6 +156,8 @@ struct Session {
     /// When `meta.json` was last written, and whether it said the session
     /// held state.
     meta_written: Mutex<Option<(Instant, bool)>>,
+    /// Stops the run going on now, if there is one.
+    running: Mutex<Option<Interrupt>>,
 }
 
 /// Each file of a session directory with its size and modification time.
@@ -304,9 +307,15 @@ impl Interpreter {
 
     /// Refuses an upload that would take the session past its quota.
     fn check_upload(&self, session: &Session, filename: &str, size: u64) -> Result<(), InterpreterError> {
-        let quota = self.config.quota;
         let name = names::filename(filename)?;
-        let replaced = std::fs::symlink_metadata(session.files.dir().join(name)).ok().filter(|m| m.is_file()).map(|m| m.len());
+        self.check_write(session, name, &session.files.dir().join(name), size)
+    }
+
+    /// Whether writing `size` bytes at `path` (named `name` in errors) keeps
+    /// the session within its quota, counting the file it replaces.
+    fn check_write(&self, session: &Session, name: &str, path: &Path, size: u64) -> Result<(), InterpreterError> {
+        let quota = self.config.quota;
+        let replaced = std::fs::symlink_metadata(path).ok().filter(|m| m.is_file()).map(|m| m.len());
         let usage = anypath_sandbox::directory_usage(session.files.dir());
         let image = std::fs::metadata(session.home.join(STATE_IMAGE)).map_or(0, |m| m.len());
         // Saturating: the directory may have changed since it was counted.
@@ -504,7 +513,21 @@ impl Interpreter {
                 self.off_workers(move |_| Ok(snapshot(scanned.files.dir()))).await?
             }
         };
-        let cell = live.run(CellRequest { code: request.code, env, limits: request.limits, figure_formats: request.figure_formats, live: sink }).await;
+        // Armed under the run's lock: an interrupt stops this run, never a later one.
+        let interrupt = Interrupt::new();
+        *session.running.lock().unwrap_or_else(|p| p.into_inner()) = Some(interrupt.clone());
+        let cell = live
+            .run(CellRequest {
+                code: request.code,
+                env,
+                limits: request.limits,
+                figure_formats: request.figure_formats,
+                result_data: request.result_data,
+                live: sink,
+                interrupt: Some(interrupt),
+            })
+            .await;
+        *session.running.lock().unwrap_or_else(|p| p.into_inner()) = None;
         session.had_state.store(live.is_live(), std::sync::atomic::Ordering::Relaxed);
         session.memory_bytes.store(live.memory_bytes(), std::sync::atomic::Ordering::Relaxed);
         let succeeded = cell.error.is_none();
@@ -650,6 +673,7 @@ impl Interpreter {
         let key = (names::tenant(tenant)?.to_owned(), names::session_id(session_id)?.to_owned());
         let asked = match create {
             Create::Yes { runtime, .. } => *runtime,
+            Create::Sharing { runtime, .. } => Some(*runtime),
             Create::No => None,
         };
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
@@ -661,9 +685,11 @@ impl Interpreter {
     fn session_locked(&self, tenant: &str, session_id: &str, create: Create, discarded: &mut Option<PathBuf>) -> Result<Arc<Session>, InterpreterError> {
         let tenant = names::tenant(tenant)?;
         let session_id = names::session_id(session_id)?;
-        let (ttl, asked) = match create {
-            Create::Yes { ttl, runtime } => (ttl, runtime),
-            Create::No => (None, None),
+        let may_create = !matches!(create, Create::No);
+        let (ttl, asked, shared_files) = match create {
+            Create::Yes { ttl, runtime } => (ttl, runtime, None),
+            Create::Sharing { ttl, runtime, files } => (ttl, Some(runtime), Some(files)),
+            Create::No => (None, None, None),
         };
         let key = (tenant.to_owned(), session_id.to_owned());
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
@@ -672,7 +698,7 @@ impl Interpreter {
         }
         let home = self.config.root.join("sessions").join(tenant).join(session_id);
         let on_disk = read_meta(&home).filter(|m| unix_now().saturating_sub(m.last_used_unix) < m.ttl_seconds);
-        if on_disk.is_none() && matches!(create, Create::No) {
+        if on_disk.is_none() && !may_create {
             return Err(InterpreterError::NoSuchSession(session_id.to_owned()));
         }
         let runtime = match &on_disk {
@@ -693,7 +719,12 @@ impl Interpreter {
             // An expired predecessor: the path is free at once, the tree goes later.
             *discarded = self.discard(&home);
             Stats::add(&self.stats.sessions_created, 1);
-            if runtime == Runtime::Python {
+            if let Some(files) = &shared_files {
+                // The other session's directory, seen through a link that
+                // removing this session removes without following it.
+                std::fs::create_dir_all(&home).map_err(|e| InterpreterError::io("creating the session directory", e))?;
+                std::os::unix::fs::symlink(files, home.join("data")).map_err(|e| InterpreterError::io("sharing the session directory", e))?;
+            } else if runtime == Runtime::Python {
                 adopted = self.ready.as_ref().and_then(|ready| ready.take(&home));
             }
         }
@@ -734,8 +765,9 @@ impl Interpreter {
             live: tokio::sync::Mutex::new(live),
             // A new session's directory was just made empty: its first run
             // need not walk it to know what it held.
-            seen: Mutex::new(on_disk.is_none().then(Snapshot::new)),
+            seen: Mutex::new((on_disk.is_none() && shared_files.is_none()).then(Snapshot::new)),
             meta_written: Mutex::new(None),
+            running: Mutex::new(None),
         });
         session.write_meta()?;
         sessions.insert(key, session.clone());
@@ -957,6 +989,114 @@ impl Interpreter {
         Ok(self.info(&child))
     }
 
+    /// A new session `context_id` over the same files as `session_id` (its
+    /// directory is shared, its Python state is its own), on the same
+    /// runtime: a second code context of one sandbox.
+    pub fn open_context(&self, tenant: &str, session_id: &str, context_id: &str, ttl: Option<Duration>) -> Result<SessionInfo, InterpreterError> {
+        let parent = self.session(tenant, session_id, Create::No)?;
+        if self.session(tenant, context_id, Create::No).is_ok() {
+            return Err(InterpreterError::SessionExists(context_id.to_owned()));
+        }
+        let create = Create::Sharing { ttl, runtime: parent.runtime, files: parent.files.dir().to_path_buf() };
+        let context = self.session(tenant, context_id, create)?;
+        Ok(self.info(&context))
+    }
+
+    /// Parks the session's live state in its image now, waiting for a run
+    /// in progress; the next run resumes it. False when no state was live.
+    pub async fn hibernate_session(self: &Arc<Self>, tenant: &str, session_id: &str) -> Result<bool, InterpreterError> {
+        let (owner, id) = (tenant.to_owned(), session_id.to_owned());
+        let session = self.off_workers(move |i| i.session(&owner, &id, Create::No)).await?;
+        let mut live = tokio::time::timeout(self.config.busy_wait, session.live.lock())
+            .await
+            .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        Ok(live.is_live() && self.hibernate(&session, &mut live).await)
+    }
+
+    /// Stops the session's run in progress, if there is one; true when one
+    /// was stopped. Touches no file: the async workers may call it.
+    pub fn interrupt(&self, tenant: &str, session_id: &str) -> Result<bool, InterpreterError> {
+        let key = (names::tenant(tenant)?.to_owned(), names::session_id(session_id)?.to_owned());
+        let session = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+        let Some(session) = session else { return Ok(false) };
+        let running = session.running.lock().unwrap_or_else(|p| p.into_inner());
+        match running.as_ref() {
+            Some(interrupt) => {
+                interrupt.interrupt();
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Starts the session's Python state afresh over the same files (a
+    /// kernel restart), waiting for a run in progress: the live instance
+    /// and any saved image are dropped.
+    pub async fn restart_session(self: &Arc<Self>, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
+        let (owner, id) = (tenant.to_owned(), session_id.to_owned());
+        let session = self.off_workers(move |i| i.session(&owner, &id, Create::No)).await?;
+        let mut live = tokio::time::timeout(self.config.busy_wait, session.live.lock())
+            .await
+            .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        live.reset();
+        session.hibernated.store(false, std::sync::atomic::Ordering::Relaxed);
+        session.had_state.store(false, std::sync::atomic::Ordering::Relaxed);
+        let image = session.home.join(STATE_IMAGE);
+        let kept = session.clone();
+        self.off_workers(move |_| {
+            let _ = std::fs::remove_file(&image);
+            kept.write_meta()
+        })
+        .await
+    }
+
+    /// The entry at `path` of the session's tree (`""`: its directory).
+    pub fn stat_path(&self, tenant: &str, session_id: &str, path: &str) -> Result<Entry, InterpreterError> {
+        self.session(tenant, session_id, Create::No)?.files.stat(path)
+    }
+
+    /// The entries under the directory `path`, `depth` levels deep.
+    pub fn list_dir(&self, tenant: &str, session_id: &str, path: &str, depth: u32) -> Result<Vec<Entry>, InterpreterError> {
+        self.session(tenant, session_id, Create::No)?.files.list_dir(path, depth)
+    }
+
+    /// Makes the directory `path` with its parents; false when it was there.
+    pub fn make_dir(&self, tenant: &str, session_id: &str, path: &str) -> Result<bool, InterpreterError> {
+        self.change_tree(tenant, session_id, |session| {
+            self.check_write(session, path, &session.files.resolve(path)?, 0)?;
+            session.files.make_dir(path)
+        })
+    }
+
+    /// Writes `bytes` at `path`, replacing a file there and making its
+    /// directories; within the session's quota.
+    pub fn write_path(&self, tenant: &str, session_id: &str, path: &str, bytes: &[u8]) -> Result<Entry, InterpreterError> {
+        self.change_tree(tenant, session_id, |session| {
+            self.check_write(session, path, &session.files.resolve(path)?, bytes.len() as u64)?;
+            session.files.write_path(path, bytes)
+        })
+    }
+
+    /// Removes the file or directory at `path`.
+    pub fn remove_path(&self, tenant: &str, session_id: &str, path: &str) -> Result<(), InterpreterError> {
+        self.change_tree(tenant, session_id, |session| session.files.remove(path))
+    }
+
+    /// Moves `from` to `to` in the session's tree.
+    pub fn move_path(&self, tenant: &str, session_id: &str, from: &str, to: &str) -> Result<Entry, InterpreterError> {
+        self.change_tree(tenant, session_id, |session| session.files.move_path(from, to))
+    }
+
+    /// Changes the session's tree while no run is going (`Busy` otherwise),
+    /// and makes the next run count its directory again.
+    fn change_tree<T>(&self, tenant: &str, session_id: &str, change: impl FnOnce(&Session) -> Result<T, InterpreterError>) -> Result<T, InterpreterError> {
+        let session = self.session(tenant, session_id, Create::No)?;
+        let running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        let changed = change(&session);
+        session.forget_seen(&running);
+        changed
+    }
+
     /// Removes session directories on disk past their TTL (left by this or an
     /// earlier process); returns how many.
     fn sweep_disk(&self) -> usize {
@@ -1082,10 +1222,13 @@ impl Session {
 }
 
 /// Whether a call may create the session it names, and how.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Create {
     No,
     Yes { ttl: Option<Duration>, runtime: Option<Runtime> },
+    /// A new session whose directory is another session's: the same
+    /// files, its own Python state (a second context of one sandbox).
+    Sharing { ttl: Option<Duration>, runtime: Runtime, files: PathBuf },
 }
 
 /// The table's unexpired session under `key`, touched, when it runs the

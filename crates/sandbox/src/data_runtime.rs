@@ -104,6 +104,7 @@ fn report_room(input: &wit::CellInput) -> usize {
 pub(crate) fn bootstrap_source() -> String {
     let modules = [
         ("captured_output", include_str!("../../../components/python-runner/src/captured_output.py")),
+        ("structured_output", include_str!("../../../components/python-runner/src/structured_output.py")),
         ("rich_output", include_str!("../../../components/python-runner/src/rich_output.py")),
         ("cell_loop", include_str!("../../../components/python-runner/src/cell_loop.py")),
         ("cell", include_str!("../../../components/python-runner/src/cell.py")),

@@ -230,7 +230,8 @@ pub(crate) fn new_store(engine: &Engine, state: GuestState) -> wasmtime::Result<
     store.set_fuel(u64::MAX)?;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|ctx| {
-        if Instant::now() >= ctx.data().deadline {
+        let interrupted = ctx.data().interrupt.as_ref().is_some_and(crate::Interrupt::is_interrupted);
+        if interrupted || Instant::now() >= ctx.data().deadline {
             Ok(UpdateDeadline::Interrupt)
         } else {
             // Yield so other requests on this executor thread make progress.
@@ -264,25 +265,59 @@ pub(crate) fn arm_for_host(store: &mut Store<GuestState>, budget: Duration) -> w
     store.set_fuel(u64::MAX)
 }
 
-/// What a guest call came to: its result, or the host dropping it past the deadline.
-pub(crate) type Called<T> = Result<wasmtime::Result<T>, tokio::time::error::Elapsed>;
+/// What a guest call came to: its result, or the host dropping it.
+pub(crate) type Called<T> = Result<wasmtime::Result<T>, Dropped>;
+
+/// Why the host dropped a guest call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dropped {
+    /// The run's deadline and the host's grace passed.
+    Deadline,
+    /// Its interrupt was raised.
+    Interrupted,
+}
 
 /// Awaits a guest call on its own thread, dropped once the run's deadline
 /// and the host's grace have passed: a call blocked in the host never sees
 /// the epoch.
 pub(crate) async fn call<T>(limits: &Limits, call: impl Future<Output = wasmtime::Result<T>>) -> Called<T> {
-    on_own_thread(tokio::time::timeout(limits.timeout() + HOST_GRACE, call)).await
+    call_interruptible(limits, None, call).await
+}
+
+/// [`call`], also dropped as soon as `interrupt` is raised: a call blocked
+/// in the host (a sleep) never reaches the epoch check that stops running
+/// wasm, so the host's await of it must be woken too.
+pub(crate) async fn call_interruptible<T>(limits: &Limits, interrupt: Option<&crate::Interrupt>, call: impl Future<Output = wasmtime::Result<T>>) -> Called<T> {
+    let raised = async {
+        match interrupt {
+            Some(interrupt) => interrupt.raised().await,
+            None => std::future::pending().await,
+        }
+    };
+    on_own_thread(async {
+        tokio::select! {
+            // The interrupt first: one raised before the call starts never lets it run.
+            biased;
+            () = raised => Err(Dropped::Interrupted),
+            finished = tokio::time::timeout(limits.timeout() + HOST_GRACE, call) => finished.map_err(|_| Dropped::Deadline),
+        }
+    })
+    .await
 }
 
 /// After a call on `store`: records its fuel and peak memory in `metrics`,
 /// and gives what it returned with whether the memory guard refused a
-/// growth, or the limit or trap that ended it.
+/// growth, or the limit or trap that ended it. Reads the store's interrupt,
+/// so it must still be armed: a trap the interrupt caused is no timeout.
 pub(crate) fn settle<T>(store: &Store<GuestState>, limits: &Limits, metrics: &mut Metrics, called: Called<T>) -> Result<(T, bool), ExecError> {
     metrics.fuel_consumed = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
     metrics.peak_memory_bytes = store.data().memory.peak;
     let memory_refused = store.data().memory.refused;
+    let interrupted = store.data().interrupt.as_ref().is_some_and(crate::Interrupt::is_interrupted);
     match called {
-        Err(_elapsed) => Err(ExecError::Timeout { timeout_ms: limits.timeout_ms }),
+        Err(Dropped::Interrupted) => Err(ExecError::Interrupted {}),
+        Err(Dropped::Deadline) => Err(ExecError::Timeout { timeout_ms: limits.timeout_ms }),
+        Ok(Err(_)) if interrupted => Err(ExecError::Interrupted {}),
         Ok(Err(trap)) => Err(trap_error(&trap, limits, memory_refused)),
         Ok(Ok(returned)) => Ok((returned, memory_refused)),
     }

@@ -34,6 +34,8 @@ pub(crate) struct GuestState {
     /// File descriptors the guest holds open (directories not counted): when
     /// none, no file object needs closing before the state is captured.
     pub(crate) open_files: usize,
+    /// Stops the call in progress when raised (armed for one run).
+    pub(crate) interrupt: Option<crate::Interrupt>,
 }
 
 impl GuestState {
@@ -65,7 +67,7 @@ impl GuestState {
     /// environment, stdio); networking is switched off here whatever it says.
     pub(crate) fn from_builder(mut builder: WasiCtxBuilder, memory_cap: u64, deadline: Instant) -> Self {
         let wasi = builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false).build();
-        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None, open_files: 0 }
+        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None, open_files: 0, interrupt: None }
     }
 
     /// The view `wasi:filesystem/types` is served through: wasmtime-wasi's,

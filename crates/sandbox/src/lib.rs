@@ -18,6 +18,9 @@ mod data_runtime;
 mod drain_pipe;
 mod engine;
 mod guest;
+mod interrupt;
+#[cfg(test)]
+mod interrupt_tests;
 pub mod limits;
 pub mod live;
 mod live_frames;
@@ -35,6 +38,7 @@ pub use artifact::ArtifactError;
 pub use block::{BlockRunner, RunnerConfig};
 pub use engine::StartError;
 pub use guest::{DATASETS_DIR, SESSION_DIR};
+pub use interrupt::Interrupt;
 pub use limits::{LimitOverrides, Limits, PolicyError};
 pub use live::{CellReport, CellRequest, LiveInstance, PreStarted, StateOrigin};
 pub use live_frames::LiveSink;

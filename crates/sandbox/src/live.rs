@@ -5,7 +5,8 @@
 //! A trap (fuel, deadline, memory) leaves a component instance unusable, so
 //! the instance is then dropped and the next run starts a fresh one on the
 //! same directory: the files stay, the in-memory state is reset, as when a
-//! notebook kernel restarts. Both reports say so.
+//! notebook kernel restarts. Both reports say so. A run stopped from
+//! outside through its [`Interrupt`] ends the same way, for now.
 //!
 //! A session's directory may be put under a write quota (`with_quota`),
 //! enforced inside the guest as it writes and recounted from the directory
@@ -29,6 +30,7 @@ use crate::limits::{LimitOverrides, Limits};
 use crate::outcome::{ExecError, Metrics, Output};
 use crate::quota_fs::{FileQuota, QuotaState, Usage};
 use crate::engine::{self, Instance, internal, output_of};
+use crate::interrupt::Interrupt;
 use crate::live_frames::{LiveSink, result_of};
 use crate::session::{Guest, SessionGuest, SessionRuntime};
 use crate::state_image::StateError;
@@ -52,9 +54,19 @@ pub struct CellRequest {
     pub limits: LimitOverrides,
     /// The forms figures are rendered in (PNG when empty).
     pub figure_formats: Vec<FigureFormat>,
+    /// Also give results' data as JSON forms (a DataFrame's columns, what
+    /// a figure plots).
+    pub result_data: bool,
     /// Where output and results go as they are made, when the caller
     /// streams; the report holds them all again.
     pub live: Option<LiveSink>,
+    /// Stops the run when raised, from any task: running code at the next
+    /// epoch tick, a call blocked in the host (a sleep) at once. The report
+    /// then carries `ExecError::Interrupted`. For now the instance is then
+    /// dropped, as after any trap: the report says `state_reset` and the
+    /// next run starts a fresh instance on the same files. Raised before
+    /// the run starts, it runs nothing and the instance and its state stay.
+    pub interrupt: Option<Interrupt>,
 }
 
 /// A session's runner instance, started on first use.
@@ -425,14 +437,19 @@ impl LiveInstance {
                 Guest::Runner(_) => quota.recount(&[dir]),
             }
         }
+        if request.interrupt.as_ref().is_some_and(Interrupt::is_interrupted) {
+            // Stopped before any code ran: the instance and its state stay.
+            return Err(ExecError::Interrupted {});
+        }
         engine::arm(&mut instance.store, limits)?;
+        instance.store.data_mut().interrupt = request.interrupt.clone();
         let input = wit::CellInput {
             code: request.code,
             env: request.env,
             stdout_bytes: limits.stdout_bytes,
             stderr_bytes: limits.stderr_bytes,
             result_bytes: limits.result_bytes,
-            figure_formats: request.figure_formats.iter().map(|format| format.as_str().to_owned()).collect(),
+            figure_formats: result_forms(&request.figure_formats, request.result_data),
             live: request.live.is_some(),
         };
         let _ = instance.guest.stdout.drain();
@@ -446,9 +463,12 @@ impl LiveInstance {
                 Guest::Data(data) => data.run_cell(&mut *store, &input).await,
             }
         };
-        let called = engine::call(limits, call).await;
+        let called = engine::call_interruptible(limits, request.interrupt.as_ref(), call).await;
         guest.stdout.detach();
-        let (output, memory_refused) = match engine::settle(store, limits, metrics, called) {
+        // Settled while the interrupt is still armed, so an epoch trap it caused reads as an interrupt.
+        let settled = engine::settle(store, limits, metrics, called);
+        store.data_mut().interrupt = None;
+        let (output, memory_refused) = match settled {
             Ok(settled) => settled,
             Err(error) => {
                 // A trap or a dropped call leaves the instance unusable.
@@ -525,4 +545,14 @@ async fn start(
 
 fn failed(error: ExecError, output: Output) -> CellReport {
     CellReport { exit_code: 1, output, results: Vec::new(), traceback: None, error: Some(error), state_reset: false, quota_exceeded: false, state: StateOrigin::Fresh, state_note: None, metrics: Metrics::default() }
+}
+
+/// The forms the cell code renders results in: the figure formats, and
+/// `data` when results' data is asked for as well.
+fn result_forms(figure_formats: &[FigureFormat], result_data: bool) -> Vec<String> {
+    let mut forms: Vec<String> = figure_formats.iter().map(|format| format.as_str().to_owned()).collect();
+    if result_data {
+        forms.push("data".to_owned());
+    }
+    forms
 }

@@ -52,7 +52,7 @@ impl Credentials {
         Self {
             token: token.map(digest),
             trusted: trusted.map(digest),
-            api_keys: api_keys.iter().map(|(key, tenant)| (digest(key), tenant.clone())).collect(),
+            api_keys: api_keys.iter().map(|(key, tenant)| (digest(bare_key(key)), tenant.clone())).collect(),
         }
     }
 
@@ -62,7 +62,11 @@ impl Credentials {
     /// token nor keys. Without a token, naming a tenant counts for nothing.
     pub(crate) fn identify(&self, headers: &HeaderMap) -> Caller {
         if let Some(presented) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
-            let presented = digest(presented);
+            if self.is_open() {
+                // E2B's SDKs always send a key: in open mode any key will do.
+                return Caller::Open;
+            }
+            let presented = digest(bare_key(presented));
             return match self.api_keys.iter().find(|(key, _)| *key == presented) {
                 Some((_, tenant)) => Caller::Keyed(tenant.clone()),
                 None => Caller::Refused,
@@ -73,7 +77,13 @@ impl Credentials {
         if holds_token {
             return Caller::TokenHolder(named_tenant(headers).unwrap_or(DEFAULT_TENANT).to_owned());
         }
-        if self.token.is_none() && self.api_keys.is_empty() { Caller::Open } else { Caller::Refused }
+        if self.is_open() { Caller::Open } else { Caller::Refused }
+    }
+
+    /// Neither a token nor keys are configured: every outside caller is the
+    /// default tenant (the app's own trusted token may still name others).
+    fn is_open(&self) -> bool {
+        self.token.is_none() && self.api_keys.is_empty()
     }
 
     /// Whether the caller may run REST blocks (`/v1/exec`, `/v1/admission`):
@@ -81,6 +91,12 @@ impl Credentials {
     pub(crate) fn may_execute(&self, headers: &HeaderMap) -> bool {
         self.token.is_none_or(|expected| bearer_digest(headers) == Some(expected))
     }
+}
+
+/// A key without E2B's `e2b_` prefix, which E2B's SDKs require of the keys
+/// they send: a key is the same with it or without it.
+fn bare_key(key: &str) -> &str {
+    key.strip_prefix("e2b_").unwrap_or(key)
 }
 
 fn digest(secret: &str) -> [u8; 32] {
@@ -126,8 +142,12 @@ mod tests {
         for (presented, expected) in cases {
             assert_eq!(&guarded.identify(&headers(presented)), expected, "{presented:?}");
         }
+        let e2b_prefixed = [("x-api-key", "e2b_k1")];
+        assert_eq!(guarded.identify(&headers(&e2b_prefixed)), Caller::Keyed("alice".into()), "E2B's key prefix is accepted");
+        assert_eq!(guarded.identify(&headers(&[("x-api-key", "e2b_nope")])), Caller::Refused);
         let open = Credentials::new(None, Some("app"), &[]);
         assert_eq!(open.identify(&headers(&[("x-anypath-tenant", "bob")])), Caller::Open, "naming a tenant without a token counts for nothing");
+        assert_eq!(open.identify(&headers(&[("x-api-key", "e2b_0123")])), Caller::Open, "in open mode any key is the default tenant");
         assert_eq!(open.identify(&headers(&[("authorization", "Bearer app"), ("x-anypath-tenant", "bob")])), Caller::TokenHolder("bob".into()));
         assert!(open.may_execute(&headers(&[])));
         assert!(guarded.may_execute(&headers(&[("authorization", "Bearer service")])));

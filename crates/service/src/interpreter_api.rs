@@ -122,19 +122,10 @@ impl Call {
 /// The envelope of a failed call: a refused run is 429 or 503 with
 /// `Retry-After`, an interpreter error has its own status.
 fn fail(e: &ServiceError, request_id: &str) -> Response {
-    let status = match e {
-        ServiceError::Refused(refused) => return refusal(*refused, request_id),
-        ServiceError::Interpreter(e) => StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        ServiceError::NoInterpreter => StatusCode::NOT_FOUND,
-        ServiceError::Unauthorized => StatusCode::UNAUTHORIZED,
-        ServiceError::InvalidJson(_)
-        | ServiceError::InvalidArguments(_)
-        | ServiceError::InvalidQuery
-        | ServiceError::InvalidBase64(_) => StatusCode::BAD_REQUEST,
-        ServiceError::Body { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
-        ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    error(status, e.code(), &e.to_string(), request_id)
+    if let ServiceError::Refused(refused) = e {
+        return refusal(*refused, request_id);
+    }
+    error(e.status(), e.code(), &e.to_string(), request_id)
 }
 
 /// A JSON body of type `T`.

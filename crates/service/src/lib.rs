@@ -3,12 +3,13 @@
 //! that resolves the caller's tenant, admits runs fairly, accounts for them
 //! and logs them ([`interpreter_service`], [`admission`]), served over its
 //! transports: `/v1` HTTP ([`serve`], [`interpreter_api`], [`dataset_api`],
-//! [`run_events`]) and MCP ([`mcp`]). A transport maps names and shapes onto
+//! [`run_events`]), MCP ([`mcp`]) and E2B's API ([`e2b`]). A transport maps names and shapes onto
 //! the facade; it never runs a session flow of its own.
 
 pub mod admission;
 pub mod credentials;
 pub mod dataset_api;
+pub mod e2b;
 pub mod envelope;
 pub mod interpreter_api;
 pub mod interpreter_service;

@@ -120,6 +120,7 @@ fn outcome(error: Option<&ExecError>, quota_exceeded: bool) -> &'static str {
             "memory_limit" => "memory",
             "output_limit" => "output",
             "policy" => "policy",
+            "interrupted" => "interrupted",
             _ if quota_exceeded => "quota",
             _ => "error",
         },

@@ -50,6 +50,8 @@ pub struct ServeOptions {
     pub trusted_token: Option<String>,
     /// Which web pages on other origins may call (none by default).
     pub cors: anypath_rest::cors::CorsPolicy,
+    /// Where E2B's API listens ([`crate::e2b`]), when it is served.
+    pub e2b_listen: Option<SocketAddr>,
 }
 
 /// What every route of the sandbox service shares: the block runner, the
@@ -122,15 +124,38 @@ pub(crate) fn refusal(refused: Refused, request_id: &str) -> Response {
     response
 }
 
-/// Serves until Ctrl-C or SIGTERM.
+/// Serves until Ctrl-C or SIGTERM: the sandbox's API, and E2B's on its
+/// own listener when one is asked for.
 pub async fn serve(sandbox: BlockRunner, mut options: ServeOptions) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
     options.listen = listener.local_addr()?;
-    let served = serve_on(listener, router(sandbox, &options), shutdown_signal()).await;
+    let routers = routers(sandbox, &options);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let e2b_task = match (options.e2b_listen, routers.e2b) {
+        (Some(address), Some(e2b)) => {
+            let e2b_listener = tokio::net::TcpListener::bind(address).await.map_err(|e| anyhow::anyhow!("binding the E2B listener {address}: {e}"))?;
+            tracing::info!(listen = %e2b_listener.local_addr()?, "E2B API serving");
+            Some(tokio::spawn(serve_router(e2b_listener, e2b, stopped_signal(stopped.clone()))))
+        }
+        _ => None,
+    };
+    let served = serve_on(listener, routers.sandbox, async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    })
+    .await;
+    if let Some(task) = e2b_task {
+        let _ = task.await;
+    }
     if let Some(interpreter) = &options.interpreter {
         hibernate_all(interpreter).await;
     }
     served
+}
+
+/// Resolves once `stopped` says so.
+pub async fn stopped_signal(mut stopped: tokio::sync::watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|s| *s).await;
 }
 
 /// On a graceful stop: every live session's state goes to disk, for the
@@ -148,6 +173,16 @@ pub async fn serve_on(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     tracing::info!(listen = %listener.local_addr()?, "sandbox serving");
+    serve_router(listener, app, shutdown).await
+}
+
+/// [`serve_on`] without its log line, for the service's other listeners
+/// (each announces itself in its own words).
+pub async fn serve_router(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
     Ok(())
 }
@@ -171,10 +206,24 @@ impl AppState {
 /// The sandbox's HTTP API (`/v1/exec`, `/healthz`, the code interpreter and
 /// `/mcp`) with its admission limits.
 pub fn router(sandbox: BlockRunner, options: &ServeOptions) -> Router {
+    routers(sandbox, options).sandbox
+}
+
+/// The routers of one service: they share its state (admission, sessions).
+pub struct Routers {
+    /// The sandbox's own API ([`router`]).
+    pub sandbox: Router,
+    /// E2B's API ([`crate::e2b`]), when the service runs a code interpreter.
+    pub e2b: Option<Router>,
+}
+
+/// The sandbox's API and E2B's, over one state.
+pub fn routers(sandbox: BlockRunner, options: &ServeOptions) -> Routers {
     let state = AppState::new(sandbox, options);
     if let Some(interpreter) = &options.interpreter {
         spawn_sweeper(Arc::downgrade(interpreter));
     }
+    let e2b = crate::e2b::router(&state);
     let router = Router::new()
         .route("/v1/exec", post(exec))
         .route("/v1/admission", get(admission_probe))
@@ -187,11 +236,12 @@ pub fn router(sandbox: BlockRunner, options: &ServeOptions) -> Router {
         .fallback(not_found)
         .layer(axum::middleware::from_fn(crate::envelope::every_error_an_envelope))
         .with_state(state);
-    match cors_layer(&options.cors) {
+    let sandbox = match cors_layer(&options.cors) {
         // Outermost: errors and refusals carry the headers too.
         Some(layer) => router.layer(layer),
         None => router,
-    }
+    };
+    Routers { sandbox, e2b }
 }
 
 /// The policy as tower-http's layer: the same origins, request and exposed

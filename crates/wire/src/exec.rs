@@ -106,6 +106,10 @@ pub enum ExecError {
     /// The block reached past a partial load; the caller reloads whole and re-runs.
     #[error("needs data: {message}")]
     NeedsData { message: String },
+    /// Stopped from outside before it finished (its client went away, an
+    /// interrupt, its sandbox killed); like a trap, the instance is dropped.
+    #[error("interrupted: the run was stopped before it finished")]
+    Interrupted {},
 }
 
 impl ExecError {
@@ -125,6 +129,7 @@ impl ExecError {
             Self::Trap { .. } => "trap",
             Self::Internal { .. } => "internal",
             Self::NeedsData { .. } => "needs_data",
+            Self::Interrupted {} => "interrupted",
         }
     }
 
@@ -171,5 +176,14 @@ mod tests {
         let internal = ExecError::Internal { message: String::new() };
         assert!(!internal.is_limit() && !internal.is_block_fault());
         assert!(!ExecError::NeedsData { message: String::new() }.is_block_fault());
+    }
+
+    #[test]
+    fn interrupted_is_tagged_alone_and_is_nobodys_fault() {
+        let error = ExecError::Interrupted {};
+        let json = serde_json::to_value(&error).expect("serialises");
+        assert_eq!(json, serde_json::json!({"kind": "interrupted"}));
+        assert_eq!(serde_json::from_value::<ExecError>(json).expect("parses"), error);
+        assert!(!error.is_limit() && !error.is_block_fault());
     }
 }

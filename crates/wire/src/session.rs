@@ -149,6 +149,11 @@ pub struct RunRequest {
     /// The forms figures are rendered in (`png`, the default, and `svg`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub figure_formats: Vec<FigureFormat>,
+    /// Also give results' data as JSON: a DataFrame's columns
+    /// (`application/vnd.anypath.columns+json`) and what a figure plots
+    /// (`application/vnd.anypath.chart+json`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub result_data: bool,
 }
 
 /// A form a matplotlib figure is rendered in.

@@ -47,6 +47,21 @@ pub(crate) enum ServiceError {
 }
 
 impl ServiceError {
+    /// The HTTP status the error answers with, on every HTTP transport.
+    pub fn status(&self) -> axum::http::StatusCode {
+        use axum::http::StatusCode;
+        match self {
+            Self::Refused(crate::admission::Refused::TenantBusy { .. }) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Refused(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Interpreter(e) => StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            Self::NoInterpreter => StatusCode::NOT_FOUND,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::InvalidJson(_) | Self::InvalidArguments(_) | Self::InvalidQuery | Self::InvalidBase64(_) => StatusCode::BAD_REQUEST,
+            Self::Body { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
     /// The stable code of the error.
     pub fn code(&self) -> &'static str {
         match self {

@@ -12,7 +12,7 @@ mod limits;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anypath_interpreter::{Artifact, ArtifactContent, FileInfo, Interpreter, LinkQuery, LoadArtifactRequest, ReceivedFile, RunReport, RunRequest, SessionInfo};
+use anypath_interpreter::{Artifact, ArtifactContent, Entry, FileInfo, Interpreter, LinkQuery, LoadArtifactRequest, ReceivedFile, RunReport, RunRequest, SessionInfo};
 use anypath_wire::{DatasetInfo, DatasetList};
 use anypath_sandbox::{LiveSink, Runtime};
 pub(crate) use anypath_wire::{ArtifactList, Closed, FileList};
@@ -127,6 +127,66 @@ impl InterpreterService {
     /// A new session `new_id` with a copy of the session's files and state.
     pub async fn fork_session(&self, caller: &Caller, session_id: String, new_id: String) -> Result<SessionInfo, ServiceError> {
         Ok(self.interpreter.fork_session(&caller.tenant, &session_id, &new_id).await?)
+    }
+
+    /// The caller acting for `tenant`, already resolved by the transport
+    /// (an E2B sandbox call names its sandbox, and the sandbox its tenant).
+    pub fn tenant_caller(&self, tenant: String, headers: &HeaderMap, request_id: String) -> Caller {
+        let base_url = self.state.base_url(&self.interpreter, headers);
+        Caller { tenant, request_id, base_url }
+    }
+
+    /// A second session over the session's files, with Python state of its own.
+    pub async fn open_context(&self, caller: &Caller, session_id: String, context_id: String, ttl: Option<Duration>) -> Result<SessionInfo, ServiceError> {
+        self.for_caller(caller, move |i, c| i.open_context(&c.tenant, &session_id, &context_id, ttl)).await
+    }
+
+    /// Parks the session's live state in its image now; false when none was live.
+    pub async fn hibernate_session(&self, caller: &Caller, session_id: String) -> Result<bool, ServiceError> {
+        Ok(self.interpreter.hibernate_session(&caller.tenant, &session_id).await?)
+    }
+
+    /// Starts the session's Python state afresh over the same files.
+    pub async fn restart_session(&self, caller: &Caller, session_id: String) -> Result<(), ServiceError> {
+        Ok(self.interpreter.restart_session(&caller.tenant, &session_id).await?)
+    }
+
+    /// Stops the run going on in the session, if there is one (its client
+    /// went away, or its sandbox is being killed).
+    pub fn interrupt(&self, caller: &Caller, session_id: &str) {
+        if let Ok(true) = self.interpreter.interrupt(&caller.tenant, session_id) {
+            tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, session = session_id, "run interrupted");
+        }
+    }
+
+    /// The entry at `path` of the session's tree.
+    pub async fn stat_path(&self, caller: &Caller, session_id: String, path: String) -> Result<Entry, ServiceError> {
+        self.for_caller(caller, move |i, c| i.stat_path(&c.tenant, &session_id, &path)).await
+    }
+
+    /// The entries under the directory `path`, `depth` levels deep.
+    pub async fn list_dir(&self, caller: &Caller, session_id: String, path: String, depth: u32) -> Result<Vec<Entry>, ServiceError> {
+        self.for_caller(caller, move |i, c| i.list_dir(&c.tenant, &session_id, &path, depth)).await
+    }
+
+    /// Makes a directory and its parents; false when it was there.
+    pub async fn make_dir(&self, caller: &Caller, session_id: String, path: String) -> Result<bool, ServiceError> {
+        self.for_caller(caller, move |i, c| i.make_dir(&c.tenant, &session_id, &path)).await
+    }
+
+    /// Writes a file at `path`, making its directories.
+    pub async fn write_path(&self, caller: &Caller, session_id: String, path: String, bytes: Bytes) -> Result<Entry, ServiceError> {
+        self.for_caller(caller, move |i, c| i.write_path(&c.tenant, &session_id, &path, &bytes)).await
+    }
+
+    /// Removes a file or a directory.
+    pub async fn remove_path(&self, caller: &Caller, session_id: String, path: String) -> Result<(), ServiceError> {
+        self.for_caller(caller, move |i, c| i.remove_path(&c.tenant, &session_id, &path)).await
+    }
+
+    /// Moves a file or a directory.
+    pub async fn move_path(&self, caller: &Caller, session_id: String, from: String, to: String) -> Result<Entry, ServiceError> {
+        self.for_caller(caller, move |i, c| i.move_path(&c.tenant, &session_id, &from, &to)).await
     }
 
     /// Writes a file into the session (created on first use).

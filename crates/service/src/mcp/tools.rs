@@ -192,6 +192,7 @@ impl CodeInterpreterTools {
             limits: args.limits.unwrap_or_default(),
             runtime: args.runtime,
             figure_formats: args.figure_formats.unwrap_or_default(),
+            result_data: false,
         };
         let report = match ctx.meta.get_progress_token() {
             None => self.service.run_python(&caller, args.session_id, request).await?,

@@ -1,0 +1,240 @@
+//! A session directory as a tree, for clients that address files by path
+//! rather than by flat name (E2B's filesystem API): stat, list to a depth,
+//! make directories, write with parent directories, remove and move.
+//!
+//! Every path is checked with [`names::relative_path`] before anything
+//! touches the disk, and no component of it may be a symlink (code in the
+//! session may have made one pointing anywhere), so a call never leaves the
+//! session directory.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::error::InterpreterError;
+use crate::files::SessionFiles;
+use crate::names;
+
+/// What a tree entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Directory,
+}
+
+/// One file or directory of a session's tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The last component (`""` for the session directory itself).
+    pub name: String,
+    /// Relative to the session directory (`""` for the directory itself).
+    pub path: String,
+    pub kind: EntryKind,
+    pub size: u64,
+    /// Permission bits, as `ls -l` shows them.
+    pub mode: u32,
+    pub modified: SystemTime,
+}
+
+/// The most entries one listing returns.
+pub const MAX_LISTED: usize = 10_000;
+
+impl SessionFiles {
+    /// The host path of `relative` (`""` or `.` is the session directory),
+    /// checked: a valid relative path none of whose existing components is a
+    /// symlink. The last component need not exist.
+    pub fn resolve(&self, relative: &str) -> Result<PathBuf, InterpreterError> {
+        let trimmed = relative.trim_end_matches('/');
+        if trimmed.is_empty() || trimmed == "." {
+            return Ok(self.dir().to_path_buf());
+        }
+        let rel = names::relative_path(trimmed)?;
+        let mut path = self.dir().to_path_buf();
+        for part in rel.components() {
+            path.push(part);
+            match fs::symlink_metadata(&path) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(InterpreterError::Invalid(format!("{relative:?} passes through a symbolic link; it is not followed")));
+                }
+                _ => {}
+            }
+        }
+        Ok(path)
+    }
+
+    /// The entry at `relative`.
+    pub fn stat(&self, relative: &str) -> Result<Entry, InterpreterError> {
+        let path = self.resolve(relative)?;
+        self.entry(&path).ok_or_else(|| InterpreterError::NoSuchFile(relative.to_owned()))
+    }
+
+    /// The entries under the directory `relative`, `depth` levels deep (1:
+    /// its children), directories before what they hold, at most
+    /// [`MAX_LISTED`].
+    pub fn list_dir(&self, relative: &str, depth: u32) -> Result<Vec<Entry>, InterpreterError> {
+        let path = self.resolve(relative)?;
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(InterpreterError::Invalid(format!("{relative:?} is not a directory"))),
+            Err(_) => return Err(InterpreterError::NoSuchFile(relative.to_owned())),
+        }
+        let mut found = Vec::new();
+        self.walk(&path, depth.max(1), &mut found).map_err(|e| InterpreterError::io("listing a directory", e))?;
+        Ok(found)
+    }
+
+    fn walk(&self, dir: &Path, depth: u32, found: &mut Vec<Entry>) -> std::io::Result<()> {
+        let mut children: Vec<_> = fs::read_dir(dir)?.filter_map(Result::ok).collect();
+        children.sort_by_key(|c| c.file_name());
+        for child in children {
+            if found.len() >= MAX_LISTED {
+                return Ok(());
+            }
+            let path = child.path();
+            let Some(entry) = self.entry(&path) else { continue };
+            let is_dir = entry.kind == EntryKind::Directory;
+            found.push(entry);
+            if is_dir && depth > 1 {
+                self.walk(&path, depth - 1, found)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the directory `relative` and its parents; false when it was
+    /// already there.
+    pub fn make_dir(&self, relative: &str) -> Result<bool, InterpreterError> {
+        let path = self.resolve(relative)?;
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => return Ok(false),
+            Ok(_) => return Err(InterpreterError::Exists(relative.to_owned())),
+            Err(_) => {}
+        }
+        fs::create_dir_all(&path).map_err(|e| InterpreterError::io("making a directory", e))?;
+        Ok(true)
+    }
+
+    /// Writes `bytes` at `relative`, replacing a file there and making the
+    /// parent directories; written beside and renamed over, so a reader
+    /// never sees half a file.
+    pub fn write_path(&self, relative: &str, bytes: &[u8]) -> Result<Entry, InterpreterError> {
+        let path = self.resolve(relative)?;
+        if path == self.dir() || fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+            return Err(InterpreterError::NotAFile(relative.to_owned()));
+        }
+        let parent = path.parent().unwrap_or(self.dir());
+        fs::create_dir_all(parent).map_err(|e| InterpreterError::io("making a file's directory", e))?;
+        let partial = parent.join(format!(".{}.partial", uuid::Uuid::new_v4().simple()));
+        let written = (|| {
+            let mut file = fs::OpenOptions::new().write(true).create_new(true).open(&partial)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            fs::rename(&partial, &path)
+        })();
+        if let Err(e) = written {
+            let _ = fs::remove_file(&partial);
+            return Err(InterpreterError::io("writing the file", e));
+        }
+        self.stat(relative)
+    }
+
+    /// Removes the file or the whole directory at `relative`; the session
+    /// directory itself is refused.
+    pub fn remove(&self, relative: &str) -> Result<(), InterpreterError> {
+        let path = self.resolve(relative)?;
+        if path == self.dir() {
+            return Err(InterpreterError::Invalid("the session directory itself cannot be removed".to_owned()));
+        }
+        let meta = fs::symlink_metadata(&path).map_err(|_| InterpreterError::NoSuchFile(relative.to_owned()))?;
+        let removed = if meta.is_dir() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+        removed.map_err(|e| InterpreterError::io("removing", e))
+    }
+
+    /// Moves `from` to `to` (replacing a file there), making `to`'s parents.
+    pub fn move_path(&self, from: &str, to: &str) -> Result<Entry, InterpreterError> {
+        let source = self.resolve(from)?;
+        let target = self.resolve(to)?;
+        if source == self.dir() || target == self.dir() {
+            return Err(InterpreterError::Invalid("the session directory itself cannot be moved or replaced".to_owned()));
+        }
+        fs::symlink_metadata(&source).map_err(|_| InterpreterError::NoSuchFile(from.to_owned()))?;
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(|e| InterpreterError::io("making a directory", e))?;
+        }
+        fs::rename(&source, &target).map_err(|e| InterpreterError::io("moving", e))?;
+        self.stat(to)
+    }
+
+    /// The entry at a host path inside the directory; None for a symlink,
+    /// a special file or a path that is gone.
+    fn entry(&self, path: &Path) -> Option<Entry> {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = fs::symlink_metadata(path).ok()?;
+        let kind = if meta.is_dir() {
+            EntryKind::Directory
+        } else if meta.is_file() {
+            EntryKind::File
+        } else {
+            return None;
+        };
+        let relative = path.strip_prefix(self.dir()).ok()?.to_string_lossy().into_owned();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = if relative.is_empty() { String::new() } else { name };
+        Some(Entry {
+            name,
+            path: relative,
+            kind,
+            size: meta.len(),
+            mode: meta.permissions().mode() & 0o777,
+            modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files() -> (tempfile::TempDir, SessionFiles) {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let files = SessionFiles::new(dir.path().to_path_buf());
+        (dir, files)
+    }
+
+    #[test]
+    fn a_tree_is_written_listed_moved_and_removed_by_path() {
+        let (_dir, files) = files();
+        files.write_path("src/app/main.py", b"print(1)").expect("written with parents");
+        assert!(files.make_dir("docs").expect("made"));
+        assert!(!files.make_dir("docs").expect("already there"));
+        let shallow: Vec<String> = files.list_dir("", 1).expect("listed").into_iter().map(|e| e.path).collect();
+        assert_eq!(shallow, ["docs", "src"]);
+        let deep: Vec<String> = files.list_dir("", 3).expect("listed").into_iter().map(|e| e.path).collect();
+        assert_eq!(deep, ["docs", "src", "src/app", "src/app/main.py"]);
+        let moved = files.move_path("src/app/main.py", "docs/main.py").expect("moved");
+        assert_eq!((moved.kind, moved.size, moved.name.as_str()), (EntryKind::File, 8, "main.py"));
+        files.remove("src").expect("a whole directory removed");
+        assert!(matches!(files.stat("src/app"), Err(InterpreterError::NoSuchFile(_))));
+        assert_eq!(files.stat("").expect("the root").kind, EntryKind::Directory);
+    }
+
+    /// Boundary: a client path never leaves the session directory, through
+    /// `..` or through a symlink the session's code made.
+    #[test]
+    fn paths_out_of_the_directory_are_refused() {
+        let (dir, files) = files();
+        let outside = tempfile::tempdir().expect("another dir");
+        std::fs::write(outside.path().join("secret"), b"s").expect("written");
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("escape")).expect("a symlink");
+        for path in ["../x", "a/../../x", "/etc/passwd", "escape/secret", "escape"] {
+            assert!(files.stat(path).is_err(), "{path}");
+            assert!(files.write_path(path, b"x").is_err(), "{path}");
+            assert!(files.remove(path).is_err(), "{path}");
+        }
+        assert!(files.list_dir("escape", 1).is_err());
+        assert!(files.move_path("escape/secret", "got").is_err());
+        assert!(outside.path().join("secret").exists(), "nothing outside was touched");
+        assert!(files.remove("").is_err(), "the root stays");
+    }
+}

@@ -1,0 +1,542 @@
+//! E2B's control plane (`spec/openapi.yml` of e2b-dev/E2B): create, list,
+//! describe, time out, pause, connect (resume), fork and kill sandboxes.
+//! A sandbox is one interpreter session; pausing hibernates it, connecting
+//! lets its next run resume the saved state, forking forks the session.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anypath_sandbox::Runtime;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::E2b;
+use super::error::E2bError;
+use super::registry::{self, Lifecycle, Sandbox, SandboxState};
+use crate::interpreter_service::{Caller, OpenSession};
+
+/// The templates this server offers: each gives the data runtime (pandas,
+/// numpy, matplotlib) when the server has it.
+pub(crate) const TEMPLATES: &[&str] = &["code-interpreter-v1", "base"];
+
+/// The envd version reported: octet-stream and gzip uploads (0.5.7), the
+/// default user (0.4.0), recursive watches (0.1.4).
+pub(crate) const ENVD_VERSION: &str = "0.5.7";
+
+/// E2B's default sandbox timeout, in seconds.
+const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+
+/// `POST /sandboxes` and `POST /v2/sandboxes`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NewSandbox {
+    #[serde(rename = "templateID")]
+    template_id: String,
+    timeout: Option<u64>,
+    auto_pause: Option<bool>,
+    #[serde(default)]
+    metadata: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    env_vars: Option<BTreeMap<String, String>>,
+    /// The first API's opt-in to access tokens; the second always has them.
+    secure: Option<bool>,
+}
+
+/// A timeout, as `/timeout`, `/connect`, `/resume` and `/fork` take it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TimeoutBody {
+    timeout: Option<u64>,
+    count: Option<u32>,
+}
+
+/// `Sandbox` of E2B's API: what create, connect and fork answer.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SandboxJson {
+    #[serde(rename = "templateID")]
+    template_id: String,
+    #[serde(rename = "sandboxID")]
+    sandbox_id: String,
+    alias: String,
+    #[serde(rename = "clientID")]
+    client_id: String,
+    envd_version: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    envd_access_token: Option<String>,
+    domain: Option<String>,
+}
+
+/// `SandboxDetail` and `ListedSandbox` of E2B's API.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SandboxDetail {
+    #[serde(rename = "templateID")]
+    template_id: String,
+    #[serde(rename = "sandboxID")]
+    sandbox_id: String,
+    alias: String,
+    #[serde(rename = "clientID")]
+    client_id: String,
+    started_at: String,
+    end_at: String,
+    envd_version: &'static str,
+    cpu_count: u32,
+    #[serde(rename = "memoryMB")]
+    memory_mb: u64,
+    #[serde(rename = "diskSizeMB")]
+    disk_size_mb: u64,
+    state: SandboxState,
+    metadata: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    envd_access_token: Option<String>,
+}
+
+/// One result of `/fork`.
+#[derive(Debug, Serialize)]
+struct ForkResult {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sandbox: Option<SandboxJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ForkError>,
+}
+
+#[derive(Debug, Serialize)]
+struct ForkError {
+    code: u16,
+    message: String,
+}
+
+/// RFC 3339 in UTC, as E2B writes times.
+pub(crate) fn rfc3339(time: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+impl E2b {
+    fn sandbox_json(&self, sandbox: &Sandbox) -> SandboxJson {
+        SandboxJson {
+            template_id: sandbox.template.clone(),
+            sandbox_id: sandbox.id.clone(),
+            alias: sandbox.template.clone(),
+            client_id: sandbox.client_id.clone(),
+            envd_version: ENVD_VERSION,
+            envd_access_token: sandbox.access_token.clone(),
+            domain: None,
+        }
+    }
+
+    fn detail(&self, sandbox: &Sandbox) -> SandboxDetail {
+        let life = sandbox.life();
+        let limits = self.service.limits();
+        let memory = limits.runtimes.iter().map(|(_, l)| l.memory_bytes).max().unwrap_or(0);
+        SandboxDetail {
+            template_id: sandbox.template.clone(),
+            sandbox_id: sandbox.id.clone(),
+            alias: sandbox.template.clone(),
+            client_id: sandbox.client_id.clone(),
+            started_at: rfc3339(sandbox.started_at),
+            end_at: rfc3339(life.end_at),
+            envd_version: ENVD_VERSION,
+            cpu_count: 1,
+            memory_mb: memory >> 20,
+            disk_size_mb: limits.quota.max_session_bytes >> 20,
+            state: life.state,
+            metadata: sandbox.metadata.clone(),
+            envd_access_token: sandbox.access_token.clone(),
+        }
+    }
+
+    /// The caller of a control-plane request: its API key's tenant.
+    fn control_caller(&self, headers: &HeaderMap) -> Result<Caller, E2bError> {
+        let request_id = crate::serve::request_id(headers);
+        self.service.caller(headers, request_id).map_err(|_| E2bError::new(StatusCode::UNAUTHORIZED, "Invalid API key: send a key of this server in X-API-KEY"))
+    }
+
+    /// The caller's sandbox `id` (another tenant's is not found).
+    fn owned(&self, caller: &Caller, id: &str) -> Result<Arc<Sandbox>, E2bError> {
+        self.registry.owned(&caller.tenant, id).ok_or_else(|| E2bError::not_found(format!("sandbox \"{id}\" doesn't exist or you don't have access to it")))
+    }
+
+    /// The longest timeout a sandbox may have: its session's idle limit.
+    fn clamp_timeout(&self, seconds: Option<u64>) -> u64 {
+        let most = self.service.limits().session_ttl.as_secs().max(self.max_ttl.as_secs());
+        seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS).clamp(1, most.max(1))
+    }
+
+    /// The runtime a template gives.
+    fn runtime(&self) -> Runtime {
+        if self.service.limits().runtimes.iter().any(|(runtime, _)| *runtime == Runtime::PythonData) { Runtime::PythonData } else { Runtime::Python }
+    }
+
+    /// Ends a sandbox: its contexts' sessions and its own are closed.
+    pub(crate) async fn kill(&self, caller: &Caller, sandbox: &Sandbox) {
+        self.registry.remove(&sandbox.id);
+        self.runs.interrupt_sandbox(&sandbox.id);
+        self.watchers.forget_sandbox(&sandbox.id);
+        let contexts: Vec<String> = sandbox.life().contexts.iter().map(|c| c.session_id.clone()).collect();
+        for session in contexts.into_iter().chain(std::iter::once(sandbox.id.clone())) {
+            let _ = self.service.close_session(caller, session).await;
+        }
+        tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, "e2b sandbox killed");
+    }
+
+    /// Pauses a running sandbox: every context's live state is hibernated.
+    async fn pause(&self, caller: &Caller, sandbox: &Sandbox) -> Result<(), E2bError> {
+        {
+            let mut life = sandbox.life();
+            if life.state == SandboxState::Paused {
+                return Err(E2bError::new(StatusCode::CONFLICT, format!("sandbox \"{}\" is already paused", sandbox.id)));
+            }
+            life.state = SandboxState::Paused;
+        }
+        self.runs.interrupt_sandbox(&sandbox.id);
+        let contexts: Vec<String> = sandbox.life().contexts.iter().map(|c| c.session_id.clone()).collect();
+        for session in std::iter::once(sandbox.id.clone()).chain(contexts) {
+            self.service.hibernate_session(caller, session).await.map_err(E2bError::from)?;
+        }
+        tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, "e2b sandbox paused");
+        Ok(())
+    }
+
+    /// Creates a sandbox of `template` for `caller`.
+    async fn create(&self, caller: &Caller, new: NewSandbox, secure: bool) -> Result<Arc<Sandbox>, E2bError> {
+        if !TEMPLATES.contains(&new.template_id.as_str()) {
+            return Err(E2bError::not_found(format!(
+                "template '{}' not found: this server offers {} (Python with pandas, numpy and matplotlib)",
+                new.template_id,
+                TEMPLATES.join(" and ")
+            )));
+        }
+        let id = registry::new_sandbox_id();
+        let open = OpenSession { session_id: id.clone(), ttl: Some(self.max_ttl), runtime: Some(self.runtime()) };
+        self.service.open_session(caller, open).await.map_err(E2bError::from)?;
+        let now = SystemTime::now();
+        let timeout = self.clamp_timeout(new.timeout);
+        let sandbox = Sandbox {
+            id,
+            tenant: caller.tenant.clone(),
+            template: new.template_id,
+            client_id: self.client_id.clone(),
+            access_token: secure.then(registry::new_access_token),
+            metadata: new.metadata.unwrap_or_default(),
+            env_vars: new.env_vars.unwrap_or_default(),
+            started_at: now,
+            auto_pause: new.auto_pause.unwrap_or(false),
+            life: std::sync::Mutex::new(Lifecycle { state: SandboxState::Running, end_at: registry::after(now, timeout), contexts: Vec::new(), executions: 0 }),
+        };
+        let sandbox = self.registry.insert(sandbox);
+        tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, template = %sandbox.template, "e2b sandbox created");
+        Ok(sandbox)
+    }
+
+    /// A fork of `parent`: a new sandbox over a copy of its files and state.
+    async fn fork_one(&self, caller: &Caller, parent: &Sandbox, timeout: Option<u64>) -> Result<Arc<Sandbox>, E2bError> {
+        let id = registry::new_sandbox_id();
+        self.service.fork_session(caller, parent.id.clone(), id.clone()).await.map_err(E2bError::from)?;
+        let now = SystemTime::now();
+        let sandbox = Sandbox {
+            id,
+            tenant: caller.tenant.clone(),
+            template: parent.template.clone(),
+            client_id: self.client_id.clone(),
+            access_token: parent.access_token.as_ref().map(|_| registry::new_access_token()),
+            metadata: parent.metadata.clone(),
+            env_vars: parent.env_vars.clone(),
+            started_at: now,
+            auto_pause: parent.auto_pause,
+            life: std::sync::Mutex::new(Lifecycle {
+                state: SandboxState::Running,
+                end_at: registry::after(now, self.clamp_timeout(timeout)),
+                contexts: Vec::new(),
+                executions: parent.life().executions,
+            }),
+        };
+        Ok(self.registry.insert(sandbox))
+    }
+}
+
+/// Parses a JSON body (an empty one is the default).
+fn body<T: serde::de::DeserializeOwned + Default>(bytes: &Bytes) -> Result<T, E2bError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(bytes).map_err(|e| E2bError::bad_request(format!("the request body is not the JSON this call takes: {e}")))
+}
+
+/// Answers `result` as JSON with `status`, or its error.
+fn reply<T: Serialize>(request_id: &str, status: StatusCode, result: Result<T, E2bError>) -> Response {
+    match result {
+        Ok(value) => {
+            let mut response = (status, Json(value)).into_response();
+            crate::serve::set_request_id(&mut response, request_id);
+            response
+        }
+        Err(e) => e.into_response_for(request_id),
+    }
+}
+
+/// 204, or the error.
+fn no_content(request_id: &str, result: Result<(), E2bError>) -> Response {
+    match result {
+        Ok(()) => {
+            let mut response = StatusCode::NO_CONTENT.into_response();
+            crate::serve::set_request_id(&mut response, request_id);
+            response
+        }
+        Err(e) => e.into_response_for(request_id),
+    }
+}
+
+pub(crate) async fn create_v1(State(e2b): State<Arc<E2b>>, headers: HeaderMap, bytes: Bytes) -> Response {
+    create(e2b, headers, bytes, false).await
+}
+
+pub(crate) async fn create_v2(State(e2b): State<Arc<E2b>>, headers: HeaderMap, bytes: Bytes) -> Response {
+    create(e2b, headers, bytes, true).await
+}
+
+/// The second API always secures envd; the first does when asked.
+async fn create(e2b: Arc<E2b>, headers: HeaderMap, bytes: Bytes, always_secure: bool) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let created = async {
+        let caller = e2b.control_caller(&headers)?;
+        let new: NewSandbox = serde_json::from_slice(&bytes).map_err(|e| E2bError::bad_request(format!("the request body is not a new sandbox: {e}")))?;
+        let secure = always_secure || new.secure.unwrap_or(false);
+        let sandbox = e2b.create(&caller, new, secure).await?;
+        Ok(e2b.sandbox_json(&sandbox))
+    }
+    .await;
+    reply(&request_id, StatusCode::CREATED, created)
+}
+
+pub(crate) async fn describe(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let found = e2b.control_caller(&headers).and_then(|caller| e2b.owned(&caller, &id)).map(|sandbox| e2b.detail(&sandbox));
+    reply(&request_id, StatusCode::OK, found)
+}
+
+pub(crate) async fn kill(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let killed = async {
+        let caller = e2b.control_caller(&headers)?;
+        let sandbox = e2b.owned(&caller, &id)?;
+        e2b.kill(&caller, &sandbox).await;
+        Ok(())
+    }
+    .await;
+    no_content(&request_id, killed)
+}
+
+pub(crate) async fn set_timeout(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(id): Path<String>, bytes: Bytes) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let set = (|| {
+        let caller = e2b.control_caller(&headers)?;
+        let sandbox = e2b.owned(&caller, &id)?;
+        let asked: TimeoutBody = body(&bytes)?;
+        let timeout = e2b.clamp_timeout(Some(asked.timeout.ok_or_else(|| E2bError::bad_request("timeout (seconds) is required"))?));
+        sandbox.life().end_at = registry::after(SystemTime::now(), timeout);
+        Ok(())
+    })();
+    no_content(&request_id, set)
+}
+
+pub(crate) async fn pause(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let paused = async {
+        let caller = e2b.control_caller(&headers)?;
+        let sandbox = e2b.owned(&caller, &id)?;
+        e2b.pause(&caller, &sandbox).await
+    }
+    .await;
+    no_content(&request_id, paused)
+}
+
+/// `/connect`: a paused sandbox is resumed (201), a running one has its
+/// timeout extended, never shortened (200).
+pub(crate) async fn connect(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(id): Path<String>, bytes: Bytes) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let connected = (|| {
+        let caller = e2b.control_caller(&headers)?;
+        let sandbox = e2b.owned(&caller, &id)?;
+        let asked: TimeoutBody = body(&bytes)?;
+        let end = registry::after(SystemTime::now(), e2b.clamp_timeout(asked.timeout));
+        let mut life = sandbox.life();
+        let resumed = life.state == SandboxState::Paused;
+        life.state = SandboxState::Running;
+        life.end_at = if resumed { end } else { life.end_at.max(end) };
+        drop(life);
+        Ok::<_, E2bError>((resumed, e2b.sandbox_json(&sandbox)))
+    })();
+    match connected {
+        Ok((resumed, json)) => reply(&request_id, if resumed { StatusCode::CREATED } else { StatusCode::OK }, Ok(json)),
+        Err(e) => e.into_response_for(&request_id),
+    }
+}
+
+/// The first API's `/resume`: only a paused sandbox (409 otherwise).
+pub(crate) async fn resume(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(id): Path<String>, bytes: Bytes) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let resumed = (|| {
+        let caller = e2b.control_caller(&headers)?;
+        let sandbox = e2b.owned(&caller, &id)?;
+        let asked: TimeoutBody = body(&bytes)?;
+        let mut life = sandbox.life();
+        if life.state == SandboxState::Running {
+            return Err(E2bError::new(StatusCode::CONFLICT, format!("sandbox \"{id}\" is already running")));
+        }
+        life.state = SandboxState::Running;
+        life.end_at = registry::after(SystemTime::now(), e2b.clamp_timeout(asked.timeout));
+        drop(life);
+        Ok(e2b.sandbox_json(&sandbox))
+    })();
+    reply(&request_id, StatusCode::CREATED, resumed)
+}
+
+pub(crate) async fn fork(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(id): Path<String>, bytes: Bytes) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let forked = async {
+        let caller = e2b.control_caller(&headers)?;
+        let parent = e2b.owned(&caller, &id)?;
+        let asked: TimeoutBody = body(&bytes)?;
+        let count = asked.count.unwrap_or(1);
+        if !(1..=MAX_FORKS).contains(&count) {
+            return Err(E2bError::bad_request(format!("count must be 1 to {MAX_FORKS}")));
+        }
+        let mut results = Vec::new();
+        for _ in 0..count {
+            results.push(match e2b.fork_one(&caller, &parent, asked.timeout).await {
+                Ok(sandbox) => ForkResult { sandbox: Some(e2b.sandbox_json(&sandbox)), error: None },
+                Err(e) => ForkResult { sandbox: None, error: Some(ForkError { code: e.status.as_u16(), message: e.message }) },
+            });
+        }
+        Ok(results)
+    }
+    .await;
+    reply(&request_id, StatusCode::CREATED, forked)
+}
+
+/// The most forks one call makes.
+const MAX_FORKS: u32 = 16;
+
+/// Filters and paging of the sandbox lists.
+#[derive(Debug, Default)]
+struct ListQuery {
+    states: Vec<SandboxState>,
+    metadata: Vec<(String, String)>,
+    limit: Option<usize>,
+    next_token: Option<String>,
+    descending: bool,
+}
+
+impl ListQuery {
+    fn parse(raw: Option<&str>) -> Result<Self, E2bError> {
+        let mut query = Self::default();
+        for (key, value) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+            match key.as_ref() {
+                "state" => {
+                    for state in value.split(',').filter(|s| !s.is_empty()) {
+                        query.states.push(match state {
+                            "running" => SandboxState::Running,
+                            "paused" => SandboxState::Paused,
+                            other => return Err(E2bError::bad_request(format!("state {other:?} is not running or paused"))),
+                        });
+                    }
+                }
+                // `k=v&k2=v2`, each part quoted once more by the SDK.
+                "metadata" => query.metadata.extend(url::form_urlencoded::parse(value.as_bytes()).map(|(k, v)| (unquote(&k), unquote(&v)))),
+                "limit" => query.limit = Some(value.parse().map_err(|_| E2bError::bad_request("limit must be a positive number"))?),
+                "nextToken" => query.next_token = Some(value.into_owned()),
+                "order" => query.descending = value == "desc",
+                _ => {}
+            }
+        }
+        Ok(query)
+    }
+}
+
+fn unquote(text: &str) -> String {
+    url::form_urlencoded::parse(format!("x={}", text.replace('+', "%2B")).as_bytes()).next().map(|(_, v)| v.into_owned()).unwrap_or_else(|| text.to_owned())
+}
+
+/// `GET /v2/sandboxes` (running and paused unless filtered) and the first
+/// API's `GET /sandboxes` (running only), paged with `x-next-token`.
+pub(crate) async fn list_v2(State(e2b): State<Arc<E2b>>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Response {
+    list(e2b, headers, raw, &[SandboxState::Running, SandboxState::Paused]).await
+}
+
+pub(crate) async fn list_v1(State(e2b): State<Arc<E2b>>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Response {
+    list(e2b, headers, raw, &[SandboxState::Running]).await
+}
+
+async fn list(e2b: Arc<E2b>, headers: HeaderMap, raw: Option<String>, default_states: &[SandboxState]) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let listed = (|| {
+        let caller = e2b.control_caller(&headers)?;
+        let query = ListQuery::parse(raw.as_deref())?;
+        let states = if query.states.is_empty() { default_states.to_vec() } else { query.states.clone() };
+        let mut found: Vec<SandboxDetail> = e2b
+            .registry
+            .of_tenant(&caller.tenant)
+            .iter()
+            .filter(|s| states.contains(&s.life().state))
+            .filter(|s| query.metadata.iter().all(|(k, v)| s.metadata.get(k) == Some(v)))
+            .map(|s| e2b.detail(s))
+            .collect();
+        if query.descending {
+            found.reverse();
+        }
+        let start = match &query.next_token {
+            Some(token) => found.iter().position(|s| &s.sandbox_id == token).ok_or_else(|| E2bError::bad_request("nextToken is not one this server gave"))?,
+            None => 0,
+        };
+        let limit = query.limit.unwrap_or(usize::MAX).max(1);
+        let mut page: Vec<SandboxDetail> = found.into_iter().skip(start).collect();
+        let next = page.get(limit).map(|s| s.sandbox_id.clone());
+        page.truncate(limit);
+        Ok::<_, E2bError>((page, next))
+    })();
+    match listed {
+        Ok((page, next)) => {
+            let mut response = reply(&request_id, StatusCode::OK, Ok(page));
+            if let Some(value) = next.as_deref().and_then(super::error::header_value) {
+                response.headers_mut().insert("x-next-token", value);
+            }
+            response
+        }
+        Err(e) => e.into_response_for(&request_id),
+    }
+}
+
+/// `GET /sandboxes/{id}/metrics`: none are kept, an empty list.
+pub(crate) async fn metrics(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let found = e2b.control_caller(&headers).and_then(|caller| e2b.owned(&caller, &id)).map(|_| Vec::<()>::new());
+    reply(&request_id, StatusCode::OK, found)
+}
+
+/// Ends every running sandbox past its timeout (pausing those created with
+/// `autoPause`), once a second, while the service lives.
+pub(crate) fn spawn_reaper(e2b: std::sync::Weak<E2b>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let Some(e2b) = e2b.upgrade() else { return };
+            for sandbox in e2b.registry.expired(SystemTime::now()) {
+                let caller = e2b.service.tenant_caller(sandbox.tenant.clone(), &HeaderMap::new(), uuid::Uuid::new_v4().to_string());
+                if sandbox.auto_pause {
+                    if let Err(e) = e2b.pause(&caller, &sandbox).await {
+                        tracing::warn!(sandbox = %sandbox.id, error = %e.message, "an expired sandbox could not be paused");
+                    }
+                } else {
+                    e2b.kill(&caller, &sandbox).await;
+                }
+            }
+        }
+    });
+}

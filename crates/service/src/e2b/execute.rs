@@ -1,0 +1,564 @@
+//! The code interpreter's `/execute` and `/contexts`, as E2B's
+//! `e2b-code-interpreter` SDKs call them: a run streamed as newline-
+//! delimited JSON (`number_of_executions`, `stdout`/`stderr` as the code
+//! writes, `result`, `error`, `keepalive`, `end_of_execution`), over the
+//! same session run as every other transport.
+//!
+//! Each code context is an interpreter session; the sandbox's own session
+//! is its default context, and the others share its files.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use anypath_interpreter::{RunReport, RunRequest};
+use anypath_sandbox::ExecError;
+use anypath_wire::{CellResult, LiveEvent, ResultOrigin};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::error::E2bError;
+use super::registry::{CodeContext, Sandbox};
+use super::{E2b, paths};
+use crate::interpreter_service::{Caller, ServiceError};
+use crate::run_events::LiveEvents;
+
+/// How long a run may take to fail before the answer commits to a stream.
+const EARLY_FAILURE_WINDOW: Duration = Duration::from_millis(200);
+/// E2B's keepalive interval while a run is quiet.
+const KEEPALIVE_EVERY: Duration = Duration::from_secs(5);
+/// How long a partial line of output waits for its end before it is sent.
+const PARTIAL_LINE_WAIT: Duration = Duration::from_millis(50);
+
+/// `POST /execute`.
+#[derive(Debug, Deserialize)]
+struct ExecuteRequest {
+    code: String,
+    context_id: Option<String>,
+    language: Option<String>,
+    env_vars: Option<BTreeMap<String, String>>,
+}
+
+/// `POST /contexts`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct NewContext {
+    language: Option<String>,
+    cwd: Option<String>,
+}
+
+/// Runs going on, so killing or pausing a sandbox ends its streams.
+#[derive(Default)]
+pub(crate) struct Runs {
+    next: AtomicU64,
+    live: Mutex<HashMap<u64, (String, CancellationToken)>>,
+}
+
+impl Runs {
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (String, CancellationToken)>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn start(&self, sandbox_id: &str) -> (u64, CancellationToken) {
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        let token = CancellationToken::new();
+        self.table().insert(key, (sandbox_id.to_owned(), token.clone()));
+        (key, token)
+    }
+
+    fn finish(&self, key: u64) {
+        self.table().remove(&key);
+    }
+
+    /// Ends every stream of the sandbox's runs (its connections are cut).
+    pub(crate) fn interrupt_sandbox(&self, sandbox_id: &str) {
+        for (id, token) in self.table().values() {
+            if id == sandbox_id {
+                token.cancel();
+            }
+        }
+    }
+}
+
+/// Whether `language` is Python (or not given).
+fn python_or_refused(language: Option<&str>) -> Result<(), E2bError> {
+    match language.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("" | "python" | "python3" | "py") => Ok(()),
+        Some(other) => Err(E2bError::bad_request(format!("language '{other}' is not available: this sandbox runs Python only"))),
+    }
+}
+
+/// `POST /execute`.
+pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let started = async {
+        let (sandbox, caller) = e2b.sandbox_caller(&headers)?;
+        let request: ExecuteRequest = serde_json::from_slice(&body).map_err(|e| E2bError::bad_request(format!("the request body is not an execution: {e}")))?;
+        python_or_refused(request.language.as_deref())?;
+        let context = request.context_id.as_deref();
+        let session = sandbox.context_session(context).ok_or_else(|| E2bError::not_found(format!("context {} not found", context.unwrap_or(""))))?;
+        let mut env = sandbox.env_vars.clone();
+        env.extend(request.env_vars.unwrap_or_default());
+        let count = sandbox.count_execution(context);
+        let run = RunRequest { code: dedent(&request.code), env, result_data: true, ..RunRequest::default() };
+        Ok::<_, E2bError>((sandbox, caller, session, run, count))
+    }
+    .await;
+    let (sandbox, caller, session, run, count) = match started {
+        Ok(started) => started,
+        Err(e) => return e.into_response_for(&request_id),
+    };
+    let (key, cancelled) = e2b.runs.start(&sandbox.id);
+    let (sink, events) = tokio::sync::mpsc::unbounded_channel();
+    let (service, run_caller, run_session) = (e2b.service.clone(), caller.clone(), session.clone());
+    let mut task = tokio::spawn(async move { service.run_python_live(&run_caller, run_session, run, Some(sink)).await });
+    let live = LiveEvents::new(events);
+    // A refusal or a busy session within the window is a plain error answer.
+    let early = tokio::select! {
+        finished = &mut task => Some(finished),
+        () = tokio::time::sleep(EARLY_FAILURE_WINDOW) => None,
+    };
+    let report = match early {
+        Some(Ok(Err(error))) => {
+            e2b.runs.finish(key);
+            return E2bError::from(error).into_response_for(&request_id);
+        }
+        Some(Err(join)) => {
+            e2b.runs.finish(key);
+            return E2bError::from(ServiceError::Internal(format!("the run stopped: {join}"))).into_response_for(&request_id);
+        }
+        Some(Ok(Ok(report))) => Some(report),
+        None => None,
+    };
+    let mut pending = VecDeque::new();
+    pending.push_back(json!({ "type": "number_of_executions", "execution_count": count }));
+    let stream = Stream {
+        e2b: e2b.clone(),
+        caller,
+        session,
+        key,
+        cancelled,
+        task: if report.is_some() { None } else { Some(task) },
+        report,
+        live: Some(live),
+        pending,
+        stdout: String::new(),
+        stderr: String::new(),
+        finished: false,
+    };
+    let mut response = Response::new(Body::from_stream(stream.into_stream()));
+    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/x-ndjson"));
+    crate::serve::set_request_id(&mut response, &request_id);
+    response
+}
+
+/// A run's answer as it is streamed.
+struct Stream {
+    e2b: Arc<E2b>,
+    caller: Caller,
+    session: String,
+    key: u64,
+    cancelled: CancellationToken,
+    task: Option<tokio::task::JoinHandle<Result<RunReport, ServiceError>>>,
+    report: Option<RunReport>,
+    live: Option<LiveEvents>,
+    /// Lines ready to send.
+    pending: VecDeque<Value>,
+    /// Output not yet ended by a newline.
+    stdout: String,
+    stderr: String,
+    finished: bool,
+}
+
+/// Why a stream was cut: the sandbox was killed or paused under the run.
+#[derive(Debug, thiserror::Error)]
+#[error("the sandbox was killed or paused while the code ran")]
+struct Cut;
+
+impl Stream {
+    fn into_stream(self) -> impl futures_util::Stream<Item = Result<Bytes, Cut>> {
+        futures_util::stream::unfold(self, |mut s| async move {
+            loop {
+                if let Some(line) = s.pending.pop_front() {
+                    let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
+                    bytes.push(b'\n');
+                    return Some((Ok(Bytes::from(bytes)), s));
+                }
+                if s.finished {
+                    return None;
+                }
+                // An error item makes the server cut the connection, as a
+                // killed sandbox's would be.
+                if let Err(cut) = s.step().await {
+                    return Some((Err(cut), s));
+                }
+            }
+        })
+    }
+
+    /// Waits for the next thing to send; `Err` cuts the stream.
+    async fn step(&mut self) -> Result<(), Cut> {
+        let Some(live) = self.live.as_mut() else {
+            return self.finish().await;
+        };
+        let wait = if self.stdout.is_empty() && self.stderr.is_empty() { KEEPALIVE_EVERY } else { PARTIAL_LINE_WAIT };
+        tokio::select! {
+            event = live.next() => match event {
+                Some(event) => self.take(event),
+                None => {
+                    self.live = None;
+                    self.flush();
+                }
+            },
+            () = tokio::time::sleep(wait) => {
+                if wait == KEEPALIVE_EVERY {
+                    self.pending.push_back(json!({ "type": "keepalive" }));
+                } else {
+                    self.flush();
+                }
+            }
+            () = self.cancelled.cancelled() => return Err(self.cut()),
+        }
+        Ok(())
+    }
+
+    /// Queues the lines of a live event: complete lines of output, results.
+    fn take(&mut self, event: LiveEvent) {
+        match event {
+            LiveEvent::Stdout(text) => {
+                self.stdout.push_str(&text);
+                if let Some(line) = complete_lines(&mut self.stdout) {
+                    self.pending.push_back(output_line("stdout", line));
+                }
+            }
+            LiveEvent::Stderr(text) => {
+                self.stderr.push_str(&text);
+                if let Some(line) = complete_lines(&mut self.stderr) {
+                    self.pending.push_back(output_line("stderr", line));
+                }
+            }
+            LiveEvent::Result(result) => {
+                self.flush();
+                self.pending.push_back(result_line(&result));
+            }
+        }
+    }
+
+    /// Sends output still waiting for its newline.
+    fn flush(&mut self) {
+        for (kind, text) in [("stdout", std::mem::take(&mut self.stdout)), ("stderr", std::mem::take(&mut self.stderr))] {
+            if !text.is_empty() {
+                self.pending.push_back(output_line(kind, text));
+            }
+        }
+    }
+
+    /// After the last live event: the run's error, if any, and the end.
+    async fn finish(&mut self) -> Result<(), Cut> {
+        let outcome = match (self.report.take(), self.task.as_mut()) {
+            (Some(report), _) => Ok(report),
+            (None, Some(task)) => tokio::select! {
+                joined = task => joined.unwrap_or_else(|join| Err(ServiceError::Internal(format!("the run stopped: {join}")))),
+                () = self.cancelled.cancelled() => return Err(self.cut()),
+            },
+            (None, None) => Err(ServiceError::Internal("the run's outcome was lost".into())),
+        };
+        self.task = None;
+        match outcome {
+            Ok(report) => {
+                if let Some(error) = &report.cell.error {
+                    self.pending.push_back(error_line(error, report.cell.traceback.as_deref()));
+                }
+            }
+            Err(error) => self.pending.push_back(json!({ "type": "error", "name": "SandboxError", "value": error.to_string(), "traceback": "" })),
+        }
+        self.pending.push_back(json!({ "type": "end_of_execution" }));
+        self.finished = true;
+        self.e2b.runs.finish(self.key);
+        Ok(())
+    }
+
+    /// The stream is cut under a run: the run is stopped.
+    fn cut(&mut self) -> Cut {
+        self.finished = true;
+        self.e2b.runs.finish(self.key);
+        Cut
+    }
+}
+
+impl Drop for Stream {
+    /// A client that went away before the end stops its run.
+    fn drop(&mut self) {
+        self.e2b.runs.finish(self.key);
+        if let Some(task) = &self.task
+            && !task.is_finished()
+        {
+            self.e2b.interrupt_run(&self.caller, &self.session);
+        }
+    }
+}
+
+/// `code` without the indentation all its lines share, as IPython (so
+/// E2B) runs a cell: E2B's clients often send code indented inside a string.
+fn dedent(code: &str) -> String {
+    fn indent(line: &str) -> &str {
+        &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
+    }
+    let mut common: Option<&str> = None;
+    for line in code.lines().filter(|line| !line.trim().is_empty()) {
+        let this = indent(line);
+        common = Some(match common {
+            None => this,
+            Some(so_far) => {
+                let shared = so_far.bytes().zip(this.bytes()).take_while(|(a, b)| a == b).count();
+                &so_far[..shared]
+            }
+        });
+    }
+    let common = common.unwrap_or("");
+    if common.is_empty() {
+        return code.to_owned();
+    }
+    let mut dedented: String = code
+        .lines()
+        .map(|line| if line.trim().is_empty() { "" } else { line.strip_prefix(common).unwrap_or(line) })
+        .collect::<Vec<_>>()
+        .join("\n");
+    if code.ends_with('\n') {
+        dedented.push('\n');
+    }
+    dedented
+}
+
+/// The complete lines at the front of `buffer`, taken off it.
+fn complete_lines(buffer: &mut String) -> Option<String> {
+    let end = buffer.rfind('\n')? + 1;
+    let rest = buffer.split_off(end);
+    Some(std::mem::replace(buffer, rest))
+}
+
+fn output_line(kind: &str, text: String) -> Value {
+    json!({ "type": kind, "text": text, "timestamp": super::control::rfc3339(SystemTime::now()) })
+}
+
+/// A result as E2B's `Result`: each MIME form under its short name, what
+/// has no name under `extra`; a string's quotes taken off its text, as
+/// E2B's server does.
+fn result_line(result: &CellResult) -> Value {
+    let mut line = Map::new();
+    line.insert("type".into(), "result".into());
+    let mut extra = Map::new();
+    for (mime, value) in &result.mime {
+        let (name, parsed) = match mime.as_str() {
+            "text/plain" => ("text", Value::String(unquoted(value).to_owned())),
+            "text/html" => ("html", value.as_str().into()),
+            "text/markdown" => ("markdown", value.as_str().into()),
+            "image/svg+xml" => ("svg", value.as_str().into()),
+            "image/png" => ("png", value.as_str().into()),
+            "image/jpeg" => ("jpeg", value.as_str().into()),
+            "application/pdf" => ("pdf", value.as_str().into()),
+            "text/latex" => ("latex", value.as_str().into()),
+            "application/javascript" => ("javascript", value.as_str().into()),
+            "application/json" => ("json", serde_json::from_str(value).unwrap_or(Value::Null)),
+            "application/vnd.anypath.columns+json" => ("data", serde_json::from_str(value).unwrap_or(Value::Null)),
+            "application/vnd.anypath.chart+json" => ("chart", serde_json::from_str(value).unwrap_or(Value::Null)),
+            other => {
+                extra.insert(other.to_owned(), value.as_str().into());
+                continue;
+            }
+        };
+        line.insert(name.to_owned(), parsed);
+    }
+    if !extra.is_empty() {
+        line.insert("extra".into(), Value::Object(extra));
+    }
+    line.insert("is_main_result".into(), (result.origin == ResultOrigin::Value).into());
+    Value::Object(line)
+}
+
+fn unquoted(text: &str) -> &str {
+    let quoted = text.len() >= 2 && ((text.starts_with('\'') && text.ends_with('\'')) || (text.starts_with('"') && text.ends_with('"')));
+    if quoted { &text[1..text.len() - 1] } else { text }
+}
+
+/// A failed run as E2B's `error`: an exception as Python named it, a limit
+/// as the Python error closest to it.
+fn error_line(error: &ExecError, traceback: Option<&str>) -> Value {
+    let (name, value, traceback) = match error {
+        ExecError::Exception { type_name, message, traceback } => (type_name.clone(), message.clone(), traceback.clone()),
+        other => {
+            let name = match other {
+                ExecError::Timeout { .. } => "TimeoutError",
+                ExecError::MemoryLimit { .. } => "MemoryError",
+                ExecError::Interrupted { .. } => "KeyboardInterrupt",
+                _ => "SandboxError",
+            };
+            (name.to_owned(), other.to_string(), traceback.unwrap_or_default().to_owned())
+        }
+    };
+    json!({ "type": "error", "name": name, "value": value, "traceback": traceback })
+}
+
+impl E2b {
+    /// Stops the run going on in `session`, if any.
+    pub(crate) fn interrupt_run(&self, caller: &Caller, session: &str) {
+        self.service.interrupt(caller, session);
+    }
+}
+
+/// One context as E2B lists it.
+fn context_json(id: &str, language: &str, cwd: &str) -> Value {
+    json!({ "id": id, "language": language, "cwd": cwd })
+}
+
+/// `GET /contexts`: the default context, then the others as made.
+pub(crate) async fn list_contexts(State(e2b): State<Arc<E2b>>, headers: HeaderMap) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    match e2b.sandbox_caller_untokened(&headers) {
+        Ok((sandbox, _)) => {
+            let mut listed = vec![context_json(&sandbox.id, "python", paths::HOME)];
+            listed.extend(sandbox.life().contexts.iter().map(|c| context_json(&c.id, &c.language, &c.cwd)));
+            ok_json(&request_id, StatusCode::OK, Value::Array(listed))
+        }
+        Err(e) => e.into_response_for(&request_id),
+    }
+}
+
+/// `POST /contexts`: a Python context over the sandbox's files.
+pub(crate) async fn create_context(State(e2b): State<Arc<E2b>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let created = async {
+        let (sandbox, caller) = e2b.sandbox_caller_untokened(&headers)?;
+        let asked: NewContext = if body.iter().all(u8::is_ascii_whitespace) {
+            NewContext::default()
+        } else {
+            serde_json::from_slice(&body).map_err(|e| E2bError::bad_request(format!("the request body is not a context: {e}")))?
+        };
+        python_or_refused(asked.language.as_deref())?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let session_id = context_session_id(&sandbox, &id);
+        e2b.service.open_context(&caller, sandbox.id.clone(), session_id.clone(), Some(e2b.max_ttl)).await.map_err(E2bError::from)?;
+        let cwd = asked.cwd.unwrap_or_else(|| paths::HOME.to_owned());
+        sandbox.life().contexts.push(CodeContext { id: id.clone(), session_id, language: "python".into(), cwd: cwd.clone(), executions: 0 });
+        Ok::<_, E2bError>(context_json(&id, "python", &cwd))
+    }
+    .await;
+    match created {
+        Ok(context) => ok_json(&request_id, StatusCode::OK, context),
+        Err(e) => e.into_response_for(&request_id),
+    }
+}
+
+/// The session of a sandbox's extra context: the sandbox's id and the
+/// context's, without its dashes (a valid session id of at most 53 bytes).
+fn context_session_id(sandbox: &Sandbox, context_id: &str) -> String {
+    format!("{}-{}", sandbox.id, context_id.replace('-', ""))
+}
+
+/// `DELETE /contexts/{id}`.
+pub(crate) async fn remove_context(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let removed = async {
+        let (sandbox, caller) = e2b.sandbox_caller_untokened(&headers)?;
+        if id == sandbox.id {
+            return Err(E2bError::bad_request("the default context stays as long as its sandbox"));
+        }
+        let context = {
+            let mut life = sandbox.life();
+            let position = life.contexts.iter().position(|c| c.id == id).ok_or_else(|| E2bError::not_found(format!("context {id} not found")))?;
+            life.contexts.remove(position)
+        };
+        e2b.interrupt_run(&caller, &context.session_id);
+        e2b.service.close_session(&caller, context.session_id).await.map_err(E2bError::from)?;
+        Ok(())
+    }
+    .await;
+    match removed {
+        Ok(()) => {
+            let mut response = StatusCode::NO_CONTENT.into_response();
+            crate::serve::set_request_id(&mut response, &request_id);
+            response
+        }
+        Err(e) => e.into_response_for(&request_id),
+    }
+}
+
+/// `POST /contexts/{id}/restart`: the context's Python state starts afresh
+/// over the same files.
+pub(crate) async fn restart_context(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let restarted = async {
+        let (sandbox, caller) = e2b.sandbox_caller_untokened(&headers)?;
+        let session = sandbox.context_session(Some(&id)).ok_or_else(|| E2bError::not_found(format!("context {id} not found")))?;
+        e2b.interrupt_run(&caller, &session);
+        e2b.service.restart_session(&caller, session).await.map_err(E2bError::from)
+    }
+    .await;
+    match restarted {
+        Ok(()) => {
+            let mut response = StatusCode::NO_CONTENT.into_response();
+            crate::serve::set_request_id(&mut response, &request_id);
+            response
+        }
+        Err(e) => e.into_response_for(&request_id),
+    }
+}
+
+fn ok_json(request_id: &str, status: StatusCode, value: Value) -> Response {
+    let mut response = (status, axum::Json(value)).into_response();
+    crate::serve::set_request_id(&mut response, request_id);
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_goes_out_a_line_at_a_time() {
+        let mut buffer = String::from("a\nb\nc");
+        assert_eq!(complete_lines(&mut buffer).as_deref(), Some("a\nb\n"));
+        assert_eq!(buffer, "c");
+        assert_eq!(complete_lines(&mut buffer), None, "a partial line waits");
+    }
+
+    #[test]
+    fn results_carry_e2b_names_and_unquoted_text() {
+        let mime = [
+            ("text/plain".to_owned(), "'bar'".to_owned()),
+            ("text/html".to_owned(), "<b>x</b>".to_owned()),
+            ("application/vnd.anypath.columns+json".to_owned(), r#"{"a":[1,2,3]}"#.to_owned()),
+            ("application/x-custom".to_owned(), "z".to_owned()),
+        ]
+        .into();
+        let result = CellResult::from_bundle(ResultOrigin::Value, mime, false, None);
+        let line = result_line(&result);
+        assert_eq!(line.get("text"), Some(&json!("bar")));
+        assert_eq!(line.get("html"), Some(&json!("<b>x</b>")));
+        assert_eq!(line.get("data"), Some(&json!({ "a": [1, 2, 3] })));
+        assert_eq!(line.get("extra"), Some(&json!({ "application/x-custom": "z" })));
+        assert_eq!(line.get("is_main_result"), Some(&json!(true)));
+        assert_eq!(unquoted("'it's'"), "it's");
+        assert_eq!(unquoted("1"), "1");
+    }
+
+    #[test]
+    fn indented_code_runs_as_ipython_runs_it() {
+        assert_eq!(dedent("\n        import pandas as pd\n        pd.DataFrame()\n"), "\nimport pandas as pd\npd.DataFrame()\n");
+        assert_eq!(dedent("    if x:\n        y\n\n    z"), "if x:\n    y\n\nz");
+        assert_eq!(dedent("x = 1\n  y"), "x = 1\n  y", "nothing shared, nothing taken");
+    }
+
+    #[test]
+    fn only_python_runs() {
+        assert!(python_or_refused(None).is_ok() && python_or_refused(Some("Python")).is_ok());
+        let refused = python_or_refused(Some("js")).expect_err("js is refused");
+        assert!(refused.message.contains("Python only"), "{}", refused.message);
+    }
+}

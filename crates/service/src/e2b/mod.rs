@@ -1,0 +1,126 @@
+//! E2B's API on a listener of its own (`--e2b-listen`), so code written for
+//! E2B's SDKs (`e2b-code-interpreter`, `@e2b/code-interpreter`) runs here by
+//! pointing `E2B_API_URL` and `E2B_SANDBOX_URL` at it.
+//!
+//! One address serves what E2B spreads over three: the control plane
+//! ([`control`]: `/sandboxes`, `/v2/sandboxes`), envd's files ([`envd`],
+//! [`filesystem`]) and the code interpreter's `/execute` and `/contexts`
+//! ([`execute`]). Calls to a sandbox name it in `E2b-Sandbox-Id`, and carry
+//! its access token in `X-Access-Token` when it has one. An E2B sandbox is
+//! an interpreter session ([`registry`]): this is a transport over the
+//! service facade, like `/v1` and MCP, never a second session flow.
+
+mod control;
+mod envd;
+mod error;
+mod execute;
+mod filesystem;
+mod paths;
+mod registry;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::HeaderMap;
+use axum::routing::{delete, get, post};
+
+use self::error::E2bError;
+use self::registry::{Registry, Sandbox, SandboxState};
+use crate::interpreter_service::{Caller, InterpreterService};
+use crate::serve::AppState;
+
+/// The largest body an upload may send (the interpreter's file limit applies after).
+pub(crate) const MAX_BODY_BYTES: usize = 512 << 20;
+
+/// Header naming the sandbox a call is for.
+const SANDBOX_ID: &str = "e2b-sandbox-id";
+/// Header carrying a secure sandbox's access token.
+const ACCESS_TOKEN: &str = "x-access-token";
+
+/// What the E2B routes share.
+pub(crate) struct E2b {
+    service: InterpreterService,
+    registry: Registry,
+    runs: execute::Runs,
+    watchers: filesystem::Watchers,
+    /// Names this process in `clientID`.
+    client_id: String,
+    /// The longest a session (and so a sandbox) may live.
+    max_ttl: Duration,
+}
+
+/// E2B's API over the service of `state`; None without a code interpreter.
+pub fn router(state: &Arc<AppState>) -> Option<Router> {
+    let service = InterpreterService::of(state).ok()?;
+    let max_ttl = state.interpreter.as_ref()?.config().max_ttl;
+    let e2b = Arc::new(E2b {
+        service,
+        registry: Registry::default(),
+        runs: execute::Runs::default(),
+        watchers: filesystem::Watchers::default(),
+        client_id: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
+        max_ttl,
+    });
+    control::spawn_reaper(Arc::downgrade(&e2b));
+    let router = Router::new()
+        .route("/sandboxes", post(control::create_v1).get(control::list_v1))
+        .route("/v2/sandboxes", post(control::create_v2).get(control::list_v2))
+        .route("/sandboxes/{id}", get(control::describe).delete(control::kill))
+        .route("/sandboxes/{id}/timeout", post(control::set_timeout))
+        .route("/sandboxes/{id}/pause", post(control::pause))
+        .route("/sandboxes/{id}/connect", post(control::connect))
+        .route("/v2/sandboxes/{id}/connect", post(control::connect))
+        .route("/sandboxes/{id}/resume", post(control::resume))
+        .route("/sandboxes/{id}/fork", post(control::fork))
+        .route("/sandboxes/{id}/metrics", get(control::metrics))
+        .route("/health", get(envd::health))
+        .route("/files", get(envd::download).post(envd::upload))
+        .route("/filesystem.Filesystem/{method}", post(filesystem::call))
+        .route("/process.Process/{method}", post(filesystem::process))
+        .route("/execute", post(execute::execute))
+        .route("/contexts", get(execute::list_contexts).post(execute::create_context))
+        .route("/contexts/{id}", delete(execute::remove_context))
+        .route("/contexts/{id}/restart", post(execute::restart_context))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(e2b);
+    Some(router)
+}
+
+async fn not_found(headers: HeaderMap, uri: axum::http::Uri) -> axum::response::Response {
+    let request_id = crate::serve::request_id(&headers);
+    E2bError::not_found(format!("{} is not a route of this E2B-compatible API", uri.path())).into_response_for(&request_id)
+}
+
+/// The sandbox a call names in `E2b-Sandbox-Id`.
+fn sandbox_header(headers: &HeaderMap) -> Option<&str> {
+    headers.get(SANDBOX_ID).and_then(|v| v.to_str().ok()).map(str::trim).filter(|id| !id.is_empty())
+}
+
+impl E2b {
+    /// The running sandbox a call names, admitted by its access token, and
+    /// the caller acting for its tenant. A sandbox that is not running is
+    /// 502, as E2B's proxy answers.
+    fn sandbox_caller(&self, headers: &HeaderMap) -> Result<(Arc<Sandbox>, Caller), E2bError> {
+        let (sandbox, caller) = self.sandbox_caller_untokened(headers)?;
+        let presented = headers.get(ACCESS_TOKEN).and_then(|v| v.to_str().ok());
+        if !sandbox.admits(presented) {
+            return Err(E2bError::new(axum::http::StatusCode::UNAUTHORIZED, "this sandbox needs its access token in X-Access-Token"));
+        }
+        Ok((sandbox, caller))
+    }
+
+    /// [`Self::sandbox_caller`] for the calls E2B's SDKs make without the
+    /// token (the code contexts).
+    fn sandbox_caller_untokened(&self, headers: &HeaderMap) -> Result<(Arc<Sandbox>, Caller), E2bError> {
+        let id = sandbox_header(headers).ok_or_else(|| E2bError::bad_request("name the sandbox in the E2b-Sandbox-Id header"))?;
+        let sandbox = self.registry.get(id).ok_or_else(|| E2bError::not_running(id))?;
+        if sandbox.life().state != SandboxState::Running {
+            return Err(E2bError::not_running(id));
+        }
+        let caller = self.service.tenant_caller(sandbox.tenant.clone(), headers, crate::serve::request_id(headers));
+        Ok((sandbox, caller))
+    }
+}

@@ -1,0 +1,210 @@
+//! The E2B API's edges as raw HTTP sees them, where E2B's SDKs would hide
+//! them: every bad input is E2B's error shape (`{"code", "message"}`, or
+//! Connect's for the Connect services) with its status and a request id,
+//! never a 500 or a hang.
+//!
+//! Boundaries proved: a sandbox call without the sandbox's access token is
+//! 401 (`a_secure_sandbox_needs_its_token`); another tenant's sandbox is as
+//! absent as one never made (`tenants_see_only_their_sandboxes`); file paths
+//! outside the session directory are refused (`paths_stay_in_the_session`).
+
+use crate::common;
+
+use reqwest::blocking::{Client, RequestBuilder, Response};
+use serde_json::{Value, json};
+
+use common::service::Service;
+
+const KEYS: &str = "e2b_a11ce:alice,e2b_b0b:bob";
+
+/// The service and its E2B address.
+struct E2b {
+    _service: Service,
+    url: String,
+    client: Client,
+}
+
+impl E2b {
+    fn start(dir: &tempfile::TempDir) -> Self {
+        let service = Service::start_open(dir.path(), &["--api-keys", KEYS, "--e2b-listen", "127.0.0.1:0"]);
+        let line = service.process.wait_for_log(|line| line.contains("E2B API serving")).expect("the E2B listener is announced");
+        let entry: Value = serde_json::from_str(&line).expect("a JSON log line");
+        let url = format!("http://{}", entry["listen"].as_str().expect("an address"));
+        Self { _service: service, url, client: Client::new() }
+    }
+
+    fn control(&self, method: &str, path: &str, key: &str) -> RequestBuilder {
+        self.client.request(method.parse().expect("a method"), format!("{}{path}", self.url)).header("x-api-key", key)
+    }
+
+    /// A sandbox call, with the sandbox's headers and its token.
+    fn envd(&self, method: &str, path: &str, sandbox: &Value) -> RequestBuilder {
+        let mut request = self.client.request(method.parse().expect("a method"), format!("{}{path}", self.url)).header("e2b-sandbox-id", id(sandbox));
+        if let Some(token) = sandbox["envdAccessToken"].as_str() {
+            request = request.header("x-access-token", token);
+        }
+        request
+    }
+
+    /// A new sandbox of `key`'s tenant, through the second API (secure).
+    fn create(&self, key: &str) -> Value {
+        let response = self.control("POST", "/v2/sandboxes", key).json(&json!({"templateID": "code-interpreter-v1", "timeout": 60})).send().expect("sent");
+        assert_eq!(response.status(), 201);
+        response.json().expect("a sandbox")
+    }
+}
+
+fn id(sandbox: &Value) -> &str {
+    sandbox["sandboxID"].as_str().expect("a sandbox id")
+}
+
+/// Asserts E2B's error shape with `status`, and returns its message.
+fn e2b_error(response: Response, status: u16) -> String {
+    assert_eq!(response.status().as_u16(), status);
+    assert!(response.headers().contains_key("x-request-id"), "every answer names its request");
+    let body: Value = response.json().expect("a JSON error");
+    assert_eq!(body["code"], status, "{body}");
+    body["message"].as_str().expect("a message").to_owned()
+}
+
+/// Asserts Connect's error shape with `code`, and returns its message.
+fn connect_error(response: Response, status: u16, code: &str) -> String {
+    assert_eq!(response.status().as_u16(), status);
+    let body: Value = response.json().expect("a JSON error");
+    assert_eq!(body["code"], code, "{body}");
+    body["message"].as_str().expect("a message").to_owned()
+}
+
+#[test]
+fn a_sandbox_carries_every_field_the_sdk_requires() {
+    let dir = common::scratch("anypath-e2b-api-");
+    let e2b = E2b::start(&dir);
+    let sandbox = e2b.create("e2b_a11ce");
+    for field in ["templateID", "sandboxID", "clientID", "envdVersion", "envdAccessToken"] {
+        assert!(sandbox[field].is_string(), "{field} in {sandbox}");
+    }
+    let detail: Value = e2b.control("GET", &format!("/sandboxes/{}", id(&sandbox)), "e2b_a11ce").send().expect("sent").json().expect("json");
+    for field in ["templateID", "sandboxID", "clientID", "startedAt", "endAt", "envdVersion", "state", "cpuCount", "memoryMB", "diskSizeMB"] {
+        assert!(!detail[field].is_null(), "{field} in {detail}");
+    }
+    assert_eq!(detail["state"], "running");
+}
+
+#[test]
+fn bad_control_plane_input_is_e2bs_error_shape() {
+    let dir = common::scratch("anypath-e2b-api-");
+    let e2b = E2b::start(&dir);
+    let message = e2b_error(e2b.control("POST", "/v2/sandboxes", "e2b_a11ce").json(&json!({"templateID": "node"})).send().expect("sent"), 404);
+    assert!(message.contains("code-interpreter-v1") && message.contains("base"), "{message}");
+    e2b_error(e2b.control("POST", "/v2/sandboxes", "e2b_a11ce").body("{not json").send().expect("sent"), 400);
+    e2b_error(e2b.control("POST", "/v2/sandboxes", "e2b_a11ce").json(&json!({"timeout": 5})).send().expect("sent"), 400);
+    e2b_error(e2b.control("POST", "/v2/sandboxes", "e2b_0").json(&json!({"templateID": "base"})).send().expect("sent"), 401);
+    e2b_error(e2b.control("GET", "/sandboxes/nosuchsandbox", "e2b_a11ce").send().expect("sent"), 404);
+    e2b_error(e2b.control("GET", "/v2/sandboxes?state=sleeping", "e2b_a11ce").send().expect("sent"), 400);
+    e2b_error(e2b.control("GET", "/v2/sandboxes?limit=x", "e2b_a11ce").send().expect("sent"), 400);
+    e2b_error(e2b.control("GET", "/no/such/route", "e2b_a11ce").send().expect("sent"), 404);
+    let sandbox = e2b.create("e2b_a11ce");
+    e2b_error(e2b.control("POST", &format!("/sandboxes/{}/timeout", id(&sandbox)), "e2b_a11ce").json(&json!({})).send().expect("sent"), 400);
+    e2b_error(e2b.control("POST", &format!("/sandboxes/{}/fork", id(&sandbox)), "e2b_a11ce").json(&json!({"count": 0})).send().expect("sent"), 400);
+    assert_eq!(e2b.control("POST", &format!("/sandboxes/{}/pause", id(&sandbox)), "e2b_a11ce").send().expect("sent").status(), 204);
+    e2b_error(e2b.control("POST", &format!("/sandboxes/{}/pause", id(&sandbox)), "e2b_a11ce").send().expect("sent"), 409);
+    // A paused sandbox's envd is 502, as E2B's proxy answers it.
+    assert_eq!(e2b.envd("GET", "/health", &sandbox).send().expect("sent").status(), 502);
+    e2b_error(e2b.envd("POST", "/execute", &sandbox).json(&json!({"code": "1"})).send().expect("sent"), 502);
+}
+
+#[test]
+fn tenants_see_only_their_sandboxes() {
+    let dir = common::scratch("anypath-e2b-api-");
+    let e2b = E2b::start(&dir);
+    let alices = e2b.create("e2b_a11ce");
+    let path = format!("/sandboxes/{}", id(&alices));
+    e2b_error(e2b.control("GET", &path, "e2b_b0b").send().expect("sent"), 404);
+    e2b_error(e2b.control("DELETE", &path, "e2b_b0b").send().expect("sent"), 404);
+    e2b_error(e2b.control("POST", &format!("{path}/fork"), "e2b_b0b").json(&json!({})).send().expect("sent"), 404);
+    let bobs: Value = e2b.control("GET", "/v2/sandboxes", "e2b_b0b").send().expect("sent").json().expect("json");
+    assert_eq!(bobs, json!([]));
+    // The key's `e2b_` prefix is optional: `a11ce` is Alice's key too.
+    let listed: Value = e2b.control("GET", "/v2/sandboxes", "a11ce").send().expect("sent").json().expect("json");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_secure_sandbox_needs_its_token() {
+    let dir = common::scratch("anypath-e2b-api-");
+    let e2b = E2b::start(&dir);
+    let sandbox = e2b.create("e2b_a11ce");
+    let bare = |path: &str| e2b.client.post(format!("{}{path}", e2b.url)).header("e2b-sandbox-id", id(&sandbox));
+    e2b_error(bare("/execute").json(&json!({"code": "1"})).send().expect("sent"), 401);
+    e2b_error(bare("/files?path=a.txt").body("x").header("content-type", "application/octet-stream").send().expect("sent"), 401);
+    connect_error(bare("/filesystem.Filesystem/ListDir").json(&json!({"path": "/home/user"})).send().expect("sent"), 401, "unauthenticated");
+    let wrong = e2b.client.get(format!("{}/files?path=a.txt", e2b.url)).header("e2b-sandbox-id", id(&sandbox)).header("x-access-token", "nope");
+    e2b_error(wrong.send().expect("sent"), 401);
+    // A forged signature opens nothing.
+    e2b_error(e2b.client.get(format!("{}/files?path=a.txt&signature=v1_forged", e2b.url)).send().expect("sent"), 401);
+    // With the token the same calls work.
+    let upload = e2b.envd("POST", "/files?path=a.txt", &sandbox).header("content-type", "application/octet-stream").body("x").send().expect("sent");
+    assert_eq!(upload.status(), 200);
+}
+
+#[test]
+fn paths_stay_in_the_session() {
+    let dir = common::scratch("anypath-e2b-api-");
+    let e2b = E2b::start(&dir);
+    let sandbox = e2b.create("e2b_a11ce");
+    for path in ["/etc/passwd", "/home/user/../../etc/passwd", "../x", "/tmp/x"] {
+        let response = e2b.envd("GET", &format!("/files?path={}", urlencode(path)), &sandbox).send().expect("sent");
+        e2b_error(response, 400);
+        let stat = e2b.envd("POST", "/filesystem.Filesystem/Stat", &sandbox).json(&json!({"path": path})).send().expect("sent");
+        connect_error(stat, 400, "invalid_argument");
+    }
+    let missing = e2b.envd("GET", "/files?path=/home/user/missing.txt", &sandbox).send().expect("sent");
+    assert!(e2b_error(missing, 404).contains("/home/user/missing.txt"));
+    let stat = e2b.envd("POST", "/filesystem.Filesystem/Stat", &sandbox).json(&json!({"path": "/home/user/missing.txt"})).send().expect("sent");
+    connect_error(stat, 404, "not_found");
+    connect_error(e2b.envd("POST", "/filesystem.Filesystem/Stat", &sandbox).body("{").send().expect("sent"), 400, "invalid_argument");
+    connect_error(e2b.envd("POST", "/filesystem.Filesystem/Frobnicate", &sandbox).json(&json!({})).send().expect("sent"), 501, "unimplemented");
+}
+
+#[test]
+fn process_calls_are_unimplemented_at_once() {
+    let dir = common::scratch("anypath-e2b-api-");
+    let e2b = E2b::start(&dir);
+    let sandbox = e2b.create("e2b_a11ce");
+    let unary = e2b.envd("POST", "/process.Process/List", &sandbox).json(&json!({})).send().expect("sent");
+    assert!(connect_error(unary, 501, "unimplemented").contains("Python only"));
+    // A streaming call (`Start`) ends its stream with the same error.
+    let mut framed = vec![0u8];
+    let message = br#"{"process":{"cmd":"/bin/bash","args":["-l","-c","ls"]}}"#;
+    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    framed.extend_from_slice(message);
+    let streamed = e2b.envd("POST", "/process.Process/Start", &sandbox).header("content-type", "application/connect+json").body(framed).send().expect("sent");
+    assert_eq!(streamed.status(), 200);
+    let body = streamed.bytes().expect("a body");
+    assert_eq!(body[0], 2, "an end-of-stream envelope");
+    let end: Value = serde_json::from_slice(&body[5..]).expect("its JSON");
+    assert_eq!(end["error"]["code"], "unimplemented");
+}
+
+#[test]
+fn execute_refuses_what_it_cannot_run() {
+    let dir = common::scratch("anypath-e2b-api-");
+    let e2b = E2b::start(&dir);
+    let sandbox = e2b.create("e2b_a11ce");
+    let js = e2b.envd("POST", "/execute", &sandbox).json(&json!({"code": "1", "language": "javascript"})).send().expect("sent");
+    assert!(e2b_error(js, 400).contains("Python only"));
+    e2b_error(e2b.envd("POST", "/execute", &sandbox).json(&json!({"code": "1", "context_id": "nope"})).send().expect("sent"), 404);
+    e2b_error(e2b.envd("POST", "/execute", &sandbox).body("{").send().expect("sent"), 400);
+    e2b_error(e2b.client.post(format!("{}/execute", e2b.url)).json(&json!({"code": "1"})).send().expect("sent"), 400);
+    let ran = e2b.envd("POST", "/execute", &sandbox).json(&json!({"code": "print('hi')\n'done'"})).send().expect("sent");
+    assert_eq!(ran.status(), 200);
+    let lines: Vec<Value> = ran.text().expect("text").lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let kinds: Vec<&str> = lines.iter().filter_map(|l| l["type"].as_str()).collect();
+    assert_eq!(kinds, ["number_of_executions", "stdout", "result", "end_of_execution"], "{lines:?}");
+    assert_eq!(lines[2]["text"], "done", "a string's quotes come off, as E2B's do");
+}
+
+/// The query-string encoding of `text`.
+fn urlencode(text: &str) -> String {
+    text.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+}

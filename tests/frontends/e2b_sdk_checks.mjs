@@ -1,0 +1,150 @@
+// E2B's JavaScript SDK (`@e2b/code-interpreter`, from tests/frontends'
+// lockfile) against anypath's E2B API, as an agent builder's code uses it.
+//
+// Usage: node tests/frontends/e2b_sdk_checks.mjs API_URL KEY OTHER_KEY
+//
+// Every check runs; each prints `PASS name` or `FAIL name` with its error,
+// and the exit status is 1 when any failed.
+
+const [apiUrl, key, otherKey] = process.argv.slice(2);
+process.env.E2B_API_URL = apiUrl;
+process.env.E2B_SANDBOX_URL = apiUrl;
+process.env.E2B_API_KEY = key;
+
+const { Sandbox } = await import('@e2b/code-interpreter');
+
+const checks = [];
+const sandboxes = [];
+const check = (name, run) => checks.push([name, run]);
+const assert = (condition, message) => {
+  if (!condition) throw new Error(`assertion failed: ${message}`);
+};
+const sandbox = async (opts = {}) => {
+  const created = await Sandbox.create({ timeoutMs: 120_000, metadata: { suite: 'e2b_sdk_checks' }, ...opts });
+  sandboxes.push(created);
+  return created;
+};
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+check('basic_state_and_callbacks', async () => {
+  const sbx = await sandbox();
+  assert((await sbx.runCode('x = 1; x')).text === '1', 'the value of x');
+  assert((await sbx.runCode('x += 1; x')).text === '2', 'state kept');
+  const stdout = [];
+  const stderr = [];
+  const execution = await sbx.runCode('import sys\nprint("out")\nprint("err", file=sys.stderr)', {
+    onStdout: (m) => stdout.push(m.line),
+    onStderr: (m) => stderr.push(m.line),
+  });
+  assert(stdout.join('') === 'out\n' && stderr.join('') === 'err\n', `callbacks: ${stdout} ${stderr}`);
+  assert(execution.logs.stdout.join('') === 'out\n', 'logs');
+});
+
+check('results_and_errors', async () => {
+  const sbx = await sandbox();
+  const frame = (await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2, 3]})')).results[0];
+  assert(frame.data && frame.data.a.length === 3 && frame.html.includes('<table'), 'a DataFrame');
+  const figure = (await sbx.runCode('import matplotlib.pyplot as plt\nplt.bar(["a", "b"], [1, 2])\nplt.show()')).results[0];
+  assert(figure.png && figure.png.length > 100, 'a figure as PNG');
+  const failed = await sbx.runCode('1 / 0');
+  assert(failed.error.name === 'ZeroDivisionError' && failed.error.traceback.includes('ZeroDivisionError'), 'an error');
+  assert((await sbx.runCode("import os; os.getenv('FOO')", { envs: { FOO: 'bar' } })).text === 'bar', 'env vars');
+});
+
+check('files', async () => {
+  const sbx = await sandbox();
+  await sbx.files.write('/home/user/dir/a.txt', 'hello');
+  assert((await sbx.files.read('/home/user/dir/a.txt')) === 'hello', 'read back');
+  assert((await sbx.runCode("open('dir/a.txt').read()")).text === 'hello', 'the code sees it');
+  assert(await sbx.files.exists('/home/user/dir/a.txt'), 'exists');
+  assert(!(await sbx.files.exists('/home/user/nope')), 'does not exist');
+  assert(await sbx.files.makeDir('/home/user/made'), 'made a directory');
+  const names = (await sbx.files.list('/home/user')).map((e) => e.name).sort();
+  assert(JSON.stringify(names) === JSON.stringify(['dir', 'made']), `listing: ${names}`);
+  const info = await sbx.files.getInfo('/home/user/dir/a.txt');
+  assert(info.size === 5 && info.type === 'file', `info: ${JSON.stringify(info)}`);
+  await sbx.files.rename('/home/user/dir/a.txt', '/home/user/b.txt');
+  assert((await sbx.files.read('/home/user/b.txt')) === 'hello', 'renamed');
+  await sbx.files.remove('/home/user/dir');
+  assert(!(await sbx.files.exists('/home/user/dir')), 'removed');
+  const download = await fetch(await sbx.downloadUrl('/home/user/b.txt'));
+  assert(download.status === 200 && (await download.text()) === 'hello', 'a signed download link');
+});
+
+check('watch_dir_streams_events', async () => {
+  const sbx = await sandbox();
+  const events = [];
+  const handle = await sbx.files.watchDir('/home/user', (event) => events.push(event));
+  await sbx.files.write('/home/user/watched.txt', '1');
+  for (let i = 0; i < 40 && !events.some((e) => e.name === 'watched.txt'); i++) await sleep(100);
+  await handle.stop();
+  assert(events.some((e) => e.name === 'watched.txt' && e.type === 'create'), `events: ${JSON.stringify(events)}`);
+});
+
+check('contexts', async () => {
+  const sbx = await sandbox();
+  const context = await sbx.createCodeContext();
+  await sbx.runCode('x = 1');
+  const inContext = await sbx.runCode('x', { context });
+  assert(inContext.error && inContext.error.name === 'NameError', 'contexts keep their own variables');
+  const listed = await sbx.listCodeContexts();
+  assert(listed.some((c) => c.id === context.id), 'listed');
+  await sbx.removeCodeContext(context);
+  assert(!(await sbx.listCodeContexts()).some((c) => c.id === context.id), 'removed');
+});
+
+check('lifecycle', async () => {
+  const sbx = await sandbox({ metadata: { owner: 'js-lifecycle' } });
+  const info = await sbx.getInfo();
+  assert(info.sandboxId === sbx.sandboxId && info.metadata.owner === 'js-lifecycle', 'info');
+  await sbx.setTimeout(600_000);
+  const listed = await Sandbox.list({ query: { metadata: { owner: 'js-lifecycle' } } }).nextItems();
+  assert(listed.length === 1 && listed[0].sandboxId === sbx.sandboxId, 'listed by metadata');
+  await sbx.runCode('kept = 7');
+  await sbx.pause();
+  assert(!(await sbx.isRunning()), 'paused');
+  const resumed = await Sandbox.connect(sbx.sandboxId);
+  assert((await resumed.runCode('kept * 6')).text === '42', 'state kept over pause and connect');
+  const theirs = await Sandbox.list({ apiKey: otherKey }).nextItems();
+  assert(!theirs.some((s) => s.sandboxId === sbx.sandboxId), 'another tenant does not see it');
+  await resumed.kill();
+  assert(!(await resumed.isRunning()), 'killed');
+});
+
+check('shell_and_other_languages_are_refused', async () => {
+  const sbx = await sandbox();
+  let refused = null;
+  try {
+    await sbx.commands.run('ls');
+  } catch (error) {
+    refused = error;
+  }
+  assert(refused && String(refused.message).includes('Python only'), `commands: ${refused}`);
+  refused = null;
+  try {
+    await sbx.runCode('console.log(1)', { language: 'js' });
+  } catch (error) {
+    refused = error;
+  }
+  assert(refused && String(refused.message).includes('Python only'), `language: ${refused}`);
+});
+
+let failed = 0;
+for (const [name, run] of checks) {
+  try {
+    await run();
+    console.log(`PASS ${name}`);
+  } catch (error) {
+    failed += 1;
+    console.log(`FAIL ${name}\n${error && error.stack ? error.stack : error}`);
+  }
+}
+for (const created of sandboxes) {
+  try {
+    await created.kill();
+  } catch {
+    // already gone
+  }
+}
+console.log(`${checks.length - failed} of ${checks.length} checks passed`);
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,54 @@
+"""`cargo xtask bench`'s E2B row: a new sandbox and its first result, through
+E2B's Python SDK (`Sandbox.create()` + `run_code`), beside the same through
+anypath's own HTTP API (open a data-runtime session + its first run), from
+one Python process over kept-alive connections.
+
+Usage: e2b_bench.py E2B_URL SANDBOX_URL E2B_KEY SANDBOX_KEY RUNS
+Prints one JSON object: each path's latencies in milliseconds.
+"""
+
+import json
+import os
+import sys
+import time
+import uuid
+
+E2B_URL, SANDBOX_URL, E2B_KEY, SANDBOX_KEY, RUNS = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+os.environ.update({"E2B_API_URL": E2B_URL, "E2B_SANDBOX_URL": E2B_URL, "E2B_API_KEY": E2B_KEY})
+
+import httpx  # noqa: E402
+from e2b_code_interpreter import Sandbox  # noqa: E402
+
+
+def through_sdk():
+    began = time.perf_counter()
+    sandbox = Sandbox.create()
+    text = sandbox.run_code("1 + 1").text
+    took = time.perf_counter() - began
+    assert text == "2", text
+    sandbox.kill()
+    return took
+
+
+def through_http(client):
+    session = f"bench-{uuid.uuid4().hex[:12]}"
+    began = time.perf_counter()
+    opened = client.post(f"{SANDBOX_URL}/v1/sessions", json={"session_id": session, "runtime": "python-data"})
+    ran = client.post(f"{SANDBOX_URL}/v1/sessions/{session}/run", json={"code": "1 + 1"})
+    took = time.perf_counter() - began
+    assert opened.status_code in (200, 201) and ran.json()["results"][0]["text"] == "2", ran.text
+    client.delete(f"{SANDBOX_URL}/v1/sessions/{session}")
+    return took
+
+
+def main():
+    with httpx.Client(headers={"x-api-key": SANDBOX_KEY}) as client:
+        through_sdk(), through_http(client)  # warm both paths once
+        sdk, http = [], []
+        for _ in range(RUNS):
+            sdk.append(through_sdk() * 1e3)
+            http.append(through_http(client) * 1e3)
+    print(json.dumps({"sdk_ms": sdk, "http_ms": http}))
+
+
+main()
