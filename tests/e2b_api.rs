@@ -26,7 +26,11 @@ struct E2b {
 
 impl E2b {
     fn start(dir: &tempfile::TempDir) -> Self {
-        let service = Service::start_open(dir.path(), &["--api-keys", KEYS, "--e2b-listen", "127.0.0.1:0"]);
+        Self::start_on(dir.path())
+    }
+
+    fn start_on(dir: &std::path::Path) -> Self {
+        let service = Service::start_open(dir, &["--api-keys", KEYS, "--e2b-listen", "127.0.0.1:0"]);
         let line = service.process.wait_for_log(|line| line.contains("E2B API serving")).expect("the E2B listener is announced");
         let entry: Value = serde_json::from_str(&line).expect("a JSON log line");
         let url = format!("http://{}", entry["listen"].as_str().expect("an address"));
@@ -202,6 +206,32 @@ fn execute_refuses_what_it_cannot_run() {
     let kinds: Vec<&str> = lines.iter().filter_map(|l| l["type"].as_str()).collect();
     assert_eq!(kinds, ["number_of_executions", "stdout", "result", "end_of_execution"], "{lines:?}");
     assert_eq!(lines[2]["text"], "done", "a string's quotes come off, as E2B's do");
+}
+
+/// A paused sandbox outlives the service: a new process knows it by its
+/// id, and connecting resumes the state it was paused with.
+#[test]
+fn a_paused_sandbox_survives_a_restart() {
+    let dir = common::scratch("anypath-e2b-api-");
+    let sandbox = {
+        let e2b = E2b::start(&dir);
+        let sandbox = e2b.create("e2b_a11ce");
+        let ran = e2b.envd("POST", "/execute", &sandbox).json(&json!({"code": "kept = 6 * 7"})).send().expect("sent");
+        assert_eq!(ran.status(), 200);
+        assert!(ran.text().expect("text").contains("end_of_execution"));
+        assert_eq!(e2b.control("POST", &format!("/sandboxes/{}/pause", id(&sandbox)), "e2b_a11ce").send().expect("sent").status(), 204);
+        // The sandboxes' file is brought up to date once a second.
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        sandbox
+    };
+    let e2b = E2b::start_on(dir.path());
+    let detail: Value = e2b.control("GET", &format!("/sandboxes/{}", id(&sandbox)), "e2b_a11ce").send().expect("sent").json().expect("json");
+    assert_eq!(detail["state"], "paused", "{detail}");
+    let connected = e2b.control("POST", &format!("/v2/sandboxes/{}/connect", id(&sandbox)), "e2b_a11ce").json(&json!({"timeout": 60})).send().expect("sent");
+    assert_eq!(connected.status(), 201);
+    let ran = e2b.envd("POST", "/execute", &sandbox).json(&json!({"code": "kept"})).send().expect("sent");
+    let lines: Vec<Value> = ran.text().expect("text").lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert!(lines.iter().any(|l| l["type"] == "result" && l["text"] == "42"), "{lines:?}");
 }
 
 /// The query-string encoding of `text`.

@@ -178,8 +178,12 @@ impl E2b {
         self.registry.remove(&sandbox.id);
         self.runs.interrupt_sandbox(&sandbox.id);
         self.watchers.forget_sandbox(&sandbox.id);
-        let contexts: Vec<String> = sandbox.life().contexts.iter().map(|c| c.session_id.clone()).collect();
-        for session in contexts.into_iter().chain(std::iter::once(sandbox.id.clone())) {
+        let sessions = sandbox.sessions();
+        // Runs started over any transport stop first: closing waits for them.
+        for session in &sessions {
+            self.interrupt_run(caller, session);
+        }
+        for session in sessions {
             let _ = self.service.close_session(caller, session).await;
         }
         tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, "e2b sandbox killed");
@@ -195,8 +199,11 @@ impl E2b {
             life.state = SandboxState::Paused;
         }
         self.runs.interrupt_sandbox(&sandbox.id);
-        let contexts: Vec<String> = sandbox.life().contexts.iter().map(|c| c.session_id.clone()).collect();
-        for session in std::iter::once(sandbox.id.clone()).chain(contexts) {
+        let sessions = sandbox.sessions();
+        for session in &sessions {
+            self.interrupt_run(caller, session);
+        }
+        for session in sessions {
             self.service.hibernate_session(caller, session).await.map_err(E2bError::from)?;
         }
         tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, "e2b sandbox paused");
@@ -519,14 +526,17 @@ pub(crate) async fn metrics(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Pat
     reply(&request_id, StatusCode::OK, found)
 }
 
-/// Ends every running sandbox past its timeout (pausing those created with
-/// `autoPause`), once a second, while the service lives.
+/// Keeps the sandboxes' file up to date and ends every running sandbox
+/// past its timeout (pausing those created with `autoPause`), once a
+/// second, while the service lives.
 pub(crate) fn spawn_reaper(e2b: std::sync::Weak<E2b>) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tick.tick().await;
             let Some(e2b) = e2b.upgrade() else { return };
+            let saving = e2b.clone();
+            let _ = tokio::task::spawn_blocking(move || saving.registry.save()).await;
             for sandbox in e2b.registry.expired(SystemTime::now()) {
                 let caller = e2b.service.tenant_caller(sandbox.tenant.clone(), &HeaderMap::new(), uuid::Uuid::new_v4().to_string());
                 if sandbox.auto_pause {

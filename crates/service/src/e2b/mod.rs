@@ -34,6 +34,9 @@ use crate::serve::AppState;
 /// The largest body an upload may send (the interpreter's file limit applies after).
 pub(crate) const MAX_BODY_BYTES: usize = 512 << 20;
 
+/// Where the sandboxes are kept, under the interpreter's root.
+const SANDBOXES_FILE: &str = "e2b-sandboxes.json";
+
 /// Header naming the sandbox a call is for.
 const SANDBOX_ID: &str = "e2b-sandbox-id";
 /// Header carrying a secure sandbox's access token.
@@ -54,10 +57,11 @@ pub(crate) struct E2b {
 /// E2B's API over the service of `state`; None without a code interpreter.
 pub fn router(state: &Arc<AppState>) -> Option<Router> {
     let service = InterpreterService::of(state).ok()?;
-    let max_ttl = state.interpreter.as_ref()?.config().max_ttl;
+    let config = state.interpreter.as_ref()?.config();
+    let max_ttl = config.max_ttl;
     let e2b = Arc::new(E2b {
         service,
-        registry: Registry::default(),
+        registry: Registry::load(config.root.join(SANDBOXES_FILE)),
         runs: execute::Runs::default(),
         watchers: filesystem::Watchers::default(),
         client_id: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),

@@ -3,12 +3,16 @@
 //! anypath's sessions do not keep: template, metadata, environment, end of
 //! life, paused or running, access token, extra code contexts.
 //!
-//! Kept in memory: the sessions' files and hibernated state survive a
-//! restart on disk, the E2B names for them do not.
+//! Kept in memory, and written (when it changed, within a second) to a
+//! file beside the sessions, so a restarted service knows its sandboxes
+//! again: their sessions' files and hibernated state are on disk already.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
 
 use sha2::{Digest, Sha256};
 
@@ -21,7 +25,7 @@ pub(crate) enum SandboxState {
 }
 
 /// A code context of a sandbox: an interpreter session over its files.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct CodeContext {
     /// The id clients name it by.
     pub id: String,
@@ -36,7 +40,7 @@ pub(crate) struct CodeContext {
 }
 
 /// What changes over a sandbox's life.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Lifecycle {
     pub state: SandboxState,
     /// When a running sandbox ends (or pauses, with `auto_pause`).
@@ -95,6 +99,11 @@ impl Sandbox {
         }
     }
 
+    /// Every session of the sandbox: its own, then its extra contexts'.
+    pub fn sessions(&self) -> Vec<String> {
+        std::iter::once(self.id.clone()).chain(self.life().contexts.iter().map(|c| c.session_id.clone())).collect()
+    }
+
     /// Counts a cell run in context `id` and gives its execution number.
     pub fn count_execution(&self, id: Option<&str>) -> u64 {
         let mut life = self.life();
@@ -110,13 +119,106 @@ impl Sandbox {
     }
 }
 
+/// A sandbox as the registry's file keeps it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Saved {
+    id: String,
+    tenant: String,
+    template: String,
+    client_id: String,
+    access_token: Option<String>,
+    metadata: BTreeMap<String, String>,
+    env_vars: BTreeMap<String, String>,
+    started_at: SystemTime,
+    auto_pause: bool,
+    life: Lifecycle,
+}
+
+impl From<&Sandbox> for Saved {
+    fn from(s: &Sandbox) -> Self {
+        Self {
+            id: s.id.clone(),
+            tenant: s.tenant.clone(),
+            template: s.template.clone(),
+            client_id: s.client_id.clone(),
+            access_token: s.access_token.clone(),
+            metadata: s.metadata.clone(),
+            env_vars: s.env_vars.clone(),
+            started_at: s.started_at,
+            auto_pause: s.auto_pause,
+            life: s.life().clone(),
+        }
+    }
+}
+
+impl From<Saved> for Sandbox {
+    fn from(s: Saved) -> Self {
+        Self {
+            id: s.id,
+            tenant: s.tenant,
+            template: s.template,
+            client_id: s.client_id,
+            access_token: s.access_token,
+            metadata: s.metadata,
+            env_vars: s.env_vars,
+            started_at: s.started_at,
+            auto_pause: s.auto_pause,
+            life: Mutex::new(s.life),
+        }
+    }
+}
+
 /// Every sandbox this process serves, by id.
 #[derive(Default)]
 pub(crate) struct Registry {
     sandboxes: Mutex<HashMap<String, Arc<Sandbox>>>,
+    /// Where the sandboxes are kept between processes.
+    file: Option<PathBuf>,
+    /// What the file holds now.
+    written: Mutex<Vec<u8>>,
 }
 
 impl Registry {
+    /// The registry kept in `file`, with the sandboxes an earlier process
+    /// left there (an unreadable file is set aside and the registry starts empty).
+    pub fn load(file: PathBuf) -> Self {
+        let mut sandboxes = HashMap::new();
+        let mut written = Vec::new();
+        match std::fs::read(&file) {
+            Ok(bytes) => match serde_json::from_slice::<Vec<Saved>>(&bytes) {
+                Ok(saved) => {
+                    sandboxes = saved.into_iter().map(|s| (s.id.clone(), Arc::new(Sandbox::from(s)))).collect();
+                    written = bytes;
+                }
+                Err(error) => {
+                    tracing::warn!(file = %file.display(), %error, "the E2B sandboxes file does not parse; starting without it");
+                    let _ = std::fs::rename(&file, file.with_extension("json.unreadable"));
+                }
+            },
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => tracing::warn!(file = %file.display(), %error, "the E2B sandboxes file cannot be read"),
+        }
+        Self { sandboxes: Mutex::new(sandboxes), file: Some(file), written: Mutex::new(written) }
+    }
+
+    /// Writes the file when the sandboxes changed since it was written
+    /// (beside it, then renamed over it). Blocking: call it off the async workers.
+    pub fn save(&self) {
+        let Some(file) = &self.file else { return };
+        let mut saved: Vec<Saved> = self.all().iter().map(|s| Saved::from(s.as_ref())).collect();
+        saved.sort_by(|a, b| a.id.cmp(&b.id));
+        let Ok(bytes) = serde_json::to_vec(&saved) else { return };
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        if *written == bytes {
+            return;
+        }
+        let partial = file.with_extension("json.partial");
+        match std::fs::write(&partial, &bytes).and_then(|()| std::fs::rename(&partial, file)) {
+            Ok(()) => *written = bytes,
+            Err(error) => tracing::warn!(file = %file.display(), %error, "the E2B sandboxes file was not written"),
+        }
+    }
+
     fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Sandbox>>> {
         self.sandboxes.lock().unwrap_or_else(|p| p.into_inner())
     }
