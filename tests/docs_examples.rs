@@ -46,7 +46,8 @@ fn interpreter(path: &Path) -> Command {
             bash.arg("-x");
             bash
         }
-        Some("py") => Command::new("python3"),
+        // The suite's venv: its Python examples use the clients it installs (E2B's SDK).
+        Some("py") => Command::new(std::env::var_os("ANYPATH_PYTHON").unwrap_or_else(|| "python3".into())),
         _ => panic!("{}: an example is a .sh (bash) or .py (python3) file", name(path)),
     }
 }
@@ -81,6 +82,7 @@ fn run_example(path: &Path) -> Result<Duration, String> {
         .arg(path)
         .env("APP", &app.base)
         .env("SANDBOX", format!("http://{}", app.sandbox))
+        .env("E2B", format!("http://{}", app.e2b.as_deref().expect("anypath up serves E2B's API")))
         .current_dir(workdir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

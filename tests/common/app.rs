@@ -40,6 +40,8 @@ pub struct App {
     pub base: String,
     /// The sandbox host the app's components call (`host:port`).
     pub sandbox: String,
+    /// E2B's API beside it (`host:port`), under `anypath up`.
+    pub e2b: Option<String>,
     /// The separate sandbox host under Spin.
     _sandbox_process: Option<super::Spawned>,
     /// The temporary directory the app's files are in, when it was started on
@@ -97,8 +99,9 @@ impl App {
             .envs(settings.iter().map(|(k, v)| (k, v)));
         let process = super::Spawned::start(&mut command, "app serving");
         let sandbox = own_sandbox(&process).expect("the log names the app's own sandbox listener");
+        let e2b = served(&process, "e2b");
         let base = format!("http://{}", process.address);
-        App { process, base, sandbox, _sandbox_process: None, _dir: None }
+        App { process, base, sandbox, e2b, _sandbox_process: None, _dir: None }
     }
 
     /// `spin up` over a runtime configuration that puts the `default` store
@@ -134,7 +137,7 @@ impl App {
             line.trim().strip_prefix("Serving http://").map(str::to_owned)
         });
         let base = format!("http://{}", process.address);
-        App { process, base, sandbox, _sandbox_process: Some(sandbox_process), _dir: None }
+        App { process, base, sandbox, e2b: None, _sandbox_process: Some(sandbox_process), _dir: None }
     }
 
     pub fn send(&self, method: &str, path: &str, body: Option<Value>) -> Response {
@@ -218,16 +221,23 @@ impl App {
         let base = format!("http://{}", process.address);
         // Builds before the code interpreter name no sandbox listener.
         let sandbox = own_sandbox(&process).unwrap_or_default();
-        App { process, base, sandbox, _sandbox_process: None, _dir: dir }
+        let e2b = served(&process, "e2b");
+        App { process, base, sandbox, e2b, _sandbox_process: None, _dir: dir }
     }
 }
 
 /// The sandbox listener `anypath up` announced with "app serving".
 fn own_sandbox(process: &super::Spawned) -> Option<String> {
+    served(process, "sandbox")
+}
+
+/// The address `anypath up`'s "app serving" line gives under `field`.
+fn served(process: &super::Spawned, field: &str) -> Option<String> {
     process
         .log_lines()
         .iter()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .find(|entry| entry["message"] == "app serving")
-        .and_then(|entry| entry["sandbox"].as_str().map(str::to_owned))
+        .and_then(|entry| entry[field].as_str().map(str::to_owned))
+        .filter(|address| address != "off")
 }
