@@ -78,7 +78,7 @@ fn command(host: &AppHost, case: &Case, env: &[(&str, &str)]) -> Command {
         AppHost::AnypathUp => {
             let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
             command
-                .args(["up", "--sandbox-listen", "127.0.0.1:0", "--data-dir"])
+                .args(["up", "--sandbox-listen", "127.0.0.1:0", "--e2b-listen", "127.0.0.1:0", "--data-dir"])
                 .arg(case.dir.path().join("interpreter"))
                 .arg("--runner")
                 .arg(common::runner_path());
