@@ -27,12 +27,6 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn python() -> PathBuf {
-    let path = std::env::var_os("ANYPATH_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"));
-    assert!(path.is_file(), "python {} is missing: run `cargo xtask test`", path.display());
-    path
-}
-
 /// The E2B listener's address, from the line the service logs for it.
 fn e2b_address(process: &common::Spawned) -> String {
     let line = process.wait_for_log(|line| line.contains("E2B API serving")).expect("the service announces its E2B listener");
@@ -60,7 +54,7 @@ fn python_sdk_against_sandbox_serve() {
     let dir = common::scratch("anypath-e2b-python-");
     let service = service(&dir);
     let url = e2b_address(&service.process);
-    let mut command = Command::new(python());
+    let mut command = Command::new(common::venv_python());
     command.arg(repo().join("tests/support/e2b_sdk_checks.py")).args([&url, "e2b_a11ce", "e2b_b0b"]);
     run_checks(command, "the Python SDK's checks");
 }
@@ -84,7 +78,7 @@ fn python_sdk_against_anypath_up() {
     let kv = common::app::temp_kv("e2b-up");
     let app = common::app::App::start(&kv);
     let url = e2b_address(&app.process);
-    let mut command = Command::new(python());
+    let mut command = Command::new(common::venv_python());
     command.arg(repo().join("tests/support/e2b_sdk_checks.py")).args([&url, "e2b_0", "e2b_1", "basic", "dataframe_data_and_html", "files", "pause_and_connect"]);
     run_checks(command, "the Python SDK's checks against anypath up");
 }

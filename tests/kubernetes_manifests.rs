@@ -19,13 +19,6 @@ fn manifests() -> PathBuf {
     repo().join("deploy/kubernetes")
 }
 
-/// The venv's Python with `kubernetes-validate`.
-fn python() -> PathBuf {
-    let path = std::env::var_os("ANYPATH_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"));
-    assert!(path.is_file(), "python {} is missing: run `cargo xtask test`", path.display());
-    path
-}
-
 /// What one run of the validator printed, and how it exited.
 struct Verdict {
     code: Option<i32>,
@@ -33,7 +26,7 @@ struct Verdict {
 }
 
 fn validate(dir: &Path, spin_toml: &Path) -> Verdict {
-    let output = Command::new(python())
+    let output = Command::new(crate::common::venv_python())
         .arg(repo().join("tests/support/validate_manifests.py"))
         .arg(dir)
         .arg("--spin-toml")

@@ -19,13 +19,6 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The venv's Python with the `mcp` client.
-fn python() -> PathBuf {
-    let path = std::env::var_os("ANYPATH_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"));
-    assert!(path.is_file(), "python {} is missing: run `cargo xtask test`", path.display());
-    path
-}
-
 /// A fresh data directory, removed when the returned value is dropped: bind
 /// it before the service (or client) using it, so it outlives the process.
 fn data_dir(name: &str) -> tempfile::TempDir {
@@ -34,7 +27,7 @@ fn data_dir(name: &str) -> tempfile::TempDir {
 
 /// Runs one scenario; panics with the client's own report when it fails.
 fn check(scenario: &str, transport: &[String]) {
-    let output = Command::new(python())
+    let output = Command::new(common::venv_python())
         .arg(repo().join("tests/support/mcp_client_checks.py"))
         .arg(scenario)
         .args(transport)
@@ -188,7 +181,7 @@ fn the_example_agent_script_downloads_its_chart_and_report() {
     let dir = data_dir("example");
     let service = Service::start(dir.path());
     let out = dir.path().join("downloads");
-    let output = Command::new(python())
+    let output = Command::new(common::venv_python())
         .arg(repo().join("examples/mcp_agent.py"))
         .arg(format!("{}/mcp", service.base))
         .arg("key-alice")

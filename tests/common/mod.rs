@@ -118,6 +118,14 @@ impl<T: Location + ?Sized> Location for &T {
     }
 }
 
+/// The suite's venv Python (`ANYPATH_PYTHON`, else `.venv/bin/python`),
+/// with the clients `cargo xtask test` installs (MCP, E2B's SDK, ...).
+pub fn venv_python() -> PathBuf {
+    let path = std::env::var_os("ANYPATH_PYTHON").map(PathBuf::from).unwrap_or_else(|| app::repo().join(".venv/bin/python"));
+    assert!(path.is_file(), "python {} is missing: run `cargo xtask test`", path.display());
+    path
+}
+
 /// The runner built by `cargo xtask build` (or `ANYPATH_RUNNER`).
 pub fn runner_path() -> PathBuf {
     let path = std::env::var_os("ANYPATH_RUNNER")

@@ -47,18 +47,7 @@ impl SessionFiles {
                 return Err(InterpreterError::Exists(name.to_owned()));
             }
         }
-        // Written beside and renamed over: a reader never sees half a file.
-        let partial = self.dir.join(format!(".{name}.{}.partial", uuid::Uuid::new_v4().simple()));
-        let written = (|| {
-            let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&partial)?;
-            file.write_all(bytes)?;
-            file.sync_all()?;
-            fs::rename(&partial, &path)
-        })();
-        if let Err(e) = written {
-            let _ = fs::remove_file(&partial);
-            return Err(InterpreterError::io("writing the file", e));
-        }
+        write_replacing(&path, bytes)?;
         Ok(info(name.to_owned(), bytes.len() as u64))
     }
 
@@ -148,6 +137,24 @@ fn walk(dir: &Path, prefix: String, found: &mut Vec<FileInfo>) -> std::io::Resul
 pub(crate) const O_NOFOLLOW: i32 = 0o400000;
 #[cfg(not(target_os = "linux"))]
 pub(crate) const O_NOFOLLOW: i32 = 0x0100;
+
+/// Writes `bytes` to `path` (replacing a file there) beside it and renames
+/// it over: a reader never sees half a file.
+pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), InterpreterError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let partial = path.with_file_name(format!(".{name}.{}.partial", uuid::Uuid::new_v4().simple()));
+    let written = (|| {
+        let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&partial)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&partial, path)
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&partial);
+        return Err(InterpreterError::io("writing the file", e));
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {

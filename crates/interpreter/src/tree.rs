@@ -8,7 +8,6 @@
 //! session directory.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -116,8 +115,7 @@ impl SessionFiles {
     }
 
     /// Writes `bytes` at `relative`, replacing a file there and making the
-    /// parent directories; written beside and renamed over, so a reader
-    /// never sees half a file.
+    /// parent directories, as an upload is written.
     pub fn write_path(&self, relative: &str, bytes: &[u8]) -> Result<Entry, InterpreterError> {
         let path = self.resolve(relative)?;
         if path == self.dir() || fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
@@ -125,17 +123,7 @@ impl SessionFiles {
         }
         let parent = path.parent().unwrap_or(self.dir());
         fs::create_dir_all(parent).map_err(|e| InterpreterError::io("making a file's directory", e))?;
-        let partial = parent.join(format!(".{}.partial", uuid::Uuid::new_v4().simple()));
-        let written = (|| {
-            let mut file = fs::OpenOptions::new().write(true).create_new(true).open(&partial)?;
-            file.write_all(bytes)?;
-            file.sync_all()?;
-            fs::rename(&partial, &path)
-        })();
-        if let Err(e) = written {
-            let _ = fs::remove_file(&partial);
-            return Err(InterpreterError::io("writing the file", e));
-        }
+        crate::files::write_replacing(&path, bytes)?;
         self.stat(relative)
     }
 

@@ -8,14 +8,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anypath_sandbox::Runtime;
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
-use super::E2b;
+use super::{E2b, no_content, reply};
 use super::error::E2bError;
 use super::registry::{self, Lifecycle, Sandbox, SandboxState};
 use crate::interpreter_service::{Caller, OpenSession};
@@ -273,30 +272,6 @@ fn body<T: serde::de::DeserializeOwned + Default>(bytes: &Bytes) -> Result<T, E2
         return Ok(T::default());
     }
     serde_json::from_slice(bytes).map_err(|e| E2bError::bad_request(format!("the request body is not the JSON this call takes: {e}")))
-}
-
-/// Answers `result` as JSON with `status`, or its error.
-fn reply<T: Serialize>(request_id: &str, status: StatusCode, result: Result<T, E2bError>) -> Response {
-    match result {
-        Ok(value) => {
-            let mut response = (status, Json(value)).into_response();
-            crate::serve::set_request_id(&mut response, request_id);
-            response
-        }
-        Err(e) => e.into_response_for(request_id),
-    }
-}
-
-/// 204, or the error.
-fn no_content(request_id: &str, result: Result<(), E2bError>) -> Response {
-    match result {
-        Ok(()) => {
-            let mut response = StatusCode::NO_CONTENT.into_response();
-            crate::serve::set_request_id(&mut response, request_id);
-            response
-        }
-        Err(e) => e.into_response_for(request_id),
-    }
 }
 
 pub(crate) async fn create_v1(State(e2b): State<Arc<E2b>>, headers: HeaderMap, bytes: Bytes) -> Response {

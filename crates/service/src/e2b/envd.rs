@@ -157,14 +157,7 @@ pub(crate) async fn upload(State(e2b): State<Arc<E2b>>, request: Request) -> Res
         Ok::<_, E2bError>(written)
     }
     .await;
-    match uploaded {
-        Ok(written) => {
-            let mut response = (StatusCode::OK, axum::Json(written)).into_response();
-            crate::serve::set_request_id(&mut response, &request_id);
-            response
-        }
-        Err(e) => e.into_response_for(&request_id),
-    }
+    super::reply(&request_id, StatusCode::OK, uploaded)
 }
 
 fn parse_query(raw: Option<&str>) -> Result<FilesQuery, E2bError> {

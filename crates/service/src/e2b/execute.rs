@@ -18,14 +18,14 @@ use anypath_wire::{CellResult, LiveEvent, ResultOrigin};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::error::E2bError;
 use super::registry::{CodeContext, Sandbox};
-use super::{E2b, paths};
+use super::{E2b, no_content, paths, reply};
 use crate::interpreter_service::{Caller, ServiceError};
 use crate::run_events::LiveEvents;
 
@@ -420,14 +420,12 @@ fn context_json(id: &str, language: &str, cwd: &str) -> Value {
 /// `GET /contexts`: the default context, then the others as made.
 pub(crate) async fn list_contexts(State(e2b): State<Arc<E2b>>, headers: HeaderMap) -> Response {
     let request_id = crate::serve::request_id(&headers);
-    match e2b.sandbox_caller_untokened(&headers) {
-        Ok((sandbox, _)) => {
-            let mut listed = vec![context_json(&sandbox.id, "python", paths::HOME)];
-            listed.extend(sandbox.life().contexts.iter().map(|c| context_json(&c.id, &c.language, &c.cwd)));
-            ok_json(&request_id, StatusCode::OK, Value::Array(listed))
-        }
-        Err(e) => e.into_response_for(&request_id),
-    }
+    let listed = e2b.sandbox_caller_untokened(&headers).map(|(sandbox, _)| {
+        let mut listed = vec![context_json(&sandbox.id, "python", paths::HOME)];
+        listed.extend(sandbox.life().contexts.iter().map(|c| context_json(&c.id, &c.language, &c.cwd)));
+        listed
+    });
+    reply(&request_id, StatusCode::OK, listed)
 }
 
 /// `POST /contexts`: a Python context over the sandbox's files.
@@ -449,10 +447,7 @@ pub(crate) async fn create_context(State(e2b): State<Arc<E2b>>, headers: HeaderM
         Ok::<_, E2bError>(context_json(&id, "python", &cwd))
     }
     .await;
-    match created {
-        Ok(context) => ok_json(&request_id, StatusCode::OK, context),
-        Err(e) => e.into_response_for(&request_id),
-    }
+    reply(&request_id, StatusCode::OK, created)
 }
 
 /// The session of a sandbox's extra context: the sandbox's id and the
@@ -479,14 +474,7 @@ pub(crate) async fn remove_context(State(e2b): State<Arc<E2b>>, headers: HeaderM
         Ok(())
     }
     .await;
-    match removed {
-        Ok(()) => {
-            let mut response = StatusCode::NO_CONTENT.into_response();
-            crate::serve::set_request_id(&mut response, &request_id);
-            response
-        }
-        Err(e) => e.into_response_for(&request_id),
-    }
+    no_content(&request_id, removed)
 }
 
 /// `POST /contexts/{id}/restart`: the context's Python state starts afresh
@@ -500,20 +488,7 @@ pub(crate) async fn restart_context(State(e2b): State<Arc<E2b>>, headers: Header
         e2b.service.restart_session(&caller, session).await.map_err(E2bError::from)
     }
     .await;
-    match restarted {
-        Ok(()) => {
-            let mut response = StatusCode::NO_CONTENT.into_response();
-            crate::serve::set_request_id(&mut response, &request_id);
-            response
-        }
-        Err(e) => e.into_response_for(&request_id),
-    }
-}
-
-fn ok_json(request_id: &str, status: StatusCode, value: Value) -> Response {
-    let mut response = (status, axum::Json(value)).into_response();
-    crate::serve::set_request_id(&mut response, request_id);
-    response
+    no_content(&request_id, restarted)
 }
 
 #[cfg(test)]
