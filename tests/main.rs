@@ -16,6 +16,7 @@ mod docs_examples;
 mod e2b_api;
 mod e2b_sdk;
 mod fair_share;
+mod jupyter_api;
 mod frontend_dialects;
 mod frontend_providers;
 mod http_api;

@@ -80,6 +80,24 @@ impl Credentials {
         if self.is_open() { Caller::Open } else { Caller::Refused }
     }
 
+    /// The caller presenting `token` the way Jupyter's clients do (an
+    /// `Authorization: token` or `Bearer` header, or a `?token=` query): a
+    /// tenant's API key is its tenant, either bearer token acts for the
+    /// tenant named in `x-anypath-tenant`, and an open service takes anyone.
+    pub(crate) fn identify_token(&self, token: Option<&str>, headers: &HeaderMap) -> Caller {
+        if let Some(token) = token.filter(|t| !t.is_empty()) {
+            let as_key = digest(bare_key(token));
+            if let Some((_, tenant)) = self.api_keys.iter().find(|(key, _)| *key == as_key) {
+                return Caller::Keyed(tenant.clone());
+            }
+            let as_token = Some(digest(token));
+            if as_token == self.token || as_token == self.trusted {
+                return Caller::TokenHolder(named_tenant(headers).unwrap_or(DEFAULT_TENANT).to_owned());
+            }
+        }
+        if self.is_open() { Caller::Open } else { Caller::Refused }
+    }
+
     /// Neither a token nor keys are configured: every outside caller is the
     /// default tenant (the app's own trusted token may still name others).
     fn is_open(&self) -> bool {
@@ -149,6 +167,11 @@ mod tests {
         assert_eq!(open.identify(&headers(&[("x-anypath-tenant", "bob")])), Caller::Open, "naming a tenant without a token counts for nothing");
         assert_eq!(open.identify(&headers(&[("x-api-key", "e2b_0123")])), Caller::Open, "in open mode any key is the default tenant");
         assert_eq!(open.identify(&headers(&[("authorization", "Bearer app"), ("x-anypath-tenant", "bob")])), Caller::TokenHolder("bob".into()));
+        assert_eq!(guarded.identify_token(Some("k1"), &headers(&[])), Caller::Keyed("alice".into()), "a key as a Jupyter token");
+        assert_eq!(guarded.identify_token(Some("app"), &headers(&[("x-anypath-tenant", "bob")])), Caller::TokenHolder("bob".into()));
+        assert_eq!(guarded.identify_token(Some("nope"), &headers(&[])), Caller::Refused);
+        assert_eq!(guarded.identify_token(None, &headers(&[])), Caller::Refused);
+        assert_eq!(open.identify_token(None, &headers(&[])), Caller::Open);
         assert!(open.may_execute(&headers(&[])));
         assert!(guarded.may_execute(&headers(&[("authorization", "Bearer service")])));
         assert!(!guarded.may_execute(&headers(&[("authorization", "Bearer app")])), "the app's token alone does not open /v1/exec");

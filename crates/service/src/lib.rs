@@ -7,12 +7,14 @@
 //! the facade; it never runs a session flow of its own.
 
 pub mod admission;
+mod cell_text;
 pub mod credentials;
 pub mod dataset_api;
 pub mod e2b;
 pub mod envelope;
 pub mod interpreter_api;
 pub mod interpreter_service;
+pub mod jupyter;
 pub mod mcp;
 pub mod metrics;
 pub mod run_events;

@@ -82,6 +82,12 @@ impl AppState {
         self.credentials.identify(headers).tenant()
     }
 
+    /// The tenant of a caller presenting `token` as Jupyter's clients do
+    /// ([`crate::credentials::Credentials::identify_token`]).
+    pub(crate) fn tenant_of_token(&self, token: Option<&str>, headers: &HeaderMap) -> Option<String> {
+        self.credentials.identify_token(token, headers).tenant()
+    }
+
     /// The base of the absolute links an answer to this request carries.
     pub(crate) fn base_url(&self, interpreter: &Interpreter, headers: &HeaderMap) -> String {
         let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_owned);
@@ -235,7 +241,12 @@ pub fn routers(sandbox: BlockRunner, options: &ServeOptions) -> Routers {
         .merge(crate::mcp::http::routes(&state, &options.mcp_allowed_hosts))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(crate::envelope::every_error_an_envelope))
-        .with_state(state);
+        .with_state(state.clone());
+    // Jupyter's routes answer in Jupyter's error shape, outside the envelope layer.
+    let router = match crate::jupyter::router(&state) {
+        Some(jupyter) => router.merge(jupyter),
+        None => router,
+    };
     let sandbox = match cors_layer(&options.cors) {
         // Outermost: errors and refusals carry the headers too.
         Some(layer) => router.layer(layer),

@@ -106,7 +106,7 @@ pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, headers: HeaderMap, bod
         let mut env = sandbox.env_vars.clone();
         env.extend(request.env_vars.unwrap_or_default());
         let count = sandbox.count_execution(context);
-        let run = RunRequest { code: dedent(&request.code), env, result_data: true, ..RunRequest::default() };
+        let run = RunRequest { code: crate::cell_text::dedent(&request.code), env, result_data: true, ..RunRequest::default() };
         Ok::<_, E2bError>((sandbox, caller, session, run, count))
     }
     .await;
@@ -304,38 +304,6 @@ impl Drop for Stream {
     }
 }
 
-/// `code` without the indentation all its lines share, as IPython (so
-/// E2B) runs a cell: E2B's clients often send code indented inside a string.
-fn dedent(code: &str) -> String {
-    fn indent(line: &str) -> &str {
-        &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
-    }
-    let mut common: Option<&str> = None;
-    for line in code.lines().filter(|line| !line.trim().is_empty()) {
-        let this = indent(line);
-        common = Some(match common {
-            None => this,
-            Some(so_far) => {
-                let shared = so_far.bytes().zip(this.bytes()).take_while(|(a, b)| a == b).count();
-                &so_far[..shared]
-            }
-        });
-    }
-    let common = common.unwrap_or("");
-    if common.is_empty() {
-        return code.to_owned();
-    }
-    let mut dedented: String = code
-        .lines()
-        .map(|line| if line.trim().is_empty() { "" } else { line.strip_prefix(common).unwrap_or(line) })
-        .collect::<Vec<_>>()
-        .join("\n");
-    if code.ends_with('\n') {
-        dedented.push('\n');
-    }
-    dedented
-}
-
 /// The complete lines at the front of `buffer`, taken off it.
 fn complete_lines(buffer: &mut String) -> Option<String> {
     let end = buffer.rfind('\n')? + 1;
@@ -387,22 +355,10 @@ fn unquoted(text: &str) -> &str {
     if quoted { &text[1..text.len() - 1] } else { text }
 }
 
-/// A failed run as E2B's `error`: an exception as Python named it, a limit
-/// as the Python error closest to it.
+/// A failed run as E2B's `error`.
 fn error_line(error: &ExecError, traceback: Option<&str>) -> Value {
-    let (name, value, traceback) = match error {
-        ExecError::Exception { type_name, message, traceback } => (type_name.clone(), message.clone(), traceback.clone()),
-        other => {
-            let name = match other {
-                ExecError::Timeout { .. } => "TimeoutError",
-                ExecError::MemoryLimit { .. } => "MemoryError",
-                ExecError::Interrupted { .. } => "KeyboardInterrupt",
-                _ => "SandboxError",
-            };
-            (name.to_owned(), other.to_string(), traceback.unwrap_or_default().to_owned())
-        }
-    };
-    json!({ "type": "error", "name": name, "value": value, "traceback": traceback })
+    let failure = crate::cell_text::Failure::of(error, traceback);
+    json!({ "type": "error", "name": failure.name, "value": failure.value, "traceback": failure.traceback })
 }
 
 impl E2b {
@@ -521,13 +477,6 @@ mod tests {
         assert_eq!(line.get("is_main_result"), Some(&json!(true)));
         assert_eq!(unquoted("'it's'"), "it's");
         assert_eq!(unquoted("1"), "1");
-    }
-
-    #[test]
-    fn indented_code_runs_as_ipython_runs_it() {
-        assert_eq!(dedent("\n        import pandas as pd\n        pd.DataFrame()\n"), "\nimport pandas as pd\npd.DataFrame()\n");
-        assert_eq!(dedent("    if x:\n        y\n\n    z"), "if x:\n    y\n\nz");
-        assert_eq!(dedent("x = 1\n  y"), "x = 1\n  y", "nothing shared, nothing taken");
     }
 
     #[test]

@@ -1,0 +1,193 @@
+//! The kernel's websocket, `/api/kernels/{id}/channels`: every channel
+//! over one socket in JSON text frames. Replies go to the socket that
+//! asked; iopub goes to every socket on the kernel.
+//!
+//! Requests that need the session (execute, complete, inspect,
+//! is_complete) queue behind the kernel's running cell, as a kernel's
+//! shell serves them one at a time; the others are answered at once, so a
+//! client reconnecting during a long cell learns the kernel's state.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc};
+
+use super::error::JupyterError;
+use super::kernels::Kernel;
+use super::message::Incoming;
+use super::{Jupyter, shell};
+use crate::interpreter_service::Caller;
+
+/// `GET /api/kernels/{id}/channels`: the websocket, once the caller and the kernel are known.
+pub(crate) async fn connect(
+    State(jupyter): State<Arc<Jupyter>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    Path(id): Path<String>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let request_id = crate::serve::request_id(&headers);
+    let admitted = jupyter.caller(&headers, query.as_deref()).and_then(|caller| Ok((jupyter.kernel(&caller, &id)?, caller)));
+    let (kernel, caller) = match admitted {
+        Ok(admitted) => admitted,
+        Err(e) => return e.into_response_for(&request_id),
+    };
+    match upgrade {
+        Ok(upgrade) => upgrade.on_upgrade(move |socket| serve(jupyter, caller, kernel, socket)),
+        Err(_) => JupyterError::new(StatusCode::BAD_REQUEST, "open the kernel's channels as a websocket").into_response_for(&request_id),
+    }
+}
+
+/// Serves one socket until the client closes it. A cell it started goes
+/// on running; its replies are dropped, its iopub reaches the other sockets.
+async fn serve(jupyter: Arc<Jupyter>, caller: Caller, kernel: Arc<Kernel>, socket: WebSocket) {
+    kernel.connections.fetch_add(1, Ordering::SeqCst);
+    let (mut sink, mut stream) = socket.split();
+    let (replies, mut replies_out) = mpsc::unbounded_channel::<String>();
+    let mut iopub = kernel.iopub.subscribe();
+    let writer = tokio::spawn(async move {
+        loop {
+            let frame = tokio::select! {
+                // iopub first: a reply never overtakes the output before it.
+                biased;
+                published = iopub.recv() => match published {
+                    Ok(frame) => frame.as_str().to_owned(),
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "a slow kernel socket missed iopub messages");
+                        continue;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+                reply = replies_out.recv() => match reply {
+                    Some(frame) => frame,
+                    None => break,
+                },
+            };
+            if sink.send(Message::Text(frame.into())).await.is_err() {
+                break;
+            }
+        }
+    });
+    let (queue, queued) = mpsc::unbounded_channel();
+    let worker = tokio::spawn(shell::work(jupyter.clone(), caller.clone(), kernel.clone(), queued, replies.clone()));
+    let session = Session { jupyter, caller, kernel: kernel.clone(), replies, queue };
+    while let Some(Ok(message)) = stream.next().await {
+        match message {
+            Message::Text(text) => match Incoming::parse(text.as_str()) {
+                Ok(request) => session.dispatch(request).await,
+                Err(e) => tracing::warn!(error = %e, kernel = %kernel.record.id, "an unreadable kernel message was ignored"),
+            },
+            Message::Close(_) => break,
+            // Pings are answered by the server; the legacy protocol has no binary frames.
+            _ => {}
+        }
+    }
+    drop(session);
+    // Queued cells still run (their output reaches the other sockets).
+    let _ = worker.await;
+    writer.abort();
+    kernel.connections.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// One socket's side of the kernel.
+struct Session {
+    jupyter: Arc<Jupyter>,
+    caller: Caller,
+    kernel: Arc<Kernel>,
+    replies: mpsc::UnboundedSender<String>,
+    queue: mpsc::UnboundedSender<(u64, Incoming)>,
+}
+
+/// `shutdown_request`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Shutdown {
+    restart: bool,
+}
+
+/// `history_request`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct History {
+    hist_access_type: String,
+    n: Option<usize>,
+}
+
+/// `comm_open`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct CommOpen {
+    comm_id: String,
+}
+
+impl Session {
+    async fn dispatch(&self, request: Incoming) {
+        let kind = request.msg_type().to_owned();
+        match kind.as_str() {
+            "execute_request" | "complete_request" | "inspect_request" | "is_complete_request" => {
+                let _ = self.queue.send((self.kernel.ticket(), request));
+            }
+            "kernel_info_request" => self.answer(&request, shell::kernel_info(&self.jupyter, &self.kernel)),
+            "comm_info_request" => self.answer(&request, json!({ "status": "ok", "comms": {} })),
+            "history_request" => {
+                let asked: History = request.content().unwrap_or_default();
+                self.answer(&request, self.history(&asked));
+            }
+            "comm_open" => {
+                // No comm targets here: close it, as a kernel does for an unknown target.
+                let asked: CommOpen = request.content().unwrap_or_default();
+                let parent = request.parent_header();
+                self.kernel.publish(self.kernel.sender().frame("comm_close", "iopub", &parent, &json!({ "comm_id": asked.comm_id, "data": {} })));
+            }
+            "interrupt_request" => {
+                self.jupyter.service.interrupt(&self.caller, &self.kernel.record.session_id);
+                self.reply(&request, json!({ "status": "ok" }));
+            }
+            "shutdown_request" => {
+                let asked: Shutdown = request.content().unwrap_or_default();
+                self.reply(&request, json!({ "status": "ok", "restart": asked.restart }));
+                let (jupyter, caller, kernel) = (self.jupyter.clone(), self.caller.next_request(), self.kernel.clone());
+                tokio::spawn(async move {
+                    let done = if asked.restart { jupyter.restart(&caller, &kernel).await } else { jupyter.shut_down(&caller, &kernel).await };
+                    if let Err(e) = done {
+                        tracing::warn!(kernel = %kernel.record.id, error = %e.message, "a shutdown request failed");
+                    }
+                });
+            }
+            // Input replies answer requests this kernel never makes; comm
+            // messages have no comm to reach.
+            "input_reply" | "comm_msg" | "comm_close" => {}
+            other => tracing::debug!(kernel = %self.kernel.record.id, msg_type = other, "an unknown kernel message was ignored"),
+        }
+    }
+
+    /// Replies to `request` between `busy` and `idle`, as a kernel answers on shell.
+    fn answer(&self, request: &Incoming, content: serde_json::Value) {
+        shell::around(&self.kernel, request, || self.reply(request, content));
+    }
+
+    /// Sends the reply to `request` on its channel to this socket.
+    fn reply(&self, request: &Incoming, content: serde_json::Value) {
+        let kind = shell::reply_type(request.msg_type());
+        let _ = self.replies.send(self.kernel.sender().frame(&kind, request.channel(), &request.parent_header(), &content));
+    }
+
+    /// The cells run so far with `store_history`, the last `n` for a tail.
+    fn history(&self, asked: &History) -> serde_json::Value {
+        let activity = self.kernel.peek();
+        let entries = &activity.history;
+        let skip = match (asked.hist_access_type.as_str(), asked.n) {
+            ("tail", Some(n)) => entries.len().saturating_sub(n),
+            _ => 0,
+        };
+        let history: Vec<_> = entries[skip..].iter().map(|(session, line, input)| json!([session, line, input])).collect();
+        json!({ "status": "ok", "history": history })
+    }
+}

@@ -1,0 +1,127 @@
+//! Jupyter's kernel gateway API on the sandbox listener, beside `/v1`, so
+//! Jupyter's own clients run cells in anypath sessions: JupyterLab and
+//! Jupyter Server started with `--gateway-url`, nbclient and papermill
+//! through jupyter_server's `GatewayKernelManager`, AutoGen's Jupyter
+//! executors, Open WebUI's code interpreter.
+//!
+//! [`rest`] serves `/api/kernelspecs` and `/api/kernels`; [`channels`]
+//! the kernel's websocket (`/api/kernels/{id}/channels`, JSON text frames,
+//! protocol 5.3), whose shell requests [`shell`] answers. A kernel is one
+//! interpreter session ([`kernels`]) with its files, limits, hibernation
+//! and tenant: this is a transport over the service facade, like `/v1`,
+//! MCP and E2B's API, never a second session flow.
+
+mod channels;
+mod error;
+mod kernels;
+mod message;
+mod rest;
+mod shell;
+mod specs;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderMap, header};
+use axum::routing::{get, post};
+
+use self::error::JupyterError;
+use self::kernels::{Kernel, Kernels};
+use crate::interpreter_service::{Caller, InterpreterService};
+use crate::serve::AppState;
+
+/// Where the kernels are kept, under the interpreter's root.
+const KERNELS_FILE: &str = "jupyter-kernels.json";
+
+/// What the Jupyter routes share.
+pub(crate) struct Jupyter {
+    service: InterpreterService,
+    state: Arc<AppState>,
+    kernels: Kernels,
+    specs: Vec<specs::Spec>,
+    /// A kernel's session lives this long idle (hibernated, never culled, before that).
+    session_ttl: Duration,
+    /// The Python version of each kernelspec's runtime, once a kernel told it.
+    versions: std::sync::Mutex<std::collections::HashMap<String, String>>,
+}
+
+/// The kernel gateway API over the service of `state`; None without a code interpreter.
+pub fn router(state: &Arc<AppState>) -> Option<Router> {
+    let service = InterpreterService::of(state).ok()?;
+    let config = state.interpreter.as_ref()?.config();
+    let runtimes: Vec<_> = service.limits().runtimes.iter().map(|(runtime, _)| *runtime).collect();
+    let jupyter = Arc::new(Jupyter {
+        kernels: Kernels::load(config.root.join(KERNELS_FILE)),
+        specs: specs::offered(&runtimes),
+        session_ttl: config.max_ttl,
+        versions: std::sync::Mutex::default(),
+        service,
+        state: state.clone(),
+    });
+    let router = Router::new()
+        .route("/api", get(rest::version))
+        .route("/api/kernelspecs", get(rest::list_specs))
+        .route("/api/kernelspecs/{name}", get(rest::get_spec))
+        .route("/api/kernels", get(rest::list_kernels).post(rest::start_kernel))
+        .route("/api/kernels/{id}", get(rest::get_kernel).delete(rest::shut_down))
+        .route("/api/kernels/{id}/interrupt", post(rest::interrupt))
+        .route("/api/kernels/{id}/restart", post(rest::restart))
+        .route("/api/kernels/{id}/channels", get(channels::connect))
+        .with_state(jupyter);
+    Some(router)
+}
+
+/// The token a Jupyter client presents: `Authorization: token T` or
+/// `Bearer T`, else `?token=T` (how browsers open the websocket).
+fn presented_token(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
+    let from_header = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("token ").or_else(|| v.strip_prefix("Bearer ")))
+        .map(|token| token.trim().to_owned());
+    from_header.or_else(|| query.and_then(|q| url::form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned())))
+}
+
+impl Jupyter {
+    /// The caller presenting the request's token, acting for its tenant.
+    fn caller(&self, headers: &HeaderMap, query: Option<&str>) -> Result<Caller, JupyterError> {
+        let token = presented_token(headers, query);
+        let tenant = self.state.tenant_of_token(token.as_deref(), headers).ok_or_else(JupyterError::unauthorized)?;
+        Ok(self.service.tenant_caller(tenant, headers, crate::serve::request_id(headers)))
+    }
+
+    /// The Python version kernels of `spec` run, when one has told it.
+    fn python_version(&self, spec: &str) -> Option<String> {
+        self.versions.lock().unwrap_or_else(|p| p.into_inner()).get(spec).cloned()
+    }
+
+    /// Learns the Python version of `spec` from a fresh kernel's session, once.
+    async fn learn_python_version(&self, caller: &Caller, spec: &str, session_id: &str) {
+        if self.python_version(spec).is_none()
+            && let Some(version) = shell::ask_python_version(self, caller, session_id).await
+        {
+            self.versions.lock().unwrap_or_else(|p| p.into_inner()).insert(spec.to_owned(), version);
+        }
+    }
+
+    /// The caller's kernel `id`; another tenant's is not found.
+    fn kernel(&self, caller: &Caller, id: &str) -> Result<Arc<Kernel>, JupyterError> {
+        self.kernels.get(&caller.tenant, id).ok_or_else(|| JupyterError::no_kernel(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_come_as_jupyter_clients_send_them() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(presented_token(&headers, Some("session_id=x&token=abc")), Some("abc".to_owned()));
+        headers.insert(header::AUTHORIZATION, "token t1".parse().expect("a header"));
+        assert_eq!(presented_token(&headers, Some("token=abc")), Some("t1".to_owned()), "the header first");
+        headers.insert(header::AUTHORIZATION, "Bearer t2".parse().expect("a header"));
+        assert_eq!(presented_token(&headers, None), Some("t2".to_owned()));
+    }
+}

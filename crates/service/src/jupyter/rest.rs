@@ -1,0 +1,204 @@
+//! `/api/kernelspecs` and `/api/kernels`, with the status codes Jupyter's
+//! clients check: start 201, restart 200 with the model, interrupt and
+//! shut down 204.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::error::JupyterError;
+use super::kernels::{Kernel, Record};
+use super::{Jupyter, specs};
+use crate::interpreter_service::OpenSession;
+
+/// A kernel as `/api/kernels` shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct KernelModel {
+    id: String,
+    name: String,
+    last_activity: String,
+    execution_state: &'static str,
+    connections: usize,
+}
+
+impl KernelModel {
+    fn of(kernel: &Kernel) -> Self {
+        let activity = kernel.peek();
+        Self {
+            id: kernel.record.id.clone(),
+            name: kernel.record.spec.clone(),
+            last_activity: super::message::timestamp(activity.last),
+            execution_state: if activity.busy { "busy" } else { "idle" },
+            connections: kernel.connections.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// `POST /api/kernels`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StartKernel {
+    name: Option<String>,
+    env: BTreeMap<String, String>,
+}
+
+/// Answers `result` as JSON with `status`, or its error; either names the request.
+fn reply<T: Serialize>(headers: &HeaderMap, status: StatusCode, result: Result<T, JupyterError>) -> Response {
+    let request_id = crate::serve::request_id(headers);
+    match result {
+        Ok(value) => {
+            let mut response = (status, axum::Json(value)).into_response();
+            crate::serve::set_request_id(&mut response, &request_id);
+            response
+        }
+        Err(e) => e.into_response_for(&request_id),
+    }
+}
+
+/// 204, or the error.
+fn no_content(headers: &HeaderMap, result: Result<(), JupyterError>) -> Response {
+    let request_id = crate::serve::request_id(headers);
+    match result {
+        Ok(()) => {
+            let mut response = StatusCode::NO_CONTENT.into_response();
+            crate::serve::set_request_id(&mut response, &request_id);
+            response
+        }
+        Err(e) => e.into_response_for(&request_id),
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct Version {
+    version: &'static str,
+}
+
+/// `GET /api`: the server's version, as Jupyter servers answer it.
+pub(crate) async fn version() -> axum::Json<Version> {
+    axum::Json(Version { version: env!("CARGO_PKG_VERSION") })
+}
+
+/// `GET /api/kernelspecs`.
+pub(crate) async fn list_specs(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {
+    let listed = jupyter.caller(&headers, query.as_deref()).map(|_| specs::list(&jupyter.specs));
+    reply(&headers, StatusCode::OK, listed)
+}
+
+/// `GET /api/kernelspecs/{name}`.
+pub(crate) async fn get_spec(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery, Path(name): Path<String>) -> Response {
+    let found = jupyter.caller(&headers, query.as_deref()).and_then(|_| {
+        let spec = jupyter.specs.iter().find(|s| s.name == name).ok_or_else(|| JupyterError::new(StatusCode::NOT_FOUND, format!("Kernel spec {name} not found")))?;
+        Ok(spec.model())
+    });
+    reply(&headers, StatusCode::OK, found)
+}
+
+/// `GET /api/kernels`: the caller's kernels.
+pub(crate) async fn list_kernels(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {
+    let listed = jupyter.caller(&headers, query.as_deref()).map(|caller| jupyter.kernels.of_tenant(&caller.tenant).iter().map(|k| KernelModel::of(k)).collect::<Vec<_>>());
+    reply(&headers, StatusCode::OK, listed)
+}
+
+/// `POST /api/kernels`: a new session behind a new kernel id.
+pub(crate) async fn start_kernel(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery, body: Bytes) -> Response {
+    let started = async {
+        let caller = jupyter.caller(&headers, query.as_deref())?;
+        let asked: StartKernel = if body.iter().all(u8::is_ascii_whitespace) {
+            StartKernel::default()
+        } else {
+            serde_json::from_slice(&body).map_err(|e| JupyterError::bad_request(format!("the request body is not a kernel to start: {e}")))?
+        };
+        let name = asked.name.filter(|n| !n.is_empty()).unwrap_or_else(|| specs::DEFAULT_SPEC.to_owned());
+        let spec = jupyter.specs.iter().find(|s| s.name == name).ok_or_else(|| JupyterError::new(StatusCode::NOT_FOUND, format!("No such kernel named {name}")))?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let session_id = format!("jupyter-{}", id.replace('-', ""));
+        let open = OpenSession { session_id: session_id.clone(), ttl: Some(jupyter.session_ttl), runtime: Some(spec.runtime) };
+        jupyter.service.open_session(&caller, open).await?;
+        // Enterprise Gateway's convention: the client's KERNEL_* variables reach the kernel.
+        let env = asked.env.into_iter().filter(|(k, _)| k.starts_with("KERNEL_")).collect();
+        let record = Record { id: id.clone(), tenant: caller.tenant.clone(), spec: spec.name.to_owned(), session_id, env };
+        jupyter.learn_python_version(&caller, spec.name, &record.session_id).await;
+        let kernel = jupyter.kernels.insert(record).await;
+        tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, kernel = %id, spec = spec.name, "kernel started");
+        Ok::<_, JupyterError>(KernelModel::of(&kernel))
+    }
+    .await;
+    let location = started.as_ref().ok().and_then(|model| HeaderValue::from_str(&format!("/api/kernels/{}", model.id)).ok());
+    let mut response = reply(&headers, StatusCode::CREATED, started);
+    if let Some(location) = location {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
+}
+
+/// `GET /api/kernels/{id}`.
+pub(crate) async fn get_kernel(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery, Path(id): Path<String>) -> Response {
+    let found = jupyter.caller(&headers, query.as_deref()).and_then(|caller| jupyter.kernel(&caller, &id)).map(|k| KernelModel::of(&k));
+    reply(&headers, StatusCode::OK, found)
+}
+
+/// `DELETE /api/kernels/{id}`: the run stopped, the session and its files removed.
+pub(crate) async fn shut_down(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery, Path(id): Path<String>) -> Response {
+    let removed = async {
+        let caller = jupyter.caller(&headers, query.as_deref())?;
+        let kernel = jupyter.kernel(&caller, &id)?;
+        jupyter.shut_down(&caller, &kernel).await
+    }
+    .await;
+    no_content(&headers, removed)
+}
+
+/// `POST /api/kernels/{id}/interrupt`: the running cell ends with `KeyboardInterrupt`.
+pub(crate) async fn interrupt(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery, Path(id): Path<String>) -> Response {
+    let interrupted = jupyter.caller(&headers, query.as_deref()).and_then(|caller| {
+        let kernel = jupyter.kernel(&caller, &id)?;
+        jupyter.service.interrupt(&caller, &kernel.record.session_id);
+        Ok(())
+    });
+    no_content(&headers, interrupted)
+}
+
+/// `POST /api/kernels/{id}/restart`: a fresh namespace over the same files.
+pub(crate) async fn restart(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery, Path(id): Path<String>) -> Response {
+    let restarted = async {
+        let caller = jupyter.caller(&headers, query.as_deref())?;
+        let kernel = jupyter.kernel(&caller, &id)?;
+        jupyter.restart(&caller, &kernel).await?;
+        Ok::<_, JupyterError>(KernelModel::of(&kernel))
+    }
+    .await;
+    reply(&headers, StatusCode::OK, restarted)
+}
+
+impl Jupyter {
+    /// Stops the kernel's run and removes it with its session.
+    pub(crate) async fn shut_down(&self, caller: &crate::interpreter_service::Caller, kernel: &Kernel) -> Result<(), JupyterError> {
+        self.service.interrupt(caller, &kernel.record.session_id);
+        kernel.abort_queued();
+        self.kernels.remove(&kernel.record.id).await;
+        self.service.close_session(caller, kernel.record.session_id.clone()).await?;
+        tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, kernel = %kernel.record.id, "kernel shut down");
+        Ok(())
+    }
+
+    /// Stops the kernel's run and starts its namespace afresh, telling
+    /// every socket (`restarting`, then `idle` under the new header session).
+    pub(crate) async fn restart(&self, caller: &crate::interpreter_service::Caller, kernel: &Kernel) -> Result<(), JupyterError> {
+        self.service.interrupt(caller, &kernel.record.session_id);
+        kernel.abort_queued();
+        let empty = serde_json::Map::new();
+        kernel.publish(kernel.sender().frame("status", "iopub", &empty, &serde_json::json!({ "execution_state": "restarting" })));
+        // The interrupted cell lets go of the session before it restarts.
+        let _running = kernel.queue.lock().await;
+        self.service.restart_session(caller, kernel.record.session_id.clone()).await?;
+        kernel.restarted();
+        kernel.publish(kernel.sender().frame("status", "iopub", &empty, &serde_json::json!({ "execution_state": "idle" })));
+        Ok(())
+    }
+}

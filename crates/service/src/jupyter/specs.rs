@@ -1,0 +1,95 @@
+//! The kernelspecs offered: `python3`, the default, runs the data runtime
+//! (numpy, pandas, matplotlib) when the service has it; `python3-stdlib`
+//! runs the standard-library runtime, which starts fastest.
+
+use anypath_sandbox::Runtime;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The default kernelspec's name, as Jupyter's clients expect it.
+pub(crate) const DEFAULT_SPEC: &str = "python3";
+/// The standard-library kernelspec, offered beside the data runtime.
+const STDLIB_SPEC: &str = "python3-stdlib";
+
+/// One kernelspec.
+#[derive(Debug, Clone)]
+pub(crate) struct Spec {
+    pub name: &'static str,
+    pub display_name: &'static str,
+    pub runtime: Runtime,
+}
+
+/// The kernelspecs a service with `runtimes` offers, the default first.
+pub(crate) fn offered(runtimes: &[Runtime]) -> Vec<Spec> {
+    let data = runtimes.contains(&Runtime::PythonData);
+    let stdlib = runtimes.contains(&Runtime::Python);
+    let mut specs = Vec::new();
+    if data {
+        specs.push(Spec { name: DEFAULT_SPEC, display_name: "Python 3 (anypath)", runtime: Runtime::PythonData });
+        if stdlib {
+            specs.push(Spec { name: STDLIB_SPEC, display_name: "Python 3, standard library (anypath)", runtime: Runtime::Python });
+        }
+    } else if stdlib {
+        specs.push(Spec { name: DEFAULT_SPEC, display_name: "Python 3, standard library (anypath)", runtime: Runtime::Python });
+    }
+    specs
+}
+
+/// A kernelspec as `GET /api/kernelspecs` lists it.
+#[derive(Debug, Serialize)]
+pub(crate) struct SpecModel {
+    name: &'static str,
+    spec: SpecBody,
+    /// No logos: JupyterLab shows the name's initials.
+    resources: Map<String, Value>,
+}
+
+#[derive(Debug, Serialize)]
+struct SpecBody {
+    /// Never run: kernels start inside the service. JupyterLab requires the field.
+    argv: [&'static str; 2],
+    display_name: &'static str,
+    language: &'static str,
+    interrupt_mode: &'static str,
+    env: Map<String, Value>,
+    metadata: Map<String, Value>,
+}
+
+impl Spec {
+    pub(crate) fn model(&self) -> SpecModel {
+        let body = SpecBody {
+            argv: ["anypath-kernel", "{connection_file}"],
+            display_name: self.display_name,
+            language: "python",
+            interrupt_mode: "message",
+            env: Map::new(),
+            metadata: Map::new(),
+        };
+        SpecModel { name: self.name, spec: body, resources: Map::new() }
+    }
+}
+
+/// `GET /api/kernelspecs`.
+#[derive(Debug, Serialize)]
+pub(crate) struct SpecList {
+    default: &'static str,
+    kernelspecs: std::collections::BTreeMap<&'static str, SpecModel>,
+}
+
+/// The list of `specs`.
+pub(crate) fn list(specs: &[Spec]) -> SpecList {
+    SpecList { default: DEFAULT_SPEC, kernelspecs: specs.iter().map(|s| (s.name, s.model())).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python3_is_the_data_runtime_when_there_is_one() {
+        let both = offered(&[Runtime::Python, Runtime::PythonData]);
+        assert_eq!(both.iter().map(|s| (s.name, s.runtime)).collect::<Vec<_>>(), [(DEFAULT_SPEC, Runtime::PythonData), (STDLIB_SPEC, Runtime::Python)]);
+        let stdlib_only = offered(&[Runtime::Python]);
+        assert_eq!(stdlib_only.iter().map(|s| (s.name, s.runtime)).collect::<Vec<_>>(), [(DEFAULT_SPEC, Runtime::Python)]);
+    }
+}
