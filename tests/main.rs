@@ -17,6 +17,7 @@ mod e2b_api;
 mod e2b_sdk;
 mod fair_share;
 mod jupyter_api;
+mod jupyter_clients;
 mod frontend_dialects;
 mod frontend_providers;
 mod http_api;

@@ -357,3 +357,11 @@ pub fn serve_in_background(app: axum::Router) -> String {
     });
     rx.recv().expect("the server's address")
 }
+
+/// The Jupyter clients' venv Python (`ANYPATH_JUPYTER_PYTHON`, else
+/// `.venv-jupyter/bin/python`): jupyter_server, nbclient, AutoGen, ipykernel.
+pub fn jupyter_python() -> PathBuf {
+    let path = std::env::var_os("ANYPATH_JUPYTER_PYTHON").map(PathBuf::from).unwrap_or_else(|| app::repo().join(".venv-jupyter/bin/python"));
+    assert!(path.is_file(), "python {} is missing: run `cargo xtask test`", path.display());
+    path
+}

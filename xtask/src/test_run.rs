@@ -53,6 +53,7 @@ fn run_passes(budget: &Budget, built: &Built, tools: &TestTools, extra: &[String
             .env("ANYPATH_REDIS_SERVER", &tools.redis_server)
             .env("ANYPATH_NODE", &tools.frontends.node)
             .env("ANYPATH_FRONTENDS", &tools.frontends.dir)
+            .env("ANYPATH_JUPYTER_PYTHON", &tools.jupyter_python)
             .envs(pass.iter().copied());
         if let Some(chromium) = &tools.chromium {
             command.env("ANYPATH_CHROMIUM", chromium);
@@ -133,6 +134,8 @@ struct TestTools {
     redis_server: PathBuf,
     chromium: Option<PathBuf>,
     frontends: crate::frontends::Frontends,
+    /// The Jupyter clients' venv's Python.
+    jupyter_python: PathBuf,
     mdbook: PathBuf,
 }
 
@@ -150,9 +153,10 @@ impl TestTools {
         let python = budget.time_beside("install: llama.cpp server (xllamacpp)", || crate::venv::ensure_library(&crate::venv::XLLAMACPP))?;
         let model = budget.time_beside("install: small model (1.1 GB)", crate::model::ensure_small_model)?;
         let frontends = budget.time_beside("install: Node packages (npm ci)", crate::frontends::ensure)?;
+        let jupyter_python = budget.time_beside("install: Jupyter clients (jupyter_server, nbclient, AutoGen)", crate::jupyter_clients::ensure)?;
         let chromium = budget.time_beside("install: chromium", || Ok(crate::chromium::ensure()))?;
         let mdbook = budget.time_beside("install: mdbook", crate::docs::ensure_mdbook)?;
-        Ok(Self { schemathesis, python, model, redis_server, chromium, frontends, mdbook })
+        Ok(Self { schemathesis, python, model, redis_server, chromium, frontends, jupyter_python, mdbook })
     }
 }
 

@@ -176,6 +176,6 @@ fn installed_version(bin: &Path) -> Option<String> {
     text.split_whitespace().last().map(str::to_owned)
 }
 
-fn python() -> String {
+pub fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
 }

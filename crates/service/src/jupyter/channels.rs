@@ -33,8 +33,24 @@ pub(crate) async fn connect(
     Path(id): Path<String>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    let request_id = crate::serve::request_id(&headers);
-    let admitted = jupyter.caller(&headers, query.as_deref()).and_then(|caller| Ok((jupyter.kernel(&caller, &id)?, caller)));
+    let caller = jupyter.caller(&headers, query.as_deref());
+    open(jupyter, &headers, caller, &id, upgrade)
+}
+
+/// `GET /token/{token}/api/kernels/{id}/channels`: the same, the token in the path.
+pub(crate) async fn connect_with_path_token(
+    State(jupyter): State<Arc<Jupyter>>,
+    headers: HeaderMap,
+    Path((token, id)): Path<(String, String)>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let caller = jupyter.caller_presenting(&headers, Some(token));
+    open(jupyter, &headers, caller, &id, upgrade)
+}
+
+fn open(jupyter: Arc<Jupyter>, headers: &HeaderMap, caller: Result<Caller, JupyterError>, id: &str, upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>) -> Response {
+    let request_id = crate::serve::request_id(headers);
+    let admitted = caller.and_then(|caller| Ok((jupyter.kernel(&caller, id)?, caller)));
     let (kernel, caller) = match admitted {
         Ok(admitted) => admitted,
         Err(e) => return e.into_response_for(&request_id),

@@ -68,6 +68,10 @@ pub fn router(state: &Arc<AppState>) -> Option<Router> {
         .route("/api/kernels/{id}/interrupt", post(rest::interrupt))
         .route("/api/kernels/{id}/restart", post(rest::restart))
         .route("/api/kernels/{id}/channels", get(channels::connect))
+        // jupyter_server's gateway kernel client (nbclient, papermill) opens
+        // the websocket without its auth header: its `GatewayClient.ws_url`
+        // can carry the token in the path instead.
+        .route("/token/{token}/api/kernels/{id}/channels", get(channels::connect_with_path_token))
         .with_state(jupyter);
     Some(router)
 }
@@ -86,7 +90,11 @@ fn presented_token(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
 impl Jupyter {
     /// The caller presenting the request's token, acting for its tenant.
     fn caller(&self, headers: &HeaderMap, query: Option<&str>) -> Result<Caller, JupyterError> {
-        let token = presented_token(headers, query);
+        self.caller_presenting(headers, presented_token(headers, query))
+    }
+
+    /// The caller presenting `token`, acting for its tenant.
+    fn caller_presenting(&self, headers: &HeaderMap, token: Option<String>) -> Result<Caller, JupyterError> {
         let tenant = self.state.tenant_of_token(token.as_deref(), headers).ok_or_else(JupyterError::unauthorized)?;
         Ok(self.service.tenant_caller(tenant, headers, crate::serve::request_id(headers)))
     }

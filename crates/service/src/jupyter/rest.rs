@@ -188,16 +188,16 @@ impl Jupyter {
     }
 
     /// Stops the kernel's run and starts its namespace afresh, telling
-    /// every socket (`restarting`, then `idle` under the new header session).
+    /// every socket `idle` under the new header session. (A `restarting`
+    /// status from the kernel itself would read as an automatic restart.)
     pub(crate) async fn restart(&self, caller: &crate::interpreter_service::Caller, kernel: &Kernel) -> Result<(), JupyterError> {
         self.service.interrupt(caller, &kernel.record.session_id);
         kernel.abort_queued();
-        let empty = serde_json::Map::new();
-        kernel.publish(kernel.sender().frame("status", "iopub", &empty, &serde_json::json!({ "execution_state": "restarting" })));
         // The interrupted cell lets go of the session before it restarts.
         let _running = kernel.queue.lock().await;
         self.service.restart_session(caller, kernel.record.session_id.clone()).await?;
         kernel.restarted();
+        let empty = serde_json::Map::new();
         kernel.publish(kernel.sender().frame("status", "iopub", &empty, &serde_json::json!({ "execution_state": "idle" })));
         Ok(())
     }
