@@ -441,7 +441,13 @@ impl LiveInstance {
             // Stopped before any code ran: the instance and its state stay.
             return Err(ExecError::Interrupted {});
         }
+        if request.interrupt.is_some() {
+            // An interrupt then raises KeyboardInterrupt in the cell, which keeps the state.
+            let runtime = self.runtime.clone();
+            runtime.arm_keyboard(instance).await;
+        }
         engine::arm(&mut instance.store, limits)?;
+        let graceful = instance.store.data().keyboard.is_some();
         instance.store.data_mut().interrupt = request.interrupt.clone();
         let input = wit::CellInput {
             code: request.code,
@@ -463,11 +469,19 @@ impl LiveInstance {
                 Guest::Data(data) => data.run_cell(&mut *store, &input).await,
             }
         };
-        let called = engine::call_interruptible(limits, request.interrupt.as_ref(), call).await;
+        let called = engine::call_interruptible(limits, request.interrupt.as_ref(), graceful, call).await;
         guest.stdout.detach();
         // Settled while the interrupt is still armed, so an epoch trap it caused reads as an interrupt.
         let settled = engine::settle(store, limits, metrics, called);
         store.data_mut().interrupt = None;
+        let tripped = store.data_mut().tripped_at.take().is_some();
+        if tripped
+            && settled.is_ok()
+            && let Some(trip) = store.data().keyboard
+        {
+            // The run may have ended before reaching the trip: the next must not start interrupted.
+            trip.withdraw();
+        }
         let (output, memory_refused) = match settled {
             Ok(settled) => settled,
             Err(error) => {
