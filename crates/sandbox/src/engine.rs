@@ -195,6 +195,8 @@ pub(crate) async fn load(engine_config: Config, component: &Path, cache_dir: &Pa
     // Serve wasi:filesystem/types through the quota check instead.
     linker.allow_shadowing(true);
     filesystem_types::add_to_linker::<GuestState, QuotaFs>(&mut linker, GuestState::quota_fs).map_err(StartError::Link)?;
+    // And wasi:io/poll.poll through one an interrupt wakes (a sleep ends by KeyboardInterrupt).
+    crate::keyboard_interrupt::add_to_linker(&mut linker).map_err(StartError::Link)?;
     linker.allow_shadowing(false);
     let ticker = EpochTicker::start(engine).map_err(StartError::Thread)?;
     Ok(Loaded { component, linker, ticker, state })

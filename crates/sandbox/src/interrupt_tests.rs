@@ -155,27 +155,51 @@ async fn interrupted_then_fresh(sessions: &SessionRuntime, code: &str) {
     assert!(next.state_reset, "the next run says the state was reset: {next:#?}");
 }
 
+/// A sleep is woken and ends by KeyboardInterrupt too.
 #[test]
-fn a_sleep_blocked_in_the_host_is_interrupted() {
-    runtime().block_on(interrupted_then_fresh(python(), "import time\ntime.sleep(30)"));
+fn a_sleep_blocked_in_the_host_is_interrupted_and_keeps_the_state() {
+    let sessions = python();
+    runtime().block_on(interrupted_keeps_state(sessions, "import time\ntime.sleep(30)"));
 }
 
 #[test]
 fn a_tight_loop_is_interrupted_and_keeps_the_state() {
-    // Started outside the runtime: starting it blocks on the runtime too.
     let sessions = python();
     runtime().block_on(interrupted_keeps_state(sessions, "while True:\n    pass"));
 }
 
 #[test]
-fn a_data_runtime_sleep_is_interrupted() {
-    runtime().block_on(interrupted_then_fresh(python_data(), "import time\ntime.sleep(30)"));
+fn a_data_runtime_sleep_is_interrupted_and_keeps_the_state() {
+    let sessions = python_data();
+    runtime().block_on(interrupted_keeps_state(sessions, "import time\ntime.sleep(30)"));
 }
 
 #[test]
 fn a_data_runtime_tight_loop_is_interrupted_and_keeps_the_state() {
     let sessions = python_data();
     runtime().block_on(interrupted_keeps_state(sessions, "while True:\n    pass"));
+}
+
+/// Code that swallows its KeyboardInterrupt is trapped once the grace has
+/// passed, as before, in a loop and in a sleep.
+#[test]
+fn code_that_swallows_the_interrupt_is_trapped_after_the_grace() {
+    let sessions = python();
+    runtime().block_on(async {
+        let swallowing = "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass";
+        let started = Instant::now();
+        interrupted_then_fresh(sessions, swallowing).await;
+        assert!(started.elapsed() >= INTERRUPT_AFTER + crate::engine::INTERRUPT_GRACE);
+        let sleeping = "import time\nwhile True:\n    try:\n        time.sleep(30)\n    except KeyboardInterrupt:\n        pass";
+        interrupted_then_fresh(sessions, sleeping).await;
+    });
+}
+
+/// With SIGINT ignored nothing would raise: the interrupt traps at once.
+#[test]
+fn a_data_runtime_cell_ignoring_sigint_is_trapped() {
+    let sessions = python_data();
+    runtime().block_on(interrupted_then_fresh(sessions, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"));
 }
 
 /// Both runtimes' CPython signal state is found (so their interrupts keep the state).

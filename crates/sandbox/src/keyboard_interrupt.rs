@@ -205,6 +205,73 @@ pub(crate) fn check_after() -> Duration {
     CHECK_AFTER
 }
 
+/// The `wasi:io/poll` instance whose `poll` [`add_to_linker`] shadows (as wasmtime-wasi names it).
+const POLL_INSTANCE: &str = "wasi:io/poll@0.2.12";
+
+/// Serves `wasi:io/poll`'s `poll` and `pollable.block` so that an
+/// interrupt wakes a guest blocked in them (a sleep), which is then
+/// tripped: the sleep returns early and the cell raises `KeyboardInterrupt`
+/// at its next eval-breaker check. Only when the guest would raise it;
+/// otherwise they wait as before (the interrupt then drops the call after
+/// the grace). A woken `poll` reports every pollable ready: in a session
+/// only clocks and files are polled, and a file is always ready.
+pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<crate::guest::GuestState>) -> wasmtime::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime_wasi::p2::DynPollable;
+    use wasmtime_wasi::p2::bindings::io::poll::{Host as _, HostPollable as _};
+    let mut poll = linker.instance(POLL_INSTANCE)?;
+    poll.func_wrap_async("poll", |mut store, (pollables,): (Vec<Resource<DynPollable>>,)| {
+        Box::new(async move {
+            let count = pollables.len() as u32;
+            let interrupt = waking_interrupt(store.data());
+            let table = wasmtime_wasi::WasiView::ctx(store.data_mut()).table;
+            match woken(interrupt, table.poll(pollables)).await {
+                Some(ready) => Ok((ready?,)),
+                None => {
+                    trip_now(store.data_mut());
+                    Ok(((0..count).collect(),))
+                }
+            }
+        })
+    })?;
+    poll.func_wrap_async("[method]pollable.block", |mut store, (pollable,): (Resource<DynPollable>,)| {
+        Box::new(async move {
+            let interrupt = waking_interrupt(store.data());
+            let table = wasmtime_wasi::WasiView::ctx(store.data_mut()).table;
+            match woken(interrupt, table.block(pollable)).await {
+                Some(blocked) => blocked,
+                None => {
+                    trip_now(store.data_mut());
+                    Ok(())
+                }
+            }
+        })
+    })
+}
+
+/// The run's interrupt, when raising it would make the guest raise `KeyboardInterrupt`.
+fn waking_interrupt(state: &crate::guest::GuestState) -> Option<crate::Interrupt> {
+    state.interrupt.clone().filter(|_| state.keyboard.is_some_and(|trip| trip.handled()))
+}
+
+/// What `waiting` gives, or `None` when `interrupt` is raised first.
+async fn woken<T>(interrupt: Option<crate::Interrupt>, waiting: impl std::future::Future<Output = T>) -> Option<T> {
+    match interrupt {
+        None => Some(waiting.await),
+        Some(interrupt) => tokio::select! {
+            done = waiting => Some(done),
+            () = interrupt.raised() => None,
+        },
+    }
+}
+
+/// Trips the guest, stopped in a host call, unless this run already did.
+fn trip_now(state: &mut crate::guest::GuestState) {
+    if state.tripped_at.is_none() && state.keyboard.is_some_and(|trip| trip.trip()) {
+        state.tripped_at = Some(Instant::now());
+    }
+}
+
 /// One instance's view of its signal state: the host address and length of
 /// the memory the layout is in.
 #[derive(Debug, Clone, Copy)]
