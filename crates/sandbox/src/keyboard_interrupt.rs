@@ -63,8 +63,9 @@ pub(crate) struct SignalLayout {
 }
 
 impl SignalLayout {
+    /// One past the last byte the trip reads or writes.
     fn end(&self) -> usize {
-        [self.tripped, self.func, self.is_tripped + 8, self.eval_breaker].into_iter().max().unwrap_or(0) as usize + 4
+        [self.tripped, self.func, self.is_tripped, self.eval_breaker].into_iter().max().unwrap_or(0) as usize + 8 + 4
     }
 }
 
@@ -183,7 +184,7 @@ pub(crate) fn layout(memory_index: usize, memory: &[u8], probed: &Probed, func: 
     let tripped = func.checked_sub(4).ok_or_else(|| CalibrationError::NotFound("handler slot at 0".into()))?;
     let handlers = tripped.checked_sub(8 * SIGINT).ok_or_else(|| CalibrationError::NotFound("handler array before 0".into()))?;
     // handlers[NSIG] of {int, pointer}, then wakeup {fd, warn_on_full_buffer}.
-    let is_tripped = handlers + 8 * probed.nsig + 8;
+    let is_tripped = handlers.checked_add(8 * probed.nsig + 8).filter(|at| at.checked_add(12).is_some()).ok_or_else(|| CalibrationError::NotFound("signal state past 4 GiB".into()))?;
     let expected = [(is_tripped - 8, u32::MAX), (is_tripped - 4, 1), (is_tripped, 0), (is_tripped + 4, probed.default_handler), (is_tripped + 8, probed.ignore_handler), (tripped, 0)];
     if let Some((at, value)) = expected.iter().find(|&&(at, value)| word(memory, at) != Some(value)) {
         return Err(CalibrationError::NotFound(format!("the signal state does not match at {at:#x}: expected {value:#x}, found {:?}", word(memory, *at))));
