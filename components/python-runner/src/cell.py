@@ -11,6 +11,7 @@ import builtins
 import gc
 import linecache
 import os
+import signal
 import sys
 import traceback
 
@@ -45,6 +46,12 @@ def _session_namespace():
         # As in IPython, `display` needs no import, in cells and in the
         # modules they load.
         builtins.display = display
+        # As in a notebook kernel, SIGINT raises KeyboardInterrupt: the host
+        # interrupts a run by tripping it, and the session keeps its state.
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        except (OSError, ValueError):
+            pass  # then an interrupt resets the session instead
     return _namespace
 
 

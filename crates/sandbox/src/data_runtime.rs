@@ -82,8 +82,11 @@ const BASE_ENV: [(&str, &str); 5] = [
 /// pre-initialised image must hold no open descriptor from here on.
 pub(crate) const FIRST_FREE_FD: u32 = 8;
 /// Run at every instance's start: what must differ between instances made
-/// from one image (random state) is made anew (`cell_report.py`).
-const INSTANCE_START: &str = "__import__('anypath_cell_report').instance_started()\n";
+/// from one image (random state) is made anew (`cell_report.py`), and
+/// SIGINT raises `KeyboardInterrupt`, so that an interrupt keeps the state
+/// (the pre-initialised image holds cell code from before it did so itself).
+const INSTANCE_START: &str = "__import__('anypath_cell_report').instance_started()\n\
+    __import__('signal').signal(2, __import__('signal').default_int_handler)\n";
 /// Precedes the JSON report on stdout (`data_runtime/cell_report.py`).
 const REPORT_MARKER: &[u8] = b"\x1eanypath-cell-report ";
 /// Output kept per stream between two drains beyond what the run's caps

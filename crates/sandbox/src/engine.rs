@@ -31,6 +31,10 @@ const KEEP_RESIDENT_BYTES: usize = 64 << 20;
 const HOSTCALL_FUEL: usize = 128 << 20;
 /// Largest memory cap the engine reserves room for, whatever the policy says.
 const MAX_MEMORY_CAP: u64 = 4 << 30;
+/// How long an interrupted guest has to end by its `KeyboardInterrupt`
+/// before it is trapped as before (a handler that swallows it, a call
+/// blocked in the host).
+pub(crate) const INTERRUPT_GRACE: Duration = Duration::from_millis(500);
 
 /// A runtime could not start.
 #[derive(Debug, thiserror::Error)]
@@ -191,6 +195,8 @@ pub(crate) async fn load(engine_config: Config, component: &Path, cache_dir: &Pa
     // Serve wasi:filesystem/types through the quota check instead.
     linker.allow_shadowing(true);
     filesystem_types::add_to_linker::<GuestState, QuotaFs>(&mut linker, GuestState::quota_fs).map_err(StartError::Link)?;
+    // And wasi:io/poll.poll through one an interrupt wakes (a sleep ends by KeyboardInterrupt).
+    crate::keyboard_interrupt::add_to_linker(&mut linker).map_err(StartError::Link)?;
     linker.allow_shadowing(false);
     let ticker = EpochTicker::start(engine).map_err(StartError::Thread)?;
     Ok(Loaded { component, linker, ticker, state })
@@ -229,14 +235,26 @@ pub(crate) fn new_store(engine: &Engine, state: GuestState) -> wasmtime::Result<
     store.limiter(|s| &mut s.memory);
     store.set_fuel(u64::MAX)?;
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|ctx| {
-        let interrupted = ctx.data().interrupt.as_ref().is_some_and(crate::Interrupt::is_interrupted);
-        if interrupted || Instant::now() >= ctx.data().deadline {
-            Ok(UpdateDeadline::Interrupt)
-        } else {
-            // Yield so other requests on this executor thread make progress.
-            Ok(UpdateDeadline::Yield(1))
+    store.epoch_deadline_callback(|mut ctx| {
+        let now = Instant::now();
+        let state = ctx.data_mut();
+        let interrupted = state.interrupt.as_ref().is_some_and(crate::Interrupt::is_interrupted);
+        if now >= state.deadline {
+            return Ok(UpdateDeadline::Interrupt);
         }
+        if interrupted {
+            // A Jupyter-style interrupt first: the guest is stopped at this
+            // check, on this thread, so its signal state can be set as a
+            // C signal handler would; it raises at its next eval-breaker
+            // check. Trapped after the grace, or at once without a handler.
+            match (state.keyboard, state.tripped_at) {
+                (Some(trip), None) if trip.trip() => state.tripped_at = Some(now),
+                (Some(_), Some(at)) if now < at + INTERRUPT_GRACE => {}
+                _ => return Ok(UpdateDeadline::Interrupt),
+            }
+        }
+        // Yield so other requests on this executor thread make progress.
+        Ok(UpdateDeadline::Yield(1))
     });
     Ok(store)
 }
@@ -281,13 +299,15 @@ pub(crate) enum Dropped {
 /// and the host's grace have passed: a call blocked in the host never sees
 /// the epoch.
 pub(crate) async fn call<T>(limits: &Limits, call: impl Future<Output = wasmtime::Result<T>>) -> Called<T> {
-    call_interruptible(limits, None, call).await
+    call_interruptible(limits, None, false, call).await
 }
 
-/// [`call`], also dropped as soon as `interrupt` is raised: a call blocked
-/// in the host (a sleep) never reaches the epoch check that stops running
-/// wasm, so the host's await of it must be woken too.
-pub(crate) async fn call_interruptible<T>(limits: &Limits, interrupt: Option<&crate::Interrupt>, call: impl Future<Output = wasmtime::Result<T>>) -> Called<T> {
+/// [`call`], also dropped once `interrupt` is raised: a call blocked in the
+/// host (a sleep) never reaches the epoch check that stops running wasm, so
+/// the host's await of it must be woken too. When the guest can be sent a
+/// `KeyboardInterrupt` (`graceful`), it is given [`INTERRUPT_GRACE`] (and a
+/// tick) to end by it first.
+pub(crate) async fn call_interruptible<T>(limits: &Limits, interrupt: Option<&crate::Interrupt>, graceful: bool, call: impl Future<Output = wasmtime::Result<T>>) -> Called<T> {
     let raised = async {
         match interrupt {
             Some(interrupt) => interrupt.raised().await,
@@ -295,11 +315,20 @@ pub(crate) async fn call_interruptible<T>(limits: &Limits, interrupt: Option<&cr
         }
     };
     on_own_thread(async {
+        let call = tokio::time::timeout(limits.timeout() + HOST_GRACE, call);
+        tokio::pin!(call);
         tokio::select! {
             // The interrupt first: one raised before the call starts never lets it run.
             biased;
-            () = raised => Err(Dropped::Interrupted),
-            finished = tokio::time::timeout(limits.timeout() + HOST_GRACE, call) => finished.map_err(|_| Dropped::Deadline),
+            () = raised => {}
+            finished = &mut call => return finished.map_err(|_| Dropped::Deadline),
+        }
+        if !graceful {
+            return Err(Dropped::Interrupted);
+        }
+        match tokio::time::timeout(INTERRUPT_GRACE + EPOCH_TICK * 2, &mut call).await {
+            Ok(finished) => finished.map_err(|_| Dropped::Deadline),
+            Err(_) => Err(Dropped::Interrupted),
         }
     })
     .await

@@ -36,6 +36,11 @@ pub(crate) struct GuestState {
     pub(crate) open_files: usize,
     /// Stops the call in progress when raised (armed for one run).
     pub(crate) interrupt: Option<crate::Interrupt>,
+    /// Raises `KeyboardInterrupt` in the guest instead, when its signal
+    /// state was found (a session instance whose run has an interrupt).
+    pub(crate) keyboard: Option<crate::keyboard_interrupt::KeyboardTrip>,
+    /// When this run's interrupt was turned into a `KeyboardInterrupt`.
+    pub(crate) tripped_at: Option<Instant>,
 }
 
 impl GuestState {
@@ -67,7 +72,7 @@ impl GuestState {
     /// environment, stdio); networking is switched off here whatever it says.
     pub(crate) fn from_builder(mut builder: WasiCtxBuilder, memory_cap: u64, deadline: Instant) -> Self {
         let wasi = builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false).build();
-        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None, open_files: 0, interrupt: None }
+        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None, open_files: 0, interrupt: None, keyboard: None, tripped_at: None }
     }
 
     /// The view `wasi:filesystem/types` is served through: wasmtime-wasi's,

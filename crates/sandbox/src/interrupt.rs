@@ -1,9 +1,12 @@
 //! Stopping a running session cell from elsewhere: a client that went
 //! away, a kernel interrupt, a sandbox being killed. The cell's store sees
-//! the flag at its next epoch tick (running wasm), and the host's await of
-//! the call is woken (a guest blocked in a host call, such as a sleep,
-//! never reaches an epoch check). Like any trap, an interrupted cell drops
-//! its instance: the session's files stay, its Python state is reset.
+//! the flag at its next epoch tick (running wasm), and a guest blocked in a
+//! sleep is woken. Where the runtime's CPython signal state is known
+//! (`keyboard_interrupt`), the cell then raises `KeyboardInterrupt` and the
+//! session keeps its state, as in a notebook; a cell that does not end
+//! within the grace, or one no Python handler would interrupt, is trapped:
+//! like any trap, that drops its instance (the files stay, the Python state
+//! is reset).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,19 +1,24 @@
-//! Stopping a session's running cell from another task: a cell blocked in a
-//! host call (a sleep), one running wasm (a tight loop), and an interrupt
-//! raised before the run starts, on both runtimes' live instances.
+//! Stopping a session's running cell from another task: one running wasm (a
+//! tight loop) ends by `KeyboardInterrupt` and the session keeps its state;
+//! one blocked in a host call (a sleep) is trapped after the grace and the
+//! state reset; an interrupt raised before the run starts runs nothing; on
+//! both runtimes' live instances.
 //!
 //! Needs the runner component and the data runtime: `cargo xtask test` sets
 //! `ANYPATH_RUNNER` and `ANYPATH_PYTHON_DATA`.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::{BlockRunner, CellReport, CellRequest, DataVariant, ExecError, Interrupt, LimitOverrides, Limits, LiveInstance, PythonDataConfig, RunnerConfig, SessionRuntime};
 
 /// How long the interrupting task waits once the cell has started, so that
 /// it lands inside the sleep or the loop rather than on the way there.
-const INTERRUPT_AFTER: Duration = Duration::from_millis(300);
+const INTERRUPT_AFTER: Duration = Duration::from_millis(200);
+
+/// An interrupted loop must end within this of the interrupt.
+const KEYBOARD_INTERRUPT_WITHIN: Duration = Duration::from_secs(1);
 
 /// How often the interrupting task looks for the cell's start marker.
 const MARKER_POLL: Duration = Duration::from_millis(20);
@@ -90,7 +95,8 @@ async fn run_ok(live: &mut LiveInstance, code: &str) -> CellReport {
 /// Runs `code`, which first creates `started` in the session directory and
 /// then never ends by itself; another task interrupts it once the marker
 /// shows (the cell is then inside its guest call) and a moment has passed.
-async fn run_interrupted(live: &mut LiveInstance, dir: &Path, code: &str) -> CellReport {
+/// Also gives how long the run went on after the interrupt.
+async fn run_interrupted(live: &mut LiveInstance, dir: &Path, code: &str) -> (CellReport, Duration) {
     let marker = dir.join("started");
     let interrupt = Interrupt::new();
     let stopper = interrupt.clone();
@@ -102,11 +108,35 @@ async fn run_interrupted(live: &mut LiveInstance, dir: &Path, code: &str) -> Cel
         stopper.interrupt();
         // Idempotent: a second raise changes nothing.
         stopper.interrupt();
+        Instant::now()
     });
     let code = format!("open('/mnt/data/started', 'w').close()\n{code}");
     let report = live.run(CellRequest { interrupt: Some(interrupt), ..cell(&code) }).await;
-    stopping.await.expect("the interrupting task ends");
-    report
+    let raised_at = stopping.await.expect("the interrupting task ends");
+    (report, raised_at.elapsed())
+}
+
+/// The interrupted loop ends within a second by a `KeyboardInterrupt`
+/// raised in it, reported as the cell's exception; the instance and the
+/// names earlier cells defined stay.
+async fn interrupted_keeps_state(sessions: &SessionRuntime, code: &str) {
+    let (mut live, dir) = session(sessions);
+    run_ok(&mut live, "x = 41").await;
+    let (report, after) = run_interrupted(&mut live, dir.path(), code).await;
+    assert!(
+        matches!(&report.error, Some(ExecError::Exception { type_name, .. }) if type_name == "KeyboardInterrupt"),
+        "{report:#?}"
+    );
+    assert!(after < KEYBOARD_INTERRUPT_WITHIN, "the loop went on for {after:?} after the interrupt");
+    assert_eq!(report.exit_code, 1);
+    assert!(!report.state_reset, "{report:#?}");
+    assert!(live.is_live());
+    let next = run_ok(&mut live, "x + 1").await;
+    assert_eq!(next.results.first().map(|r| r.text.as_str()), Some("42"), "{next:#?}");
+    assert!(!next.state_reset, "{next:#?}");
+    // The interrupt was consumed: a later run is not interrupted.
+    let later = run_ok(&mut live, "import time\nfor _ in range(20):\n    time.sleep(0.01)\nprint(x)").await;
+    assert_eq!(later.output.stdout, "41\n");
 }
 
 /// The interrupted run reports the interrupt (not the limit it would
@@ -115,7 +145,7 @@ async fn run_interrupted(live: &mut LiveInstance, dir: &Path, code: &str) -> Cel
 async fn interrupted_then_fresh(sessions: &SessionRuntime, code: &str) {
     let (mut live, dir) = session(sessions);
     run_ok(&mut live, "open('/mnt/data/kept.txt', 'w').write('still here')\nx = 1").await;
-    let report = run_interrupted(&mut live, dir.path(), code).await;
+    let (report, _) = run_interrupted(&mut live, dir.path(), code).await;
     assert_eq!(report.error, Some(ExecError::Interrupted {}), "{report:#?}");
     assert_ne!(report.exit_code, 0);
     assert!(report.state_reset, "the interrupted instance is dropped: {report:#?}");
@@ -125,24 +155,64 @@ async fn interrupted_then_fresh(sessions: &SessionRuntime, code: &str) {
     assert!(next.state_reset, "the next run says the state was reset: {next:#?}");
 }
 
+/// A sleep is woken and ends by KeyboardInterrupt too.
 #[test]
-fn a_sleep_blocked_in_the_host_is_interrupted() {
-    runtime().block_on(interrupted_then_fresh(python(), "import time\ntime.sleep(60)"));
+fn a_sleep_blocked_in_the_host_is_interrupted_and_keeps_the_state() {
+    let sessions = python();
+    runtime().block_on(interrupted_keeps_state(sessions, "import time\ntime.sleep(30)"));
 }
 
 #[test]
-fn a_tight_loop_is_interrupted() {
-    runtime().block_on(interrupted_then_fresh(python(), "while True:\n    pass"));
+fn a_tight_loop_is_interrupted_and_keeps_the_state() {
+    let sessions = python();
+    runtime().block_on(interrupted_keeps_state(sessions, "while True:\n    pass"));
 }
 
 #[test]
-fn a_data_runtime_sleep_is_interrupted() {
-    runtime().block_on(interrupted_then_fresh(python_data(), "import time\ntime.sleep(60)"));
+fn a_data_runtime_sleep_is_interrupted_and_keeps_the_state() {
+    let sessions = python_data();
+    runtime().block_on(interrupted_keeps_state(sessions, "import time\ntime.sleep(30)"));
 }
 
 #[test]
-fn a_data_runtime_tight_loop_is_interrupted() {
-    runtime().block_on(interrupted_then_fresh(python_data(), "while True:\n    pass"));
+fn a_data_runtime_tight_loop_is_interrupted_and_keeps_the_state() {
+    let sessions = python_data();
+    runtime().block_on(interrupted_keeps_state(sessions, "while True:\n    pass"));
+}
+
+/// Code that swallows its KeyboardInterrupt is trapped once the grace has
+/// passed, as before, in a loop and in a sleep.
+#[test]
+fn code_that_swallows_the_interrupt_is_trapped_after_the_grace() {
+    let sessions = python();
+    runtime().block_on(async {
+        let swallowing = "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass";
+        let started = Instant::now();
+        interrupted_then_fresh(sessions, swallowing).await;
+        assert!(started.elapsed() >= INTERRUPT_AFTER + crate::engine::INTERRUPT_GRACE);
+        let sleeping = "import time\nwhile True:\n    try:\n        time.sleep(30)\n    except KeyboardInterrupt:\n        pass";
+        interrupted_then_fresh(sessions, sleeping).await;
+    });
+}
+
+/// With SIGINT ignored nothing would raise: the interrupt traps at once.
+#[test]
+fn a_data_runtime_cell_ignoring_sigint_is_trapped() {
+    let sessions = python_data();
+    runtime().block_on(interrupted_then_fresh(sessions, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"));
+}
+
+/// Both runtimes' CPython signal state is found (so their interrupts keep the state).
+#[test]
+fn the_signal_state_of_both_runtimes_is_found() {
+    let (python, data) = (python(), python_data());
+    runtime().block_on(async {
+        for sessions in [python, data] {
+            let layout = sessions.signal_layout().await;
+            eprintln!("{}: {layout:?}", sessions.runtime());
+            assert!(layout.is_some(), "{}", sessions.runtime());
+        }
+    });
 }
 
 /// Raised before the run, the interrupt stops it before any code runs: the

@@ -21,6 +21,7 @@ mod guest;
 mod interrupt;
 #[cfg(test)]
 mod interrupt_tests;
+mod keyboard_interrupt;
 pub mod limits;
 pub mod live;
 mod live_frames;

@@ -6,7 +6,9 @@
 //! the instance is then dropped and the next run starts a fresh one on the
 //! same directory: the files stay, the in-memory state is reset, as when a
 //! notebook kernel restarts. Both reports say so. A run stopped from
-//! outside through its [`Interrupt`] ends the same way, for now.
+//! outside through its [`Interrupt`] ends by a `KeyboardInterrupt` raised
+//! in its code and keeps the state, or, when the code does not stop by it,
+//! the same way as a trap.
 //!
 //! A session's directory may be put under a write quota (`with_quota`),
 //! enforced inside the guest as it writes and recounted from the directory
@@ -60,12 +62,15 @@ pub struct CellRequest {
     /// Where output and results go as they are made, when the caller
     /// streams; the report holds them all again.
     pub live: Option<LiveSink>,
-    /// Stops the run when raised, from any task: running code at the next
-    /// epoch tick, a call blocked in the host (a sleep) at once. The report
-    /// then carries `ExecError::Interrupted`. For now the instance is then
-    /// dropped, as after any trap: the report says `state_reset` and the
-    /// next run starts a fresh instance on the same files. Raised before
-    /// the run starts, it runs nothing and the instance and its state stay.
+    /// Stops the run when raised, from any task, as a notebook's interrupt
+    /// does: a `KeyboardInterrupt` is raised in the code (running code at
+    /// the next epoch tick, a sleep woken at once), reported as the run's
+    /// exception, and the session keeps its state. When that cannot be done
+    /// (SIGINT ignored, the runtime's signal state unknown) or the code has
+    /// not ended half a second later, the run is trapped: the report then
+    /// carries `ExecError::Interrupted` and `state_reset`, and the next run
+    /// starts a fresh instance on the same files. Raised before the run
+    /// starts, it runs nothing and the instance and its state stay.
     pub interrupt: Option<Interrupt>,
 }
 
@@ -441,7 +446,13 @@ impl LiveInstance {
             // Stopped before any code ran: the instance and its state stay.
             return Err(ExecError::Interrupted {});
         }
+        if request.interrupt.is_some() {
+            // An interrupt then raises KeyboardInterrupt in the cell, which keeps the state.
+            let runtime = self.runtime.clone();
+            runtime.arm_keyboard(instance).await;
+        }
         engine::arm(&mut instance.store, limits)?;
+        let graceful = instance.store.data().keyboard.is_some();
         instance.store.data_mut().interrupt = request.interrupt.clone();
         let input = wit::CellInput {
             code: request.code,
@@ -463,11 +474,19 @@ impl LiveInstance {
                 Guest::Data(data) => data.run_cell(&mut *store, &input).await,
             }
         };
-        let called = engine::call_interruptible(limits, request.interrupt.as_ref(), call).await;
+        let called = engine::call_interruptible(limits, request.interrupt.as_ref(), graceful, call).await;
         guest.stdout.detach();
         // Settled while the interrupt is still armed, so an epoch trap it caused reads as an interrupt.
         let settled = engine::settle(store, limits, metrics, called);
         store.data_mut().interrupt = None;
+        let tripped = store.data_mut().tripped_at.take().is_some();
+        if tripped
+            && settled.is_ok()
+            && let Some(trip) = store.data().keyboard
+        {
+            // The run may have ended before reaching the trip: the next must not start interrupted.
+            trip.withdraw();
+        }
         let (output, memory_refused) = match settled {
             Ok(settled) => settled,
             Err(error) => {

@@ -16,6 +16,7 @@ use crate::data_runtime::{DataGuest, DataImage, PythonDataPre};
 use crate::drain_pipe::DrainPipe;
 use crate::engine::{self, EpochTicker, Instance, Profile, StartError};
 use crate::guest::GuestState;
+use crate::keyboard_interrupt::{self as keyboard, CalibrationError, FirstScan, KeyboardTrip, Probed, SignalLayout};
 use crate::limits::Limits;
 use crate::quota_fs::QuotaState;
 use anypath_wire::Runtime;
@@ -130,6 +131,9 @@ struct StateImages {
     component: String,
     /// A bare instance's memories, read on first use.
     baseline: tokio::sync::OnceCell<Arc<Baseline>>,
+    /// Where CPython keeps its SIGINT state, found on first use (`None`
+    /// when it was not found: interrupts then reset the session).
+    signals: tokio::sync::OnceCell<Option<SignalLayout>>,
 }
 
 /// The exports of a session's instance, by runtime.
@@ -295,12 +299,146 @@ impl SessionRuntime {
         engine::on_own_thread(state::restore(&self.states.access, &self.states.component, &baseline, &image, &mut instance.store, &handle)).await?;
         Ok(std::mem::take(&mut image.closed_files))
     }
+
+    /// Lets `instance`'s interrupts raise `KeyboardInterrupt` in the guest
+    /// instead of trapping it, once this runtime's signal state is known
+    /// (found on first use). Nothing changes when it is not.
+    pub(crate) async fn arm_keyboard(&self, instance: &mut Instance<SessionGuest>) {
+        if instance.store.data().keyboard.is_some() {
+            return;
+        }
+        if let Some(layout) = self.signal_layout().await {
+            self.attach_trip(instance, layout).await;
+        }
+    }
+
+    /// Where this runtime's CPython keeps its SIGINT state (found on first use).
+    pub(crate) async fn signal_layout(&self) -> Option<SignalLayout> {
+        *self
+            .states
+            .signals
+            .get_or_init(|| async {
+                match self.calibrate().await {
+                    Ok(layout) => {
+                        tracing::debug!(?layout, runtime = %self.runtime(), "CPython's signal state found: an interrupt raises KeyboardInterrupt");
+                        Some(layout)
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, runtime = %self.runtime(), "CPython's signal state was not found: an interrupt resets the session");
+                        None
+                    }
+                }
+            })
+            .await
+    }
+
+    /// Points `instance`'s epoch callback at its memory's signal state.
+    async fn attach_trip(&self, instance: &mut Instance<SessionGuest>, layout: SignalLayout) {
+        // The trip writes by address: only where memories never move (the
+        // engine reserves the 4 GiB a 32-bit memory can reach, on 64-bit hosts).
+        if !cfg!(target_pointer_width = "64") {
+            return;
+        }
+        let Some(memory) = self.states.access.memories.get(layout.memory) else { return };
+        if engine::arm_for_host(&mut instance.store, STATE_BUDGET).is_err() {
+            return;
+        }
+        let handle = instance.guest.handle;
+        let trip = match memory.read(&mut instance.store, &handle).await {
+            // SAFETY: the whole memory of the store's only instance, which
+            // never moves (above); the trip is kept in that store's data and
+            // used by its epoch callback and between calls only.
+            Ok(bytes) => unsafe { KeyboardTrip::new(bytes, layout) },
+            Err(_) => None,
+        };
+        instance.store.data_mut().keyboard = trip;
+    }
+
+    /// Finds where this runtime's CPython keeps its SIGINT state, in a
+    /// throwaway instance (see `keyboard_interrupt`), checked end to end.
+    async fn calibrate(&self) -> Result<SignalLayout, CalibrationError> {
+        let limits = self.limits();
+        let memory_error = |e: wasmtime::Error| CalibrationError::Memory(format!("{e:#}"));
+        let mut probe = self.start_instance(None, None, None, limits.memory_bytes, false).await.map_err(|e| CalibrationError::Probe(format!("{e:#}")))?;
+        let handle = probe.guest.handle;
+        let memories = &self.states.access.memories;
+        let probed = Probed::parse(&probe_cell(&mut probe, &limits, &keyboard::first_probe()).await?.output.stdout)?;
+        let mut scans = Vec::with_capacity(memories.len());
+        for memory in memories {
+            engine::arm_for_host(&mut probe.store, STATE_BUDGET).map_err(memory_error)?;
+            scans.push(FirstScan::new(memory.read(&mut probe.store, &handle).await.map_err(memory_error)?, &probed));
+        }
+        probe_cell(&mut probe, &limits, &keyboard::second_probe()).await?;
+        let mut found = Vec::new();
+        for (index, (memory, scan)) in memories.iter().zip(&scans).enumerate() {
+            engine::arm_for_host(&mut probe.store, STATE_BUDGET).map_err(memory_error)?;
+            let bytes = memory.read(&mut probe.store, &handle).await.map_err(memory_error)?;
+            match scan.narrow(bytes, &probed) {
+                (funcs, _) if funcs.is_empty() => {}
+                (funcs, limits) => match (&funcs[..], &limits[..]) {
+                    ([func], [limit]) => found.push((index, *func, keyboard::breaker_window(bytes, *limit))),
+                    _ => return Err(CalibrationError::NotFound(format!("{} handler slots and {} thread states in memory {index}", funcs.len(), limits.len()))),
+                },
+            }
+        }
+        let [(index, func, before)] = &found[..] else {
+            return Err(CalibrationError::NotFound(format!("the handler slot was found in {} memories", found.len())));
+        };
+        probe_cell(&mut probe, &limits, keyboard::THIRD_PROBE).await?;
+        engine::arm_for_host(&mut probe.store, STATE_BUDGET).map_err(memory_error)?;
+        let bytes = memories[*index].read(&mut probe.store, &handle).await.map_err(memory_error)?;
+        let layout = keyboard::layout(*index, bytes, &probed, *func, before)?;
+        // End to end: a loop tripped as a real interrupt would be must end by KeyboardInterrupt.
+        self.attach_trip(&mut probe, layout).await;
+        if probe.store.data().keyboard.is_none() {
+            return Err(CalibrationError::Check("the probe's memory cannot be written by address".into()));
+        }
+        let interrupt = crate::Interrupt::new();
+        probe.store.data_mut().interrupt = Some(interrupt.clone());
+        let raising = tokio::spawn(async move {
+            tokio::time::sleep(keyboard::check_after()).await;
+            interrupt.interrupt();
+            Instant::now()
+        });
+        let checked = probe_cell(&mut probe, &limits, keyboard::CHECK_PROBE).await;
+        let raised_at = raising.await.map_err(|e| CalibrationError::Check(e.to_string()))?;
+        keyboard::check_outcome(checked?.error.as_ref().map(|e| e.type_name.as_str()), raised_at)?;
+        Ok(layout)
+    }
+}
+
+/// Runs `code` as a cell of `probe` under `limits`: its output, or why it failed.
+async fn probe_cell(probe: &mut Instance<SessionGuest>, limits: &Limits, code: &str) -> Result<crate::bindings::anypath::runner::types::CellOutput, CalibrationError> {
+    engine::arm(&mut probe.store, limits).map_err(|e| CalibrationError::Probe(e.to_string()))?;
+    let input = crate::bindings::anypath::runner::types::CellInput {
+        code: code.to_owned(),
+        env: Vec::new(),
+        stdout_bytes: limits.stdout_bytes,
+        stderr_bytes: limits.stderr_bytes,
+        result_bytes: 0,
+        figure_formats: Vec::new(),
+        live: false,
+    };
+    let Instance { store, guest } = probe;
+    let called = engine::call(limits, async {
+        match &guest.exports {
+            Guest::Runner(runner) => runner.call_run_cell(&mut *store, &input).await,
+            Guest::Data(data) => data.run_cell(&mut *store, &input).await,
+        }
+    })
+    .await;
+    match called {
+        Ok(Ok(output)) if output.error.is_none() || code == keyboard::CHECK_PROBE => Ok(output),
+        Ok(Ok(output)) => Err(CalibrationError::Probe(format!("{:?}", output.error))),
+        Ok(Err(trap)) => Err(CalibrationError::Probe(format!("{trap:#}"))),
+        Err(dropped) => Err(CalibrationError::Probe(format!("{dropped:?}"))),
+    }
 }
 
 impl StateImages {
     fn new(component: &wasmtime::component::Component, state: Option<(crate::state_image::layout::Layout, String)>) -> Result<Arc<Self>, StartError> {
         let (layout, key) = state.ok_or_else(|| StartError::Link(wasmtime::format_err!("the session component was loaded without state access")))?;
         let access = Access::resolve(component, &layout).map_err(StartError::Link)?;
-        Ok(Arc::new(Self { access, component: key, baseline: tokio::sync::OnceCell::new() }))
+        Ok(Arc::new(Self { access, component: key, baseline: tokio::sync::OnceCell::new(), signals: tokio::sync::OnceCell::new() }))
     }
 }
