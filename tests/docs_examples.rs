@@ -46,6 +46,8 @@ fn interpreter(path: &Path) -> Command {
             bash.arg("-x");
             bash
         }
+        // Jupyter's clients live in a venv of their own.
+        Some("py") if name(path).starts_with("jupyter-") => Command::new(common::jupyter_python()),
         // The suite's venv: its Python examples use the clients it installs (E2B's SDK).
         Some("py") => Command::new(std::env::var_os("ANYPATH_PYTHON").unwrap_or_else(|| "python3".into())),
         _ => panic!("{}: an example is a .sh (bash) or .py (python3) file", name(path)),

@@ -92,7 +92,8 @@ check('interrupt_keeps_state', async () => {
   const asked = Date.now();
   await kernel.interrupt();
   const ran = await looping;
-  assert(Date.now() - asked < 1000, `ended ${Date.now() - asked} ms after the interrupt`);
+  // Far below the run's time limit: the interrupt ended it, not the deadline.
+  assert(Date.now() - asked < 5000, `ended ${Date.now() - asked} ms after the interrupt`);
   assert(ran.reply.status === 'error' && ran.reply.ename === 'KeyboardInterrupt', JSON.stringify(ran.reply));
   const after = await execute('kept + 1');
   assert(after.of('execute_result')[0]?.content.data['text/plain'] === '42', `state after the interrupt: ${JSON.stringify(after.reply)}`);

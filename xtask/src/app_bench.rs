@@ -18,7 +18,7 @@ const REQUESTS: &str = "2000";
 /// Kills the app when the benchmark ends, however it ends: with the process
 /// group it leads, when it was started in one of its own (`spin up`, whose
 /// app runs in a `spin trigger http` child).
-struct Running(Child);
+pub(crate) struct Running(pub(crate) Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -277,6 +277,7 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path) -> anyho
 
     interpreter_over_mcp(&oha, &app.sandbox)?;
     e2b_sdk_row(&app)?;
+    crate::jupyter_bench::row(&app.sandbox, "bench-a")?;
     fair_share(&oha, &app.sandbox)?;
     fair_share_through_app(&oha, &app.base)?;
     drop(app);

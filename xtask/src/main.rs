@@ -18,6 +18,7 @@ mod chromium;
 mod doc_links;
 mod docs;
 mod frontends;
+mod jupyter_bench;
 mod jupyter_clients;
 mod model;
 mod model_server;

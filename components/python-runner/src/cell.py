@@ -46,6 +46,9 @@ def _session_namespace():
         # As in IPython, `display` needs no import, in cells and in the
         # modules they load.
         builtins.display = display
+        # No one can type into a sandbox: input() says so at once, instead
+        # of reading an empty stdin or waiting for a line that never comes.
+        builtins.input = _no_input
         # As in a notebook kernel, SIGINT raises KeyboardInterrupt: the host
         # interrupts a run by tripping it, and the session keeps its state.
         try:
@@ -53,6 +56,15 @@ def _session_namespace():
         except (OSError, ValueError):
             pass  # then an interrupt resets the session instead
     return _namespace
+
+
+class StdinNotImplementedError(EOFError):
+    """`input()` in a session, which has no stdin (named as in IPython; an
+    EOFError, so code that handles end of input still does)."""
+
+
+def _no_input(prompt=""):
+    raise StdinNotImplementedError("input() is not available: this session has no stdin; pass values in the code, a file or an environment variable")
 
 
 def display(*objects, **_options):
