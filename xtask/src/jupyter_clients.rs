@@ -2,7 +2,8 @@
 //! with, in a venv of their own (`.venv-jupyter`: their dependencies would
 //! fight the main venv's pins): jupyter_server (its gateway client, and the
 //! server `@jupyterlab/services` talks to), nbclient, AutoGen's Jupyter
-//! executor, and ipykernel as the native kernel the benchmark compares with.
+//! executor, JupyterLab (its page, in chromium), and ipykernel as the
+//! native kernel the benchmark compares with.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -19,6 +20,7 @@ const PINS: &[&str] = &[
     "ipykernel==7.4.0",
     "autogen-core==0.7.5",
     "autogen-ext[docker-jupyter-executor]==0.7.5",
+    "jupyterlab==4.6.6",
 ];
 
 /// Written after a complete install: the pins it was made with.

@@ -165,6 +165,11 @@ impl Kernels {
         kernels
     }
 
+    /// Every kernel.
+    pub(crate) fn all(&self) -> Vec<Arc<Kernel>> {
+        self.table().values().cloned().collect()
+    }
+
     /// Adds a kernel and saves the list.
     pub(crate) async fn insert(&self, record: Record) -> Arc<Kernel> {
         let kernel = Arc::new(Kernel::new(record));

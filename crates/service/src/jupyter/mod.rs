@@ -33,6 +33,8 @@ use crate::serve::AppState;
 
 /// Where the kernels are kept, under the interpreter's root.
 const KERNELS_FILE: &str = "jupyter-kernels.json";
+/// How often kernels whose sessions expired are forgotten.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
 /// What the Jupyter routes share.
 pub(crate) struct Jupyter {
@@ -59,6 +61,7 @@ pub fn router(state: &Arc<AppState>) -> Option<Router> {
         service,
         state: state.clone(),
     });
+    spawn_sweeper(Arc::downgrade(&jupyter));
     let router = Router::new()
         .route("/api", get(rest::version))
         .route("/api/kernelspecs", get(rest::list_specs))
@@ -87,7 +90,35 @@ fn presented_token(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
     from_header.or_else(|| query.and_then(|q| url::form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned())))
 }
 
+/// Forgets, every [`SWEEP_EVERY`], the kernels whose sessions expired
+/// (idle past their TTL): their clients then see them gone, as a culled
+/// kernel is, instead of a fresh session under the old id.
+fn spawn_sweeper(jupyter: std::sync::Weak<Jupyter>) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(SWEEP_EVERY);
+        loop {
+            every.tick().await;
+            let Some(jupyter) = jupyter.upgrade() else { break };
+            jupyter.forget_expired().await;
+        }
+    });
+}
+
 impl Jupyter {
+    async fn forget_expired(&self) {
+        for kernel in self.kernels.all() {
+            let caller = self.service.tenant_caller(kernel.record.tenant.clone(), &HeaderMap::new(), uuid::Uuid::new_v4().to_string());
+            let gone = matches!(
+                self.service.session_info(&caller, kernel.record.session_id.clone()).await,
+                Err(crate::interpreter_service::ServiceError::Interpreter(anypath_interpreter::InterpreterError::NoSuchSession(_)))
+            );
+            if gone {
+                self.kernels.remove(&kernel.record.id).await;
+                tracing::info!(tenant = %kernel.record.tenant, kernel = %kernel.record.id, "kernel forgotten: its session expired");
+            }
+        }
+    }
+
     /// The caller presenting the request's token, acting for its tenant.
     fn caller(&self, headers: &HeaderMap, query: Option<&str>) -> Result<Caller, JupyterError> {
         self.caller_presenting(headers, presented_token(headers, query))
