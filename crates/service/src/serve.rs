@@ -189,6 +189,15 @@ pub async fn serve_router(
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    use axum::serve::ListenerExt;
+    // A websocket answer is several small frames in a row (a kernel's
+    // status, output, reply, status): with Nagle's algorithm each waits for
+    // the client's delayed ACK of the one before, 40 ms a time.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY could not be set");
+        }
+    });
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
     Ok(())
 }
