@@ -7,6 +7,7 @@
 //! the facade; it never runs a session flow of its own.
 
 pub mod admission;
+mod answers;
 mod cell_text;
 pub mod credentials;
 pub mod dataset_api;

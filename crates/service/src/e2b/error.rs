@@ -141,3 +141,9 @@ impl From<ServiceError> for ConnectError {
 pub(crate) fn header_value(value: &str) -> Option<HeaderValue> {
     HeaderValue::from_str(value).ok()
 }
+
+impl crate::answers::ErrorAnswer for E2bError {
+    fn into_response_for(self, request_id: &str) -> Response {
+        E2bError::into_response_for(self, request_id)
+    }
+}

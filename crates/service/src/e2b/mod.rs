@@ -129,28 +129,12 @@ impl E2b {
     }
 }
 
-/// Answers `result` as JSON with `status`, or its error; either names the request.
+/// The shared answer, with E2B's error shape.
 fn reply<T: serde::Serialize>(request_id: &str, status: axum::http::StatusCode, result: Result<T, E2bError>) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    match result {
-        Ok(value) => {
-            let mut response = (status, axum::Json(value)).into_response();
-            crate::serve::set_request_id(&mut response, request_id);
-            response
-        }
-        Err(e) => e.into_response_for(request_id),
-    }
+    crate::answers::reply(request_id, status, result)
 }
 
-/// 204, or the error.
+/// 204, or E2B's error.
 fn no_content(request_id: &str, result: Result<(), E2bError>) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    match result {
-        Ok(()) => {
-            let mut response = axum::http::StatusCode::NO_CONTENT.into_response();
-            crate::serve::set_request_id(&mut response, request_id);
-            response
-        }
-        Err(e) => e.into_response_for(request_id),
-    }
+    crate::answers::no_content(request_id, result)
 }

@@ -50,3 +50,9 @@ impl From<ServiceError> for JupyterError {
         Self::new(error.status(), error.to_string())
     }
 }
+
+impl crate::answers::ErrorAnswer for JupyterError {
+    fn into_response_for(self, request_id: &str) -> Response {
+        JupyterError::into_response_for(self, request_id)
+    }
+}

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
 use super::error::JupyterError;
@@ -48,30 +48,14 @@ struct StartKernel {
     env: BTreeMap<String, String>,
 }
 
-/// Answers `result` as JSON with `status`, or its error; either names the request.
+/// The shared answer, naming the request of `headers`.
 fn reply<T: Serialize>(headers: &HeaderMap, status: StatusCode, result: Result<T, JupyterError>) -> Response {
-    let request_id = crate::serve::request_id(headers);
-    match result {
-        Ok(value) => {
-            let mut response = (status, axum::Json(value)).into_response();
-            crate::serve::set_request_id(&mut response, &request_id);
-            response
-        }
-        Err(e) => e.into_response_for(&request_id),
-    }
+    crate::answers::reply(&crate::serve::request_id(headers), status, result)
 }
 
 /// 204, or the error.
 fn no_content(headers: &HeaderMap, result: Result<(), JupyterError>) -> Response {
-    let request_id = crate::serve::request_id(headers);
-    match result {
-        Ok(()) => {
-            let mut response = StatusCode::NO_CONTENT.into_response();
-            crate::serve::set_request_id(&mut response, &request_id);
-            response
-        }
-        Err(e) => e.into_response_for(&request_id),
-    }
+    crate::answers::no_content(&crate::serve::request_id(headers), result)
 }
 
 #[derive(Serialize)]
