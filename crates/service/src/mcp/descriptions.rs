@@ -25,17 +25,23 @@ pub(super) fn instructions(limits: &RunningLimits) -> String {
     format!(
         "A Python 3 code interpreter in a WebAssembly sandbox (no network, no host files). \
 Work happens in sessions you name: pass the same session_id (1-64 of A-Z a-z 0-9 - _) to every call. \
-upload_file or run_python creates the session on first use, on the runtime it names: `python` \
-(standard library only, starts in milliseconds) or `python-data` (numpy, pandas, matplotlib, scipy, \
-scikit-learn, statsmodels, seaborn, reportlab, openpyxl, ...; seconds for the first import); a session \
+upload_file or run_python creates the session on first use, on the runtime it names, else `{}`: \
+`python-data` (numpy, pandas, matplotlib, scipy, scikit-learn, statsmodels, seaborn, reportlab, \
+openpyxl, ...; the common ones already imported) or `python` (standard library only); a session \
 keeps its runtime. Files live in /mnt/data; datasets provided for you are read-only under /data \
 (list_files names them; attach_dataset adds one you staged). Variables, imports \
 and functions persist across run_python calls in one session until close_session or an idle timeout \
 ({}), also while the session is parked (its state saved to disk when idle and restored on the next \
 run; a run's `state` says `resumed` then); fork_session copies a session to try another approach. Files a run creates or changes come back as artifacts with signed download_url \
 links; read_artifact returns a file's bytes (images also as image content).",
+        default_runtime(limits),
         duration(limits.session_ttl)
     )
+}
+
+/// The runtime a session gets without naming one: the first listed.
+fn default_runtime(limits: &RunningLimits) -> &'static str {
+    limits.runtimes.first().map_or("python", |(runtime, _)| runtime.name())
 }
 
 fn upload_file(limits: &RunningLimits) -> String {
@@ -153,6 +159,7 @@ mod tests {
         assert!(run.contains("python-data: 60 s wall clock, 512 MiB memory"), "{run}");
         assert!(instructions(&limits).contains("idle timeout (9 minutes)"), "{}", instructions(&limits));
         assert!(instructions(&limits).contains("read-only under /data") && run.contains("/data its"), "a model is told where datasets are");
+        assert!(instructions(&limits).contains("names, else `python`:"), "the default named: {}", instructions(&limits));
     }
 
     #[test]
