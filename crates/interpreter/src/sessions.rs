@@ -818,14 +818,16 @@ impl Interpreter {
     /// Keeps the live instances' memory within the budget: the least
     /// recently used idle sessions other than `current` are hibernated.
     async fn evict_beyond_limit(self: &Arc<Self>, current: &Session) {
-        let mut candidates: Vec<Arc<Session>> = {
+        let candidates: Vec<Arc<Session>> = {
             let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
             sessions.values().filter(|s| !std::ptr::eq(Arc::as_ptr(s), current)).cloned().collect()
         };
         let held = |s: &Session| if s.live.try_lock().map_or(true, |l| l.is_live()) { s.memory_bytes.load(std::sync::atomic::Ordering::Relaxed) } else { 0 };
         let mut total: u64 = held(current) + candidates.iter().map(|s| held(s)).sum::<u64>();
-        candidates.sort_by_key(|s| std::cmp::Reverse(s.idle()));
-        for session in candidates {
+        if total <= self.config.session_memory_bytes {
+            return;
+        }
+        for session in longest_idle_first(candidates, |s| s.idle()) {
             if total <= self.config.session_memory_bytes {
                 break;
             }
@@ -855,13 +857,14 @@ impl Interpreter {
     }
 
     /// Hibernates every live session, waiting for runs in progress (on a
-    /// graceful stop): the next process resumes them. Returns how many.
+    /// graceful stop): the next process resumes them. A session whose image
+    /// was read but not restored yet has it written back. Returns how many.
     pub async fn hibernate_all(self: &Arc<Self>) -> usize {
         let all: Vec<Arc<Session>> = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
         let mut hibernated = 0;
         for session in all {
             let Ok(mut live) = tokio::time::timeout(self.config.busy_wait, session.live.lock()).await else { continue };
-            if live.is_live() && self.hibernate(&session, &mut live).await {
+            if (live.is_live() || live.is_hibernated()) && self.hibernate(&session, &mut live).await {
                 hibernated += 1;
             }
         }
@@ -881,13 +884,16 @@ impl Interpreter {
                 return false;
             }
         };
+        // Marked before the write is awaited: when this call is dropped (its
+        // caller's client went away) the write still ends on the blocking
+        // pool, and the next run reads the image; one that is not there is
+        // reported lost (`live` holds the state as away until it is back).
+        session.hibernated.store(true, std::sync::atomic::Ordering::Relaxed);
         let kept = session.clone();
         match self.off_workers(move |i| i.save_image(&kept, &image)).await {
-            Ok(()) => {
-                session.hibernated.store(true, std::sync::atomic::Ordering::Relaxed);
-                true
-            }
+            Ok(()) => true,
             Err(error) => {
+                session.hibernated.store(false, std::sync::atomic::Ordering::Relaxed);
                 tracing::warn!(session = %session.id, %error, "a session's state image was not kept");
                 live.lose_state(format!("its state could not be saved when it was parked ({error})"));
                 false
@@ -910,27 +916,49 @@ impl Interpreter {
         }
         let path = session.home.join(STATE_IMAGE);
         let partial = session.home.join(format!("{STATE_IMAGE}.partial"));
+        #[cfg(test)]
+        tests::pause_at(tests::Step::ImageWrite, &path);
         std::fs::write(&partial, image).map_err(|e| InterpreterError::io("writing a state image", e))?;
         std::fs::rename(&partial, &path).map_err(|e| InterpreterError::io("writing a state image", e))
     }
 
     /// Before a run: a hibernated session's image goes to its instance (and
     /// off the disk: from here on the state lives in the instance).
+    ///
+    /// Safe to drop at any await: until the image is in the instance the
+    /// session stays marked hibernated and its image stays on disk, and the
+    /// instance holds the state as away, so no later run starts fresh
+    /// without saying so.
     async fn take_saved_state(self: &Arc<Self>, session: &Arc<Session>, live: &mut LiveInstance) {
-        if !session.hibernated.swap(false, std::sync::atomic::Ordering::Relaxed) || live.is_live() {
+        use std::sync::atomic::Ordering::Relaxed;
+        if live.is_live() || !session.hibernated.load(Relaxed) {
             return;
         }
+        live.expect_saved_state();
         let path = session.home.join(STATE_IMAGE);
-        let read = self
-            .off_workers(move |_| {
-                let bytes = std::fs::read(&path).map_err(|e| InterpreterError::io("reading a state image", e));
-                let _ = std::fs::remove_file(&path);
-                bytes
+        let read = {
+            let path = path.clone();
+            self.off_workers(move |_| {
+                #[cfg(test)]
+                tests::pause_at(tests::Step::ImageRead, &path);
+                std::fs::read(&path).map_err(|e| InterpreterError::io("reading a state image", e))
             })
-            .await;
-        match read {
-            Ok(image) => live.resume_with(image),
-            Err(error) => live.lose_state(format!("its saved state could not be read ({error})")),
+            .await
+        };
+        session.hibernated.store(false, Relaxed);
+        let image = match read {
+            Ok(image) => image,
+            Err(error) => {
+                live.lose_state(format!("its saved state could not be read ({error})"));
+                return;
+            }
+        };
+        live.resume_with(image);
+        // From here the state lives in the instance: an image left behind
+        // would be resumed, stale, by a process that finds it after a crash.
+        let removed = self.off_workers(move |_| std::fs::remove_file(&path).map_err(|e| InterpreterError::io("removing a resumed state image", e))).await;
+        if let Err(error) = removed {
+            tracing::warn!(session = %session.id, %error, "a resumed session's state image stays on disk");
         }
     }
 
@@ -1125,6 +1153,17 @@ impl Drop for Interpreter {
     }
 }
 
+/// `sessions` in the order the memory budget hibernates them: the longest
+/// `idle` first. Each idle time is read once, before the sort: read during
+/// it, idle times grow as it goes and drop as runs touch sessions, which is
+/// no order at all (the standard sort may then panic, taking the answer of
+/// the run that asked with it).
+fn longest_idle_first<T>(sessions: Vec<T>, idle: impl Fn(&T) -> Duration) -> Vec<T> {
+    let mut keyed: Vec<(Duration, T)> = sessions.into_iter().map(|s| (idle(&s), s)).collect();
+    keyed.sort_by_key(|(idle, _)| std::cmp::Reverse(*idle));
+    keyed.into_iter().map(|(_, s)| s).collect()
+}
+
 /// Copies the files and directories under `from` into `to` (a copy-on-write
 /// clone where the filesystem offers one: `std::fs::copy` uses
 /// `copy_file_range`).
@@ -1147,7 +1186,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), InterpreterError> {
 /// Removes a directory tree no session refers to any more.
 fn remove_tree(path: &Path) {
     #[cfg(test)]
-    tests::before_removal(path);
+    tests::pause_at(tests::Step::Removal, path);
     let _ = std::fs::remove_dir_all(path);
 }
 
@@ -1324,23 +1363,35 @@ mod tests {
 
     use anypath_sandbox::{BlockRunner, RunnerConfig};
 
-    use super::{Interpreter, InterpreterConfig};
+    use super::{Interpreter, InterpreterConfig, RunReport};
 
-    /// A removal held up under `root`: it reports the path, then waits to be let go.
+    /// The file work a test may hold up.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub(super) enum Step {
+        /// A session's tree is removed.
+        Removal,
+        /// A state image is written.
+        ImageWrite,
+        /// A state image is read to be resumed.
+        ImageRead,
+    }
+
+    /// A step held up under `root`: it reports the path, then waits to be let go.
     struct Gate {
         root: PathBuf,
+        step: Step,
         entered: Sender<PathBuf>,
         release: Receiver<()>,
     }
 
-    /// Removals the test holds up; tests in this process share it, each under its own root.
+    /// Steps the test holds up; tests in this process share it, each under its own root.
     static GATES: Mutex<Vec<Gate>> = Mutex::new(Vec::new());
 
-    /// Called by every tree removal: a removal under a gated root waits there.
-    pub(super) fn before_removal(path: &Path) {
+    /// Called before each step of file work: one under a gated root waits there.
+    pub(super) fn pause_at(step: Step, path: &Path) {
         let gate = {
             let mut gates = GATES.lock().unwrap_or_else(|p| p.into_inner());
-            let at = gates.iter().position(|g| path.starts_with(&g.root));
+            let at = gates.iter().position(|g| g.step == step && path.starts_with(&g.root));
             at.map(|at| gates.remove(at))
         };
         if let Some(gate) = gate {
@@ -1414,7 +1465,7 @@ mod tests {
 
         let (entered_tx, entered) = channel();
         let (release, release_rx) = channel();
-        GATES.lock().expect("gates").push(Gate { root: dir.path().to_path_buf(), entered: entered_tx, release: release_rx });
+        GATES.lock().expect("gates").push(Gate { root: dir.path().to_path_buf(), step: Step::Removal, entered: entered_tx, release: release_rx });
         let reopening = {
             let interpreter = interpreter.clone();
             std::thread::spawn(move || interpreter.open_session("t", "old", None, None))
@@ -1435,5 +1486,109 @@ mod tests {
         assert_eq!(reopened.session_id, "old");
         assert!(interpreter.list_files("t", "old").expect("files").is_empty(), "the reopened session starts empty");
         assert!(!removing.exists(), "the old tree is gone");
+    }
+
+    /// Holds up the next `step` under `root`: a receiver told when it is
+    /// reached, and the sender that lets it go.
+    fn hold(root: &Path, step: Step) -> (Receiver<PathBuf>, Sender<()>) {
+        let (entered_tx, entered) = channel();
+        let (release, release_rx) = channel();
+        GATES.lock().expect("gates").push(Gate { root: root.to_path_buf(), step, entered: entered_tx, release: release_rx });
+        (entered, release)
+    }
+
+    fn run(runtime: &tokio::runtime::Runtime, interpreter: &Arc<Interpreter>, code: &str) -> RunReport {
+        runtime.block_on(interpreter.run_python("t", "s", super::RunRequest::code(code), "http://h")).expect("run")
+    }
+
+    /// A state parked while its caller goes away (a client that disconnects
+    /// while the memory budget hibernates another session, or its own) is
+    /// not lost: the image being written is what the next run resumes.
+    #[test]
+    fn a_hibernation_dropped_while_its_image_is_written_is_resumed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (runtime, interpreter) = interpreter(dir.path());
+        assert_eq!(run(&runtime, &interpreter, "x = 41").cell.error, None);
+        let (entered, release) = hold(dir.path(), Step::ImageWrite);
+        let parking = {
+            let interpreter = interpreter.clone();
+            runtime.spawn(async move { interpreter.hibernate_session("t", "s").await })
+        };
+        entered.recv_timeout(Duration::from_secs(30)).expect("the image is being written");
+        parking.abort();
+        assert!(runtime.block_on(parking).is_err_and(|e| e.is_cancelled()), "the hibernation was dropped mid-write");
+        release.send(()).expect("released");
+        // The write, let go, ends on the blocking pool by itself.
+        let image = dir.path().join("sessions/t/s").join(super::STATE_IMAGE);
+        let written = within(Duration::from_secs(30), move || {
+            while !image.is_file() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        assert!(written.is_some(), "the image was written");
+        let report = run(&runtime, &interpreter, "print(x + 1)");
+        let cell = &report.cell;
+        assert_eq!((cell.output.stdout.as_str(), cell.state, cell.state_reset), ("42\n", super::StateOrigin::Resumed, false), "{:?}", cell.error);
+    }
+
+    /// A resume dropped while its image is read (the run's client went
+    /// away) leaves the image where it was: the next run resumes it.
+    #[test]
+    fn a_resume_dropped_while_its_image_is_read_leaves_the_state_for_the_next_run() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (runtime, interpreter) = interpreter(dir.path());
+        assert_eq!(run(&runtime, &interpreter, "x = 41").cell.error, None);
+        assert!(runtime.block_on(interpreter.hibernate_session("t", "s")).expect("hibernated"));
+        let (entered, release) = hold(dir.path(), Step::ImageRead);
+        let resuming = {
+            let interpreter = interpreter.clone();
+            runtime.spawn(async move { interpreter.run_python("t", "s", super::RunRequest::code("x += 1"), "http://h").await })
+        };
+        entered.recv_timeout(Duration::from_secs(30)).expect("the image is being read");
+        resuming.abort();
+        assert!(runtime.block_on(resuming).is_err_and(|e| e.is_cancelled()), "the run was dropped mid-read");
+        release.send(()).expect("released");
+        let report = run(&runtime, &interpreter, "print(x + 1)");
+        let cell = &report.cell;
+        assert_eq!((cell.output.stdout.as_str(), cell.state, cell.state_reset), ("42\n", super::StateOrigin::Resumed, false), "{:?}", cell.error);
+    }
+
+    /// A state handed out and never handed back is reported lost, with its
+    /// reason, rather than taken for a session that held none.
+    #[test]
+    fn a_state_image_that_vanishes_is_reported_lost() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (runtime, interpreter) = interpreter(dir.path());
+        assert_eq!(run(&runtime, &interpreter, "x = 41").cell.error, None);
+        assert!(runtime.block_on(interpreter.hibernate_session("t", "s")).expect("hibernated"));
+        std::fs::remove_file(dir.path().join("sessions/t/s").join(super::STATE_IMAGE)).expect("image removed");
+        let report = run(&runtime, &interpreter, "print(x)");
+        let cell = &report.cell;
+        assert!(cell.state_reset, "{cell:?}");
+        assert!(cell.state_note.as_deref().is_some_and(|n| n.contains("could not be read")), "{:?}", cell.state_note);
+    }
+
+    /// The memory budget orders sessions by idle times read once each: read
+    /// while the sort compares them (they change as it goes, and as runs
+    /// touch sessions), they are no order, and the sort may panic, taking
+    /// the answer of the run that asked for the eviction with it.
+    #[test]
+    fn the_eviction_order_reads_each_idle_time_once() {
+        use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+        let readings = AtomicU64::new(0);
+        let first_read = Mutex::new(std::collections::HashMap::new());
+        let sessions: Vec<u64> = (0..10_000).collect();
+        // Each reading differs from the last, as a clock and concurrent touches make it.
+        let ordered = super::longest_idle_first(sessions, |session| {
+            let n = readings.fetch_add(1, Relaxed);
+            let idle = Duration::from_nanos(n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40);
+            first_read.lock().expect("readings").entry(*session).or_insert(idle);
+            idle
+        });
+        assert_eq!(readings.load(Relaxed), 10_000, "one reading per session");
+        let first_read = first_read.into_inner().expect("readings");
+        let idle: Vec<Duration> = ordered.iter().map(|s| first_read[s]).collect();
+        assert!(idle.windows(2).all(|w| w[0] >= w[1]), "the longest idle first");
+        assert_eq!(ordered.len(), 10_000);
     }
 }
