@@ -240,6 +240,30 @@ fn under_a_tight_memory_budget_every_run_answers_and_every_state_survives_a_rest
     assert_eq!(after, Vec::<String>::new(), "every state resumed after the restart");
 }
 
+/// A session that expires while the service is down (its idle time runs
+/// on across a restart, as it did for sessions read early before a stop of
+/// 10,000 and late after it) is gone: the run that opens it again says its
+/// state was lost and why, instead of reporting a fresh start as nothing.
+#[test]
+fn a_session_that_expires_across_a_restart_says_its_state_was_lost() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut service = Service::start(dir.path());
+    let http = reqwest::blocking::Client::new();
+    send(&http, &service.base, "/v1/sessions", &serde_json::json!({"session_id": "brief", "ttl_seconds": 2, "runtime": "python"})).expect("opened");
+    checked_run(&http, &service.base, 0, &defining(0), 0).expect("defined in s0");
+    send(&http, &service.base, "/v1/sessions/brief/run", &serde_json::json!({"code": "x = 1"})).expect("ran");
+    assert!(service.process.terminate().success(), "a graceful stop");
+    std::thread::sleep(Duration::from_millis(3100));
+
+    let service = Service::start(dir.path());
+    let bytes = send(&http, &service.base, "/v1/sessions/brief/run", &serde_json::json!({"code": "print('x' in globals())"})).expect("ran");
+    let report: anypath_wire::RunReport = serde_json::from_slice(&bytes).expect("a run report");
+    let cell = report.cell;
+    assert_eq!((cell.output.stdout.as_str(), cell.state_reset), ("False\n", true), "{:?}", cell.state_note);
+    assert!(cell.state_note.as_deref().is_some_and(|n| n.contains("expired")), "the report says why: {:?}", cell.state_note);
+    checked_run(&http, &service.base, 0, &reading(0, 1), 1).expect("a session within its TTL resumes");
+}
+
 /// Runs `work(i, client)` for every `i` below `count` on `threads` threads;
 /// the errors it returned.
 fn at_once(count: usize, threads: usize, work: impl Fn(usize, &reqwest::blocking::Client) -> Result<(), String> + Sync) -> Vec<String> {

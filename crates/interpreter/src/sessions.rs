@@ -38,6 +38,14 @@ const DISCARDED: &str = "discarded";
 /// A hibernated session's state image, beside `data/` (outside what the code sees).
 const STATE_IMAGE: &str = "state.img";
 
+/// Where a session that expired holding state leaves a note, under the
+/// root: `expired/<tenant>/<session_id>`, so that a session opened later
+/// under its name says the state it finds is not the one it had.
+const EXPIRED: &str = "expired";
+
+/// How long the note of an expired session is kept.
+const EXPIRED_NOTE_KEPT: Duration = Duration::from_secs(24 * 3600);
+
 /// A session's view of its datasets, beside `data/`: what the code sees at /data.
 pub(crate) const DATASETS_VIEW: &str = "datasets";
 
@@ -162,6 +170,17 @@ struct Session {
 
 /// Each file of a session directory with its size and modification time.
 type Snapshot = HashMap<String, (u64, SystemTime)>;
+
+/// The note an expired session that held state leaves (see [`EXPIRED`]).
+#[derive(Serialize, Deserialize)]
+struct ExpiredNote {
+    ttl_seconds: u64,
+}
+
+/// What the first run of a session opened in place of an expired one says.
+fn expired_reason(ttl_seconds: u64) -> String {
+    format!("the session expired (idle past its TTL of {ttl_seconds} s) and was removed with its state and files; it starts afresh")
+}
 
 #[derive(Serialize, Deserialize)]
 struct Meta {
@@ -601,6 +620,9 @@ impl Interpreter {
         for session in &expired {
             // A session running code is in use, not idle: it stays.
             if let Ok(_running) = session.live.try_lock() {
+                if session.had_state.load(std::sync::atomic::Ordering::Relaxed) {
+                    self.leave_expired_note(&session.tenant, &session.id, session.ttl.as_secs());
+                }
                 self.forget(session);
             }
         }
@@ -697,10 +719,24 @@ impl Interpreter {
             return Ok(session);
         }
         let home = self.config.root.join("sessions").join(tenant).join(session_id);
-        let on_disk = read_meta(&home).filter(|m| unix_now().saturating_sub(m.last_used_unix) < m.ttl_seconds);
+        let (on_disk, expired): (Option<Meta>, Option<Meta>) = match read_meta(&home) {
+            Some(meta) if unix_now().saturating_sub(meta.last_used_unix) < meta.ttl_seconds => (Some(meta), None),
+            found => (None, found),
+        };
         if on_disk.is_none() && !may_create {
             return Err(InterpreterError::NoSuchSession(session_id.to_owned()));
         }
+        // A session opened in place of one that expired holding state (still
+        // listed, still on disk, or noted when it was removed) says so on
+        // its first run: it is not the session its caller had.
+        let replaced_ttl = match on_disk {
+            Some(_) => None,
+            None => {
+                let listed = sessions.get(&key).filter(|s| s.had_state.load(std::sync::atomic::Ordering::Relaxed)).map(|s| s.ttl.as_secs());
+                let noted = self.take_expired_note(tenant, session_id).map(|n| n.ttl_seconds);
+                listed.or(expired.filter(|m| m.had_state).map(|m| m.ttl_seconds)).or(noted)
+            }
+        };
         let runtime = match &on_disk {
             Some(meta) => {
                 check_runtime(session_id, meta.runtime, asked)?;
@@ -747,7 +783,10 @@ impl Interpreter {
         let had_state = on_disk.as_ref().is_some_and(|m| m.had_state);
         let hibernated = on_disk.is_some() && home.join(STATE_IMAGE).is_file();
         if had_state && !hibernated {
-            live = live.with_state_lost();
+            live = live.with_state_lost_for("the process that held the session's state stopped without saving it; the session starts fresh with its files");
+        }
+        if let Some(ttl_seconds) = replaced_ttl {
+            live = live.with_state_lost_for(expired_reason(ttl_seconds));
         }
         let session = Arc::new(Session {
             tenant: tenant.to_owned(),
@@ -1133,15 +1172,56 @@ impl Interpreter {
         for tenant in tenants.flatten() {
             let Ok(homes) = std::fs::read_dir(tenant.path()) else { continue };
             for home in homes.flatten() {
-                let expired = read_meta(&home.path()).is_none_or(|m| unix_now().saturating_sub(m.last_used_unix) >= m.ttl_seconds);
+                let meta = read_meta(&home.path());
+                let expired = meta.as_ref().is_none_or(|m| unix_now().saturating_sub(m.last_used_unix) >= m.ttl_seconds);
                 let key = (tenant.file_name().to_string_lossy().into_owned(), home.file_name().to_string_lossy().into_owned());
                 let known = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key);
-                if expired && !known && std::fs::remove_dir_all(home.path()).is_ok() {
-                    removed += 1;
+                if expired && !known {
+                    if let Some(meta) = meta.as_ref().filter(|m| m.had_state) {
+                        self.leave_expired_note(&key.0, &key.1, meta.ttl_seconds);
+                    }
+                    if std::fs::remove_dir_all(home.path()).is_ok() {
+                        removed += 1;
+                    }
                 }
             }
         }
+        self.forget_old_expired_notes();
         removed
+    }
+
+    /// Notes that `tenant`'s session `session_id` expired holding state.
+    /// Best effort: without it, a session opened later under that name
+    /// cannot say what it lost.
+    fn leave_expired_note(&self, tenant: &str, session_id: &str, ttl_seconds: u64) {
+        let path = self.config.root.join(EXPIRED).join(tenant).join(session_id);
+        let bytes = serde_json::to_vec(&ExpiredNote { ttl_seconds }).unwrap_or_default();
+        let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(&path, bytes));
+        if let Err(error) = written {
+            tracing::warn!(tenant, session = session_id, %error, "an expired session's note was not written");
+        }
+    }
+
+    /// The note `tenant`'s session `session_id` left when it expired
+    /// holding state, taken (removed) for the session now opened in its place.
+    fn take_expired_note(&self, tenant: &str, session_id: &str) -> Option<ExpiredNote> {
+        let path = self.config.root.join(EXPIRED).join(tenant).join(session_id);
+        let note = serde_json::from_slice(&std::fs::read(&path).ok()?).ok();
+        let _ = std::fs::remove_file(&path);
+        note
+    }
+
+    /// Removes the notes of sessions expired longer ago than [`EXPIRED_NOTE_KEPT`].
+    fn forget_old_expired_notes(&self) {
+        let Ok(tenants) = std::fs::read_dir(self.config.root.join(EXPIRED)) else { return };
+        for tenant in tenants.flatten() {
+            for note in std::fs::read_dir(tenant.path()).into_iter().flatten().flatten() {
+                let old = note.metadata().and_then(|m| m.modified()).ok().and_then(|at| at.elapsed().ok()).is_some_and(|age| age >= EXPIRED_NOTE_KEPT);
+                if old {
+                    let _ = std::fs::remove_file(note.path());
+                }
+            }
+        }
     }
 }
 
@@ -1590,5 +1670,52 @@ mod tests {
         let idle: Vec<Duration> = ordered.iter().map(|s| first_read[s]).collect();
         assert!(idle.windows(2).all(|w| w[0] >= w[1]), "the longest idle first");
         assert_eq!(ordered.len(), 10_000);
+    }
+
+    /// A session that expired holding state and is opened again under its
+    /// name says on its first run that it starts afresh, and why: whether
+    /// it was still listed, already swept away, or found expired on disk by
+    /// the next process. A session that never held state says nothing.
+    #[test]
+    fn a_session_opened_in_place_of_an_expired_one_says_its_state_was_lost() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let short = Some(Duration::from_secs(1));
+        let run_in = |runtime: &tokio::runtime::Runtime, interpreter: &Arc<Interpreter>, id: &str, code: &str| {
+            let report = runtime.block_on(interpreter.run_python("t", id, super::RunRequest::code(code), "http://h")).expect("run");
+            assert_eq!(report.cell.error, None, "{id}");
+            (report.cell.output.stdout.clone(), report.cell.state_reset, report.cell.state_note.unwrap_or_default())
+        };
+        {
+            let (runtime, interpreter) = interpreter(dir.path());
+            for id in ["listed", "swept", "stateless"] {
+                interpreter.open_session("t", id, short, None).expect("opened");
+            }
+            for id in ["listed", "swept"] {
+                run_in(&runtime, &interpreter, id, "x = 1");
+            }
+            std::thread::sleep(Duration::from_millis(2100));
+            // Still listed, not swept yet.
+            let (stdout, reset, note) = run_in(&runtime, &interpreter, "listed", "print('x' in globals())");
+            assert_eq!((stdout.as_str(), reset), ("False\n", true), "{note}");
+            assert!(note.contains("expired"), "{note}");
+            assert!(interpreter.sweep() >= 2, "the other two expired");
+            assert!(!dir.path().join("sessions/t/swept").exists(), "swept away");
+            let (stdout, reset, note) = run_in(&runtime, &interpreter, "swept", "print('x' in globals())");
+            assert_eq!((stdout.as_str(), reset), ("False\n", true), "{note}");
+            assert!(note.contains("expired"), "{note}");
+            let (stdout, reset, _) = run_in(&runtime, &interpreter, "swept", "x = 2\nprint('x' in globals())");
+            assert_eq!((stdout.as_str(), reset), ("True\n", false), "said once, then the new session holds its own state");
+            let (stdout, reset, note) = run_in(&runtime, &interpreter, "stateless", "print('x' in globals())");
+            assert_eq!((stdout.as_str(), reset), ("False\n", false), "a session without state lost none: {note}");
+            // Expires while no process runs.
+            interpreter.open_session("t", "restarted", short, None).expect("opened");
+            run_in(&runtime, &interpreter, "restarted", "x = 1");
+        }
+        std::thread::sleep(Duration::from_millis(2100));
+        let (runtime, interpreter) = interpreter(dir.path());
+        assert!(!dir.path().join("sessions/t/restarted").exists(), "removed when the next process started");
+        let (stdout, reset, note) = run_in(&runtime, &interpreter, "restarted", "print('x' in globals())");
+        assert_eq!((stdout.as_str(), reset), ("False\n", true), "{note}");
+        assert!(note.contains("expired"), "{note}");
     }
 }

@@ -214,6 +214,14 @@ impl LiveInstance {
         self
     }
 
+    /// As [`Self::with_state_lost`], with `reason` said in the next run's
+    /// report (`state_note`).
+    pub fn with_state_lost_for(mut self, reason: impl Into<String>) -> Self {
+        self.lost_state = true;
+        self.lost_note = Some(reason.into());
+        self
+    }
+
     /// Drops the instance and its state; the next run starts fresh.
     pub fn reset(&mut self) {
         // An instance started ahead that has run nothing holds no state.
