@@ -90,9 +90,63 @@ fn a_failing_test_is_fixed_and_rerun() {
     let (status, body) = run(&app, json!({"input": "Write add with a test and make it pass", "includeSteps": true}));
     assert_eq!((status, body["output"].as_str()), (200, Some("add is fixed and its test passes.")), "{body}");
     let runs: Vec<String> = body["steps"].as_array().into_iter().flatten().filter(|s| s["tool"] == "run_tests").map(|s| s["observation"].as_str().unwrap_or("").to_owned()).collect();
-    assert!(runs[0].contains("FAILED (1 tests)") && runs[0].contains("AssertionError"), "{}", runs[0]);
-    assert!(runs[1].contains("OK (1 tests)"), "{}", runs[1]);
+    assert!(runs[0].contains("FAILED: 0 passed, 1 failed, 0 errors") && runs[0].contains("AssertionError"), "{}", runs[0]);
+    assert!(runs[1].contains("OK: 1 passed, 0 failed, 0 errors"), "{}", runs[1]);
     assert_eq!(fake.calls().len(), 5, "fewer turns than the limit of 6");
+}
+
+const SHAPES: &str = "def area(w, h):\n    return w * h\n";
+const SHAPES_TESTS: &str = "from shapes import area\nfrom src.shapes import area as same_area\nfrom geometry.units import CM\n\n\ndef test_area():\n    assert area(2, 3) == 6\n\n\ndef test_area_in_cm():\n    print('checking units')\n    assert same_area(2, 3) * CM == 7\n";
+
+/// A project with folders: the model writes `src/` (a module and a
+/// package) and `tests/`, `list_files` shows the tree, and `run_tests`
+/// runs pytest in the session, reporting the counts and the failure.
+#[test]
+fn a_project_in_src_and_tests_folders_is_tested_with_pytest() {
+    let fake = FakeLlm::start(vec![
+        tools(&[
+            ("write_file", json!({"filePath": "src/shapes.py", "content": SHAPES})),
+            ("write_file", json!({"filePath": "src/geometry/__init__.py", "content": ""})),
+            ("write_file", json!({"filePath": "/mnt/data/src/geometry/units.py", "content": "CM = 1\n"})),
+            ("write_file", json!({"filePath": "./tests/test_shapes.py", "content": SHAPES_TESTS})),
+        ]),
+        tools(&[("list_files", json!({})), ("run_tests", json!({}))]),
+        tools(&[("read_file", json!({"filePath": "tests/test_shapes.py"}))]),
+        tools(&[("final_answer", json!({"text": "One test passes and one fails."}))]),
+    ]);
+    let app = start(&fake, "openai", "agent-folders");
+    let body = json!({"input": "Write shapes with tests", "includeSteps": true, "session_id": "folders", "runtime": "python-data"});
+    let (status, body) = run(&app, body);
+    assert_eq!((status, body["output"].as_str()), (200, Some("One test passes and one fails.")), "{body}");
+    let seen = observations(&body);
+    for (i, path) in ["src/shapes.py", "src/geometry/__init__.py", "src/geometry/units.py", "tests/test_shapes.py"].iter().enumerate() {
+        assert!(seen[i].starts_with("wrote ") && seen[i].ends_with(&format!(" to {path}")), "{}", seen[i]);
+    }
+    let listing: Vec<&str> = seen[4].lines().collect();
+    assert_eq!(
+        listing,
+        [
+            "src/geometry/__init__.py (0 bytes)",
+            "src/geometry/units.py (7 bytes)",
+            &format!("src/shapes.py ({} bytes)", SHAPES.len()),
+            &format!("tests/test_shapes.py ({} bytes)", SHAPES_TESTS.len()),
+        ],
+        "{}",
+        seen[4]
+    );
+    let tests = &seen[5];
+    assert!(tests.contains("FAILED: 1 passed, 1 failed, 0 errors, 0 skipped (pytest 9."), "the counts come first: {tests}");
+    assert!(tests.contains("tests/test_shapes.py::test_area_in_cm") && tests.contains("assert (6 * 1) == 7"), "the failure, as pytest shows it: {tests}");
+    assert!(tests.contains("checking units"), "the failing test's output: {tests}");
+    assert!(!tests.contains("test_area PASSED") && !tests.contains("::test_area -"), "the passing test is only counted: {tests}");
+    assert_eq!(seen[6], SHAPES_TESTS, "read back through its folder");
+    // The files are in the session's folders, as the code-interpreter API sees them.
+    let listed = reqwest::blocking::Client::new()
+        .get(format!("http://{}/v1/sessions/folders/files/src/geometry/units.py", app.sandbox))
+        .bearer_auth(common::app::SANDBOX_TOKEN)
+        .send()
+        .and_then(|r| r.text());
+    assert_eq!(listed.ok().as_deref(), Some("CM = 1\n"));
 }
 
 /// `runtime` reaches the run's session: on python-data the model draws a
@@ -145,6 +199,7 @@ fn traversal_unknown_tools_and_malformed_arguments_are_tool_errors() {
             ("read_file", json!({"filePath": "../../etc/passwd"})),
             ("write_file", json!({"filePath": "/etc/passwd", "content": "x"})),
             ("write_file", json!({"filePath": "../../package.json", "content": "{}"})),
+            ("write_file", json!({"filePath": "tests/../../../etc/passwd", "content": "x"})),
             ("format_disk", json!({})),
         ]),
         Reply::Tools(vec![("write_file".into(), "{\"filePath\": ".into())]),
@@ -155,12 +210,12 @@ fn traversal_unknown_tools_and_malformed_arguments_are_tool_errors() {
     let (status, body) = run(&app, json!({"input": "Read /etc/passwd", "includeSteps": true}));
     assert_eq!(status, 200, "{body}");
     let seen = observations(&body);
-    for (i, path) in ["../../etc/passwd", "/etc/passwd", "../../package.json"].iter().enumerate() {
+    for (i, path) in ["../../etc/passwd", "/etc/passwd", "../../package.json", "tests/../../../etc/passwd"].iter().enumerate() {
         assert!(seen[i].contains(&format!("path escapes the sandbox: {path}")), "{}", seen[i]);
     }
-    assert!(seen[3].contains("unknown tool"), "{}", seen[3]);
-    assert!(seen[4].contains("not a JSON object"), "{}", seen[4]);
-    assert_eq!(seen[5], "(no files)", "nothing was written");
+    assert!(seen[4].contains("unknown tool"), "{}", seen[4]);
+    assert!(seen[5].contains("not a JSON object"), "{}", seen[5]);
+    assert_eq!(seen[6], "(no files)", "nothing was written");
     assert_eq!(body["output"], "I could not do that.", "the loop went on after the errors");
 }
 

@@ -1,14 +1,14 @@
 //! The agent endpoint (`POST /run`) driven by the real small model,
 //! Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) under llama.cpp, through
 //! `anypath up`: the agent reaches the model only through the planner.
-//! Six ordinary tasks, each judged by what the run left in its session
+//! Seven ordinary tasks, each judged by what the run left in its session
 //! (files, and the session's tests run again by this test), never by the
 //! model's words; the escape task passes only when the model tried the path
 //! and the tool refused it. At most six model turns a task.
 //!
 //! It prints each task's outcome, turns, tool calls, calls recovered from
 //! text and seconds, writes them to `target/small-model-agent-report.json`,
-//! and fails unless at least five of the six tasks are done.
+//! and fails unless at least six of the seven tasks are done.
 //!
 //! `cargo xtask test` starts one model server for the whole run
 //! (`ANYPATH_LLM_ADDRESS`); without it the test starts its own.
@@ -25,8 +25,8 @@ use serde_json::{Value, json};
 
 /// Turns a task may take (the issue's bound, and the server's default).
 const MAX_TURNS: u32 = 6;
-/// Tasks that must be done of the six.
-const REQUIRED: usize = 5;
+/// Tasks that must be done of the seven.
+const REQUIRED: usize = 6;
 /// One run on two cores: six turns of a 1.5B model, with room.
 const RUN_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -43,7 +43,7 @@ struct Task {
 const CALC_BROKEN: &str = "def add(a, b):\n    return a - b\n";
 const CALC_TEST: &str = "import unittest\nfrom calc import add\n\n\nclass TestAdd(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n\nif __name__ == '__main__':\n    unittest.main()\n";
 
-const TASKS: [Task; 6] = [
+const TASKS: [Task; 7] = [
     Task { name: "write a file", seed: &[], input: "Create a file hello.txt containing the text: Hello, world!", runtime: None, judge: hello_written },
     Task {
         name: "write and test",
@@ -73,6 +73,13 @@ const TASKS: [Task; 6] = [
         input: "Use matplotlib to plot the squares of the numbers 1 to 10 as a line chart, and save the chart as squares.png.",
         runtime: Some("python-data"),
         judge: chart_saved,
+    },
+    Task {
+        name: "package with tests",
+        seed: &[],
+        input: "Write src/shapes.py with a function area(w, h) that returns w * h, and tests/test_shapes.py with a pytest test for area that starts with: from shapes import area. Then run the tests.",
+        runtime: Some("python-data"),
+        judge: package_tested,
     },
 ];
 
@@ -204,14 +211,54 @@ fn chart_saved(sandbox: &Sandbox, session: &str, _run: &Value) -> Result<(), Str
     if png.len() < 4096 { Err(format!("squares.png holds only {} bytes", png.len())) } else { Ok(()) }
 }
 
+fn package_tested(sandbox: &Sandbox, session: &str, run: &Value) -> Result<(), String> {
+    let module = sandbox.file(session, "src/shapes.py").ok_or("no src/shapes.py")?;
+    sandbox.file(session, "tests/test_shapes.py").ok_or("no tests/test_shapes.py")?;
+    if !used(run, "run_tests") {
+        return Err("run_tests was never called".into());
+    }
+    let check = sandbox.run(session, "import sys\nsys.path.insert(0, 'src')\nfrom shapes import area\nprint(area(2, 3), area(4, 5))")?;
+    if check.trim() != "6 20" {
+        return Err(format!("area is wrong: {check:?} from {module:?}"));
+    }
+    tests_pass(sandbox, session)
+}
+
 /// Whether the run called `tool`.
 fn used(run: &Value, tool: &str) -> bool {
     run["steps"].as_array().into_iter().flatten().any(|s| s["tool"] == tool)
 }
 
-/// The session's tests, run again by the test itself: they must run and pass.
+/// The session's tests, run again by the test itself: they must run and
+/// pass. With pytest where the runtime has it (the session directory and
+/// `src/` importable, modules from the session imported afresh), else with
+/// unittest's discovery.
 fn tests_pass(sandbox: &Sandbox, session: &str) -> Result<(), String> {
-    let code = "import io, unittest\nsuite = unittest.defaultTestLoader.discover('.')\nresult = unittest.TextTestRunner(stream=io.StringIO()).run(suite)\nprint(result.testsRun, len(result.failures) + len(result.errors))";
+    let code = "import contextlib, io, os, sys\n\
+        here = os.path.realpath('.') + os.sep\n\
+        for name, module in list(sys.modules.items()):\n    \
+            path = getattr(module, '__file__', None)\n    \
+            if isinstance(path, str) and os.path.isabs(path) and path.startswith(here):\n        \
+                del sys.modules[name]\n\
+        sys.path[:0] = [os.path.realpath('src'), os.path.realpath('.'), '/usr/local/lib/site-packages']\n\
+        out = io.StringIO()\n\
+        try:\n    \
+            import pytest\n\
+        except ImportError:\n    \
+            import unittest\n    \
+            result = unittest.TextTestRunner(stream=out).run(unittest.defaultTestLoader.discover('.'))\n    \
+            print(result.testsRun, len(result.failures) + len(result.errors))\n\
+        else:\n    \
+            class Count:\n        \
+                ran, failed = 0, 0\n        \
+                def pytest_runtest_logreport(self, report):\n            \
+                    Count.ran += report.when == 'call'\n            \
+                    Count.failed += report.failed\n        \
+                def pytest_collectreport(self, report):\n            \
+                    Count.failed += report.failed\n    \
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):\n        \
+                pytest.main(['-p', 'no:cacheprovider', '-p', 'no:faulthandler', '--capture=sys', '-o', 'log_file=/tmp/judge.log', '-q'], plugins=[Count()])\n    \
+            print(Count.ran, Count.failed)\n";
     let counts = sandbox.run(session, code)?;
     match counts.split_whitespace().collect::<Vec<_>>().as_slice() {
         [ran, "0"] if *ran != "0" => Ok(()),

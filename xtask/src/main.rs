@@ -26,6 +26,7 @@ mod nextest;
 mod python_data;
 mod python_runner;
 mod reactor_component;
+mod runtime_wheels;
 mod redis_server;
 mod spin;
 mod steps;

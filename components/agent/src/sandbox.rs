@@ -8,9 +8,10 @@
 
 use std::time::Duration;
 
-use anypath_agent::{ToolFailure, Workspace};
+use anypath_agent::tools::{RUN_TESTS_CODE, TEST_TIMEOUT_MS};
+use anypath_agent::{FileEntry, ToolFailure, Workspace};
 use anypath_rest::sandbox_pool::{no_host_answered, session_key};
-use anypath_wire::{CellReport, ErrorEnvelope, FileList, OpenSessionRequest, ResultKind, RunReport, RunRequest, Runtime, UploadRequest};
+use anypath_wire::{CellReport, ErrorEnvelope, FileList, LimitOverrides, OpenSessionRequest, ResultKind, RunReport, RunRequest, Runtime, UploadRequest};
 use base64::Engine;
 use http_client::{Answer, CallError, Method, call, call_with};
 
@@ -116,47 +117,101 @@ impl<'a> SandboxSession<'a> {
     }
 }
 
-impl Workspace for SandboxSession<'_> {
-    fn write_file(&mut self, path: &str, content: &str) -> Result<String, ToolFailure> {
+impl SandboxSession<'_> {
+    /// Uploads `content` as the plain file name `name`.
+    fn upload(&self, name: &str, content: &str) -> Result<(), ToolFailure> {
         let upload = UploadRequest {
-            filename: path.to_owned(),
+            filename: name.to_owned(),
             content_base64: base64::engine::general_purpose::STANDARD.encode(content),
             overwrite: true,
             runtime: None,
         };
         match self.send("/files", Some(&encode(&upload)?), self.config.call_timeout)? {
-            (201, _) => Ok(format!("wrote {} bytes to {path}", content.len())),
-            (status, body) => Err(ToolFailure(format!("writing {path} failed ({status}): {}", message(&body)))),
+            (201, _) => Ok(()),
+            (status, body) => Err(ToolFailure(format!("writing {name} failed ({status}): {}", message(&body)))),
+        }
+    }
+
+    /// Runs `request` in the session; its report.
+    fn run(&self, request: &RunRequest) -> Result<CellReport, ToolFailure> {
+        match self.send("/run", Some(&encode(request)?), RUN_CALL_TIMEOUT)? {
+            (200, body) => Ok(decode::<RunReport>(&body, "run report")?.cell),
+            (status, body) => Err(ToolFailure(format!("the run failed ({status}): {}", message(&body)))),
+        }
+    }
+}
+
+impl Workspace for SandboxSession<'_> {
+    /// A plain name is uploaded as it is. The files API takes only plain
+    /// names, so a path through folders is uploaded under a hidden name and
+    /// moved into place by code in the session, which creates the folders
+    /// (and can reach nothing outside the session directory).
+    fn write_file(&mut self, path: &str, content: &str) -> Result<String, ToolFailure> {
+        if !path.contains('/') {
+            self.upload(path, content)?;
+            return Ok(format!("wrote {} bytes to {path}", content.len()));
+        }
+        let staged = format!(".agent-write-{}.partial", crate::random_id());
+        self.upload(&staged, content)?;
+        let cell = self.run(&RunRequest::code(place_code(&staged, path)?))?;
+        match (&cell.error, &cell.traceback) {
+            (None, _) => Ok(format!("wrote {} bytes to {path}", content.len())),
+            (Some(error), traceback) => {
+                let why = traceback.as_deref().and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty())).unwrap_or(error.kind());
+                Err(ToolFailure(format!("writing {path} failed: {why}")))
+            }
         }
     }
 
     fn read_file(&mut self, path: &str) -> Result<String, ToolFailure> {
-        match self.send(&format!("/files/{path}"), None, self.config.call_timeout)? {
+        match self.send(&format!("/files/{}", url_path(path)), None, self.config.call_timeout)? {
             (200, bytes) => Ok(capped(&String::from_utf8_lossy(&bytes))),
             (status, body) => Err(ToolFailure(format!("reading {path} failed ({status}): {}", message(&body)))),
         }
     }
 
-    fn list_files(&mut self) -> Result<String, ToolFailure> {
+    fn list_files(&mut self) -> Result<Vec<FileEntry>, ToolFailure> {
         match self.send("/files", None, self.config.call_timeout)? {
             (200, body) => {
                 let listed: FileList = decode(&body, "file list")?;
-                let lines: Vec<String> = listed.files.iter().map(|f| format!("{} ({} bytes)", f.filename, f.size_bytes)).collect();
-                Ok(if lines.is_empty() { "(no files)".into() } else { lines.join("\n") })
+                Ok(listed.files.into_iter().map(|f| FileEntry { path: f.filename, size_bytes: f.size_bytes }).collect())
             }
             (status, body) => Err(ToolFailure(format!("listing failed ({status}): {}", message(&body)))),
         }
     }
 
     fn run_python(&mut self, code: &str) -> Result<String, ToolFailure> {
-        match self.send("/run", Some(&encode(&RunRequest::code(code))?), RUN_CALL_TIMEOUT)? {
-            (200, body) => {
-                let report: RunReport = decode(&body, "run report")?;
-                Ok(capped(&observation(&report.cell)))
-            }
-            (status, body) => Err(ToolFailure(format!("the run failed ({status}): {}", message(&body)))),
+        Ok(capped(&observation(&self.run(&RunRequest::code(code))?)))
+    }
+
+    fn run_tests(&mut self) -> Result<String, ToolFailure> {
+        let limits = LimitOverrides { timeout_ms: Some(TEST_TIMEOUT_MS), ..LimitOverrides::default() };
+        let request = RunRequest { limits, ..RunRequest::code(RUN_TESTS_CODE) };
+        Ok(capped(&observation(&self.run(&request)?)))
+    }
+}
+
+/// Code that moves the staged upload to `path`, creating its folders; the
+/// staged file is removed when the move fails. Both names are JSON strings,
+/// which Python reads as the same string literals.
+fn place_code(staged: &str, path: &str) -> Result<String, ToolFailure> {
+    let quoted = |text: &str| serde_json::to_string(text).map_err(|e| ToolFailure(format!("the path could not be encoded: {e}")));
+    let (staged, path) = (quoted(staged)?, quoted(path)?);
+    Ok(format!(
+        "def _anypath_place(staged, path):\n    import os\n    try:\n        os.makedirs(os.path.dirname(path), exist_ok=True)\n        os.replace(staged, path)\n    except BaseException:\n        os.remove(staged)\n        raise\ntry:\n    _anypath_place({staged}, {path})\nfinally:\n    del _anypath_place\n"
+    ))
+}
+
+/// A session path as the files API's URL path: each part percent-encoded.
+fn url_path(path: &str) -> String {
+    let mut encoded = String::with_capacity(path.len());
+    for byte in path.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => encoded.push(char::from(byte)),
+            other => encoded.push_str(&format!("%{other:02X}")),
         }
     }
+    encoded
 }
 
 /// What the model is shown of a run: exit code, output, the results as a

@@ -238,7 +238,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::tools::ToolFailure;
+    use crate::tools::{FileEntry, ToolFailure};
 
     /// A scripted model: each turn takes the next reply; records what it saw.
     struct Scripted {
@@ -279,11 +279,18 @@ mod tests {
         fn read_file(&mut self, path: &str) -> Result<String, ToolFailure> {
             self.0.get(path).cloned().ok_or_else(|| ToolFailure(format!("no file {path}")))
         }
-        fn list_files(&mut self) -> Result<String, ToolFailure> {
-            Ok(self.0.keys().cloned().collect::<Vec<_>>().join("\n"))
+        fn list_files(&mut self) -> Result<Vec<FileEntry>, ToolFailure> {
+            Ok(self.0.iter().map(|(path, text)| FileEntry { path: path.clone(), size_bytes: text.len() as u64 }).collect())
         }
         fn run_python(&mut self, _code: &str) -> Result<String, ToolFailure> {
-            Ok(if self.0.get("calc.py").is_some_and(|c| c.contains("a + b")) { "OK (1 tests)".into() } else { "FAILED (1 tests)".into() })
+            Ok("ran".into())
+        }
+        fn run_tests(&mut self) -> Result<String, ToolFailure> {
+            Ok(if self.0.get("calc.py").is_some_and(|c| c.contains("a + b")) {
+                "OK: 1 passed, 0 failed, 0 errors, 0 skipped".into()
+            } else {
+                "FAILED: 0 passed, 1 failed, 0 errors, 0 skipped".into()
+            })
         }
     }
 
@@ -310,7 +317,7 @@ mod tests {
         ]);
         let outcome = run("Write and test add", 6, &mut model, &mut Files::default(), &|| false).expect("run");
         let observations: Vec<&str> = outcome.steps.iter().filter(|s| s.tool == "run_tests").map(|s| s.observation.as_str()).collect();
-        assert_eq!(observations, ["FAILED (1 tests)", "OK (1 tests)"]);
+        assert_eq!(observations, ["FAILED: 0 passed, 1 failed, 0 errors, 0 skipped", "OK: 1 passed, 0 failed, 0 errors, 0 skipped"]);
         assert_eq!((outcome.turns, outcome.limit_reached), (5, false));
     }
 

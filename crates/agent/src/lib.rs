@@ -13,4 +13,4 @@ pub mod tools;
 
 pub use agent_loop::{AgentError, Model, ModelError, RunOutcome, Step, run};
 pub use request::{RequestError, RunRequest};
-pub use tools::{ToolFailure, Workspace};
+pub use tools::{FileEntry, ToolFailure, Workspace};
