@@ -38,6 +38,14 @@ const DISCARDED: &str = "discarded";
 /// A hibernated session's state image, beside `data/` (outside what the code sees).
 const STATE_IMAGE: &str = "state.img";
 
+/// Where a session that expired holding state leaves a note, under the
+/// root: `expired/<tenant>/<session_id>`, so that a session opened later
+/// under its name says the state it finds is not the one it had.
+const EXPIRED: &str = "expired";
+
+/// How long the note of an expired session is kept.
+const EXPIRED_NOTE_KEPT: Duration = Duration::from_secs(24 * 3600);
+
 /// A session's view of its datasets, beside `data/`: what the code sees at /data.
 pub(crate) const DATASETS_VIEW: &str = "datasets";
 
@@ -164,6 +172,17 @@ struct Session {
 
 /// Each file of a session directory with its size and modification time.
 type Snapshot = HashMap<String, (u64, SystemTime)>;
+
+/// The note an expired session that held state leaves (see [`EXPIRED`]).
+#[derive(Serialize, Deserialize)]
+struct ExpiredNote {
+    ttl_seconds: u64,
+}
+
+/// What the first run of a session opened in place of an expired one says.
+fn expired_reason(ttl_seconds: u64) -> String {
+    format!("the session expired (idle past its TTL of {ttl_seconds} s) and was removed with its state and files; it starts afresh")
+}
 
 #[derive(Serialize, Deserialize)]
 struct Meta {
@@ -608,6 +627,9 @@ impl Interpreter {
         for session in &expired {
             // A session running code is in use, not idle: it stays.
             if let Ok(_running) = session.live.try_lock() {
+                if session.had_state.load(std::sync::atomic::Ordering::Relaxed) {
+                    self.leave_expired_note(&session.tenant, &session.id, session.ttl.as_secs());
+                }
                 self.forget(session);
             }
         }
@@ -704,10 +726,24 @@ impl Interpreter {
             return Ok(session);
         }
         let home = self.config.root.join("sessions").join(tenant).join(session_id);
-        let on_disk = read_meta(&home).filter(|m| unix_now().saturating_sub(m.last_used_unix) < m.ttl_seconds);
+        let (on_disk, expired): (Option<Meta>, Option<Meta>) = match read_meta(&home) {
+            Some(meta) if unix_now().saturating_sub(meta.last_used_unix) < meta.ttl_seconds => (Some(meta), None),
+            found => (None, found),
+        };
         if on_disk.is_none() && !may_create {
             return Err(InterpreterError::NoSuchSession(session_id.to_owned()));
         }
+        // A session opened in place of one that expired holding state (still
+        // listed, still on disk, or noted when it was removed) says so on
+        // its first run: it is not the session its caller had.
+        let replaced_ttl = match on_disk {
+            Some(_) => None,
+            None => {
+                let listed = sessions.get(&key).filter(|s| s.had_state.load(std::sync::atomic::Ordering::Relaxed)).map(|s| s.ttl.as_secs());
+                let noted = self.take_expired_note(tenant, session_id).map(|n| n.ttl_seconds);
+                listed.or(expired.filter(|m| m.had_state).map(|m| m.ttl_seconds)).or(noted)
+            }
+        };
         let runtime = match &on_disk {
             Some(meta) => {
                 check_runtime(session_id, meta.runtime, asked)?;
@@ -754,7 +790,10 @@ impl Interpreter {
         let had_state = on_disk.as_ref().is_some_and(|m| m.had_state);
         let hibernated = on_disk.is_some() && home.join(STATE_IMAGE).is_file();
         if had_state && !hibernated {
-            live = live.with_state_lost();
+            live = live.with_state_lost_for("the process that held the session's state stopped without saving it; the session starts fresh with its files");
+        }
+        if let Some(ttl_seconds) = replaced_ttl {
+            live = live.with_state_lost_for(expired_reason(ttl_seconds));
         }
         let session = Arc::new(Session {
             tenant: tenant.to_owned(),
@@ -825,14 +864,16 @@ impl Interpreter {
     /// Keeps the live instances' memory within the budget: the least
     /// recently used idle sessions other than `current` are hibernated.
     async fn evict_beyond_limit(self: &Arc<Self>, current: &Session) {
-        let mut candidates: Vec<Arc<Session>> = {
+        let candidates: Vec<Arc<Session>> = {
             let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
             sessions.values().filter(|s| !std::ptr::eq(Arc::as_ptr(s), current)).cloned().collect()
         };
         let held = |s: &Session| if s.live.try_lock().map_or(true, |l| l.is_live()) { s.memory_bytes.load(std::sync::atomic::Ordering::Relaxed) } else { 0 };
         let mut total: u64 = held(current) + candidates.iter().map(|s| held(s)).sum::<u64>();
-        candidates.sort_by_key(|s| std::cmp::Reverse(s.idle()));
-        for session in candidates {
+        if total <= self.config.session_memory_bytes {
+            return;
+        }
+        for session in longest_idle_first(candidates, |s| s.idle()) {
             if total <= self.config.session_memory_bytes {
                 break;
             }
@@ -862,13 +903,14 @@ impl Interpreter {
     }
 
     /// Hibernates every live session, waiting for runs in progress (on a
-    /// graceful stop): the next process resumes them. Returns how many.
+    /// graceful stop): the next process resumes them. A session whose image
+    /// was read but not restored yet has it written back. Returns how many.
     pub async fn hibernate_all(self: &Arc<Self>) -> usize {
         let all: Vec<Arc<Session>> = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
         let mut hibernated = 0;
         for session in all {
             let Ok(mut live) = tokio::time::timeout(self.config.busy_wait, session.live.lock()).await else { continue };
-            if live.is_live() && self.hibernate(&session, &mut live).await {
+            if (live.is_live() || live.is_hibernated()) && self.hibernate(&session, &mut live).await {
                 hibernated += 1;
             }
         }
@@ -888,13 +930,16 @@ impl Interpreter {
                 return false;
             }
         };
+        // Marked before the write is awaited: when this call is dropped (its
+        // caller's client went away) the write still ends on the blocking
+        // pool, and the next run reads the image; one that is not there is
+        // reported lost (`live` holds the state as away until it is back).
+        session.hibernated.store(true, std::sync::atomic::Ordering::Relaxed);
         let kept = session.clone();
         match self.off_workers(move |i| i.save_image(&kept, &image)).await {
-            Ok(()) => {
-                session.hibernated.store(true, std::sync::atomic::Ordering::Relaxed);
-                true
-            }
+            Ok(()) => true,
             Err(error) => {
+                session.hibernated.store(false, std::sync::atomic::Ordering::Relaxed);
                 tracing::warn!(session = %session.id, %error, "a session's state image was not kept");
                 live.lose_state(format!("its state could not be saved when it was parked ({error})"));
                 false
@@ -917,27 +962,49 @@ impl Interpreter {
         }
         let path = session.home.join(STATE_IMAGE);
         let partial = session.home.join(format!("{STATE_IMAGE}.partial"));
+        #[cfg(test)]
+        tests::pause_at(tests::Step::ImageWrite, &path);
         std::fs::write(&partial, image).map_err(|e| InterpreterError::io("writing a state image", e))?;
         std::fs::rename(&partial, &path).map_err(|e| InterpreterError::io("writing a state image", e))
     }
 
     /// Before a run: a hibernated session's image goes to its instance (and
     /// off the disk: from here on the state lives in the instance).
+    ///
+    /// Safe to drop at any await: until the image is in the instance the
+    /// session stays marked hibernated and its image stays on disk, and the
+    /// instance holds the state as away, so no later run starts fresh
+    /// without saying so.
     async fn take_saved_state(self: &Arc<Self>, session: &Arc<Session>, live: &mut LiveInstance) {
-        if !session.hibernated.swap(false, std::sync::atomic::Ordering::Relaxed) || live.is_live() {
+        use std::sync::atomic::Ordering::Relaxed;
+        if live.is_live() || !session.hibernated.load(Relaxed) {
             return;
         }
+        live.expect_saved_state();
         let path = session.home.join(STATE_IMAGE);
-        let read = self
-            .off_workers(move |_| {
-                let bytes = std::fs::read(&path).map_err(|e| InterpreterError::io("reading a state image", e));
-                let _ = std::fs::remove_file(&path);
-                bytes
+        let read = {
+            let path = path.clone();
+            self.off_workers(move |_| {
+                #[cfg(test)]
+                tests::pause_at(tests::Step::ImageRead, &path);
+                std::fs::read(&path).map_err(|e| InterpreterError::io("reading a state image", e))
             })
-            .await;
-        match read {
-            Ok(image) => live.resume_with(image),
-            Err(error) => live.lose_state(format!("its saved state could not be read ({error})")),
+            .await
+        };
+        session.hibernated.store(false, Relaxed);
+        let image = match read {
+            Ok(image) => image,
+            Err(error) => {
+                live.lose_state(format!("its saved state could not be read ({error})"));
+                return;
+            }
+        };
+        live.resume_with(image);
+        // From here the state lives in the instance: an image left behind
+        // would be resumed, stale, by a process that finds it after a crash.
+        let removed = self.off_workers(move |_| std::fs::remove_file(&path).map_err(|e| InterpreterError::io("removing a resumed state image", e))).await;
+        if let Err(error) = removed {
+            tracing::warn!(session = %session.id, %error, "a resumed session's state image stays on disk");
         }
     }
 
@@ -1112,15 +1179,56 @@ impl Interpreter {
         for tenant in tenants.flatten() {
             let Ok(homes) = std::fs::read_dir(tenant.path()) else { continue };
             for home in homes.flatten() {
-                let expired = read_meta(&home.path()).is_none_or(|m| unix_now().saturating_sub(m.last_used_unix) >= m.ttl_seconds);
+                let meta = read_meta(&home.path());
+                let expired = meta.as_ref().is_none_or(|m| unix_now().saturating_sub(m.last_used_unix) >= m.ttl_seconds);
                 let key = (tenant.file_name().to_string_lossy().into_owned(), home.file_name().to_string_lossy().into_owned());
                 let known = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key);
-                if expired && !known && std::fs::remove_dir_all(home.path()).is_ok() {
-                    removed += 1;
+                if expired && !known {
+                    if let Some(meta) = meta.as_ref().filter(|m| m.had_state) {
+                        self.leave_expired_note(&key.0, &key.1, meta.ttl_seconds);
+                    }
+                    if std::fs::remove_dir_all(home.path()).is_ok() {
+                        removed += 1;
+                    }
                 }
             }
         }
+        self.forget_old_expired_notes();
         removed
+    }
+
+    /// Notes that `tenant`'s session `session_id` expired holding state.
+    /// Best effort: without it, a session opened later under that name
+    /// cannot say what it lost.
+    fn leave_expired_note(&self, tenant: &str, session_id: &str, ttl_seconds: u64) {
+        let path = self.config.root.join(EXPIRED).join(tenant).join(session_id);
+        let bytes = serde_json::to_vec(&ExpiredNote { ttl_seconds }).unwrap_or_default();
+        let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(&path, bytes));
+        if let Err(error) = written {
+            tracing::warn!(tenant, session = session_id, %error, "an expired session's note was not written");
+        }
+    }
+
+    /// The note `tenant`'s session `session_id` left when it expired
+    /// holding state, taken (removed) for the session now opened in its place.
+    fn take_expired_note(&self, tenant: &str, session_id: &str) -> Option<ExpiredNote> {
+        let path = self.config.root.join(EXPIRED).join(tenant).join(session_id);
+        let note = serde_json::from_slice(&std::fs::read(&path).ok()?).ok();
+        let _ = std::fs::remove_file(&path);
+        note
+    }
+
+    /// Removes the notes of sessions expired longer ago than [`EXPIRED_NOTE_KEPT`].
+    fn forget_old_expired_notes(&self) {
+        let Ok(tenants) = std::fs::read_dir(self.config.root.join(EXPIRED)) else { return };
+        for tenant in tenants.flatten() {
+            for note in std::fs::read_dir(tenant.path()).into_iter().flatten().flatten() {
+                let old = note.metadata().and_then(|m| m.modified()).ok().and_then(|at| at.elapsed().ok()).is_some_and(|age| age >= EXPIRED_NOTE_KEPT);
+                if old {
+                    let _ = std::fs::remove_file(note.path());
+                }
+            }
+        }
     }
 }
 
@@ -1130,6 +1238,17 @@ impl Drop for Interpreter {
             let _ = std::fs::remove_dir_all(&self.config.root);
         }
     }
+}
+
+/// `sessions` in the order the memory budget hibernates them: the longest
+/// `idle` first. Each idle time is read once, before the sort: read during
+/// it, idle times grow as it goes and drop as runs touch sessions, which is
+/// no order at all (the standard sort may then panic, taking the answer of
+/// the run that asked with it).
+fn longest_idle_first<T>(sessions: Vec<T>, idle: impl Fn(&T) -> Duration) -> Vec<T> {
+    let mut keyed: Vec<(Duration, T)> = sessions.into_iter().map(|s| (idle(&s), s)).collect();
+    keyed.sort_by_key(|(idle, _)| std::cmp::Reverse(*idle));
+    keyed.into_iter().map(|(_, s)| s).collect()
 }
 
 /// Copies the files and directories under `from` into `to` (a copy-on-write
@@ -1154,7 +1273,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), InterpreterError> {
 /// Removes a directory tree no session refers to any more.
 fn remove_tree(path: &Path) {
     #[cfg(test)]
-    tests::before_removal(path);
+    tests::pause_at(tests::Step::Removal, path);
     let _ = std::fs::remove_dir_all(path);
 }
 
@@ -1331,23 +1450,35 @@ mod tests {
 
     use anypath_sandbox::{BlockRunner, RunnerConfig};
 
-    use super::{Interpreter, InterpreterConfig};
+    use super::{Interpreter, InterpreterConfig, RunReport};
 
-    /// A removal held up under `root`: it reports the path, then waits to be let go.
+    /// The file work a test may hold up.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub(super) enum Step {
+        /// A session's tree is removed.
+        Removal,
+        /// A state image is written.
+        ImageWrite,
+        /// A state image is read to be resumed.
+        ImageRead,
+    }
+
+    /// A step held up under `root`: it reports the path, then waits to be let go.
     struct Gate {
         root: PathBuf,
+        step: Step,
         entered: Sender<PathBuf>,
         release: Receiver<()>,
     }
 
-    /// Removals the test holds up; tests in this process share it, each under its own root.
+    /// Steps the test holds up; tests in this process share it, each under its own root.
     static GATES: Mutex<Vec<Gate>> = Mutex::new(Vec::new());
 
-    /// Called by every tree removal: a removal under a gated root waits there.
-    pub(super) fn before_removal(path: &Path) {
+    /// Called before each step of file work: one under a gated root waits there.
+    pub(super) fn pause_at(step: Step, path: &Path) {
         let gate = {
             let mut gates = GATES.lock().unwrap_or_else(|p| p.into_inner());
-            let at = gates.iter().position(|g| path.starts_with(&g.root));
+            let at = gates.iter().position(|g| g.step == step && path.starts_with(&g.root));
             at.map(|at| gates.remove(at))
         };
         if let Some(gate) = gate {
@@ -1421,7 +1552,7 @@ mod tests {
 
         let (entered_tx, entered) = channel();
         let (release, release_rx) = channel();
-        GATES.lock().expect("gates").push(Gate { root: dir.path().to_path_buf(), entered: entered_tx, release: release_rx });
+        GATES.lock().expect("gates").push(Gate { root: dir.path().to_path_buf(), step: Step::Removal, entered: entered_tx, release: release_rx });
         let reopening = {
             let interpreter = interpreter.clone();
             std::thread::spawn(move || interpreter.open_session("t", "old", None, None))
@@ -1442,5 +1573,156 @@ mod tests {
         assert_eq!(reopened.session_id, "old");
         assert!(interpreter.list_files("t", "old").expect("files").is_empty(), "the reopened session starts empty");
         assert!(!removing.exists(), "the old tree is gone");
+    }
+
+    /// Holds up the next `step` under `root`: a receiver told when it is
+    /// reached, and the sender that lets it go.
+    fn hold(root: &Path, step: Step) -> (Receiver<PathBuf>, Sender<()>) {
+        let (entered_tx, entered) = channel();
+        let (release, release_rx) = channel();
+        GATES.lock().expect("gates").push(Gate { root: root.to_path_buf(), step, entered: entered_tx, release: release_rx });
+        (entered, release)
+    }
+
+    fn run(runtime: &tokio::runtime::Runtime, interpreter: &Arc<Interpreter>, code: &str) -> RunReport {
+        runtime.block_on(interpreter.run_python("t", "s", super::RunRequest::code(code), "http://h")).expect("run")
+    }
+
+    /// A state parked while its caller goes away (a client that disconnects
+    /// while the memory budget hibernates another session, or its own) is
+    /// not lost: the image being written is what the next run resumes.
+    #[test]
+    fn a_hibernation_dropped_while_its_image_is_written_is_resumed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (runtime, interpreter) = interpreter(dir.path());
+        assert_eq!(run(&runtime, &interpreter, "x = 41").cell.error, None);
+        let (entered, release) = hold(dir.path(), Step::ImageWrite);
+        let parking = {
+            let interpreter = interpreter.clone();
+            runtime.spawn(async move { interpreter.hibernate_session("t", "s").await })
+        };
+        entered.recv_timeout(Duration::from_secs(30)).expect("the image is being written");
+        parking.abort();
+        assert!(runtime.block_on(parking).is_err_and(|e| e.is_cancelled()), "the hibernation was dropped mid-write");
+        release.send(()).expect("released");
+        // The write, let go, ends on the blocking pool by itself.
+        let image = dir.path().join("sessions/t/s").join(super::STATE_IMAGE);
+        let written = within(Duration::from_secs(30), move || {
+            while !image.is_file() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        assert!(written.is_some(), "the image was written");
+        let report = run(&runtime, &interpreter, "print(x + 1)");
+        let cell = &report.cell;
+        assert_eq!((cell.output.stdout.as_str(), cell.state, cell.state_reset), ("42\n", super::StateOrigin::Resumed, false), "{:?}", cell.error);
+    }
+
+    /// A resume dropped while its image is read (the run's client went
+    /// away) leaves the image where it was: the next run resumes it.
+    #[test]
+    fn a_resume_dropped_while_its_image_is_read_leaves_the_state_for_the_next_run() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (runtime, interpreter) = interpreter(dir.path());
+        assert_eq!(run(&runtime, &interpreter, "x = 41").cell.error, None);
+        assert!(runtime.block_on(interpreter.hibernate_session("t", "s")).expect("hibernated"));
+        let (entered, release) = hold(dir.path(), Step::ImageRead);
+        let resuming = {
+            let interpreter = interpreter.clone();
+            runtime.spawn(async move { interpreter.run_python("t", "s", super::RunRequest::code("x += 1"), "http://h").await })
+        };
+        entered.recv_timeout(Duration::from_secs(30)).expect("the image is being read");
+        resuming.abort();
+        assert!(runtime.block_on(resuming).is_err_and(|e| e.is_cancelled()), "the run was dropped mid-read");
+        release.send(()).expect("released");
+        let report = run(&runtime, &interpreter, "print(x + 1)");
+        let cell = &report.cell;
+        assert_eq!((cell.output.stdout.as_str(), cell.state, cell.state_reset), ("42\n", super::StateOrigin::Resumed, false), "{:?}", cell.error);
+    }
+
+    /// A state handed out and never handed back is reported lost, with its
+    /// reason, rather than taken for a session that held none.
+    #[test]
+    fn a_state_image_that_vanishes_is_reported_lost() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (runtime, interpreter) = interpreter(dir.path());
+        assert_eq!(run(&runtime, &interpreter, "x = 41").cell.error, None);
+        assert!(runtime.block_on(interpreter.hibernate_session("t", "s")).expect("hibernated"));
+        std::fs::remove_file(dir.path().join("sessions/t/s").join(super::STATE_IMAGE)).expect("image removed");
+        let report = run(&runtime, &interpreter, "print(x)");
+        let cell = &report.cell;
+        assert!(cell.state_reset, "{cell:?}");
+        assert!(cell.state_note.as_deref().is_some_and(|n| n.contains("could not be read")), "{:?}", cell.state_note);
+    }
+
+    /// The memory budget orders sessions by idle times read once each: read
+    /// while the sort compares them (they change as it goes, and as runs
+    /// touch sessions), they are no order, and the sort may panic, taking
+    /// the answer of the run that asked for the eviction with it.
+    #[test]
+    fn the_eviction_order_reads_each_idle_time_once() {
+        use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+        let readings = AtomicU64::new(0);
+        let first_read = Mutex::new(std::collections::HashMap::new());
+        let sessions: Vec<u64> = (0..10_000).collect();
+        // Each reading differs from the last, as a clock and concurrent touches make it.
+        let ordered = super::longest_idle_first(sessions, |session| {
+            let n = readings.fetch_add(1, Relaxed);
+            let idle = Duration::from_nanos(n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40);
+            first_read.lock().expect("readings").entry(*session).or_insert(idle);
+            idle
+        });
+        assert_eq!(readings.load(Relaxed), 10_000, "one reading per session");
+        let first_read = first_read.into_inner().expect("readings");
+        let idle: Vec<Duration> = ordered.iter().map(|s| first_read[s]).collect();
+        assert!(idle.windows(2).all(|w| w[0] >= w[1]), "the longest idle first");
+        assert_eq!(ordered.len(), 10_000);
+    }
+
+    /// A session that expired holding state and is opened again under its
+    /// name says on its first run that it starts afresh, and why: whether
+    /// it was still listed, already swept away, or found expired on disk by
+    /// the next process. A session that never held state says nothing.
+    #[test]
+    fn a_session_opened_in_place_of_an_expired_one_says_its_state_was_lost() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let short = Some(Duration::from_secs(1));
+        let run_in = |runtime: &tokio::runtime::Runtime, interpreter: &Arc<Interpreter>, id: &str, code: &str| {
+            let report = runtime.block_on(interpreter.run_python("t", id, super::RunRequest::code(code), "http://h")).expect("run");
+            assert_eq!(report.cell.error, None, "{id}");
+            (report.cell.output.stdout.clone(), report.cell.state_reset, report.cell.state_note.unwrap_or_default())
+        };
+        {
+            let (runtime, interpreter) = interpreter(dir.path());
+            for id in ["listed", "swept", "stateless"] {
+                interpreter.open_session("t", id, short, None).expect("opened");
+            }
+            for id in ["listed", "swept"] {
+                run_in(&runtime, &interpreter, id, "x = 1");
+            }
+            std::thread::sleep(Duration::from_millis(2100));
+            // Still listed, not swept yet.
+            let (stdout, reset, note) = run_in(&runtime, &interpreter, "listed", "print('x' in globals())");
+            assert_eq!((stdout.as_str(), reset), ("False\n", true), "{note}");
+            assert!(note.contains("expired"), "{note}");
+            assert!(interpreter.sweep() >= 2, "the other two expired");
+            assert!(!dir.path().join("sessions/t/swept").exists(), "swept away");
+            let (stdout, reset, note) = run_in(&runtime, &interpreter, "swept", "print('x' in globals())");
+            assert_eq!((stdout.as_str(), reset), ("False\n", true), "{note}");
+            assert!(note.contains("expired"), "{note}");
+            let (stdout, reset, _) = run_in(&runtime, &interpreter, "swept", "x = 2\nprint('x' in globals())");
+            assert_eq!((stdout.as_str(), reset), ("True\n", false), "said once, then the new session holds its own state");
+            let (stdout, reset, note) = run_in(&runtime, &interpreter, "stateless", "print('x' in globals())");
+            assert_eq!((stdout.as_str(), reset), ("False\n", false), "a session without state lost none: {note}");
+            // Expires while no process runs.
+            interpreter.open_session("t", "restarted", short, None).expect("opened");
+            run_in(&runtime, &interpreter, "restarted", "x = 1");
+        }
+        std::thread::sleep(Duration::from_millis(2100));
+        let (runtime, interpreter) = interpreter(dir.path());
+        assert!(!dir.path().join("sessions/t/restarted").exists(), "removed when the next process started");
+        let (stdout, reset, note) = run_in(&runtime, &interpreter, "restarted", "print('x' in globals())");
+        assert_eq!((stdout.as_str(), reset), ("False\n", true), "{note}");
+        assert!(note.contains("expired"), "{note}");
     }
 }

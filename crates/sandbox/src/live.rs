@@ -42,6 +42,10 @@ use crate::state_image::StateError;
 /// host handles would not exist in the instance the state is restored into.
 const PARK_MARK: &str = "ANYPATH_STATE_PARK";
 
+/// The next run's note when the session's state was handed out as an image
+/// that never came back (its save or its reading was cut short).
+const STATE_NOT_HANDED_BACK: &str = "the session's saved state did not reach this run (its saving or its reading was cut short); the session starts fresh with its files";
+
 /// What an instance started ahead runs: it sets the cell counter back, so
 /// the session's first cell is still `<cell-1>`, and its value is `None`.
 const PRESTART_CELL: &str = "setattr(__import__('cell'), '_cells_run', 0)";
@@ -88,6 +92,10 @@ pub struct LiveInstance {
     lost_note: Option<String>,
     /// A state image the next start restores.
     saved: Option<Vec<u8>>,
+    /// The state was handed out as an image ([`Self::hibernate`], or kept
+    /// by the caller: [`Self::expect_saved_state`]) and not handed back: a
+    /// run that starts without it says the state was lost.
+    away: bool,
     /// Write quota on `dir`, shared by every instance this session starts.
     quota: Option<Arc<QuotaState>>,
     /// The instance was started ahead and has run no code yet: its first
@@ -130,7 +138,7 @@ impl SessionRuntime {
     /// under `limits` (narrowed to the runtime's own). Nothing starts yet.
     pub fn live_instance(&self, dir: Option<PathBuf>, limits: &LimitOverrides) -> LiveInstance {
         let limits = self.limits().narrowed_by(limits);
-        LiveInstance { runtime: self.clone(), dir, datasets: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, quota: None, adopted: false }
+        LiveInstance { runtime: self.clone(), dir, datasets: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, away: false, quota: None, adopted: false }
     }
 }
 
@@ -206,13 +214,32 @@ impl LiveInstance {
         self
     }
 
+    /// As [`Self::with_state_lost`], with `reason` said in the next run's
+    /// report (`state_note`).
+    pub fn with_state_lost_for(mut self, reason: impl Into<String>) -> Self {
+        self.lost_state = true;
+        self.lost_note = Some(reason.into());
+        self
+    }
+
     /// Drops the instance and its state; the next run starts fresh.
     pub fn reset(&mut self) {
         // An instance started ahead that has run nothing holds no state.
         let held = self.instance.take().is_some() && !std::mem::take(&mut self.adopted);
         let saved = self.saved.take().is_some();
-        if held || saved {
+        let away = std::mem::take(&mut self.away);
+        if held || saved || away {
             self.lost_state = true;
+        }
+    }
+
+    /// The session's state waits outside this instance (an image the caller
+    /// keeps): until it is handed back with [`Self::resume_with`], the next
+    /// run says the state was lost rather than start fresh as if none had
+    /// been. No effect while an instance is live.
+    pub fn expect_saved_state(&mut self) {
+        if self.instance.is_none() {
+            self.away = true;
         }
     }
 
@@ -227,8 +254,7 @@ impl LiveInstance {
     /// The next run restores `image` (captured from an instance of the same
     /// runtime) instead of starting fresh. Any live instance is dropped.
     pub fn with_saved_state(mut self, image: Vec<u8>) -> Self {
-        self.instance = None;
-        self.saved = Some(image);
+        self.resume_with(image);
         self
     }
 
@@ -237,6 +263,7 @@ impl LiveInstance {
         self.instance = None;
         self.adopted = false;
         self.saved = Some(image);
+        self.away = false;
     }
 
     /// Whether a saved image waits for the next run.
@@ -261,11 +288,18 @@ impl LiveInstance {
 
     /// Captures the live instance's state and drops the instance, freeing
     /// its memory: the image's bytes, for the caller to keep, and to hand
-    /// back with [`Self::with_saved_state`]. `None` when no instance is
-    /// live. When capturing fails the instance is kept.
+    /// back with [`Self::resume_with`] (a saved image not restored yet is
+    /// handed out as it is). `None` when no instance is live and no image
+    /// waits. When capturing fails the instance is kept.
+    ///
+    /// From then on the state is the caller's: until it comes back, the
+    /// next run reports it lost (`state_reset`), so an image that never
+    /// reached its keeper is never mistaken for a session without state.
     pub async fn hibernate(&mut self) -> Result<Option<Vec<u8>>, StateError> {
         if self.instance.is_none() {
-            return Ok(None);
+            let saved = self.saved.take();
+            self.away |= saved.is_some();
+            return Ok(saved);
         }
         if self.adopted {
             // Started ahead and never run: nothing to keep, only memory to free.
@@ -278,6 +312,7 @@ impl LiveInstance {
         let runtime = self.runtime.clone();
         let image = runtime.capture(instance, closed).await?;
         self.instance = None;
+        self.away = true;
         Ok(Some(image))
     }
 
@@ -354,6 +389,10 @@ impl LiveInstance {
                     note = Some(format!("the saved state could not be restored ({error}); the session starts fresh with its files"));
                 }
             }
+        } else if std::mem::take(&mut self.away) && self.instance.is_none() {
+            // The state was handed out and never came back.
+            self.lost_state = true;
+            note = Some(STATE_NOT_HANDED_BACK.to_owned());
         }
         let state_reset = self.lost_state && origin == StateOrigin::Fresh;
         let mut report = match self.run_in_instance(request, &limits, &mut metrics).await {
