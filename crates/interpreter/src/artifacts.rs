@@ -523,7 +523,7 @@ mod tests {
     /// `TempDir` is dropped (bound first, so after the store).
     fn store(name: &str, retention: Duration, quota: u64) -> (tempfile::TempDir, ArtifactStore) {
         let dir = tempfile::Builder::new().prefix(&format!("anypath-artifact-store-{name}-")).tempdir().unwrap();
-        let config = ArtifactConfig { retention, tenant_quota_bytes: quota };
+        let config = ArtifactConfig { retention, tenant_quota_bytes: quota, ..ArtifactConfig::default() };
         let store = ArtifactStore::open(&dir.path().join("artifacts"), Signer::new(b"k".repeat(32)), config).unwrap();
         (dir, store)
     }
@@ -541,7 +541,7 @@ mod tests {
                     let (root, start) = (root.clone(), start.clone());
                     std::thread::spawn(move || {
                         start.wait();
-                        let config = ArtifactConfig { retention: Duration::from_secs(60), tenant_quota_bytes: 1 << 20 };
+                        let config = ArtifactConfig { retention: Duration::from_secs(60), tenant_quota_bytes: 1 << 20, ..ArtifactConfig::default() };
                         ArtifactStore::open(&root, Signer::new(b"k".repeat(32)), config).map(|_| ())
                     })
                 })
