@@ -139,7 +139,7 @@ fn every_operation_writes_one_audit_line_and_nothing_secret() {
         ("op-fork", "fork", "ok", Some("audited")),
         ("op-stage", "stage_dataset", "ok", None),
         ("op-attach", "attach_dataset", "ok", Some("audited")),
-        ("op-missing", "read", "not_found", Some("audited")),
+        ("op-missing", "read", "no_such_file", Some("audited")),
         ("op-env", "run", "env_not_allowed", Some("audited")),
         ("op-close", "close", "ok", Some("audited")),
         ("op-nokey", "authenticate", "unauthorized", None),

@@ -67,6 +67,8 @@ fn the_apps_token_guards_every_listener() {
     refused(client.get(format!("{sandbox}/api/kernels")).send().expect("answers"), jupyter, "Jupyter without a token");
     refused(new_sandbox(&e2b_url).header("x-api-key", "e2b_wrong").send().expect("answers"), e2b, "E2B with a wrong key");
 
+    let upload = json!({"filename": "mine.txt", "content_base64": "bWluZQ=="});
+    assert_eq!(client.post(&files).bearer_auth(TOKEN).json(&upload).send().expect("answers").status().as_u16(), 201);
     assert_eq!(client.get(&files).bearer_auth(TOKEN).send().expect("answers").status().as_u16(), 200);
     assert_eq!(exec().bearer_auth(TOKEN).send().expect("answers").status().as_u16(), 200);
     assert_eq!(mcp_list(&sandbox).bearer_auth(TOKEN).send().expect("answers").status().as_u16(), 200);
