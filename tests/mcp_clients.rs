@@ -1,12 +1,17 @@
-//! The MCP server as an independent client drives it: the official MCP
-//! Python SDK (`mcp`, installed into `.venv` by `cargo xtask test`) over
-//! both transports, `anypath mcp` on stdio and `/mcp` on `anypath sandbox
-//! serve`. The scenarios live in `tests/support/mcp_client_checks.py`; each
-//! test here runs one of them on one transport.
+//! The MCP server as independent clients drive it: the two official MCP
+//! SDKs, the Python one (`mcp`, installed into `.venv` by `cargo xtask
+//! test`) and the TypeScript one (`@modelcontextprotocol/sdk`, from
+//! `tests/frontends`' lockfile), over both transports, `anypath mcp` on
+//! stdio and `/mcp` on `anypath sandbox serve`. The scenarios live in
+//! `tests/support/mcp_client_checks.py` and, the same ones,
+//! `tests/frontends/mcp_ts_checks.mjs`; each test here runs one scenario on
+//! one transport with one SDK.
 //!
 //! Boundaries proved: the tenant of a Streamable HTTP call comes from its
 //! key (`tenants_never_meet_over_http`), and `/mcp` refuses a caller without
-//! one and a foreign `Host` (`http_refuses_callers_without_a_key`).
+//! one and a foreign `Host` (`http_refuses_callers_without_a_key`). A tool
+//! error reaches both SDKs as a result marked `isError` with its stable code
+//! (`errors_are_tool_errors_*`), never as a protocol error.
 
 use crate::common;
 
@@ -25,18 +30,43 @@ fn data_dir(name: &str) -> tempfile::TempDir {
     common::scratch(&format!("anypath-mcp-{name}-"))
 }
 
+/// The MCP client library a scenario runs with.
+#[derive(Debug, Clone, Copy)]
+enum Sdk {
+    /// `mcp` on PyPI, `tests/support/mcp_client_checks.py`.
+    Python,
+    /// `@modelcontextprotocol/sdk` on npm, `tests/frontends/mcp_ts_checks.mjs`.
+    TypeScript,
+}
+
+impl Sdk {
+    /// The command that runs `scenario` with this SDK.
+    fn command(self, scenario: &str) -> Command {
+        match self {
+            Sdk::Python => {
+                let mut command = Command::new(common::venv_python());
+                command.arg(repo().join("tests/support/mcp_client_checks.py")).arg(scenario);
+                command
+            }
+            Sdk::TypeScript => {
+                let (Some(node), Some(frontends)) = (std::env::var_os("ANYPATH_NODE"), std::env::var_os("ANYPATH_FRONTENDS")) else {
+                    panic!("ANYPATH_NODE and ANYPATH_FRONTENDS must name node and tests/frontends (cargo xtask test sets them)");
+                };
+                let mut command = Command::new(node);
+                command.arg(repo().join("tests/frontends/mcp_ts_checks.mjs")).arg(scenario).current_dir(frontends);
+                command
+            }
+        }
+    }
+}
+
 /// Runs one scenario; panics with the client's own report when it fails.
-fn check(scenario: &str, transport: &[String]) {
-    let output = Command::new(common::venv_python())
-        .arg(repo().join("tests/support/mcp_client_checks.py"))
-        .arg(scenario)
-        .args(transport)
-        .output()
-        .expect("the python client starts");
+fn check(sdk: Sdk, scenario: &str, transport: &[String]) {
+    let output = sdk.command(scenario).args(transport).output().unwrap_or_else(|e| panic!("the {sdk:?} client starts: {e}"));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{scenario} failed ({}):\n{stdout}\n{stderr}", output.status);
-    assert!(stdout.contains(&format!("{scenario} over")), "{scenario} did not finish:\n{stdout}\n{stderr}");
+    assert!(output.status.success(), "{scenario} with the {sdk:?} SDK failed ({}):\n{stdout}\n{stderr}", output.status);
+    assert!(stdout.contains(&format!("{scenario} over")), "{scenario} with the {sdk:?} SDK did not finish:\n{stdout}\n{stderr}");
 }
 
 /// Limits unlike the defaults every server here runs with, which the
@@ -58,7 +88,7 @@ fn limits(dir: &std::path::Path) -> Vec<String> {
 }
 
 /// Over Streamable HTTP, against a fresh service with [`limits`].
-fn over_http(scenario: &str) {
+fn over_http(sdk: Sdk, scenario: &str) {
     let dir = data_dir(&format!("http-{scenario}"));
     let python_data = common::python_data_dir().display().to_string();
     let policy_dir = data_dir(&format!("http-{scenario}-policy"));
@@ -67,12 +97,12 @@ fn over_http(scenario: &str) {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let service = Service::start_with(dir.path(), &args);
     let url = format!("{}/mcp", service.base);
-    check(scenario, &["http".into(), url, "key-alice".into(), "key-bob".into()]);
+    check(sdk, scenario, &["http".into(), url, "key-alice".into(), "key-bob".into()]);
     drop(service);
 }
 
 /// Over stdio, with [`limits`]: the client starts `anypath mcp` itself.
-fn over_stdio(scenario: &str) {
+fn over_stdio(sdk: Sdk, scenario: &str) {
     let dir = data_dir(&format!("stdio-{scenario}"));
     let policy_dir = data_dir(&format!("stdio-{scenario}-policy"));
     let limits = limits(policy_dir.path());
@@ -91,87 +121,42 @@ fn over_stdio(scenario: &str) {
     let mut transport = vec!["stdio".to_owned()];
     transport.extend(command);
     transport.extend(limits);
-    check(scenario, &transport);
+    check(sdk, scenario, &transport);
 }
 
-#[test]
-fn tools_and_schemas_over_http() {
-    over_http("tools");
+/// Each scenario test once per SDK: `NAME` with the Python SDK, `NAME_ts`
+/// with the TypeScript one.
+macro_rules! with_both_sdks {
+    ($($name:ident, $ts_name:ident: $transport:ident($scenario:literal);)*) => {$(
+        #[test]
+        fn $name() {
+            $transport(Sdk::Python, $scenario);
+        }
+
+        #[test]
+        fn $ts_name() {
+            $transport(Sdk::TypeScript, $scenario);
+        }
+    )*};
 }
 
-#[test]
-fn tools_and_schemas_over_stdio() {
-    over_stdio("tools");
-}
-
-#[test]
-fn a_python_data_session_runs_pandas_and_matplotlib_over_http() {
-    over_http("data_runtime");
-}
-
-#[test]
-fn a_python_data_session_runs_pandas_and_matplotlib_over_stdio() {
-    over_stdio("data_runtime");
-}
-
-#[test]
-fn notebook_results_images_and_progress_over_http() {
-    over_http("notebook");
-}
-
-#[test]
-fn notebook_results_images_and_progress_over_stdio() {
-    over_stdio("notebook");
-}
-
-#[test]
-fn upload_run_read_download_close_over_http() {
-    over_http("flow");
-}
-
-#[test]
-fn upload_run_read_download_close_over_stdio() {
-    over_stdio("flow");
-}
-
-#[test]
-fn state_lives_across_runs_over_http() {
-    over_http("state");
-}
-
-#[test]
-fn state_lives_across_runs_over_stdio() {
-    over_stdio("state");
-}
-
-#[test]
-fn errors_are_tool_errors_over_http() {
-    over_http("errors");
-}
-
-#[test]
-fn errors_are_tool_errors_over_stdio() {
-    over_stdio("errors");
-}
-
-#[test]
-fn datasets_are_named_read_and_attached_over_http() {
-    over_http("datasets");
-}
-
-#[test]
-fn datasets_are_named_and_read_over_stdio() {
-    over_stdio("datasets");
-}
-
-#[test]
-fn tenants_never_meet_over_http() {
-    over_http("tenants");
-}
-
-#[test]
-fn http_refuses_callers_without_a_key() {
-    over_http("unauthorized");
+with_both_sdks! {
+    tools_and_schemas_over_http, tools_and_schemas_over_http_ts: over_http("tools");
+    tools_and_schemas_over_stdio, tools_and_schemas_over_stdio_ts: over_stdio("tools");
+    a_python_data_session_runs_pandas_and_matplotlib_over_http, a_python_data_session_runs_pandas_and_matplotlib_over_http_ts: over_http("data_runtime");
+    a_python_data_session_runs_pandas_and_matplotlib_over_stdio, a_python_data_session_runs_pandas_and_matplotlib_over_stdio_ts: over_stdio("data_runtime");
+    notebook_results_images_and_progress_over_http, notebook_results_images_and_progress_over_http_ts: over_http("notebook");
+    notebook_results_images_and_progress_over_stdio, notebook_results_images_and_progress_over_stdio_ts: over_stdio("notebook");
+    upload_run_read_download_close_over_http, upload_run_read_download_close_over_http_ts: over_http("flow");
+    upload_run_read_download_close_over_stdio, upload_run_read_download_close_over_stdio_ts: over_stdio("flow");
+    state_lives_across_runs_over_http, state_lives_across_runs_over_http_ts: over_http("state");
+    state_lives_across_runs_over_stdio, state_lives_across_runs_over_stdio_ts: over_stdio("state");
+    errors_are_tool_errors_over_http, errors_are_tool_errors_over_http_ts: over_http("errors");
+    errors_are_tool_errors_over_stdio, errors_are_tool_errors_over_stdio_ts: over_stdio("errors");
+    datasets_are_named_read_and_attached_over_http, datasets_are_named_read_and_attached_over_http_ts: over_http("datasets");
+    datasets_are_named_and_read_over_stdio, datasets_are_named_and_read_over_stdio_ts: over_stdio("datasets");
+    tenants_never_meet_over_http, tenants_never_meet_over_http_ts: over_http("tenants");
+    http_refuses_callers_without_a_key, http_refuses_callers_without_a_key_ts: over_http("unauthorized");
 }
 
 /// The worked example in `examples/` runs as documented and leaves the

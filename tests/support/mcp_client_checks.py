@@ -44,14 +44,16 @@ def ok(result, tool):
 
 
 def tool_error(result, tool, code):
-    """The error's message: a tool error is structured content holding
-    exactly its stable code and message, and its text is the same JSON."""
+    """The error's message: a tool error is a result marked isError whose one
+    text block is the JSON of exactly its stable code and message; it has no
+    structured content (that is the answer's, checked against its schema)."""
     assert result.is_error, f"{tool} should have failed with {code}: {result.structured_content}"
-    error = result.structured_content
-    assert isinstance(error, dict) and set(error) == {"code", "message"}, f"{tool}: error content {error!r}"
+    assert result.structured_content is None, f"{tool}: an error with structured content {result.structured_content!r}"
+    assert [getattr(b, "type", None) for b in result.content] == ["text"], f"{tool}: error content {result.content!r}"
+    error = json.loads(text_of(result))
+    assert isinstance(error, dict) and set(error) == {"code", "message"}, f"{tool}: error text {error!r}"
     assert error["code"] == code, f"{tool}: expected {code}, got {error!r}"
     assert isinstance(error["message"], str) and error["message"], f"{tool}: empty message {error!r}"
-    assert json.loads(text_of(result)) == error, f"{tool}: text {text_of(result)!r} is not the structured error"
     return error["message"]
 
 

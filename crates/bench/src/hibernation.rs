@@ -1,7 +1,7 @@
 //! Session state that outlives its instance: hibernating and resuming a
-//! session holding about 10 MB of Python objects, forking it, and a
-//! thousand sessions each read back after the rest have pushed it out of
-//! memory (with the process's resident memory at the end).
+//! session holding about 10 MB of Python objects, and forking it. (The
+//! capacity row, sessions read back after the rest pushed them out of
+//! memory, is in `default_runtime`, for both runtimes.)
 
 use std::time::Instant;
 
@@ -16,10 +16,10 @@ use crate::interpreter::{code, ok, row, time};
 const TEN_MB: &str = "objs = [{'i': i, 's': str(i) * 3} for i in range(40_000)]";
 const BASE: &str = "http://127.0.0.1:3001";
 
-/// The `python` rows; `sessions` is how many sessions the capacity row opens.
-pub async fn run(sandbox: &SessionRuntime, iterations: usize, sessions: usize) -> anyhow::Result<()> {
+/// The `python` rows.
+pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<()> {
     println!();
-    println!("session state: hibernate, resume, fork ({iterations} each), capacity ({sessions} sessions)");
+    println!("session state: hibernate, resume, fork ({iterations} each)");
     println!("{:<48} {:>10} {:>10}", "operation", "p50", "p99");
     let home = tempfile::tempdir()?;
     let mut session = sandbox.live_instance(Some(home.path().to_path_buf()), &LimitOverrides::default());
@@ -43,32 +43,6 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize, sessions: usize) -
     .await?;
     row("fork, ~10 MB of objects (files + state image)", &fork);
 
-    let root = tempfile::tempdir()?;
-    let interpreter = std::sync::Arc::new(Interpreter::new(vec![sandbox.clone()], InterpreterConfig::new(root.path())).context("interpreter")?);
-    let began = Instant::now();
-    for i in 0..sessions {
-        ok(interpreter.run_python("bench", &format!("s{i}"), code(&format!("x = {i}")), BASE).await?)?;
-    }
-    let opened = began.elapsed();
-    let began = Instant::now();
-    let mut resumed = 0;
-    for step in 0..sessions {
-        // 7919 is prime: a scattered order that visits every session once.
-        let i = (step * 7919 + 13) % sessions;
-        let report = interpreter.run_python("bench", &format!("s{i}"), code("print(x)"), BASE).await?;
-        if report.cell.output.stdout != format!("{i}\n") || report.cell.state_reset {
-            bail!("session s{i} lost its value: {:?}", report.cell);
-        }
-        resumed += usize::from(report.cell.state == StateOrigin::Resumed);
-    }
-    let read = began.elapsed();
-    println!(
-        "{:<48} {:>10.1} ms per session to open, {:.1} ms to read back ({resumed} resumed); all {sessions} correct",
-        format!("{sessions} sessions, x = i, read back shuffled"),
-        opened.as_secs_f64() * 1e3 / sessions as f64,
-        read.as_secs_f64() * 1e3 / sessions as f64
-    );
-    println!("{:<48} {:>10.0} MiB ({} live)", "resident memory of this process after them", resident_mib(), interpreter.live_count());
     Ok(())
 }
 
@@ -99,13 +73,6 @@ async fn cell(session: &mut LiveInstance, code: &str) -> anyhow::Result<()> {
         None => Ok(()),
         Some(e) => bail!("run failed: {e}"),
     }
-}
-
-/// VmRSS of this process, in MiB.
-fn resident_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok()).unwrap_or(0.0);
-    kib / 1024.0
 }
 
 /// The `python-data` row: hibernating and resuming a session holding a

@@ -7,6 +7,7 @@
 //! run against the same baseline.
 
 mod data_runtime;
+mod default_runtime;
 mod hibernation;
 mod interpreter;
 mod scenarios;
@@ -47,7 +48,7 @@ struct Args {
     /// Runs per row of the data runtime (each first run takes about a second).
     #[arg(long, default_value_t = 5)]
     data_runs: usize,
-    /// Sessions the hibernation rows' capacity row opens and reads back.
+    /// Sessions the capacity row opens and reads back, for each runtime.
     #[arg(long, default_value_t = 1000)]
     capacity_sessions: usize,
     /// Where the baseline's venv with pandas and matplotlib is kept between runs.
@@ -98,10 +99,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let interpreter_rows = args.only.as_deref().is_none_or(|only| only == "interpreter");
     let warm_cell = if interpreter_rows { Some(interpreter::run(&sandbox.session_runtime().await?, args.iterations).await?) } else { None };
     if args.only.as_deref().is_none_or(|only| "hibernation".contains(only)) {
-        hibernation::run(&sandbox.session_runtime().await?, args.iterations.clamp(5, 50), args.capacity_sessions).await?;
+        hibernation::run(&sandbox.session_runtime().await?, args.iterations.clamp(5, 50)).await?;
         if let Some(layout) = &args.python_data {
             hibernation::run_data(layout, args.iterations.clamp(5, 20)).await?;
         }
+    }
+    if args.only.as_deref().is_none_or(|only| "default runtime".contains(only)) {
+        let data = match &args.python_data {
+            Some(layout) => {
+                let config = anypath_sandbox::PythonDataConfig::new(layout, anypath_sandbox::DataVariant::Preimported);
+                Some(anypath_sandbox::SessionRuntime::start_python_data(config).await.context("starting the python-data runtime")?)
+            }
+            None => None,
+        };
+        default_runtime::run(&sandbox.session_runtime().await?, data.as_ref(), args.iterations.clamp(10, 100), args.capacity_sessions).await?;
     }
     println!();
     let baseline = python_baseline(args.baseline_runs)?;

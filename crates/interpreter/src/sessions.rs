@@ -89,8 +89,10 @@ pub struct InterpreterConfig {
     /// The service's public base URL (`https://sandbox.example.com`), for
     /// absolute links; callers that know the request's host may pass their own.
     pub public_url: Option<String>,
-    /// The runtime of a session created without naming one.
-    pub default_runtime: Runtime,
+    /// The runtime of a session created without naming one; `None`:
+    /// `python-data` when the interpreter offers it (analysis code imports
+    /// pandas, numpy and matplotlib), else `python`.
+    pub default_runtime: Option<Runtime>,
     /// Mounted datasets and the staged datasets' quota.
     pub datasets: DatasetConfig,
 }
@@ -112,7 +114,7 @@ impl InterpreterConfig {
             read_cap_bytes: 5 << 20,
             signing_key: None,
             public_url: None,
-            default_runtime: Runtime::Python,
+            default_runtime: None,
             datasets: DatasetConfig::default(),
         }
     }
@@ -185,9 +187,14 @@ impl Interpreter {
     /// default runtime's among them); removes what an earlier process left
     /// past its TTL.
     pub fn new(sandboxes: Vec<SessionRuntime>, mut config: InterpreterConfig) -> Result<Self, InterpreterError> {
-        if !sandboxes.iter().any(|s| s.runtime() == config.default_runtime) {
-            return Err(InterpreterError::RuntimeUnavailable(config.default_runtime));
-        }
+        let offered = |runtime: Runtime| sandboxes.iter().any(|s| s.runtime() == runtime);
+        let default_runtime = match config.default_runtime {
+            Some(runtime) if !offered(runtime) => return Err(InterpreterError::RuntimeUnavailable(runtime)),
+            Some(runtime) => runtime,
+            None if offered(Runtime::PythonData) => Runtime::PythonData,
+            None => Runtime::Python,
+        };
+        config.default_runtime = Some(default_runtime);
         if config.storage == Storage::Memory {
             config.root = memory_root()?;
         }
@@ -221,7 +228,7 @@ impl Interpreter {
 
     /// The runtime of a session created without naming one.
     pub fn default_runtime(&self) -> Runtime {
-        self.config.default_runtime
+        self.config.default_runtime.unwrap_or(Runtime::Python)
     }
 
     /// The sandboxes sessions run on, one per runtime.
@@ -706,7 +713,7 @@ impl Interpreter {
                 check_runtime(session_id, meta.runtime, asked)?;
                 meta.runtime
             }
-            None => asked.unwrap_or(self.config.default_runtime),
+            None => asked.unwrap_or_else(|| self.default_runtime()),
         };
         let sandbox = self.sandbox_for(runtime)?;
         let ttl = ttl

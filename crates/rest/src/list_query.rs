@@ -258,6 +258,25 @@ fn seed_sort(sort: &str) -> Vec<(String, bool)> {
     sort.split(',').filter(|k| !k.is_empty()).map(|k| (k.trim_start_matches('-').to_owned(), k.starts_with('-'))).collect()
 }
 
+/// ra-data-simple-rest's `["field", "ASC"]` as `(field, descending)`, the
+/// order in any case. Read as JSON, or failing that by the grammar the
+/// OpenAPI document states (`["<no quote or backslash>", "asc|desc"]`, one
+/// optional space): JSON refuses a raw control character in the field that
+/// the spec allows, and such a field simply names nothing to sort by.
+fn simple_rest_sort(sort: &str) -> Option<(String, bool)> {
+    let (field, order) = serde_json::from_str::<(String, String)>(sort).ok().or_else(|| {
+        let inner = sort.strip_prefix("[\"")?.strip_suffix("\"]")?;
+        let (field, order) = inner.split_once("\",")?;
+        let order = order.strip_prefix(' ').unwrap_or(order).strip_prefix('"')?;
+        (!field.contains(['"', '\\'])).then(|| (field.to_owned(), order.to_owned()))
+    })?;
+    match order.to_ascii_lowercase().as_str() {
+        "asc" => Some((field, false)),
+        "desc" => Some((field, true)),
+        _ => None,
+    }
+}
+
 /// ra-data-simple-rest's `sort=["f","ASC"]`, `range=[a,b]` (inclusive) and
 /// `filter={...}`.
 fn read_simple_rest(query: &BTreeMap<String, Vec<String>>, args: &mut ListArgs) -> Result<(), RestError> {
@@ -265,13 +284,8 @@ fn read_simple_rest(query: &BTreeMap<String, Vec<String>>, args: &mut ListArgs) 
         // Beside `range` or `filter`, a sort that is not JSON is the seed's `-field,field`.
         args.sort = seed_sort(sort);
     } else if let Some(sort) = first(query, "sort").filter(|s| !s.is_empty()) {
-        let (field, order): (String, String) =
-            serde_json::from_str(sort).map_err(|_| RestError::BadRequest(format!("`sort` must be [\"field\", \"ASC\" or \"DESC\"], not {sort}")))?;
-        let descending = match order.to_ascii_uppercase().as_str() {
-            "ASC" => false,
-            "DESC" => true,
-            _ => return Err(RestError::BadRequest(format!("`sort`'s order must be ASC or DESC, not {order:?}"))),
-        };
+        let (field, descending) = simple_rest_sort(sort)
+            .ok_or_else(|| RestError::BadRequest(format!("`sort` must be [\"field\", \"ASC\" or \"DESC\"] (any case), not {sort}")))?;
         args.sort = vec![(field, descending)];
     }
     if let Some(range) = first(query, "range").filter(|s| !s.is_empty()) {
@@ -459,6 +473,23 @@ mod tests {
             let list = ListQuery::parse(&query(&[]), Some(ignored), "posts", None).unwrap();
             assert_eq!(list.answer, ListShape::Array { range_header: false, page: None }, "{ignored}");
             assert_eq!(list.args.limit, None, "{ignored}");
+        }
+    }
+
+    #[test]
+    fn simple_rest_sort_takes_every_order_and_field_the_spec_allows() {
+        for (sort, expected) in [
+            (r#"["title","AsC"]"#, ("title", false)),
+            (r#"["title", "dEsC"]"#, ("title", true)),
+            ("[\"ti\ttle\",\"asc\"]", ("ti\ttle", false)),
+            ("[\"\u{1}\",\"DESC\"]", ("\u{1}", true)),
+            (r#"["",  "ASC"]"#, ("", false)),
+        ] {
+            let list = parse(&[("sort", sort)]).unwrap_or_else(|e| panic!("{sort:?}: {e}"));
+            assert_eq!(list.args.sort, vec![(expected.0.to_owned(), expected.1)], "{sort:?}");
+        }
+        for refused in [r#"["title","up"]"#, r#"["title"]"#, r#"["a\"b","ASC"]x"#] {
+            assert!(matches!(parse(&[("sort", refused)]), Err(RestError::BadRequest(_))), "{refused:?}");
         }
     }
 

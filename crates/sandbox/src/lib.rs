@@ -40,7 +40,7 @@ pub use block::{BlockRunner, RunnerConfig};
 pub use engine::StartError;
 pub use guest::{DATASETS_DIR, SESSION_DIR};
 pub use interrupt::Interrupt;
-pub use limits::{LimitOverrides, Limits, PolicyError};
+pub use limits::{LimitOverrides, Limits, Policy, PolicyError};
 pub use live::{CellReport, CellRequest, LiveInstance, PreStarted, StateOrigin};
 pub use live_frames::LiveSink;
 pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};

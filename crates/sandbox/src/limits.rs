@@ -7,6 +7,8 @@ use std::time::Duration;
 pub use anypath_wire::LimitOverrides;
 use serde::{Deserialize, Serialize};
 
+use anypath_wire::Runtime;
+
 /// Every bound one execution runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -76,42 +78,114 @@ pub enum PolicyError {
     Read { path: String, source: std::io::Error },
     #[error("invalid policy file {path}: {source}")]
     Parse { path: String, source: toml::de::Error },
-    #[error("invalid policy: {0} must be greater than zero")]
-    Zero(&'static str),
+    #[error("invalid policy: {runtime}'s {name} must be greater than zero")]
+    Zero { runtime: Runtime, name: &'static str },
+    #[error("invalid policy: [limits] is the older spelling of [runtime.python]; give one of them")]
+    Both,
+    #[error("invalid limit {0:?}: write RUNTIME.KEY=VALUE, as python-data.memory_bytes=1073741824")]
+    Flag(String),
 }
 
+/// An operator's ceilings for every runtime: the built-in defaults, replaced
+/// key by key by a policy file and then by `--limit` flags. A run may only
+/// lower them (`Limits::narrowed_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Policy {
+    /// `python`: REST blocks and standard-library sessions.
+    pub python: Limits,
+    /// `python-data`: sessions with numpy, pandas and matplotlib.
+    #[serde(rename = "python-data")]
+    pub python_data: Limits,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self { python: Limits::default(), python_data: Limits::python_data() }
+    }
+}
+
+/// The policy file: `[runtime.python]` and `[runtime.python-data]`, each key
+/// optional; `[limits]` is the older spelling of `[runtime.python]`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PolicyFile {
+    limits: Option<LimitOverrides>,
     #[serde(default)]
-    limits: LimitOverrides,
+    runtime: RuntimeTables,
 }
 
-impl Limits {
-    /// Defaults merged with the `[limits]` table of a policy TOML file.
-    pub fn from_policy_file(path: &Path) -> Result<Self, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::from_policy_str(&text).map_err(|e| match e {
-            PolicyError::Parse { source, .. } => PolicyError::Parse {
-                path: path.display().to_string(),
-                source,
-            },
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuntimeTables {
+    python: Option<LimitOverrides>,
+    #[serde(rename = "python-data")]
+    python_data: Option<LimitOverrides>,
+}
+
+impl Policy {
+    /// The policy of an optional file, then the `RUNTIME.KEY=VALUE` flags
+    /// over it; unknown runtimes and keys are refused, as are zero ceilings.
+    pub fn load(path: Option<&Path>, flags: &[String]) -> Result<Self, PolicyError> {
+        let (text, name) = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.display().to_string(), source })?;
+                (text, path.display().to_string())
+            }
+            None => (String::new(), String::from("<none>")),
+        };
+        let mut table: toml::Table = toml::from_str(&text).map_err(|source| PolicyError::Parse { path: name.clone(), source })?;
+        for flag in flags {
+            set_flag(&mut table, flag)?;
+        }
+        Self::from_table(table).map_err(|e| match e {
+            PolicyError::Parse { source, .. } => PolicyError::Parse { path: name, source },
             other => other,
         })
     }
 
-    /// Defaults merged with a policy TOML document.
-    pub fn from_policy_str(text: &str) -> Result<Self, PolicyError> {
-        let file: PolicyFile = toml::from_str(text).map_err(|source| PolicyError::Parse {
-            path: String::from("<inline>"),
-            source,
-        })?;
-        Self::default().replaced_by(&file.limits).validated()
+    /// The policy a TOML document describes.
+    pub fn from_toml(text: &str) -> Result<Self, PolicyError> {
+        let table: toml::Table = toml::from_str(text).map_err(|source| PolicyError::Parse { path: String::from("<inline>"), source })?;
+        Self::from_table(table)
     }
 
+    fn from_table(table: toml::Table) -> Result<Self, PolicyError> {
+        let file: PolicyFile = toml::Value::Table(table).try_into().map_err(|source| PolicyError::Parse { path: String::from("<inline>"), source })?;
+        let python = match (file.limits, file.runtime.python) {
+            (Some(_), Some(_)) => return Err(PolicyError::Both),
+            (a, b) => a.or(b).unwrap_or_default(),
+        };
+        let defaults = Self::default();
+        Ok(Self {
+            python: defaults.python.replaced_by(&python).validated(Runtime::Python)?,
+            python_data: defaults.python_data.replaced_by(&file.runtime.python_data.unwrap_or_default()).validated(Runtime::PythonData)?,
+        })
+    }
+
+    /// The ceilings of `runtime`.
+    pub fn limits(&self, runtime: Runtime) -> Limits {
+        match runtime {
+            Runtime::Python => self.python,
+            Runtime::PythonData => self.python_data,
+        }
+    }
+}
+
+/// Writes `runtime.key=value` into the policy's table as
+/// `[runtime.<runtime>] key = value`, for the table's own checks to judge.
+fn set_flag(table: &mut toml::Table, flag: &str) -> Result<(), PolicyError> {
+    let bad = || PolicyError::Flag(flag.to_owned());
+    let (path, value) = flag.split_once('=').ok_or_else(bad)?;
+    let (runtime, key) = path.trim().split_once('.').ok_or_else(bad)?;
+    let value: i64 = value.trim().replace('_', "").parse().map_err(|_| bad())?;
+    let runtimes = table.entry("runtime").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let runtimes = runtimes.as_table_mut().ok_or_else(bad)?;
+    let limits = runtimes.entry(runtime.to_owned()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    limits.as_table_mut().ok_or_else(bad)?.insert(key.to_owned(), toml::Value::Integer(value));
+    Ok(())
+}
+
+impl Limits {
     /// These limits with every value the overrides set taken as is (operator policy).
     pub fn replaced_by(&self, o: &LimitOverrides) -> Self {
         Self {
@@ -143,7 +217,7 @@ impl Limits {
         }
     }
 
-    fn validated(self) -> Result<Self, PolicyError> {
+    fn validated(self, runtime: Runtime) -> Result<Self, PolicyError> {
         let zero = [
             ("fuel", self.fuel == 0),
             ("memory_bytes", self.memory_bytes == 0),
@@ -153,7 +227,7 @@ impl Limits {
             ("result_bytes", self.result_bytes == 0),
         ];
         match zero.iter().find(|(_, is_zero)| *is_zero) {
-            Some((name, _)) => Err(PolicyError::Zero(name)),
+            Some((name, _)) => Err(PolicyError::Zero { runtime, name }),
             None => Ok(self),
         }
     }
@@ -180,28 +254,45 @@ mod tests {
 
     #[test]
     fn policy_file_replaces_only_what_it_names() {
-        let limits = Limits::from_policy_str("[limits]\nfuel = 1000\ntimeout_ms = 50\n").unwrap();
-        assert_eq!(limits.fuel, 1000);
-        assert_eq!(limits.timeout_ms, 50);
-        assert_eq!(limits.memory_bytes, Limits::default().memory_bytes);
+        let policy = Policy::from_toml("[limits]\nfuel = 1000\ntimeout_ms = 50\n").unwrap();
+        assert_eq!((policy.python.fuel, policy.python.timeout_ms), (1000, 50));
+        assert_eq!(policy.python.memory_bytes, Limits::default().memory_bytes);
+        assert_eq!(policy.python_data, Limits::python_data(), "[limits] is python's alone");
+        let policy = Policy::from_toml("[runtime.python-data]\nmemory_bytes = 1073741824\nstdout_bytes = 100\n").unwrap();
+        assert_eq!((policy.python_data.memory_bytes, policy.python_data.stdout_bytes), (1 << 30, 100));
+        assert_eq!(policy.python_data.timeout_ms, Limits::python_data().timeout_ms);
+        assert_eq!(policy.python, Limits::default());
+    }
+
+    #[test]
+    fn flags_override_the_file_and_are_checked_like_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
+        std::fs::write(&path, "[runtime.python-data]\nmemory_bytes = 1073741824\ntimeout_ms = 9000\n").unwrap();
+        let policy = Policy::load(Some(&path), &["python-data.memory_bytes=268435456".into(), "python.fuel=5_000".into()]).unwrap();
+        assert_eq!((policy.python_data.memory_bytes, policy.python_data.timeout_ms), (256 << 20, 9000));
+        assert_eq!(policy.python.fuel, 5000);
+        for bad in ["python-data.memory=1", "ruby.fuel=1", "python-data.fuel", "fuel=1", "python.fuel=-1", "python.fuel=0"] {
+            assert!(Policy::load(None, &[bad.to_owned()]).is_err(), "{bad}");
+        }
     }
 
     #[test]
     fn the_example_policy_parses_to_the_defaults() {
-        let limits = Limits::from_policy_str(include_str!("../policy.example.toml")).unwrap();
-        assert_eq!(limits, Limits::default());
+        let policy = Policy::from_toml(include_str!("../policy.example.toml")).unwrap();
+        assert_eq!(policy, Policy::default());
     }
 
     #[test]
     fn policy_file_rejects_unknown_keys_and_zero_limits() {
+        for unknown in ["[limits]\nfuell = 1\n", "[runtime.ruby]\nfuel = 1\n", "[runtime.python-data]\nfuell = 1\n", "[limitz]\n"] {
+            assert!(matches!(Policy::from_toml(unknown), Err(PolicyError::Parse { .. })), "{unknown}");
+        }
         assert!(matches!(
-            Limits::from_policy_str("[limits]\nfuell = 1\n"),
-            Err(PolicyError::Parse { .. })
+            Policy::from_toml("[runtime.python-data]\ntimeout_ms = 0\n"),
+            Err(PolicyError::Zero { runtime: Runtime::PythonData, name: "timeout_ms" })
         ));
-        assert!(matches!(
-            Limits::from_policy_str("[limits]\ntimeout_ms = 0\n"),
-            Err(PolicyError::Zero("timeout_ms"))
-        ));
+        assert!(matches!(Policy::from_toml("[limits]\nfuel = 1\n[runtime.python]\nfuel = 2\n"), Err(PolicyError::Both)));
     }
 
     #[test]

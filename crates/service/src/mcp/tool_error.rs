@@ -1,11 +1,19 @@
 //! A failed tool call as MCP carries it: a tool result marked `isError`
-//! whose structured content is `{code, message}`, the code being the same
-//! stable code as the HTTP envelope's. A model reads it and can correct its
-//! call; it is never a protocol error.
+//! whose one text block is the JSON `{"code", "message"}`, the code being
+//! the same stable code as the HTTP envelope's. A model reads it and can
+//! correct its call; it is never a protocol error.
+//!
+//! The error has no `structuredContent`: a tool's output schema describes
+//! its answer, not its failure, and clients that validate structured
+//! content against that schema even on an error (the TypeScript SDK's
+//! `Client.callTool`) would turn a `{code, message}` object into a protocol
+//! error. The specification reports tool errors in `content`, which every
+//! client reads.
 
 use rmcp::ErrorData;
 use rmcp::handler::server::tool::IntoCallToolResult;
-use rmcp::model::{CallToolResponse, CallToolResult};
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock};
+use serde::Serialize;
 
 use crate::interpreter_service::ServiceError;
 
@@ -18,6 +26,13 @@ pub struct ToolError {
     pub message: String,
 }
 
+/// The JSON of a tool error's text block.
+#[derive(Debug, Serialize)]
+struct ErrorText<'a> {
+    code: &'a str,
+    message: &'a str,
+}
+
 impl From<ServiceError> for ToolError {
     fn from(e: ServiceError) -> Self {
         Self { code: e.code(), message: e.to_string() }
@@ -25,11 +40,12 @@ impl From<ServiceError> for ToolError {
 }
 
 impl ToolError {
-    /// The tool result: structured content, with its JSON as the text block
-    /// for clients that read only text.
+    /// The tool result: `isError`, with `{code, message}` as its text block.
     pub fn into_result(self) -> CallToolResult {
-        let value = serde_json::json!({ "code": self.code, "message": self.message });
-        CallToolResult::structured_error(value)
+        let text = ErrorText { code: self.code, message: &self.message };
+        // Two strings always serialize; the fallback keeps the code readable should that change.
+        let json = serde_json::to_string(&text).unwrap_or_else(|_| format!("{{\"code\":\"{}\"}}", self.code));
+        CallToolResult::error(vec![ContentBlock::text(json)])
     }
 }
 
@@ -45,15 +61,24 @@ mod tests {
 
     use super::*;
 
+    /// What a client parses out of the text block.
+    #[derive(Debug, serde::Deserialize, PartialEq, Eq)]
+    #[serde(deny_unknown_fields)]
+    struct Parsed {
+        code: String,
+        message: String,
+    }
+
     #[test]
-    fn a_tool_error_is_structured_content_with_its_code_and_message() {
+    fn a_tool_error_is_one_text_block_with_its_code_and_message_and_no_structured_content() {
         let error = ToolError::from(ServiceError::from(InterpreterError::NoSuchSession("s1".to_owned())));
         let result = error.into_result();
         assert_eq!(result.is_error, Some(true));
-        let structured = result.structured_content.expect("structured content");
-        assert_eq!(structured["code"], "no_such_session");
-        assert_eq!(structured["message"], "no session \"s1\" (it was closed, expired or never created)");
-        let text = result.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).expect("a text block");
-        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).ok(), Some(structured), "the text is the same JSON");
+        assert_eq!(result.structured_content, None, "an error must not be checked against the answer's schema");
+        let [block] = result.content.as_slice() else { panic!("one content block: {:?}", result.content) };
+        let text = block.as_text().map(|t| t.text.clone()).expect("a text block");
+        let parsed: Parsed = serde_json::from_str(&text).expect("the text is exactly {code, message}");
+        let message = "no session \"s1\" (it was closed, expired or never created)".to_owned();
+        assert_eq!(parsed, Parsed { code: "no_such_session".to_owned(), message });
     }
 }

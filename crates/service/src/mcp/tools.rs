@@ -4,8 +4,8 @@
 //!
 //! Every failure a caller can cause (bad arguments, a bad filename, an
 //! unknown or busy session, a quota) is a [`ToolError`] the model reads,
-//! never a protocol error: structured content with the stable code of the
-//! HTTP envelope and the message.
+//! never a protocol error: a result marked `isError` whose text is the JSON
+//! `{code, message}`, the code being the HTTP envelope's stable one.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
