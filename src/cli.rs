@@ -292,6 +292,18 @@ pub struct InterpreterArgs {
     /// Megabytes of staged datasets (`PUT /v1/datasets/{name}`) one tenant may hold.
     #[arg(long, default_value_t = 2048)]
     dataset_quota_mb: u64,
+    /// Artifacts one run may keep; past it the report's `artifact_errors`
+    /// names each changed file not kept (the first ones by name are kept,
+    /// every file stays in the session).
+    #[arg(long, default_value_t = anypath_interpreter::DEFAULT_MAX_ARTIFACTS_PER_RUN as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_artifacts_per_run: u64,
+    /// Environment variable names a run may set (`env` of a run, E2B's
+    /// `envs`): comma-separated names and `PREFIX*` patterns; `*` allows
+    /// any name; empty allows none. `PYTHON*`, `HOME`, `TMPDIR`,
+    /// `MPLBACKEND` and `MPLCONFIGDIR` are the runtime's own and always
+    /// refused. Outside the list a run is refused (`env_not_allowed`).
+    #[arg(long, env = "ANYPATH_RUN_ENV_ALLOW", default_value = "*")]
+    run_env_allow: String,
 }
 
 /// Where the code interpreter keeps sessions and artifacts.
@@ -346,7 +358,13 @@ impl InterpreterArgs {
         config.datasets.mounted = self.datasets.clone();
         config.datasets.access = self.datasets_acl.as_deref().map(anypath_interpreter::DatasetAccess::load).transpose()?;
         config.datasets.tenant_quota_bytes = self.dataset_quota_mb << 20;
+        config.artifacts.max_per_run = usize::try_from(self.max_artifacts_per_run).unwrap_or(usize::MAX);
         Ok(config)
+    }
+
+    /// Which environment variable names a run may set.
+    pub fn run_env(&self) -> anyhow::Result<anypath_service::run_env::RunEnvPolicy> {
+        Ok(anypath_service::run_env::RunEnvPolicy::parse(&self.run_env_allow)?)
     }
 
     /// Which web pages on other origins may call; `fallback` (the app's own
@@ -470,6 +488,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 trusted_token: None,
                 cors: args.interpreter.cors(None)?,
                 e2b_listen: args.e2b_listen,
+                exec_like_every_route: false,
+                run_env: args.interpreter.run_env()?,
             };
             anypath_service::serve::serve(sandbox, options).await?;
             Ok(ExitCode::SUCCESS)
@@ -499,6 +519,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 interpreter: args.interpreter.config()?,
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
                 cors: args.interpreter.cors(std::env::var("SPIN_VARIABLE_CORS_ALLOWED_ORIGINS").ok())?,
+                run_env: args.interpreter.run_env()?,
             };
             crate::up::up(options, &args.runner).await?;
             Ok(ExitCode::SUCCESS)
@@ -520,6 +541,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 trusted_token: None,
                 cors: args.interpreter.cors(None)?,
                 e2b_listen: None,
+                exec_like_every_route: false,
+                run_env: args.interpreter.run_env()?,
             };
             let state = anypath_service::serve::AppState::new(sandbox, &options);
             anypath_service::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;

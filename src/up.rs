@@ -11,6 +11,12 @@
 //! environment. The components' calls to the own listener are handed to the
 //! sandbox's HTTP API in process, after the same outbound-host check, so the
 //! port serves only outside callers. Ctrl-C stops both.
+//!
+//! One authentication for every listener: the app's `auth_token` and
+//! `api_keys` are also what the sandbox listener (its interpreter API, MCP,
+//! REST blocks, Jupyter) and E2B's listener ask for; the app's own
+//! components present a token of the process's own. Without either, both
+//! stay open, on loopback by default, for local work.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -36,8 +42,10 @@ pub struct UpOptions {
     pub sandbox_listen: SocketAddr,
     /// E2B's API's listener, when it is served.
     pub e2b_listen: Option<SocketAddr>,
-    /// `key:tenant` pairs of the code interpreter.
+    /// `key:tenant` pairs of the code interpreter (the app's `api_keys` are added).
     pub api_keys: Vec<(String, String)>,
+    /// Which environment variable names a run may set.
+    pub run_env: anypath_service::run_env::RunEnvPolicy,
     /// Execution slots and queue places of the sandbox service.
     pub admission: anypath_service::admission::AdmissionConfig,
     pub interpreter: anypath_interpreter::InterpreterConfig,
@@ -57,14 +65,16 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         Some(address) => Some(tokio::net::TcpListener::bind(address).await.with_context(|| format!("binding the E2B listener {address} (--no-e2b turns it off)"))?),
         None => None,
     };
-    // The app's components present it to the sandbox listener to act for a tenant.
-    let trusted_token = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    // The app's components present it to the sandbox listener to act for a
+    // tenant: the operator's `sandbox_token` when set, else one of this process.
+    let given_token = std::env::var("SPIN_VARIABLE_SANDBOX_TOKEN").ok().filter(|t| !t.is_empty());
+    let trusted_token = given_token.clone().unwrap_or_else(random_secret);
     let own_sandbox = std::env::var_os("SPIN_VARIABLE_SANDBOX_HOSTS").is_none();
     let mut overrides = HashMap::new();
     if own_sandbox {
         overrides.insert("sandbox_hosts".to_owned(), sandbox_address.to_string());
         overrides.insert("sandbox_allowed".to_owned(), sandbox_address.to_string());
-        if std::env::var_os("SPIN_VARIABLE_SANDBOX_TOKEN").is_none() {
+        if given_token.is_none() {
             overrides.insert("sandbox_token".to_owned(), trusted_token.clone());
         }
     }
@@ -76,7 +86,10 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         local_services: HashMap::new(),
     };
     // Refuse an app Spin would refuse before the sandbox starts.
-    let mut config = tokio::task::spawn_blocking(move || App::check(&config).map(|_| config)).await.context("checking the app")??;
+    let (mut config, checked) = tokio::task::spawn_blocking(move || App::check(&config).map(|checked| (config, checked)))
+        .await
+        .context("checking the app")??;
+    let credentials = AppCredentials::of(&checked, options.api_keys);
 
     let sandbox = runner.start().await?;
     let interpreter = anypath_interpreter::Interpreter::new(runner.session_sandboxes(&sandbox).await?, options.interpreter.clone())
@@ -88,14 +101,16 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     let interpreter = std::sync::Arc::new(interpreter);
     let sandbox_options = ServeOptions {
         listen: sandbox_address,
-        token: None,
+        token: credentials.token,
         admission: options.admission,
-        api_keys: options.api_keys.clone(),
+        api_keys: credentials.api_keys,
         interpreter: Some(interpreter.clone()),
         mcp_allowed_hosts: options.mcp_allowed_hosts,
         trusted_token: Some(trusted_token),
         cors: options.cors,
         e2b_listen: None,
+        exec_like_every_route: true,
+        run_env: options.run_env,
     };
     // One state, so in-process calls and outside callers (E2B's too) share one admission.
     let routers = routers(sandbox, &sandbox_options);
@@ -136,6 +151,38 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     anypath_service::serve::hibernate_all(&interpreter).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What the sandbox and E2B listeners ask of outside callers: the app's own.
+struct AppCredentials {
+    /// The app's `auth_token`, as a bearer token.
+    token: Option<String>,
+    /// `--api-keys` and the app's `api_keys`.
+    api_keys: Vec<(String, String)>,
+}
+
+impl AppCredentials {
+    /// The app's `auth_token` and `api_keys` over the command line's keys. An
+    /// `api_keys` the app cannot use (the gateway refuses to serve then)
+    /// closes the listeners to every outside caller rather than opening them.
+    fn of(app: &anypath_spin_host::app::CheckedApp, mut api_keys: Vec<(String, String)>) -> Self {
+        let mut token = app.variable("auth_token").filter(|t| !t.is_empty());
+        match anypath_rest::caller::parse_api_keys(&app.variable("api_keys").unwrap_or_default()) {
+            Ok(keys) => api_keys.extend(keys),
+            Err(e) => {
+                tracing::error!(error = %e, "the app's api_keys cannot be used: the sandbox listeners refuse every outside caller");
+                token = Some(token.unwrap_or_else(random_secret));
+            }
+        }
+        let guarded = token.is_some() || !api_keys.is_empty();
+        tracing::info!(auth_token = token.is_some(), api_keys = api_keys.len(), guarded, "sandbox listeners' credentials");
+        Self { token, api_keys }
+    }
+}
+
+/// A secret nobody else knows: 64 hex digits from two random UUIDs.
+fn random_secret() -> String {
+    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
 }
 
 /// Wraps an axum router as a service the app's components reach in process.

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use anypath_wire::{ArtifactFailure, FileInfo};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
@@ -29,13 +30,35 @@ pub struct ArtifactConfig {
     pub retention: Duration,
     /// Bytes of live artifacts one tenant may hold.
     pub tenant_quota_bytes: u64,
+    /// Artifacts one run may keep: past it, the run's other changed files
+    /// stay in the session but are not kept (the report says which).
+    pub max_per_run: usize,
 }
 
+/// Artifacts one run keeps by default: a notebook's worth of figures and
+/// tables, while a run that writes thousands of files (an unzip, a cache)
+/// does not fill the artifact store with them.
+pub const DEFAULT_MAX_ARTIFACTS_PER_RUN: usize = 100;
+
 impl Default for ArtifactConfig {
-    /// 24 hours, 1 GiB per tenant.
+    /// 24 hours, 1 GiB per tenant, [`DEFAULT_MAX_ARTIFACTS_PER_RUN`] per run.
     fn default() -> Self {
-        Self { retention: Duration::from_secs(24 * 3600), tenant_quota_bytes: 1 << 30 }
+        Self { retention: Duration::from_secs(24 * 3600), tenant_quota_bytes: 1 << 30, max_per_run: DEFAULT_MAX_ARTIFACTS_PER_RUN }
     }
+}
+
+/// A run's changed files (in name order) split at the per-run cap: the
+/// first `cap` to keep, and a failure naming each of the rest.
+pub(crate) fn within_run_cap(mut files: Vec<FileInfo>, cap: usize) -> (Vec<FileInfo>, Vec<ArtifactFailure>) {
+    if files.len() <= cap {
+        return (files, Vec::new());
+    }
+    let changed = files.len();
+    let dropped = files.split_off(cap).into_iter().map(|file| ArtifactFailure {
+        filename: file.filename,
+        error: format!("not kept as an artifact: the run changed {changed} files and a run keeps at most {cap} (the first {cap} by name are kept; the file is still in the session)"),
+    });
+    (files, dropped.collect())
 }
 
 pub use anypath_wire::Artifact;
@@ -188,19 +211,21 @@ impl ArtifactStore {
 
     /// The artifact and an open handle on its bytes, for a link whose
     /// signature checks out and has not expired. Every refusal is the same
-    /// `Forbidden`, so a guess learns nothing.
-    pub fn open_signed(&self, id: &str, query: &LinkQuery) -> Result<(Artifact, fs::File), InterpreterError> {
+    /// `Forbidden`, so a guess learns nothing. The tenant it belongs to
+    /// comes first, for the audit trail.
+    pub fn open_signed(&self, id: &str, query: &LinkQuery) -> Result<(String, Artifact, fs::File), InterpreterError> {
         let expires = query.expires.to_string();
         if !self.signer.verify(&["artifact", id, &expires], &query.signature) || query.expires <= unix_now() {
             return Err(InterpreterError::Forbidden);
         }
         let indexed = self.by_id(id)?.ok_or(InterpreterError::Forbidden)?;
-        self.open_blob(indexed.artifact)
+        let (artifact, file) = self.open_blob(indexed.artifact)?;
+        Ok((indexed.tenant, artifact, file))
     }
 
     /// The newest artifact named `filename` in the session, for a signed
-    /// `/files/{session_id}/{filename}` link.
-    pub fn open_signed_file(&self, session_id: &str, filename: &str, query: &LinkQuery) -> Result<(Artifact, fs::File), InterpreterError> {
+    /// `/files/{session_id}/{filename}` link, after the tenant it belongs to.
+    pub fn open_signed_file(&self, session_id: &str, filename: &str, query: &LinkQuery) -> Result<(String, Artifact, fs::File), InterpreterError> {
         let tenant = query.tenant.as_deref().unwrap_or_default();
         let expires = query.expires.to_string();
         if !self.signer.verify(&["file", tenant, session_id, filename, &expires], &query.signature) || query.expires <= unix_now() {
@@ -216,7 +241,14 @@ impl ArtifactStore {
             .optional()
             .map_err(InterpreterError::index)?
         };
-        self.open_blob(artifact.ok_or(InterpreterError::Forbidden)?.artifact)
+        let indexed = artifact.ok_or(InterpreterError::Forbidden)?;
+        let (artifact, file) = self.open_blob(indexed.artifact)?;
+        Ok((indexed.tenant, artifact, file))
+    }
+
+    /// Artifacts one run may keep.
+    pub fn max_per_run(&self) -> usize {
+        self.config.max_per_run
     }
 
     /// Removes expired artifacts, then every blob no artifact or staged
@@ -491,7 +523,7 @@ mod tests {
     /// `TempDir` is dropped (bound first, so after the store).
     fn store(name: &str, retention: Duration, quota: u64) -> (tempfile::TempDir, ArtifactStore) {
         let dir = tempfile::Builder::new().prefix(&format!("anypath-artifact-store-{name}-")).tempdir().unwrap();
-        let config = ArtifactConfig { retention, tenant_quota_bytes: quota };
+        let config = ArtifactConfig { retention, tenant_quota_bytes: quota, ..ArtifactConfig::default() };
         let store = ArtifactStore::open(&dir.path().join("artifacts"), Signer::new(b"k".repeat(32)), config).unwrap();
         (dir, store)
     }
@@ -509,7 +541,7 @@ mod tests {
                     let (root, start) = (root.clone(), start.clone());
                     std::thread::spawn(move || {
                         start.wait();
-                        let config = ArtifactConfig { retention: Duration::from_secs(60), tenant_quota_bytes: 1 << 20 };
+                        let config = ArtifactConfig { retention: Duration::from_secs(60), tenant_quota_bytes: 1 << 20, ..ArtifactConfig::default() };
                         ArtifactStore::open(&root, Signer::new(b"k".repeat(32)), config).map(|_| ())
                     })
                 })
@@ -524,6 +556,19 @@ mod tests {
         let path = dir.join(name);
         fs::write(&path, bytes).unwrap();
         path
+    }
+
+    #[test]
+    fn a_run_keeps_its_first_files_up_to_the_cap_and_names_the_rest() {
+        let files: Vec<FileInfo> = ["a.png", "b.png", "c.png"].iter().map(|n| crate::files::info((*n).to_owned(), 1)).collect();
+        let (kept, dropped) = within_run_cap(files.clone(), 3);
+        assert_eq!((kept.len(), dropped.len()), (3, 0), "at the cap all are kept");
+        let (kept, dropped) = within_run_cap(files, 2);
+        let kept: Vec<&str> = kept.iter().map(|f| f.filename.as_str()).collect();
+        assert_eq!(kept, ["a.png", "b.png"]);
+        assert_eq!(dropped.len(), 1);
+        assert_eq!(dropped[0].filename, "c.png");
+        assert!(dropped[0].error.contains("changed 3 files") && dropped[0].error.contains("at most 2"), "{}", dropped[0].error);
     }
 
     #[test]

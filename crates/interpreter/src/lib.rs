@@ -19,7 +19,7 @@ pub mod tree;
 pub use error::InterpreterError;
 pub use files::{FileInfo, SessionFiles};
 pub use datasets::{AccessListError, DatasetAccess, DatasetConfig, ReceivedFile};
-pub use artifacts::{Artifact, ArtifactConfig, ArtifactStore, LinkQuery};
+pub use artifacts::{Artifact, ArtifactConfig, ArtifactStore, DEFAULT_MAX_ARTIFACTS_PER_RUN, LinkQuery};
 pub use sessions::{ArtifactContent, ArtifactFailure, Interpreter, LoadArtifactRequest, InterpreterConfig, RunReport, RunRequest, SessionInfo, StateOrigin, Storage};
 pub use signing::Signer;
 pub use stats::StatsSnapshot;

@@ -596,7 +596,7 @@ impl Interpreter {
     /// Keeps each changed file as an artifact.
     fn keep(&self, session: &Session, files: Vec<FileInfo>, base_url: &str) -> (Vec<Artifact>, Vec<ArtifactFailure>) {
         let mut kept = Vec::new();
-        let mut failed = Vec::new();
+        let (files, mut failed) = crate::artifacts::within_run_cap(files, self.artifacts.max_per_run());
         for file in files {
             let ingested = session
                 .files

@@ -39,11 +39,15 @@ const ALL_CALLERS: &[&str] = &["gateway", "agent", "planner"];
 
 /// Every variable of the app, in `spin.toml` order.
 pub const VARIABLES: &[Variable] = &[
-    secret("auth_token", PUBLIC, "When set, every request needs `Authorization: Bearer <auth_token>`."),
+    secret(
+        "auth_token",
+        PUBLIC,
+        "When set, every request needs `Authorization: Bearer <auth_token>`; under `anypath up` the sandbox and E2B listeners ask for it too.",
+    ),
     secret(
         "api_keys",
         PUBLIC,
-        "`key:tenant` pairs separated by commas; an `X-API-Key` header selects the tenant. A tenant is 1-64 characters of A-Z, a-z, 0-9, `_` or `-`.",
+        "`key:tenant` pairs separated by commas; an `X-API-Key` header selects the tenant (under `anypath up`, on the sandbox and E2B listeners too). A tenant is 1-64 characters of A-Z, a-z, 0-9, `_` or `-`.",
     ),
     var(
         "sandbox_hosts",

@@ -45,14 +45,19 @@ pub(crate) struct Credentials {
     trusted: Option<[u8; 32]>,
     /// `--api-keys`: each key's digest and tenant.
     api_keys: Vec<([u8; 32], String)>,
+    /// REST blocks ask for what every other route asks for (any token or
+    /// known key), not the service's token alone: `anypath up`, whose token
+    /// and keys are the app's.
+    exec_like_every_route: bool,
 }
 
 impl Credentials {
-    pub(crate) fn new(token: Option<&str>, trusted: Option<&str>, api_keys: &[(String, String)]) -> Self {
+    pub(crate) fn new(token: Option<&str>, trusted: Option<&str>, api_keys: &[(String, String)], exec_like_every_route: bool) -> Self {
         Self {
             token: token.map(digest),
             trusted: trusted.map(digest),
             api_keys: api_keys.iter().map(|(key, tenant)| (digest(bare_key(key)), tenant.clone())).collect(),
+            exec_like_every_route,
         }
     }
 
@@ -66,11 +71,17 @@ impl Credentials {
                 // E2B's SDKs always send a key: in open mode any key will do.
                 return Caller::Open;
             }
-            let presented = digest(bare_key(presented));
-            return match self.api_keys.iter().find(|(key, _)| *key == presented) {
-                Some((_, tenant)) => Caller::Keyed(tenant.clone()),
-                None => Caller::Refused,
-            };
+            let as_key = digest(bare_key(presented));
+            if let Some((_, tenant)) = self.api_keys.iter().find(|(key, _)| *key == as_key) {
+                return Caller::Keyed(tenant.clone());
+            }
+            // The service's token as a key: E2B's SDKs send their credential
+            // only as `X-API-Key`, so an app guarded by its token alone still
+            // takes them (`e2b_<token>`).
+            if self.token.is_some() && (self.token == Some(as_key) || self.token == Some(digest(presented))) {
+                return Caller::TokenHolder(named_tenant(headers).unwrap_or(DEFAULT_TENANT).to_owned());
+            }
+            return Caller::Refused;
         }
         let bearer = bearer_digest(headers);
         let holds_token = bearer.is_some() && (bearer == self.token || bearer == self.trusted);
@@ -104,9 +115,15 @@ impl Credentials {
         self.token.is_none() && self.api_keys.is_empty()
     }
 
-    /// Whether the caller may run REST blocks (`/v1/exec`, `/v1/admission`):
-    /// it holds the service's bearer token, when one is set.
+    /// Whether the caller may run REST blocks (`/v1/exec`, `/v1/admission`).
+    /// By default: it holds the service's bearer token, when one is set.
+    /// When blocks are guarded like every route: it is any caller
+    /// [`Self::identify`] accepts (a token, the app's trusted token, a
+    /// known key; anyone on an open service).
     pub(crate) fn may_execute(&self, headers: &HeaderMap) -> bool {
+        if self.exec_like_every_route {
+            return self.identify(headers) != Caller::Refused;
+        }
         self.token.is_none_or(|expected| bearer_digest(headers) == Some(expected))
     }
 }
@@ -146,11 +163,13 @@ mod tests {
     #[test]
     fn the_decision_table() {
         let keys = [("k1".to_owned(), "alice".to_owned())];
-        let guarded = Credentials::new(Some("service"), Some("app"), &keys);
+        let guarded = Credentials::new(Some("service"), Some("app"), &keys, false);
         let cases: &[(&[(&'static str, &str)], Caller)] = &[
             (&[("x-api-key", "k1")], Caller::Keyed("alice".into())),
             (&[("x-api-key", "k1"), ("x-anypath-tenant", "bob")], Caller::Keyed("alice".into())),
             (&[("x-api-key", "nope"), ("authorization", "Bearer service")], Caller::Refused),
+            (&[("x-api-key", "e2b_service")], Caller::TokenHolder("default".into())),
+            (&[("x-api-key", "e2b_app")], Caller::Refused),
             (&[("authorization", "Bearer service"), ("x-anypath-tenant", "bob")], Caller::TokenHolder("bob".into())),
             (&[("authorization", "Bearer app")], Caller::TokenHolder("default".into())),
             (&[("authorization", "Bearer app"), ("x-anypath-tenant", "../x")], Caller::TokenHolder("default".into())),
@@ -163,7 +182,7 @@ mod tests {
         let e2b_prefixed = [("x-api-key", "e2b_k1")];
         assert_eq!(guarded.identify(&headers(&e2b_prefixed)), Caller::Keyed("alice".into()), "E2B's key prefix is accepted");
         assert_eq!(guarded.identify(&headers(&[("x-api-key", "e2b_nope")])), Caller::Refused);
-        let open = Credentials::new(None, Some("app"), &[]);
+        let open = Credentials::new(None, Some("app"), &[], false);
         assert_eq!(open.identify(&headers(&[("x-anypath-tenant", "bob")])), Caller::Open, "naming a tenant without a token counts for nothing");
         assert_eq!(open.identify(&headers(&[("x-api-key", "e2b_0123")])), Caller::Open, "in open mode any key is the default tenant");
         assert_eq!(open.identify(&headers(&[("authorization", "Bearer app"), ("x-anypath-tenant", "bob")])), Caller::TokenHolder("bob".into()));
@@ -175,5 +194,26 @@ mod tests {
         assert!(open.may_execute(&headers(&[])));
         assert!(guarded.may_execute(&headers(&[("authorization", "Bearer service")])));
         assert!(!guarded.may_execute(&headers(&[("authorization", "Bearer app")])), "the app's token alone does not open /v1/exec");
+    }
+
+    /// `anypath up` with the app's `auth_token` and `api_keys`: REST blocks
+    /// take the same credentials as the interpreter, the app's own
+    /// components' trusted token included; an open app stays open.
+    #[test]
+    fn blocks_guarded_like_every_route() {
+        let keys = [("k1".to_owned(), "alice".to_owned())];
+        let app = Credentials::new(Some("auth"), Some("trusted"), &keys, true);
+        assert!(app.may_execute(&headers(&[("authorization", "Bearer auth")])));
+        assert!(app.may_execute(&headers(&[("authorization", "Bearer trusted"), ("x-anypath-tenant", "bob")])));
+        assert!(app.may_execute(&headers(&[("x-api-key", "k1")])));
+        assert!(!app.may_execute(&headers(&[])));
+        assert!(!app.may_execute(&headers(&[("authorization", "Bearer wrong")])));
+        assert!(!app.may_execute(&headers(&[("x-api-key", "nope")])));
+        let keys_only = Credentials::new(None, Some("trusted"), &keys, true);
+        assert!(!keys_only.may_execute(&headers(&[])), "keys alone guard blocks too");
+        assert!(keys_only.may_execute(&headers(&[("x-api-key", "k1")])));
+        assert!(keys_only.may_execute(&headers(&[("authorization", "Bearer trusted")])));
+        let open = Credentials::new(None, Some("trusted"), &[], true);
+        assert!(open.may_execute(&headers(&[])), "an app with no credentials stays open");
     }
 }

@@ -58,10 +58,7 @@ async fn stage(c: Call, Path(name): Path<String>, request: Request) -> Response 
     } else {
         receive_file(&c.service, request.into_body().into_data_stream(), limit).await.map(|file| vec![file.into_received(None)])
     };
-    let staged = match received {
-        Ok(files) => c.service.stage_dataset(&c.caller, name, files).await,
-        Err(e) => Err(e),
-    };
+    let staged = c.service.stage_dataset(&c.caller, name, received).await;
     c.answer(StatusCode::CREATED, staged)
 }
 

@@ -298,7 +298,7 @@ async fn signed_download(
     let request_id = request_id(headers);
     // Anything unparsable in the link's query is the same 403 as a wrong signature.
     let opened = match (InterpreterService::of(state), query) {
-        (Ok(service), Ok(Query(query))) => service.open_signed(target, query).await,
+        (Ok(service), Ok(Query(query))) => service.open_signed(&request_id, target, query).await,
         (Err(e), _) => Err(e),
         (Ok(_), Err(_)) => Err(InterpreterError::Forbidden.into()),
     };

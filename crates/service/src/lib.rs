@@ -18,5 +18,6 @@ pub mod interpreter_service;
 pub mod jupyter;
 pub mod mcp;
 pub mod metrics;
+pub mod run_env;
 pub mod run_events;
 pub mod serve;

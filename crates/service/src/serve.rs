@@ -52,6 +52,12 @@ pub struct ServeOptions {
     pub cors: anypath_rest::cors::CorsPolicy,
     /// Where E2B's API listens ([`crate::e2b`]), when it is served.
     pub e2b_listen: Option<SocketAddr>,
+    /// REST blocks (`/v1/exec`, `/v1/admission`) take any credential the
+    /// other routes take, instead of `token` alone (`anypath up`, whose
+    /// token and keys are the app's, so every listener asks for the same).
+    pub exec_like_every_route: bool,
+    /// Which environment variable names a run may set.
+    pub run_env: crate::run_env::RunEnvPolicy,
 }
 
 /// What every route of the sandbox service shares: the block runner, the
@@ -63,6 +69,8 @@ pub struct AppState {
     pub(crate) admission: Arc<Admission>,
     /// What `/metrics` reports.
     pub(crate) metrics: crate::metrics::ServiceMetrics,
+    /// Which environment variable names a run may set.
+    pub(crate) run_env: crate::run_env::RunEnvPolicy,
     /// The address this service listens on: links fall back to it when a
     /// request names no `Host`.
     listen: SocketAddr,
@@ -209,7 +217,13 @@ impl AppState {
         let admission = Admission::new(options.admission);
         Arc::new(AppState {
             sandbox,
-            credentials: Credentials::new(options.token.as_deref(), options.trusted_token.as_deref(), &options.api_keys),
+            credentials: Credentials::new(
+                options.token.as_deref(),
+                options.trusted_token.as_deref(),
+                &options.api_keys,
+                options.exec_like_every_route,
+            ),
+            run_env: options.run_env.clone(),
             interpreter: options.interpreter.clone(),
             metrics: crate::metrics::ServiceMetrics::new(options.interpreter.as_ref(), &admission),
             admission,

@@ -164,6 +164,13 @@ impl WasiHttpHooks for Hooks {
     }
 }
 
+impl CheckedApp {
+    /// The value the app's variable `name` resolved to, if it has one.
+    pub fn variable(&self, name: &str) -> Option<String> {
+        self.variables.get(name)
+    }
+}
+
 impl App {
     /// What `spin up` checks before it runs anything: the manifest, the
     /// runtime configuration's store labels, the variables' values. Cheap,

@@ -35,6 +35,9 @@ pub(crate) enum ServiceError {
         status: u16,
         message: String,
     },
+    /// A run's environment names a variable this service does not let runs set.
+    #[error(transparent)]
+    EnvNotAllowed(#[from] crate::run_env::EnvRefused),
     /// Admission turned the run away.
     #[error(transparent)]
     Refused(#[from] Refused),
@@ -56,7 +59,9 @@ impl ServiceError {
             Self::Interpreter(e) => StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             Self::NoInterpreter => StatusCode::NOT_FOUND,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::InvalidJson(_) | Self::InvalidArguments(_) | Self::InvalidQuery | Self::InvalidBase64(_) => StatusCode::BAD_REQUEST,
+            Self::InvalidJson(_) | Self::InvalidArguments(_) | Self::InvalidQuery | Self::InvalidBase64(_) | Self::EnvNotAllowed(_) => {
+                StatusCode::BAD_REQUEST
+            }
             Self::Body { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -73,6 +78,7 @@ impl ServiceError {
             Self::InvalidBase64(_) => "invalid_base64",
             Self::Body { status: 413, .. } => "body_too_large",
             Self::Body { .. } => "invalid_body",
+            Self::EnvNotAllowed(_) => "env_not_allowed",
             Self::Refused(refused) => refused.code(),
             Self::Interpreter(e) => e.code(),
             Self::Internal(_) => "internal",
