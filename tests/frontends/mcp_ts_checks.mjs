@@ -256,9 +256,12 @@ async function data_runtime(transport, key) {
     toolError(await call(client, 'run_python', { session_id: session, code: '1', runtime: 'python' }), 'run_python', 'runtime_mismatch');
     const fresh = ok(await call(client, 'run_python', { session_id: `${session}-2`, runtime: 'python-data', code: 'import numpy\nprint(numpy.arange(5).sum())' }), 'run_python');
     assert(fresh.stdout.trim() === '10', () => show(fresh));
-    const plain = ok(await call(client, 'run_python', { session_id: `${session}-3`, code: 'import numpy' }), 'run_python');
+    // A session that names no runtime gets the default, python-data.
+    const fallback = ok(await call(client, 'run_python', { session_id: `${session}-3`, code: 'import numpy\nprint(numpy.ones(3).sum())' }), 'run_python');
+    assert(fallback.stdout.trim() === '3.0' && fallback.runtime === 'python-data', () => show(fallback));
+    const plain = ok(await call(client, 'run_python', { session_id: `${session}-4`, runtime: 'python', code: 'import numpy' }), 'run_python');
     assert(plain.error?.kind === 'exception' && plain.traceback.includes('numpy'), () => show(plain));
-    for (const name of [session, `${session}-2`, `${session}-3`]) ok(await call(client, 'close_session', { session_id: name }), 'close_session');
+    for (const name of [session, `${session}-2`, `${session}-3`, `${session}-4`]) ok(await call(client, 'close_session', { session_id: name }), 'close_session');
   });
 }
 

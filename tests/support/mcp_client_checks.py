@@ -215,9 +215,14 @@ async def data_runtime(transport, key, _other):
         fresh = ok(await client.call_tool("run_python", {"session_id": session + "-2", "runtime": "python-data",
                    "code": "import numpy\nprint(numpy.arange(5).sum())"}), "run_python")
         assert fresh["stdout"].strip() == "10", fresh
-        plain = ok(await client.call_tool("run_python", {"session_id": session + "-3", "code": "import numpy"}), "run_python")
+        # A session that names no runtime gets the default, python-data.
+        default = ok(await client.call_tool("run_python", {"session_id": session + "-3",
+                     "code": "import numpy\nprint(numpy.ones(3).sum())"}), "run_python")
+        assert default["stdout"].strip() == "3.0" and default["runtime"] == "python-data", default
+        plain = ok(await client.call_tool("run_python", {"session_id": session + "-4", "runtime": "python",
+                   "code": "import numpy"}), "run_python")
         assert plain["error"]["kind"] == "exception" and "numpy" in plain["traceback"], plain
-        for name in (session, session + "-2", session + "-3"):
+        for name in (session, session + "-2", session + "-3", session + "-4"):
             ok(await client.call_tool("close_session", {"session_id": name}), "close_session")
 
 
