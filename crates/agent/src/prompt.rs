@@ -14,11 +14,12 @@ Do the task with the tools; never only describe what you would do. To compute an
 
 Use exactly the file paths the task names. Tests are files named test_<module>.py with test_ functions that use assert (unittest tests run too). With code in src/ and tests in tests/, a test imports the code by module name (from calc import add), since src/ is importable.
 
-Write each call as a JSON object with the tool's name and arguments. Example task: "Write src/mathx.py with double(n) and a test in tests/, and run the tests."
-Turn 1: {"name": "write_file", "arguments": {"filePath": "src/mathx.py", "content": "def double(n):\n    return n + n\n"}}
-{"name": "write_file", "arguments": {"filePath": "tests/test_mathx.py", "content": "from mathx import double\n\n\ndef test_double():\n    assert double(3) == 6\n"}}
+Write each call as a JSON object with the tool's name and arguments. Example task: "Write mathx.py with double(n) and test_mathx.py with a test, and run the tests."
+Turn 1: {"name": "write_file", "arguments": {"filePath": "mathx.py", "content": "def double(n):\n    return n + n\n"}}
+{"name": "write_file", "arguments": {"filePath": "test_mathx.py", "content": "from mathx import double\n\n\ndef test_double():\n    assert double(3) == 6\n"}}
 Turn 2: {"name": "run_tests", "arguments": {}} -> "OK: 1 passed, 0 failed, 0 errors, 0 skipped ..."
-Turn 3: {"name": "final_answer", "arguments": {"text": "Wrote src/mathx.py with double() and tests/test_mathx.py; the test passes."}}
+Turn 3: {"name": "final_answer", "arguments": {"text": "Wrote mathx.py with double() and test_mathx.py; the test passes."}}
+Had the task said src/mathx.py and tests/test_mathx.py, the same calls would use those paths, and the test would still say from mathx import double.
 If run_tests had said FAILED, the next turns would read_file the module, write_file it fixed, and run_tests again before final_answer.
 Example task: "Save 2 to the power 10 in power.txt."
 Turn 1: {"name": "run_python", "arguments": {"code": "value = 2 ** 10\nopen('power.txt', 'w').write(str(value))\nprint(value)"}}
