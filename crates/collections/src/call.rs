@@ -11,6 +11,10 @@ use crate::store::{Store, Which};
 /// positional arguments; for `list`, an object of its keyword arguments)
 /// and returns its result as JSON.
 pub fn call(store: &mut Store, which: Which<'_>, op: &str, args: Value) -> Result<Value, OpError> {
+    dispatch(store, which, op, args).map_err(|e| store.note(e))
+}
+
+fn dispatch(store: &mut Store, which: Which<'_>, op: &str, args: Value) -> Result<Value, OpError> {
     let arity = |n: usize| -> Result<Vec<Value>, OpError> {
         match &args {
             Value::Array(items) if items.len() == n => Ok(items.clone()),
@@ -79,5 +83,10 @@ mod tests {
         assert!(matches!(call(&mut store, Which::Default, "get", json!([])), Err(OpError::Type(_))));
         assert!(matches!(call(&mut store, Which::Default, "drop", json!([])), Err(OpError::Type(_))));
         assert_eq!(call(&mut store, Which::Default, "delete", json!([2])).unwrap(), json!(true));
+        assert_eq!(store.needs_data(), None);
+        let partial = Loaded { name: "p".into(), documents: Documents::Parsed(vec![]), complete: false, absent_ids: vec![], reserved_id: None };
+        let mut store = Store::new(vec![partial]);
+        assert!(matches!(call(&mut store, Which::Default, "get_all", json!([])), Err(OpError::NeedsData(_))));
+        assert!(store.needs_data().is_some(), "remembered even when the caller swallows the error");
     }
 }

@@ -138,6 +138,9 @@ impl Collection {
 pub struct Store {
     collections: Vec<Collection>,
     journal: Vec<MutationRecord>,
+    /// Set once an operation reached past a partial load: whatever the
+    /// caller does with that error, its answer must not be used.
+    needs_data: Option<String>,
 }
 
 /// A page of a list: `{"items": [...], "page": {"limit", "offset", "total"}}`.
@@ -166,7 +169,7 @@ pub enum Which<'a> {
 impl Store {
     /// The store over `loaded`; the first collection is the default.
     pub fn new(loaded: Vec<Loaded>) -> Self {
-        Self { collections: loaded.into_iter().map(Collection::new).collect(), journal: Vec::new() }
+        Self { collections: loaded.into_iter().map(Collection::new).collect(), journal: Vec::new(), needs_data: None }
     }
 
     /// Names of the loaded collections, the default first.
@@ -360,6 +363,20 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// Why the request must run again on whole collections, if an
+    /// operation reached past a partial load (even one whose error was caught).
+    pub fn needs_data(&self) -> Option<&str> {
+        self.needs_data.as_deref()
+    }
+
+    /// Remembers `error` when it asks for more data; returns it unchanged.
+    pub fn note(&mut self, error: OpError) -> OpError {
+        if let OpError::NeedsData(message) = &error {
+            self.needs_data.get_or_insert_with(|| message.clone());
+        }
+        error
     }
 
     /// The changes made, in order.
