@@ -46,9 +46,11 @@ impl Hosts {
     }
 
     /// `SPIN_VARIABLE_SANDBOX_HOSTS`, `..._ALLOWED` (one port range covering
-    /// both hosts) and `..._TOKEN`.
+    /// both hosts) and `..._TOKEN`; the rules' requests run as blocks
+    /// (`rules_direct = false`), so they stand for every block a model writes.
     fn env(&self) -> Vec<(String, String)> {
         vec![
+            ("SPIN_VARIABLE_RULES_DIRECT".into(), "false".into()),
             ("SPIN_VARIABLE_SANDBOX_HOSTS".into(), self.addresses.join(",")),
             ("SPIN_VARIABLE_SANDBOX_ALLOWED".into(), covering_range(&self.addresses)),
             ("SPIN_VARIABLE_SANDBOX_TOKEN".into(), TOKEN.into()),
@@ -272,6 +274,7 @@ fn a_silent_host_is_skipped_and_alone_is_a_504() {
             ("SPIN_VARIABLE_SANDBOX_ALLOWED", allowed.as_str()),
             ("SPIN_VARIABLE_SANDBOX_TOKEN", TOKEN),
             ("SPIN_VARIABLE_CALL_TIMEOUT_MS", "1500"),
+            ("SPIN_VARIABLE_RULES_DIRECT", "false"),
         ];
         App::start_with(&temp_kv(name), "spin.toml", &env)
     };

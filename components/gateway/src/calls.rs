@@ -12,6 +12,7 @@ pub const PLANNER_PLAN: &str = "http://planner.spin.internal/plan";
 pub const PLANNER_STATUS: &str = "http://planner.spin.internal/status";
 pub const STORE_LOAD: &str = "http://store.spin.internal/load";
 pub const STORE_COMMIT: &str = "http://store.spin.internal/commit";
+pub const STORE_EXECUTE: &str = "http://store.spin.internal/execute";
 pub const STORE_PLAN_PUT: &str = "http://store.spin.internal/plan-cache/put";
 pub const STORE_PLAN_EVICT: &str = "http://store.spin.internal/plan-cache/evict";
 

@@ -30,6 +30,13 @@ pub struct Config {
     /// `delete_reply = "record"`: a DELETE answers 200 with the deleted
     /// record, as under `Prefer: return=representation`, instead of 204.
     pub delete_returns_record: bool,
+    /// `planner_mode` as set (empty, `rules`, `llm` or `auto`): which
+    /// requests the rules plan without asking the planner.
+    pub planner_mode: String,
+    /// `rules_direct`: a request the rules plan runs in the store by the
+    /// data operations themselves; `false` runs the rules' Python blocks in
+    /// the sandbox instead (the same answers, slower; for comparison).
+    pub rules_direct: bool,
     /// Variables whose values cannot be used.
     pub errors: Vec<SettingError>,
 }
@@ -62,6 +69,8 @@ impl Config {
                     false
                 }
             },
+            planner_mode: settings.text("planner_mode").trim().to_owned(),
+            rules_direct: settings.flag("rules_direct", true),
             errors: Vec::new(),
         };
         Self { errors: settings.errors(), ..config }

@@ -2,14 +2,14 @@
 //! most two repairs when the LLM's plan is invalid or its block fails. A
 //! failed attempt writes nothing: only a block that succeeds is committed.
 
-use anypath_rest::{PlanAnswer, PlanCacheEntry, PlanCacheKey, PlanOutcome, PlanRequest, PlanSource, PlanUsage, Repair, RequestContext, lessons, shape};
+use anypath_rest::{PlanAnswer, PlanCacheEntry, PlanCacheKey, PlanOutcome, PlanRequest, PlanSource, PlanUsage, Repair, RequestContext, lessons, rules, shape};
 use anypath_wire::ExecReport;
 use serde_json::Value;
 
 use crate::calls::{PLANNER_PLAN, STORE_PLAN_EVICT, STORE_PLAN_PUT, post, post_json};
 use crate::config::Config;
 use crate::failure::Failure;
-use crate::running::{RunError, run};
+use crate::running::{RunError, run, run_in_store};
 use crate::timing::Timings;
 
 /// Repairs asked of the model before the request fails with 502.
@@ -38,6 +38,19 @@ pub struct Served {
     pub source: PlanSource,
 }
 
+/// Whether the request is planned by the rules here, without asking the
+/// planner, and run in the store: what the planner would decide, read from
+/// the same `planner_mode` (every mode but `llm` plans a conventional request
+/// by the rules; `rules` plans all it can).
+pub fn runs_in_store(ctx: &RequestContext, config: &Config) -> bool {
+    config.rules_direct
+        && match config.planner_mode.as_str() {
+            "rules" => rules::plan(ctx).is_ok(),
+            "" | "auto" => rules::conventional(ctx),
+            _ => false,
+        }
+}
+
 /// Plans and runs the request, repairing the LLM's plan when it fails.
 pub fn plan_and_run(
     ctx: &RequestContext,
@@ -47,6 +60,12 @@ pub fn plan_and_run(
     timings: &mut Timings,
     usage: &mut Usage,
 ) -> Result<Served, Failure> {
+    if runs_in_store(ctx, config) {
+        return match run_in_store(ctx, tenant, config, request_id, timings) {
+            Ok(report) => Ok(Served { report, source: PlanSource::Rules }),
+            Err(RunError::Block { failure, .. } | RunError::Other(failure)) => Err(failure),
+        };
+    }
     let mut request = PlanRequest { tenant: tenant.to_owned(), ctx: ctx.clone(), repairs: Vec::new(), skip_cache: false };
     let mut problems: Vec<String> = Vec::new();
     loop {
@@ -56,7 +75,11 @@ pub fn plan_and_run(
             .map_err(|e| Failure::new(502, "planner_failed", format!("the planner's plan is malformed: {e}"), "upstream"))?;
         usage.add(&answer.usage);
         let (problem, answer) = match answer.outcome {
-            PlanOutcome::Planned { source, plan, cache_key, answer } => match run(&plan, ctx, tenant, config, request_id, timings) {
+            PlanOutcome::Planned { source, plan, cache_key, answer } => match if source == PlanSource::Rules && config.rules_direct {
+                run_in_store(ctx, tenant, config, request_id, timings)
+            } else {
+                run(&plan, ctx, tenant, config, request_id, timings)
+            } {
                 Ok(report) => {
                     if source == PlanSource::Llm
                         && shape::cacheable(&plan, ctx)

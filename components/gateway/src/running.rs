@@ -1,10 +1,11 @@
 //! Runs one plan: load what it needs, execute the block in the sandbox,
 //! commit the journal with what the block read; re-run on a conflict.
 
+use anypath_rest::direct::DirectRequest;
 use anypath_rest::{Plan, RequestContext, lessons};
 use anypath_wire::{Change, CommitRequest, ExecError, ExecReport, ExecRequest, LoadAnswer, LoadRequest, LoadSpec, LoadedCollection};
 
-use crate::calls::{STORE_COMMIT, STORE_LOAD, post, post_json};
+use crate::calls::{STORE_COMMIT, STORE_EXECUTE, STORE_LOAD, post, post_json};
 use crate::config::Config;
 use crate::failure::Failure;
 use crate::sandboxes;
@@ -62,6 +63,18 @@ pub fn run(plan: &Plan, ctx: &RequestContext, tenant: &str, config: &Config, req
     Err(Failure::new(409, "conflict", "the data kept changing while this request ran; try again", "conflict").into())
 }
 
+/// Runs a request the rules plan in the store, by the data operations
+/// themselves: no block, no sandbox instance. The store loads, commits and
+/// re-runs on a conflict; its report reads as a block's would.
+pub fn run_in_store(ctx: &RequestContext, tenant: &str, config: &Config, request_id: &str, timings: &mut Timings) -> Result<ExecReport, RunError> {
+    let request = DirectRequest { tenant: tenant.to_owned(), ctx: ctx.clone() };
+    let report: ExecReport = timings.time("store", || post_json(STORE_EXECUTE, &request, "store", config.call_timeout, request_id))?;
+    match verdict(report)? {
+        Exec::Report(report) => Ok(report),
+        Exec::NeedsData => Err(Failure::internal("the store asked for data it loads itself").into()),
+    }
+}
+
 /// Sleeps a random 0..2*attempt ms (at most 20 ms) so conflicting writers spread out.
 fn back_off(attempt: usize) {
     let ceiling_ms = (2 * attempt as u64).min(20);
@@ -98,6 +111,12 @@ fn execute(plan: &Plan, ctx: &RequestContext, collections: &[LoadedCollection], 
     }
     let report: ExecReport = serde_json::from_slice(&answer.body)
         .map_err(|e| Failure::new(502, "sandbox_failed", format!("the sandbox's report is malformed: {e}"), "upstream"))?;
+    verdict(report)
+}
+
+/// What a report says: its reply and journal, a request for whole
+/// collections, or the failure the client and (for a block fault) the model hear.
+fn verdict(report: ExecReport) -> Result<Exec, RunError> {
     if report.ok {
         return Ok(Exec::Report(report));
     }
@@ -152,17 +171,7 @@ fn state_fault(error: &ExecError, message: &str) -> String {
 
 /// Commits the journal with what the block read; `Ok(false)` means a conflict (re-run).
 fn commit(tenant: &str, loaded: &[LoadedCollection], report: &ExecReport, config: &Config, request_id: &str) -> Result<bool, Failure> {
-    let changes: Vec<Change> = loaded
-        .iter()
-        .filter_map(|collection| {
-            let mutations: Vec<_> = report.mutations.iter().filter(|m| m.collection == collection.name).cloned().collect();
-            let read = report.reads.iter().find(|r| r.collection == collection.name);
-            if mutations.is_empty() && read.is_none() {
-                return None;
-            }
-            Some(Change { name: collection.name.clone(), check: collection.read_check(read), mutations })
-        })
-        .collect();
+    let changes = Change::for_run(loaded, &report.mutations, &report.reads);
     let request = CommitRequest { tenant: tenant.to_owned(), changes };
     let answer = post(STORE_COMMIT, &request, config.call_timeout, request_id).map_err(|e| Failure::unavailable("store", e))?;
     match answer.status {

@@ -94,22 +94,11 @@ fn status(config: &Config) -> PlannerStatus {
     }
 }
 
-/// A request the seed's rules answer as well as a model would: a collection
-/// path, `/search`, or a generated-looking id, with a method the rules map.
-fn conventional(ctx: &RequestContext) -> bool {
-    let shape_ok = match ctx.segments.as_slice() {
-        [_] => true,
-        [_, second] => second == "search" || shape::is_id_like(second),
-        _ => false,
-    };
-    shape_ok && rules::plan(ctx).is_ok()
-}
-
 fn plan(config: &Config, request: PlanRequest, request_id: &str) -> Result<PlanAnswer, Failure> {
     let use_rules = match config.mode {
         Mode::Rules => true,
         Mode::Llm => false,
-        Mode::Auto => conventional(&request.ctx),
+        Mode::Auto => rules::conventional(&request.ctx),
     };
     if use_rules {
         let plan = rules::plan(&request.ctx)?;

@@ -5,7 +5,10 @@
 //! document version and a counter for reserved ids. `POST /load` reads what
 //! a plan needs (some ids or everything, plus a reserved id); `POST /commit`
 //! re-checks what the block read and lands the journal whole or not at all
-//! (`commit`). Also the plan cache (`/plan-cache/get|put|evict`), the
+//! (`commit`). `POST /execute` runs a request the rules plan right here,
+//! by the same data operations a block calls in the sandbox (`execute`),
+//! loading, committing and re-running on a conflict as the gateway does
+//! for a block. Also the plan cache (`/plan-cache/get|put|evict`), the
 //! planner memo (`/planner-memo/get|put`) and `/describe` (a short summary
 //! of collections for the planner's prompt).
 //!
@@ -16,6 +19,7 @@
 mod backend;
 mod commit;
 mod describe;
+mod execute;
 mod keys;
 mod kv_backend;
 mod load;
@@ -106,6 +110,7 @@ fn route(request: &Request) -> Result<Vec<u8>, StoreError> {
     match (request.method(), request.path()) {
         (Method::Post, "/load") => with(body, load::load),
         (Method::Post, "/commit") => with(body, commit::commit),
+        (Method::Post, "/execute") => with(body, execute::execute),
         (Method::Post, "/describe") => with(body, describe::describe).and_then(|v| encode(&v)),
         (Method::Post, "/plan-cache/get") => with(body, plans::get).and_then(|v| encode(&v)),
         (Method::Post, "/plan-cache/put") => with(body, plans::put).and_then(|v| encode(&v)),

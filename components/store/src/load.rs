@@ -15,12 +15,17 @@ use crate::{StoreError, decode, encode};
 const MAX_LOAD_ATTEMPTS: usize = 8;
 
 pub fn load(backend: &dyn Backend, request: LoadRequest) -> Result<Vec<u8>, StoreError> {
-    let mut loaded = Vec::with_capacity(request.collections.len());
-    for spec in request.collections {
-        let keys = CollectionKeys::new(&request.tenant, &spec.name, backend.key_style())?;
+    encode(&LoadAnswer { collections: load_collections(backend, &request.tenant, request.collections)? })
+}
+
+/// Each collection of `specs`, in order.
+pub fn load_collections(backend: &dyn Backend, tenant: &str, specs: Vec<LoadSpec>) -> Result<Vec<LoadedCollection>, StoreError> {
+    let mut loaded = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let keys = CollectionKeys::new(tenant, &spec.name, backend.key_style())?;
         loaded.push(load_one(backend, &keys, spec)?);
     }
-    encode(&LoadAnswer { collections: loaded })
+    Ok(loaded)
 }
 
 fn load_one(backend: &dyn Backend, keys: &CollectionKeys, spec: LoadSpec) -> Result<LoadedCollection, StoreError> {

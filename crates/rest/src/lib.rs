@@ -8,6 +8,7 @@
 pub mod caller;
 pub mod context;
 pub mod cors;
+pub mod direct;
 pub mod error;
 pub mod examples;
 pub mod journal;

@@ -33,51 +33,9 @@ pub struct ListQuery {
     pub answer: ListShape,
 }
 
-/// What `store.list(**args)` takes.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct ListArgs {
-    /// At most this many records; none for every record from `offset`.
-    pub limit: Option<u64>,
-    /// How many matching records to skip.
-    pub offset: u64,
-    /// `[field, descending]`, most significant first.
-    pub sort: Vec<(String, bool)>,
-    /// `[field, op, values]`: every filter must pass; a filter passes when
-    /// any value does (for `ne`, when every value does).
-    pub filters: Vec<(String, String, Vec<Value>)>,
-    /// Case-insensitive text searched for in every value.
-    pub q: Option<String>,
-    /// Child collections to embed (`_embed=comments` on `/posts`: each
-    /// record's `comments` are those whose `postId` is its id).
-    pub embed: Vec<Relation>,
-    /// Parents to expand (`_expand=post` on `/comments`: each record's
-    /// `post` is the one of `posts` whose id is its `postId`).
-    pub expand: Vec<Relation>,
-}
-
-/// One `_embed` or `_expand`: the field it fills, the collection it reads
-/// and the foreign key that joins them, named here once so the block needs
-/// no naming rules of its own.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Relation {
-    /// The field each record gets (`comments`, `post`).
-    pub field: String,
-    /// The collection read (`comments`, `posts`).
-    pub collection: String,
-    /// The foreign key (`postId`): on the child for an embed, on the record
-    /// itself for an expand.
-    pub key: String,
-}
-
-impl ListArgs {
-    /// The other collections the embeds and expands read, each once.
-    pub fn related_collections(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self.embed.iter().chain(&self.expand).map(|r| r.collection.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
-        names
-    }
-}
+/// What `store.list(**args)` takes, and one `_embed` or `_expand`: defined
+/// with the operations that read them.
+pub use anypath_collections::{ListArgs, Relation};
 
 /// The shape of a list answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

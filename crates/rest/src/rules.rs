@@ -52,6 +52,18 @@ pub fn plan(ctx: &RequestContext) -> Result<Plan, RestError> {
     })
 }
 
+/// A request the seed's rules answer as well as a model would: a collection
+/// path, `/search`, or a generated-looking id, with a method the rules map.
+/// In `auto` mode these are planned by the rules, the rest by the model.
+pub fn conventional(ctx: &RequestContext) -> bool {
+    let shape_ok = match ctx.segments.as_slice() {
+        [_] => true,
+        [_, second] => second == "search" || crate::shape::is_id_like(second),
+        _ => false,
+    };
+    shape_ok && plan(ctx).is_ok()
+}
+
 /// The query's field filters, for the plan's record of what it reads.
 fn criteria(ctx: &RequestContext) -> Map<String, Value> {
     ctx.query

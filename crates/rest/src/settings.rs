@@ -96,8 +96,14 @@ pub const VARIABLES: &[Variable] = &[
     var(
         "planner_mode",
         "",
-        PLANNER,
+        &["gateway", "planner"],
         "`rules`, `llm` or `auto`; empty picks `auto` when an LLM host with an API key (or on a local address) is configured, `rules` otherwise.",
+    ),
+    var(
+        "rules_direct",
+        "true",
+        GATEWAY,
+        "A request the rules plan runs in the store by the data operations themselves, with no sandbox instance; `false` runs the rules' Python blocks in the sandbox instead (the same answers, slower; the REST suites compare the two).",
     ),
     var("llm_provider", "openai", PLANNER, "`openai` (any OpenAI-compatible Chat Completions server) or `anthropic`."),
     var("llm_scheme", "https", PLANNER, "`https` or `http` (a local server)."),

@@ -122,6 +122,24 @@ pub struct Change {
     pub mutations: Vec<MutationRecord>,
 }
 
+impl Change {
+    /// What one run commits: for each loaded collection it changed or read,
+    /// its mutations and a check of exactly what it read.
+    pub fn for_run(loaded: &[LoadedCollection], mutations: &[MutationRecord], reads: &[ReadSet]) -> Vec<Self> {
+        loaded
+            .iter()
+            .filter_map(|collection| {
+                let mutations: Vec<_> = mutations.iter().filter(|m| m.collection == collection.name).cloned().collect();
+                let read = reads.iter().find(|r| r.collection == collection.name);
+                if mutations.is_empty() && read.is_none() {
+                    return None;
+                }
+                Some(Self { name: collection.name.clone(), check: collection.read_check(read), mutations })
+            })
+            .collect()
+    }
+}
+
 /// The answer of a landed `POST /commit`: the new version of each collection written.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CommitAnswer {
