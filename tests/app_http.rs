@@ -305,7 +305,14 @@ fn healthz_and_readyz() {
 fn sandbox_host_down_is_503_and_not_ready() {
     let kv = temp_kv("down");
     // Port 9 (discard) on loopback: nothing listens there; the allowlist admits it.
-    let env = [("SPIN_VARIABLE_SANDBOX_HOSTS", "127.0.0.1:9"), ("SPIN_VARIABLE_SANDBOX_ALLOWED", "127.0.0.1:9")];
+    let down = [("SPIN_VARIABLE_SANDBOX_HOSTS", "127.0.0.1:9"), ("SPIN_VARIABLE_SANDBOX_ALLOWED", "127.0.0.1:9")];
+    // A request the rules plan runs in the store: it needs no sandbox host.
+    let direct = App::start_with(&temp_kv("down-direct"), "spin.toml", &down);
+    assert_eq!(direct.send("POST", "/members/", Some(json!({"name": "a"}))).status(), 201);
+    assert_eq!(json_of(direct.send("GET", "/members/", None)).1[0]["name"], "a");
+    drop(direct);
+    // A block (here the rules' own, with rules_direct off) needs one.
+    let env = [down[0], down[1], ("SPIN_VARIABLE_RULES_DIRECT", "false")];
     let app = App::start_with(&kv, "spin.toml", &env);
     let response = app.send("GET", "/members/", None);
     assert_eq!(response.status(), 503);
