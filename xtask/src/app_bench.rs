@@ -1,6 +1,8 @@
-//! The whole request path under load: `anypath up` driven by `oha`, a load
-//! generator from crates.io installed into `target/tools` on first use; then
-//! a code-interpreter run through the plain HTTP API and through MCP.
+//! The whole request path under load: `anypath up` (and the app under
+//! `spin up`) beside json-server, driven by `oha`, a load generator from
+//! crates.io installed into `target/tools` on first use (the rows are in
+//! [`crate::rest_bench`]); then a code-interpreter run through the plain
+//! HTTP API and through MCP, E2B's SDK, Jupyter, and fair share.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -10,6 +12,9 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+use crate::json_server::JsonServer;
+use crate::llm_stub::LlmStub;
+use crate::rest_bench::{self, Measured, RECORDS, Server};
 use crate::steps::{cargo_command, root, run, step};
 
 const OHA_VERSION: &str = "1.16.0";
@@ -140,7 +145,7 @@ struct SpinApp {
     base: String,
 }
 
-fn start_spin_app(spin: &Path, binary: &Path, runner: &Path, data: &Path) -> anyhow::Result<SpinApp> {
+fn start_spin_app(spin: &Path, binary: &Path, runner: &Path, data: &Path, env: &[(String, String)]) -> anyhow::Result<SpinApp> {
     const TOKEN: &str = "bench-sandbox-token";
     std::fs::create_dir_all(data)?;
     let mut sandbox = Command::new(binary)
@@ -171,6 +176,7 @@ fn start_spin_app(spin: &Path, binary: &Path, runner: &Path, data: &Path) -> any
         .env("SPIN_VARIABLE_SANDBOX_HOSTS", &sandbox_address)
         .env("SPIN_VARIABLE_SANDBOX_ALLOWED", &sandbox_address)
         .env("SPIN_VARIABLE_SANDBOX_TOKEN", TOKEN)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(root())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -202,57 +208,68 @@ fn announced<T: Send + 'static>(
 
 const MEMBER: &str = r#"{"name":"Alice","age":31}"#;
 
-/// GET-by-id and POST rows against one app: `(name, concurrency, oha result)`.
-fn rest_rows(oha: &Path, base: &str) -> anyhow::Result<Vec<(String, &'static str, Value)>> {
-    let post = ["-m", "POST", "-T", "application/json", "-d", MEMBER];
-    load(oha, &format!("{base}/members/"), "100", "1", &post)?; // the records GET reads
-    let mut rows = Vec::new();
-    for concurrency in ["1", "8"] {
-        rows.push(("GET /members/42".to_owned(), concurrency, load(oha, &format!("{base}/members/42"), REQUESTS, concurrency, &[])?));
-    }
-    for concurrency in ["1", "8"] {
-        rows.push(("POST /members/".to_owned(), concurrency, load(oha, &format!("{base}/members/"), REQUESTS, concurrency, &post)?));
-    }
-    Ok(rows)
+/// Which parts of the app benchmark run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum AppSections {
+    /// The REST rows beside json-server, and Redis's round trips.
+    Rest,
+    /// Those, then the code interpreter's rows (HTTP, MCP, E2B, Jupyter)
+    /// and fair share.
+    All,
 }
 
-/// Runs GET-by-id and POST through `anypath up` with the store on SQLite
-/// (key-value) and on Redis, then the code interpreter's rows.
-pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path) -> anyhow::Result<()> {
+/// Runs the REST rows on json-server, `anypath up` with the store on
+/// SQLite (key-value) and on Redis, and the app under `spin up` when there
+/// is a Spin CLI; then, for [`AppSections::All`], the code interpreter's rows.
+pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections: AppSections) -> anyhow::Result<()> {
     let oha = ensure_oha()?;
     let data = std::env::temp_dir().join(format!("anypath-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
+    let load_before = crate::machine::load_average();
 
-    let app = start_app(binary, runner, &data.join("sqlite"), &[])?;
-    let sqlite = rest_rows(&oha, &app.base)?;
+    let json_server = JsonServer::start(&data.join("json-server"))?;
+    let reference = Server { name: format!("json-server {}", json_server.version), base: &json_server.base, planner: None };
+    let (reference, answers) = rest_bench::measure(&oha, &reference, None)?;
+    drop(json_server);
+
+    // Every anypath server plans in `auto` mode against the stub: the rules
+    // plan the CRUD rows (checked), the stub's cached plan the one path they do not.
+    let stub = LlmStub::start()?;
+    let planned = stub.app_env();
+    let app = start_app(binary, runner, &data.join("sqlite"), &planned)?;
+    let sqlite = Server { name: "anypath up, sqlite".into(), base: &app.base, planner: Some(&stub) };
+    let (sqlite, _) = rest_bench::measure(&oha, &sqlite, Some(&answers))?;
     let redis = BenchRedis::start(redis_server, &data.join("redis-data"))?;
-    let on_redis = start_app(binary, runner, &data.join("redis"), &redis.app_env())?;
-    let redis_rows = rest_rows(&oha, &on_redis.base)?;
+    let on_redis = start_app(binary, runner, &data.join("redis"), &[redis.app_env(), planned.clone()].concat())?;
+    let redis_rows = Server { name: "anypath up, redis".into(), base: &on_redis.base, planner: Some(&stub) };
+    let (redis_rows, _) = rest_bench::measure(&oha, &redis_rows, Some(&answers))?;
     let spin = crate::spin::find()?;
     let spin_rows = match &spin {
         Some(spin) => {
-            let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin"))?;
-            Some(rest_rows(&oha, &under_spin.base)?)
+            let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin"), &planned)?;
+            let server = Server { name: "spin up, sqlite".into(), base: &under_spin.base, planner: Some(&stub) };
+            Some(rest_bench::measure(&oha, &server, Some(&answers))?.0)
         }
         None => None,
     };
+    let anypath: Vec<Measured> = [Some(sqlite), Some(redis_rows), spin_rows].into_iter().flatten().collect();
 
-    println!("\nwhole request path (rules planner), {REQUESTS} requests per row, load from oha {OHA_VERSION}");
-    println!("{:<26} {:<18} {:>5} {:>10} {:>10} {:>10}", "request", "host, store", "conc", "p50", "p99", "req/s");
-    for (i, (name, concurrency, on_sqlite)) in sqlite.iter().enumerate() {
-        report(&format!("{name:<26} {:<18}", "anypath up, sqlite"), concurrency, on_sqlite);
-        report(&format!("{name:<26} {:<18}", "anypath up, redis"), concurrency, &redis_rows[i].2);
-        if let Some(rows) = &spin_rows {
-            report(&format!("{name:<26} {:<18}", "spin up, sqlite"), concurrency, &rows[i].2);
-        }
+    println!("\nREST face beside json-server: the same {RECORDS} records, created through each server's POST; {} requests per row ({} for the list), load from oha {OHA_VERSION}", rest_bench::REQUESTS, rest_bench::LIST_REQUESTS);
+    println!("anypath plans in auto mode against a model stub: the rules plan the CRUD rows, the cached plan the last; json-server has no planner");
+    println!("last column: the anypath server's req/s over json-server's on the same row");
+    println!(
+        "machine: {} cores, load average (1, 5, 15 min) {load_before} before the rows, {} after",
+        crate::machine::cores(),
+        crate::machine::load_average()
+    );
+    rest_bench::print_table(&reference, &anypath);
+    for measured in &anypath {
+        println!("cached LLM plan against the rules-planned GET, {}: {} (goal: p50 within 2x)", measured.server, rest_bench::cached_against_rules(measured));
     }
-    let p50 = |result: &Value| result["latencyPercentiles"]["p50"].as_f64().unwrap_or(f64::NAN);
-    let ratios = |other: &[(String, &str, Value)]| -> String {
-        sqlite.iter().zip(other).map(|((name, c, a), (_, _, b))| format!("{name} c={c}: {:.2}x", p50(b) / p50(a))).collect::<Vec<_>>().join(", ")
-    };
-    println!("p50 on Redis against SQLite (anypath up): {}", ratios(&redis_rows));
-    match (&spin, &spin_rows) {
-        (Some(spin), Some(rows)) => println!("p50 under {} against anypath up (SQLite): {}", spin.version, ratios(rows)),
+    let [on_sqlite, on_redis_rows, rest @ ..] = anypath.as_slice() else { bail!("the SQLite and Redis rows are missing") };
+    println!("p50 on Redis against SQLite (anypath up): {}", rest_bench::p50_ratios(on_sqlite, on_redis_rows));
+    match (&spin, rest.first()) {
+        (Some(spin), Some(rows)) => println!("p50 under {} against anypath up (SQLite): {}", spin.version, rest_bench::p50_ratios(on_sqlite, rows)),
         _ => println!("spin up rows skipped: no Spin CLI found (set SPIN_BIN, or put spin on PATH)"),
     }
 
@@ -275,11 +292,13 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path) -> anyho
     drop(on_redis);
     drop(redis);
 
-    interpreter_over_mcp(&oha, &app.sandbox)?;
-    e2b_sdk_row(&app)?;
-    crate::jupyter_bench::row(&app.sandbox, "bench-a")?;
-    fair_share(&oha, &app.sandbox)?;
-    fair_share_through_app(&oha, &app.base)?;
+    if sections == AppSections::All {
+        interpreter_over_mcp(&oha, &app.sandbox)?;
+        e2b_sdk_row(&app)?;
+        crate::jupyter_bench::row(&app.sandbox, "bench-a")?;
+        fair_share(&oha, &app.sandbox)?;
+        fair_share_through_app(&oha, &app.base)?;
+    }
     drop(app);
     let _ = std::fs::remove_dir_all(&data);
     Ok(())
@@ -449,7 +468,7 @@ fn listen_addresses(stderr: impl std::io::Read + Send + 'static) -> anyhow::Resu
     .context("anypath up did not start serving")
 }
 
-fn load(oha: &Path, url: &str, requests: &str, concurrency: &str, extra: &[&str]) -> anyhow::Result<Value> {
+pub(crate) fn load(oha: &Path, url: &str, requests: &str, concurrency: &str, extra: &[&str]) -> anyhow::Result<Value> {
     let output = Command::new(oha)
         .args(["--no-tui", "--output-format", "json", "-n", requests, "-c", concurrency])
         .args(extra)

@@ -13,6 +13,7 @@
 //! and its links checked, by `docs` and by `test`.
 
 mod app_bench;
+mod bench;
 mod budget;
 mod chromium;
 mod doc_links;
@@ -20,12 +21,16 @@ mod docs;
 mod frontends;
 mod jupyter_bench;
 mod jupyter_clients;
+mod json_server;
+mod llm_stub;
+mod machine;
 mod model;
 mod model_server;
 mod nextest;
 mod python_data;
 mod python_runner;
 mod reactor_component;
+mod rest_bench;
 mod runtime_wheels;
 mod redis_server;
 mod spin;
@@ -42,7 +47,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   up      build everything and run the sandbox locally on 127.0.0.1:3000
   test    build everything and run every test
-  bench   build everything and print the benchmark figures
+  bench   build everything and print the benchmark figures (cargo xtask bench --help: its options)
   build   build everything
   model   install the local model server and the small model the tests plan with
   docs    build the book (docs/ into target/book/) and check its links and code blocks
@@ -69,7 +74,7 @@ fn run() -> anyhow::Result<()> {
         "build" => steps::build_all().map(drop),
         "test" => test_run::test(rest),
         "up" => steps::up(rest),
-        "bench" => steps::bench(rest),
+        "bench" => bench::run_bench(rest),
         "model" => steps::model(),
         "docs" => docs::build(),
         "python-data" => python_data::build().map(drop),

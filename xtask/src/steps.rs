@@ -136,22 +136,6 @@ pub fn up(extra: &[String]) -> anyhow::Result<()> {
     run(&mut command)
 }
 
-/// `cargo xtask bench`: build, then the benchmark binary.
-pub fn bench(extra: &[String]) -> anyhow::Result<()> {
-    let built = build_all()?;
-    step("running the benchmarks");
-    run(Command::new(root().join("target/release/anypath-bench"))
-        .arg("--runner")
-        .arg(&built.runner)
-        .arg("--python-data")
-        .arg(&built.python_data)
-        .arg("--baseline-venv")
-        .arg(root().join("target/bench-venv"))
-        .args(extra))?;
-    let redis_server = crate::redis_server::ensure()?;
-    crate::app_bench::run_app_bench(&built.binary, &built.runner, &redis_server)
-}
-
 /// The cargo that runs this xtask, so the pinned toolchain is used throughout.
 pub fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
