@@ -94,14 +94,20 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
         }
     }
     // One JSON line per request; never headers, bodies or data, but which documents it committed.
-    eprintln!(
-        "{}",
-        json!({"request_id": request_id, "method": method, "path": path, "status": outcome.status,
+    log_line(&json!({"request_id": request_id, "method": method, "path": path, "status": outcome.status,
                "detail": outcome.detail, "plan": source, "llm_calls": usage.llm_calls, "repairs": usage.repairs,
                "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens, "committed": committed.0,
-               "config_errors": config.errors, "duration_ms": started.elapsed().as_secs_f64() * 1e3})
-    );
+               "config_errors": config.errors, "duration_ms": started.elapsed().as_secs_f64() * 1e3}));
     Ok(outcome.response)
+}
+
+/// Writes one JSON log line to stderr in a single write: `eprintln!` writes
+/// each formatted piece on its own, and every write is a host call and a
+/// system call (a tenth of a request's CPU on the fast path).
+pub(crate) fn log_line(line: &Value) {
+    let mut bytes = serde_json::to_vec(line).unwrap_or_default();
+    bytes.push(b'\n');
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), &bytes);
 }
 
 /// The gateway's own paths: `GET` and `HEAD` answer, `OPTIONS` lists those, anything else is a 405.
