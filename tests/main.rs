@@ -28,6 +28,7 @@ mod interpreter_http;
 mod interpreter_quota;
 mod interpreter_service_edges;
 mod kubernetes_manifests;
+mod kv_group_commit;
 mod llm_planner;
 mod mcp_clients;
 mod partial_loads;
