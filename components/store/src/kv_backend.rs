@@ -5,10 +5,10 @@
 //! [`crate::transaction`].
 
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use anypath_rest::{Index, RestError};
-use spin_sdk::wit::wasi::keyvalue::{atomics, store};
+use spin_sdk::wit::wasi::keyvalue::{atomics, batch, store};
 
 use crate::backend::{Backend, Outcome, Part, Snapshot, decode_index};
 use crate::keys::{CollectionKeys, KeyStyle};
@@ -69,6 +69,18 @@ impl Backend for KvBackend {
 
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.bucket.get(key)?)
+    }
+
+    /// One host call for all of a list's documents, not one per document.
+    fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        if keys.len() < 2 {
+            return keys.iter().map(|k| self.get(k)).collect();
+        }
+        let found: HashMap<String, Vec<u8>> = batch::get_many(&self.bucket, keys)?
+            .into_iter()
+            .filter_map(|(key, value)| value.map(|v| (key, v)))
+            .collect();
+        Ok(keys.iter().map(|key| found.get(key).cloned()).collect())
     }
 
     fn set(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {

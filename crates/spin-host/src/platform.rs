@@ -1,5 +1,5 @@
 //! Host implementations of the Spin platform interfaces: `wasi:keyvalue`
-//! (store and atomics) and `fermyon:spin/variables`.
+//! (store, atomics and batch) and `fermyon:spin/variables`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ wasmtime::component::bindgen!({
 });
 
 use fermyon::spin::{key_value, variables};
-use wasi::keyvalue::{atomics, store};
+use wasi::keyvalue::{atomics, batch, store};
 
 /// What the platform interfaces need from a component's store state.
 pub struct PlatformView<'a> {
@@ -36,6 +36,7 @@ pub fn add_to_linker<T: Send + 'static>(
 ) -> wasmtime::Result<()> {
     store::add_to_linker::<T, Platform>(linker, view)?;
     atomics::add_to_linker::<T, Platform>(linker, view)?;
+    batch::add_to_linker::<T, Platform>(linker, view)?;
     variables::add_to_linker::<T, Platform>(linker, view)?;
     key_value::add_to_linker::<T, Platform>(linker, view)?;
     Ok(())
@@ -120,6 +121,26 @@ impl atomics::Host for PlatformView<'_> {
             }
             Err(e) => Err(atomics::CasError::StoreError(store_error(e))),
         }
+    }
+}
+
+impl batch::Host for PlatformView<'_> {
+    /// The values of `keys` in one read: a list's documents cost one host
+    /// call and one read transaction, not one of each per document.
+    fn get_many(&mut self, bucket: Resource<Bucket>, keys: Vec<String>) -> Result<Vec<(String, Option<Vec<u8>>)>, store::Error> {
+        let b = self.bucket(&bucket)?;
+        let values = b.db.get_many(&b.label, &keys).map_err(store_error)?;
+        Ok(keys.into_iter().zip(values).collect())
+    }
+
+    fn set_many(&mut self, bucket: Resource<Bucket>, key_values: Vec<(String, Vec<u8>)>) -> Result<(), store::Error> {
+        let b = self.bucket(&bucket)?;
+        key_values.iter().try_for_each(|(key, value)| b.db.set(&b.label, key, value)).map_err(store_error)
+    }
+
+    fn delete_many(&mut self, bucket: Resource<Bucket>, keys: Vec<String>) -> Result<(), store::Error> {
+        let b = self.bucket(&bucket)?;
+        keys.iter().try_for_each(|key| b.db.delete(&b.label, key)).map_err(store_error)
     }
 }
 

@@ -68,6 +68,21 @@ impl KvDatabase {
         blocking(|| self.readers.read(|conn| conn.prepare_cached(writer::SELECT)?.query_row(params![store, key], |r| r.get(0)).optional()))
     }
 
+    /// The values of `keys`, in order, read in one transaction.
+    pub fn get_many(&self, store: &str, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        blocking(|| {
+            self.readers.read(|conn| {
+                let tx = conn.unchecked_transaction()?;
+                let values = {
+                    let mut statement = tx.prepare_cached(writer::SELECT)?;
+                    keys.iter().map(|key| statement.query_row(params![store, key], |r| r.get(0)).optional()).collect::<Result<Vec<_>, _>>()?
+                };
+                tx.commit()?;
+                Ok(values)
+            })
+        })
+    }
+
     /// Every key of `store`.
     pub fn keys(&self, store: &str) -> Result<Vec<String>, KvError> {
         blocking(|| {

@@ -129,3 +129,16 @@ fn every_commit_is_durable_before_it_is_acknowledged() {
     let synchronous: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
     assert_eq!((journal.as_str(), synchronous), ("wal", 2), "WAL with synchronous = FULL: an fsync per commit");
 }
+
+#[test]
+fn many_values_are_read_in_order_with_the_absent_ones_none() {
+    let (_dir, file) = file_database();
+    for db in [file, KvDatabase::in_memory().unwrap()] {
+        db.set("default", "a", b"1").unwrap();
+        db.set("default", "c", b"3").unwrap();
+        db.set("other", "b", b"x").unwrap();
+        let keys: Vec<String> = ["c", "b", "a", "c"].iter().map(|k| k.to_string()).collect();
+        assert_eq!(db.get_many("default", &keys).unwrap(), vec![Some(b"3".to_vec()), None, Some(b"1".to_vec()), Some(b"3".to_vec())]);
+        assert_eq!(db.get_many("default", &[]).unwrap(), Vec::<Option<Vec<u8>>>::new());
+    }
+}
