@@ -89,13 +89,10 @@ impl RequestStore {
 
     /// The fixed collection `warm` the runner's `warm-up` export works on.
     pub(crate) fn warm_up() -> Self {
-        let documents = serde_json::json!([{"id": 1, "name": "ada", "age": 2}, {"id": "x", "name": "bo", "age": 1}]);
+        let documents = vec![serde_json::json!({"id": 1, "name": "ada", "age": 2}), serde_json::json!({"id": "x", "name": "bo", "age": 1})];
         let warm = Loaded {
             name: "warm".into(),
-            documents: Documents::Parsed(match documents {
-                Value::Array(docs) => docs,
-                _ => Vec::new(),
-            }),
+            documents: Documents::Parsed(documents),
             complete: true,
             absent_ids: Vec::new(),
             reserved_id: None,

@@ -46,13 +46,13 @@ fn a_journal_beyond_the_result_cap_is_refused() {
     // Each insert is within the cap; together they are not. Caught or not,
     // the run is refused, and no call after the cap reaches the store.
     let code = "kinds = []\nfor i in range(5):\n    try:\n        store.insert({'text': 'x' * 600})\n    except BaseException as e:\n        kinds.append(type(e).__name__)\nREPLY = {'status': 200, 'body': kinds}";
-    let report = exec_ungated(members(code, json!([])).with_limits(limits.clone()));
+    let report = exec_ungated(members(code, json!([])).with_limits(limits));
     assert!(matches!(error(&report), ExecError::OutputLimit { .. }), "{report:?}");
-    let report = runtime().block_on(sandbox().execute(members("store.insert({'text': 'x' * 3000})\nREPLY = {'status': 201}", json!([])).with_limits(limits.clone())));
+    let report = runtime().block_on(sandbox().execute(members("store.insert({'text': 'x' * 3000})\nREPLY = {'status': 201}", json!([])).with_limits(limits)));
     assert!(matches!(error(&report), ExecError::OutputLimit { .. }), "{report:?}");
     // The reply and the journal count together.
     let code = "store.insert({'text': 'x' * 1200})\nREPLY = {'status': 200, 'body': 'y' * 1200}";
-    let report = runtime().block_on(sandbox().execute(members(code, json!([])).with_limits(limits.clone())));
+    let report = runtime().block_on(sandbox().execute(members(code, json!([])).with_limits(limits)));
     assert!(matches!(error(&report), ExecError::OutputLimit { .. }), "{report:?}");
     let code = "store.insert({'text': 'x' * 600})\nREPLY = {'status': 200, 'body': 'y' * 600}";
     let report = runtime().block_on(sandbox().execute(members(code, json!([])).with_limits(limits)));
