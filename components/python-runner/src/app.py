@@ -15,6 +15,7 @@ import traceback
 
 import wit_world
 from componentize_py_types import Err
+from wit_world.imports import store as host_store
 from wit_world.imports import types as wit
 
 import captured_output
@@ -32,13 +33,8 @@ _MISSING = object()
 # RecursionError long before the WebAssembly stack is exhausted.
 sys.setrecursionlimit(400)
 
-_OPS = {
-    "insert": wit.MutationOp.INSERT,
-    "replace": wit.MutationOp.REPLACE,
-    "patch": wit.MutationOp.PATCH,
-    "delete": wit.MutationOp.DELETE,
-}
-
+# Run by the `warm-up` export, whose `store` calls the host serves from its
+# fixed `warm` collection.
 _WARM_UP_BLOCK = """
 import json
 rows = store.search({"name__icontains": "a", "age__gte": 1})
@@ -47,6 +43,12 @@ new_id = store.insert({"name": "warm"})
 store.patch(new_id, {"age": 3})
 REPLY = {"status": 200, "headers": {"X-Warm": "1"}, "body": {"n": len(rows), "p": page, "c": ctx["path"]}}
 """
+# Run at build time, where no import can be called: the same work without `store`.
+_BUILD_WARM_UP_BLOCK = """
+import json
+rows = json.loads(json.dumps([{"id": 1, "name": "ada", "age": 2}], ensure_ascii=False))
+REPLY = {"status": 200, "headers": {"X-Warm": "1"}, "body": {"n": len(rows), "p": rows, "c": ctx["path"]}}
+"""
 
 
 class _Failed(Exception):
@@ -54,20 +56,20 @@ class _Failed(Exception):
         self.kind = kind
 
 
-def _run(code, ctx_json, collections, limits, gated):
+def _run(code, ctx_json, names, limits, gated):
+    """Runs one block. What it changed and read is the host's record, and so
+    are the verdicts that depend on it (a partial load, the result cap)."""
     stdout = captured_output.CappedStream(limits.stdout_bytes)
     stderr = captured_output.CappedStream(limits.stderr_bytes)
     try:
-        journal = []
-        store = resource_store.Store(collections, journal)
-        result = _execute(code, ctx_json, store, limits, gated, journal, stdout, stderr)
-        return wit.Success(
-            reply=result, mutations=_mutations(journal), reads=_reads(store), output=_output(stdout, stderr))
+        store = resource_store.Store(names, host_store.call)
+        result = _execute(code, ctx_json, store, gated, stdout, stderr)
+        return wit.Success(reply=result, output=_output(stdout, stderr))
     except _Failed as failed:
         raise Err(wit.Failure(kind=failed.kind, output=_output(stdout, stderr)))
 
 
-def _execute(code, ctx_json, store, limits, gated, journal, stdout, stderr):
+def _execute(code, ctx_json, store, gated, stdout, stderr):
     try:
         tree = ast.parse(code, filename=_BLOCK_FILENAME, mode="exec")
         if gated:
@@ -87,57 +89,15 @@ def _execute(code, ctx_json, store, limits, gated, journal, stdout, stderr):
     try:
         exec(compile(tree, _BLOCK_FILENAME, "exec"), namespace)
     except BaseException as exc:  # the block's failure is data, reported to the caller
-        _check_needs_data(store)
         raise _Failed(wit.FailureKind_Exception(_exception_info(exc))) from None
     finally:
         sys.stdout, sys.stderr = saved
-    _check_needs_data(store)
 
     try:
         status, headers, body_json = reply.build(namespace, _MISSING)
     except reply.InvalidReply as invalid:
         raise _Failed(wit.FailureKind_InvalidReply(str(invalid)))
-    _check_size(body_json, journal, limits.result_bytes)
     return wit.Reply(status=status, headers=headers, body_json=body_json)
-
-
-def _check_needs_data(store):
-    # Checked whether or not the block caught NeedsData: an answer computed
-    # from a partial view must never be returned.
-    for collection in store.loaded():
-        if collection.needs_data:
-            raise _Failed(wit.FailureKind_NeedsData(collection.needs_data))
-
-
-def _reads(store):
-    return [
-        wit.ReadSet(collection=c.name, scanned=c.scanned, ids=sorted(c.read_ids))
-        for c in store.loaded()
-        if c.name is not None and (c.scanned or c.read_ids)
-    ]
-
-
-def _check_size(body_json, journal, limit):
-    size = len(body_json or "")
-    for _, _, _, document in journal:
-        if size > limit:
-            break
-        size += len(json.dumps(document)) if document is not None else 0
-    if size > limit:
-        raise _Failed(wit.FailureKind_OutputLimit(
-            f"reply and journal exceed {limit} bytes"))
-
-
-def _mutations(journal):
-    return [
-        wit.Mutation(
-            collection=name,
-            op=_OPS[op],
-            id_json=json.dumps(doc_id),
-            document_json=None if document is None else json.dumps(document, ensure_ascii=False),
-        )
-        for name, op, doc_id, document in journal
-    ]
 
 
 def _exception_info(exc):
@@ -165,15 +125,11 @@ class WitWorld(wit_world.WitWorld):
     """Exports of the `runner` world."""
 
     def warm_up(self):
-        _warm_up()
+        _warm_up(_WARM_UP_BLOCK, ["warm"])
 
     def execute(self, input):
-        collections = [
-            resource_store.Loaded(c.name, c.documents_json, c.complete, c.absent_ids, c.reserved_id)
-            for c in input.collections
-        ]
         try:
-            return _run(input.code, input.ctx_json, collections, input.limits, input.policy_gate)
+            return _run(input.code, input.ctx_json, input.collections, input.limits, input.policy_gate)
         except Err:
             raise
         except Exception as exc:  # a runner bug must come back as data, not a trap
@@ -205,14 +161,14 @@ def _result(entry):
         truncated=entry["truncated"], error=entry["error"])
 
 
-def _warm_up():
-    limits = wit.OutputLimits(stdout_bytes=1024, stderr_bytes=1024, result_bytes=1 << 20)
-    docs = json.dumps([{"id": 1, "name": "ada", "age": 2}, {"id": "x", "name": "bo", "age": 1}])
-    _run(_WARM_UP_BLOCK, json.dumps({"path": "/warm"}), [resource_store.Loaded("warm", docs)], limits, True)
+def _warm_up(block, names):
+    limits = wit.OutputLimits(stdout_bytes=1024, stderr_bytes=1024)
+    _run(block, json.dumps({"path": "/warm"}), names, limits, True)
 
 
-# Exercise the parser, compiler and store now, so the snapshot holds their state.
-_warm_up()
+# Exercise the parser, compiler, gate and reply now, so the snapshot holds
+# their state; the `store` import cannot be called before an instance runs.
+_warm_up(_BUILD_WARM_UP_BLOCK, [])
 # An instance serves one request and is then discarded whole, so cyclic
 # garbage never needs collecting; the collector would only walk (and dirty)
 # the snapshot's pages. The memory cap still bounds what a block allocates.

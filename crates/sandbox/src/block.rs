@@ -5,14 +5,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use anypath_collections::{Documents, Loaded};
 use serde_json::value::RawValue;
 
 use crate::bindings::anypath::runner::types as wit;
 use crate::bindings::{Runner, RunnerPre};
 use crate::engine::{self, Instance, Profile, StartError, internal, output_of};
 use crate::guest::GuestState;
+use crate::host_store::{Record, RequestStore};
 use crate::limits::Limits;
-use crate::outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
+use crate::outcome::{ExecError, Failure, Metrics, Output, Reply, Report, Success};
 use crate::pool::WarmPool;
 use crate::recycler::Recycler;
 use crate::request::{ExecRequest, PolicyGate};
@@ -141,7 +143,11 @@ impl BlockInner {
         let mut store = engine::new_store(pre.engine(), state)?;
         let runner = pre.instantiate_async(&mut store).await?;
         if warm {
-            runner.call_warm_up(&mut store).await?;
+            store.data_mut().store = Some(RequestStore::warm_up());
+            let warmed = runner.call_warm_up(&mut store).await;
+            // Nothing of the warm-up's collection outlives it.
+            store.data_mut().store = None;
+            warmed?;
         }
         Ok(Instance { store, guest: runner })
     }
@@ -166,8 +172,11 @@ impl BlockInner {
             return Err(fail(ExecError::MemoryLimit { limit_bytes: limits.memory_bytes }));
         }
 
-        let input = wit_input(request, gate, &limits);
+        let (input, request_store) = wit_input(request, gate, &limits);
+        store.data_mut().store = Some(request_store);
         let called = engine::call(&limits, runner.call_execute(&mut *store, &input)).await;
+        // Taken whatever the call came to: the instance never serves another request.
+        let request_store = store.data_mut().store.take();
         let (returned, memory_refused) = engine::settle(store, &limits, metrics, called).map_err(fail)?;
         if memory_refused {
             // A block that caught MemoryError still breached the cap.
@@ -177,8 +186,27 @@ impl BlockInner {
             };
             return Err(Failure { error: ExecError::MemoryLimit { limit_bytes: limits.memory_bytes }, output });
         }
+        let record = request_store
+            .ok_or_else(|| ExecError::Internal { message: "the request's store was lost during the run".into() })
+            .and_then(RequestStore::finish)
+            .map_err(fail)?;
+        // The host's verdicts come first, whatever the block did with the
+        // exception its call raised: an answer computed from a partial view,
+        // or a journal past the cap, must never be returned.
+        let verdict = match (&record.needs_data, &record.over_limit) {
+            (Some(message), _) => Some(ExecError::NeedsData { message: message.clone() }),
+            (None, Some(message)) => Some(ExecError::OutputLimit { message: message.clone() }),
+            (None, None) => None,
+        };
+        if let Some(error) = verdict {
+            let output = match &returned {
+                Ok(s) => output_of(&s.output),
+                Err(f) => output_of(&f.output),
+            };
+            return Err(Failure { error, output });
+        }
         match returned {
-            Ok(success) => convert_success(success, &input.collections, &limits),
+            Ok(success) => convert_success(success, record, &limits),
             Err(failure) => Err(Failure { error: convert_failure(failure.kind), output: output_of(&failure.output) }),
         }
     }
@@ -212,32 +240,31 @@ fn invalid(message: &str) -> ExecError {
     ExecError::InvalidRequest { message: message.to_owned() }
 }
 
-/// Moves the request's text into the guest input: documents can be megabytes,
-/// and the host needs nothing of them after the call but the collection names.
-fn wit_input(request: ExecRequest, gate: PolicyGate, limits: &Limits) -> wit::ExecInput {
+/// Splits the request: the guest gets the code, the context and the
+/// collections' names; the host keeps the documents (megabytes, possibly)
+/// in the store that serves the guest's `store` calls.
+fn wit_input(request: ExecRequest, gate: PolicyGate, limits: &Limits) -> (wit::ExecInput, RequestStore) {
     let raw = |value: Box<serde_json::value::RawValue>| Box::<str>::from(value).into_string();
-    wit::ExecInput {
+    let names = request.collections.iter().map(|c| c.name.clone()).collect();
+    let loaded = request
+        .collections
+        .into_iter()
+        .map(|c| Loaded {
+            name: c.name,
+            documents: Documents::Json(raw(c.documents)),
+            complete: c.complete,
+            absent_ids: c.absent_ids,
+            reserved_id: c.reserved_id,
+        })
+        .collect();
+    let input = wit::ExecInput {
         policy_gate: gate == PolicyGate::Enforced,
         code: request.code,
         ctx_json: raw(request.ctx),
-        collections: request
-            .collections
-            .into_iter()
-            .map(|c| wit::Collection {
-                name: c.name,
-                version: c.version,
-                documents_json: raw(c.documents),
-                complete: c.complete,
-                absent_ids: c.absent_ids,
-                reserved_id: c.reserved_id,
-            })
-            .collect(),
-        limits: wit::OutputLimits {
-            stdout_bytes: limits.stdout_bytes,
-            stderr_bytes: limits.stderr_bytes,
-            result_bytes: limits.result_bytes,
-        },
-    }
+        collections: names,
+        limits: wit::OutputLimits { stdout_bytes: limits.stdout_bytes, stderr_bytes: limits.stderr_bytes },
+    };
+    (input, RequestStore::new(loaded, limits.result_bytes))
 }
 
 fn convert_failure(kind: wit::FailureKind) -> ExecError {
@@ -247,36 +274,20 @@ fn convert_failure(kind: wit::FailureKind) -> ExecError {
             ExecError::Exception { type_name: e.type_name, message: e.message, traceback: e.traceback }
         }
         wit::FailureKind::InvalidReply(message) => ExecError::InvalidReply { message },
-        wit::FailureKind::OutputLimit(message) => ExecError::OutputLimit { message },
         wit::FailureKind::Internal(message) => ExecError::Internal { message: format!("runner: {message}") },
-        wit::FailureKind::NeedsData(message) => ExecError::NeedsData { message },
     }
 }
 
-/// Re-checks what the guest returned: the host trusts no size or name it did not verify.
-fn convert_success(success: wit::Success, loaded: &[wit::Collection], limits: &Limits) -> Result<Success, Failure> {
+/// Re-checks what the guest returned (the host trusts no size it did not
+/// verify) and joins it with the journal and reads the host recorded.
+fn convert_success(success: wit::Success, record: Record, limits: &Limits) -> Result<Success, Failure> {
     let output = output_of(&success.output);
     let fail = |error| Failure { error, output: output.clone() };
     if output.stdout.len() > limits.stdout_bytes as usize || output.stderr.len() > limits.stderr_bytes as usize {
         return Err(fail(ExecError::OutputLimit { message: "captured output exceeds its cap".into() }));
     }
-    let mut size = success.reply.body_json.as_ref().map_or(0, String::len);
-    let mut mutations = Vec::with_capacity(success.mutations.len());
-    for m in success.mutations {
-        if !loaded.iter().any(|c| c.name == m.collection) {
-            return Err(fail(ExecError::Internal { message: format!("journal names unknown collection {:?}", m.collection) }));
-        }
-        size += m.document_json.as_ref().map_or(0, String::len);
-        let id = serde_json::from_str(&m.id_json)
-            .map_err(|e| fail(ExecError::Internal { message: format!("journal id is not JSON: {e}") }))?;
-        let document = m
-            .document_json
-            .map(RawValue::from_string)
-            .transpose()
-            .map_err(|e| fail(ExecError::Internal { message: format!("journal document is not JSON: {e}") }))?;
-        mutations.push(Mutation { collection: m.collection, op: op(m.op), id, document });
-    }
-    if size > limits.result_bytes as usize {
+    let size = success.reply.body_json.as_ref().map_or(0, |b| b.len() as u64).saturating_add(record.journal_bytes);
+    if size > u64::from(limits.result_bytes) {
         return Err(fail(ExecError::OutputLimit { message: format!("reply and journal exceed {} bytes", limits.result_bytes) }));
     }
     let body = success
@@ -285,22 +296,10 @@ fn convert_success(success: wit::Success, loaded: &[wit::Collection], limits: &L
         .map(RawValue::from_string)
         .transpose()
         .map_err(|e| fail(ExecError::InvalidReply { message: format!("body is not JSON: {e}") }))?;
-    let mut reads = Vec::with_capacity(success.reads.len());
-    for r in success.reads {
-        if !loaded.iter().any(|c| c.name == r.collection) {
-            return Err(fail(ExecError::Internal { message: format!("read set names unknown collection {:?}", r.collection) }));
-        }
-        reads.push(ReadSet { collection: r.collection, scanned: r.scanned, ids: r.ids });
-    }
-    Ok(Success { reply: Reply { status: success.reply.status, headers: success.reply.headers, body }, mutations, reads, output })
+    Ok(Success {
+        reply: Reply { status: success.reply.status, headers: success.reply.headers, body },
+        mutations: record.mutations,
+        reads: record.reads,
+        output,
+    })
 }
-
-fn op(op: wit::MutationOp) -> MutationOp {
-    match op {
-        wit::MutationOp::Insert => MutationOp::Insert,
-        wit::MutationOp::Replace => MutationOp::Replace,
-        wit::MutationOp::Patch => MutationOp::Patch,
-        wit::MutationOp::Delete => MutationOp::Delete,
-    }
-}
-

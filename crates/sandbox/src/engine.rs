@@ -198,6 +198,8 @@ pub(crate) async fn load(engine_config: Config, component: &Path, cache_dir: &Pa
     // And wasi:io/poll.poll through one an interrupt wakes (a sleep ends by KeyboardInterrupt).
     crate::keyboard_interrupt::add_to_linker(&mut linker).map_err(StartError::Link)?;
     linker.allow_shadowing(false);
+    // The runner's `store`; unused by the data runtime, which does not import it.
+    crate::host_store::add_to_linker(&mut linker).map_err(StartError::Link)?;
     let ticker = EpochTicker::start(engine).map_err(StartError::Thread)?;
     Ok(Loaded { component, linker, ticker, state })
 }

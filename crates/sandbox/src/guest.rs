@@ -11,6 +11,7 @@ use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::drain_pipe::DrainPipe;
+use crate::host_store::RequestStore;
 use crate::quota_fs::{QuotaFsView, QuotaState};
 
 /// Where a session's directory appears inside the guest.
@@ -41,6 +42,10 @@ pub(crate) struct GuestState {
     pub(crate) keyboard: Option<crate::keyboard_interrupt::KeyboardTrip>,
     /// When this run's interrupt was turned into a `KeyboardInterrupt`.
     pub(crate) tripped_at: Option<Instant>,
+    /// The collections the guest's `store` calls reach: set for one
+    /// execution (or the warm-up) and taken right after it, so no other
+    /// call ever sees them.
+    pub(crate) store: Option<RequestStore>,
 }
 
 impl GuestState {
@@ -72,7 +77,7 @@ impl GuestState {
     /// environment, stdio); networking is switched off here whatever it says.
     pub(crate) fn from_builder(mut builder: WasiCtxBuilder, memory_cap: u64, deadline: Instant) -> Self {
         let wasi = builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false).build();
-        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None, open_files: 0, interrupt: None, keyboard: None, tripped_at: None }
+        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None, open_files: 0, interrupt: None, keyboard: None, tripped_at: None, store: None }
     }
 
     /// The view `wasi:filesystem/types` is served through: wasmtime-wasi's,

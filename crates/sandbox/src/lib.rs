@@ -3,7 +3,9 @@
 //!
 //! The runner component (CPython built with componentize-py) gates each block
 //! with an AST allowlist, runs it against `store` and `ctx`, and returns the
-//! block's `REPLY` plus a journal of mutations. This crate owns the wasmtime
+//! block's `REPLY`. Its `store` calls come back to the host, where
+//! `anypath-collections` runs them over the request's collections and keeps
+//! the journal of mutations and the read sets. This crate owns the wasmtime
 //! side: a fresh instance per execution, an empty WASI context (no files,
 //! environment, network or stdio), a fuel budget, a memory cap and an epoch
 //! deadline that also cuts calls blocked in the host: the [`BlockRunner`].
@@ -18,6 +20,9 @@ mod data_runtime;
 mod drain_pipe;
 mod engine;
 mod guest;
+mod host_store;
+#[cfg(test)]
+mod host_store_tests;
 mod interrupt;
 #[cfg(test)]
 mod interrupt_tests;

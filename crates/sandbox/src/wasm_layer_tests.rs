@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use crate::request::PolicyGate;
 use crate::{BlockRunner, ExecError, ExecRequest, LimitOverrides, Report, RunnerConfig};
 
-fn runner_path() -> PathBuf {
+pub(crate) fn runner_path() -> PathBuf {
     let path = std::env::var_os("ANYPATH_RUNNER")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/python-runner/runner.wasm"));
@@ -19,27 +19,27 @@ fn runner_path() -> PathBuf {
     path
 }
 
-fn runtime() -> &'static tokio::runtime::Runtime {
+pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime"))
 }
 
-fn sandbox() -> &'static BlockRunner {
+pub(crate) fn sandbox() -> &'static BlockRunner {
     static SANDBOX: OnceLock<BlockRunner> = OnceLock::new();
     SANDBOX.get_or_init(|| runtime().block_on(BlockRunner::start(RunnerConfig::new(runner_path()))).expect("sandbox starts"))
 }
 
 /// Runs `request` with the policy gate switched off.
-fn exec_ungated(request: ExecRequest) -> Report {
+pub(crate) fn exec_ungated(request: ExecRequest) -> Report {
     runtime().block_on(sandbox().execute_gated(request, PolicyGate::Disabled))
 }
 
-fn run_ungated(code: &str) -> Report {
+pub(crate) fn run_ungated(code: &str) -> Report {
     exec_ungated(ExecRequest::new(code))
 }
 
 /// Runs `code` through the gate, with a `members` collection holding `docs`.
-fn run_gated(code: &str, docs: serde_json::Value) -> Report {
+pub(crate) fn run_gated(code: &str, docs: serde_json::Value) -> Report {
     let request = ExecRequest::new(code)
         .with_ctx(&serde_json::json!({}))
         .and_then(|r| r.with_collection("members", 3, &docs))
@@ -47,20 +47,20 @@ fn run_gated(code: &str, docs: serde_json::Value) -> Report {
     runtime().block_on(sandbox().execute(request))
 }
 
-fn error(report: &Report) -> &ExecError {
+pub(crate) fn error(report: &Report) -> &ExecError {
     match &report.outcome {
         Ok(success) => panic!("expected a failure, got {success:#?}"),
         Err(failure) => &failure.error,
     }
 }
 
-fn body(report: &Report) -> serde_json::Value {
+pub(crate) fn body(report: &Report) -> serde_json::Value {
     let success = report.outcome.as_ref().unwrap_or_else(|f| panic!("expected success, got {f:#?}"));
     let raw = success.reply.body.as_ref().expect("a body");
     serde_json::from_str(raw.get()).expect("body is JSON")
 }
 
-fn assert_exception(report: &Report, type_names: &[&str]) {
+pub(crate) fn assert_exception(report: &Report, type_names: &[&str]) {
     match error(report) {
         ExecError::Exception { type_name, message, .. } => {
             assert!(type_names.contains(&type_name.as_str()), "unexpected {type_name}: {message}");
@@ -141,11 +141,33 @@ mod wasm_layer {
 
     #[test]
     fn a_block_that_poisons_modules_does_not_affect_the_next_execution() {
-        let poisoned = run_ungated("import sys, json\njson.dumps = None\nsys.modules['resource_store']._clone = None\nREPLY = {'status': 200}");
+        let poisoned = run_ungated("import sys, json\njson.dumps = None\nsys.modules['resource_store'].Collection._call = None\nREPLY = {'status': 200}");
         assert!(poisoned.outcome.is_ok(), "the poisoning block itself completes");
         let clean = run_gated("REPLY = {'status': 200, 'body': store.get(1)}", serde_json::json!([{"id": 1}]));
         assert_eq!(body(&clean), serde_json::json!({"id": 1}));
     }
+}
+
+/// Boundary: the journal is the host's. A block that rewrites the `store`
+/// wrapper (so its calls answer whatever it likes, or never reach the host)
+/// changes only what it sees: what is committed is what the host's store
+/// did, and nothing the block claims.
+#[test]
+fn a_block_tampering_with_the_store_wrapper_cannot_change_the_journal() {
+    let code = "import sys\n\
+        real = store.insert({'name': 'real'})\n\
+        wrapper = sys.modules['resource_store']\n\
+        wrapper.Collection._call = lambda self, op, args: {'id': 99}\n\
+        forged = store.insert({'name': 'forged'})\n\
+        store.delete(1)\n\
+        REPLY = {'status': 200, 'body': [real, forged]}";
+    let request = ExecRequest::new(code).with_collection("members", 3, &serde_json::json!([{"id": 1, "name": "kept"}])).expect("request");
+    let report = exec_ungated(request);
+    assert_eq!(body(&report), serde_json::json!([2, 99]), "the block saw its forged answers");
+    let success = report.outcome.as_ref().expect("success");
+    let journal: Vec<(crate::MutationOp, serde_json::Value, Option<String>)> =
+        success.mutations.iter().map(|m| (m.op, m.id.clone(), m.document.as_ref().map(|d| d.get().to_owned()))).collect();
+    assert_eq!(journal, vec![(crate::MutationOp::Insert, serde_json::json!(2), Some(r#"{"id":2,"name":"real"}"#.to_owned()))], "only what reached the host is committed");
 }
 
 /// Boundary: the runner's own check of a partial load. A block cannot turn a
