@@ -260,14 +260,15 @@ fn serve(
     }
     // A tenant past its share of the sandbox is turned away before planning
     // costs anything; a request the store runs by itself uses no sandbox.
-    if !planning::runs_in_store(&ctx, config) {
+    let in_store = planning::runs_in_store(&ctx, config);
+    if !in_store {
         let refused = sandboxes::with_tenant_headers(config, request_id, &tenant, |headers| sandboxes::refused_before_planning(config, request_id, headers));
         if let Some(refused) = refused {
             return Err(refused);
         }
     }
     let mut timings = Timings::default();
-    let served = plan_and_run(&ctx, &tenant, config, request_id, &mut timings, usage)?;
+    let served = plan_and_run(&ctx, &tenant, in_store, config, request_id, &mut timings, usage)?;
     served.source.as_str().clone_into(source);
     *committed = Committed::from_report(&served.report);
     let shaped;

@@ -51,16 +51,18 @@ pub fn runs_in_store(ctx: &RequestContext, config: &Config) -> bool {
         }
 }
 
-/// Plans and runs the request, repairing the LLM's plan when it fails.
+/// Plans and runs the request, repairing the LLM's plan when it fails;
+/// `in_store` is [`runs_in_store`]'s answer for it, decided once.
 pub fn plan_and_run(
     ctx: &RequestContext,
     tenant: &str,
+    in_store: bool,
     config: &Config,
     request_id: &str,
     timings: &mut Timings,
     usage: &mut Usage,
 ) -> Result<Served, Failure> {
-    if runs_in_store(ctx, config) {
+    if in_store {
         return match run_in_store(ctx, tenant, config, request_id, timings) {
             Ok(report) => Ok(Served { report, source: PlanSource::Rules }),
             Err(RunError::Block { failure, .. } | RunError::Other(failure)) => Err(failure),
