@@ -56,18 +56,22 @@ fn open(jupyter: Arc<Jupyter>, headers: &HeaderMap, caller: Result<Caller, Jupyt
         Err(e) => return e.into_response_for(&request_id),
     };
     match upgrade {
-        Ok(upgrade) => upgrade.on_upgrade(move |socket| serve(jupyter, caller, kernel, socket)),
+        Ok(upgrade) => {
+            // Subscribed before the 101 goes out: a client that sends on
+            // another socket as soon as this one opens sees every message.
+            let iopub = kernel.iopub.subscribe();
+            upgrade.on_upgrade(move |socket| serve(jupyter, caller, kernel, iopub, socket))
+        }
         Err(_) => JupyterError::new(StatusCode::BAD_REQUEST, "open the kernel's channels as a websocket").into_response_for(&request_id),
     }
 }
 
 /// Serves one socket until the client closes it. A cell it started goes
 /// on running; its replies are dropped, its iopub reaches the other sockets.
-async fn serve(jupyter: Arc<Jupyter>, caller: Caller, kernel: Arc<Kernel>, socket: WebSocket) {
+async fn serve(jupyter: Arc<Jupyter>, caller: Caller, kernel: Arc<Kernel>, mut iopub: broadcast::Receiver<Arc<String>>, socket: WebSocket) {
     kernel.connections.fetch_add(1, Ordering::SeqCst);
     let (mut sink, mut stream) = socket.split();
     let (replies, mut replies_out) = mpsc::unbounded_channel::<String>();
-    let mut iopub = kernel.iopub.subscribe();
     let writer = tokio::spawn(async move {
         loop {
             let frame = tokio::select! {
