@@ -213,6 +213,34 @@ fn fifty_concurrent_posts_to_a_new_collection_keep_every_record() {
     assert_eq!(seen, (0..50).collect::<Vec<_>>());
 }
 
+/// A collection past one index chunk (the store keeps its newest entries in
+/// the index head and seals older ones into chunks): records in sealed
+/// chunks stay readable, patchable and deletable, the list keeps insertion
+/// order, and a string id spelling an integer is never handed out again.
+#[test]
+fn a_collection_larger_than_one_index_chunk_keeps_every_record_in_order() {
+    let kv = temp_kv("chunks");
+    let app = App::start(&kv);
+    let created = 2 * anypath_rest::stored_index::OPEN_LIMIT + 40;
+    for n in 0..created {
+        assert_eq!(app.send("POST", "/things/", Some(json!({"n": n}))).status(), 201);
+    }
+    assert_eq!(app.send("PATCH", "/things/3", Some(json!({"patched": true}))).status(), 200);
+    assert_eq!(app.send("DELETE", "/things/300", None).status(), 204);
+    assert_eq!(app.send("POST", "/things/", Some(json!({"id": "9000", "n": -1}))).status(), 201);
+    let (status, next) = json_of(app.send("POST", "/things/", Some(json!({"n": -2}))));
+    assert_eq!(status, 201);
+    assert_eq!(next["id"], 9001, "a reserved id passes the string id \"9000\"");
+    assert_eq!(json_of(app.send("GET", "/things/3", None)).1["patched"], true);
+    assert_eq!(app.send("GET", "/things/300", None).status(), 404);
+    assert_eq!(json_of(app.send("GET", "/things/1", None)).1["n"], 0, "the oldest record, in the first chunk");
+    let (_, page) = json_of(app.send("GET", "/things/?limit=1000", None));
+    let ids: Vec<Value> = page["items"].as_array().unwrap().iter().map(|d| d["id"].clone()).collect();
+    let mut expected: Vec<Value> = (1..=created as i64).filter(|id| *id != 300).map(Value::from).collect();
+    expected.extend([json!("9000"), json!(9001)]);
+    assert_eq!(ids, expected, "insertion order, across chunks and the head");
+}
+
 /// Admission is work-conserving: a burst from one tenant right after
 /// another tenant's requests (which no longer run or wait) takes the free
 /// slots and the whole queue; nothing is refused, every record is kept.

@@ -14,9 +14,11 @@ use std::time::Duration;
 
 use common::app::{App, assert_envelope, json_of, temp_kv};
 use common::fake_llm::{FakeLlm, Reply};
+use anypath_rest::stored_index::Chunk;
+use anypath_rest::{Index, Layout, StoredIndex};
 use common::redis_server::RedisServer;
 use redis::Commands;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Redis plus three app instances on it, each with its own sandbox host.
 struct Cluster {
@@ -44,17 +46,25 @@ fn client() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().unwrap()
 }
 
-/// What Redis holds for a tenant's collection: its index, and whether every
-/// document value it names exists and no other value of it lies around.
-fn stored(redis: &RedisServer, collection: &str) -> (Value, usize) {
+/// What Redis holds for a tenant's collection: its index (head and chunks,
+/// read whole), and whether every document value and chunk it names exists
+/// and no other value of it lies around.
+fn stored(redis: &RedisServer, collection: &str) -> (Index, usize) {
     let mut conn = redis.connection().unwrap();
     let prefix = format!("anypath/v2/t/{{default}}/c/{collection}/");
-    let index: Value = serde_json::from_slice(&conn.get::<_, Vec<u8>>(format!("{prefix}index")).unwrap()).unwrap();
-    let named: BTreeSet<String> =
-        index["docs"].as_object().unwrap().values().map(|tag| format!("{prefix}d/{}", tag.as_str().unwrap())).collect();
+    let head: StoredIndex = serde_json::from_slice(&conn.get::<_, Vec<u8>>(format!("{prefix}index")).unwrap()).unwrap();
+    let chunks: Vec<Chunk> = head
+        .chunks
+        .iter()
+        .map(|tag| serde_json::from_slice(&conn.get::<_, Vec<u8>>(format!("{prefix}d/{tag}")).unwrap()).unwrap())
+        .collect();
+    let chunk_keys: BTreeSet<String> = head.chunks.iter().map(|tag| format!("{prefix}d/{tag}")).collect();
+    let index = Layout::new(head, chunks).unwrap().index();
+    let documents: BTreeSet<String> = index.docs.values().map(|tag| format!("{prefix}d/{tag}")).collect();
     let present: BTreeSet<String> = conn.keys(format!("{prefix}d/*")).unwrap();
-    assert_eq!(named, present, "every value the index names exists, and no other (nothing half-written)");
-    (index, named.len())
+    assert_eq!(documents.union(&chunk_keys).cloned().collect::<BTreeSet<_>>(), present, "every value the index names exists, and no other (nothing half-written)");
+    let count = documents.len();
+    (index, count)
 }
 
 /// 300 concurrent creates spread over three instances into one new
@@ -93,7 +103,7 @@ fn concurrent_creates_through_three_instances_all_land_with_distinct_ids() {
     }
     let (index, values) = stored(&cluster.redis, "tickets");
     assert_eq!(values, 300);
-    assert_eq!(index["docs"].as_object().unwrap().len(), 300);
+    assert_eq!(index.docs.len(), 300);
 }
 
 /// Patches of distinct fields of one record, concurrently through different
@@ -120,7 +130,7 @@ fn concurrent_patches_of_one_record_through_different_instances_are_all_kept() {
         assert_eq!(record[format!("f{i}")], i, "field f{i} kept: {record}");
     }
     assert_eq!(record["name"], "Ada");
-    assert_eq!(stored(&cluster.redis, "profiles").0["version"], 25, "one version per journal");
+    assert_eq!(stored(&cluster.redis, "profiles").0.version, 25, "one version per journal");
 }
 
 /// A plan as a model would write it.
@@ -175,8 +185,8 @@ fn concurrent_moves_between_two_collections_through_different_instances_conserve
     let a = json_of(cluster.apps[2].send("GET", "/acct_a/1", None)).1;
     let b = json_of(cluster.apps[1].send("GET", "/acct_b/1", None)).1;
     assert_eq!((a["balance"].clone(), b["balance"].clone()), (json!(100), json!(100)), "25 moves each way: a={a} b={b}");
-    assert_eq!(stored(&cluster.redis, "acct_a").0["version"], 51, "1 create + 50 moves touched each");
-    assert_eq!(stored(&cluster.redis, "acct_b").0["version"], 51);
+    assert_eq!(stored(&cluster.redis, "acct_a").0.version, 51, "1 create + 50 moves touched each");
+    assert_eq!(stored(&cluster.redis, "acct_b").0.version, 51);
 }
 
 /// Creates through every instance while one is killed with SIGKILL: every
@@ -239,7 +249,7 @@ fn an_instance_killed_mid_load_loses_no_acknowledged_write() {
     assert!(values >= acknowledged.len(), "{values} stored, {} acknowledged", acknowledged.len());
     let (_, page) = json_of(survivor.send("GET", "/orders/?limit=1", None));
     assert_eq!(page["page"]["total"].as_u64(), Some(values as u64));
-    assert_eq!(index["docs"].as_object().unwrap().len(), values);
+    assert_eq!(index.docs.len(), values);
 }
 
 /// Redis killed under load: the app answers a clear 503 envelope (with the
@@ -279,7 +289,7 @@ fn redis_down_is_a_clear_503_and_nothing_partial_then_service_resumes() {
     }
     let (index, values) = stored(&cluster.redis, "notes");
     assert_eq!(values, 21, "nothing of the refused requests landed");
-    assert!(index["docs"]["2"].is_string());
+    assert!(index.docs.contains_key("2"));
     assert!(json_of(cluster.apps[2].send("GET", "/notes/2", None)).1.get("x").is_none(), "the refused patch left no trace");
 }
 

@@ -8,21 +8,22 @@ use crate::common;
 
 use std::sync::Arc;
 
+use anypath_rest::{Lock, StoredIndex};
 use anypath_spin_host::kv::KvDatabase;
 use common::app::{App, json_of, temp_kv};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const INDEX: &str = "anypath/v2/t/default/c/acct/index";
 
-fn index(db: &KvDatabase) -> Value {
+fn index(db: &KvDatabase) -> StoredIndex {
     serde_json::from_slice(&db.get("default", INDEX).unwrap().expect("the collection exists")).unwrap()
 }
 
 /// Locks `acct` for transaction `tx`, whose result would have no documents.
 fn lock_for_deleting_everything(db: &KvDatabase, tx: &str, since_ms: u64, decision: &str) {
     let mut current = index(db);
-    let next = json!({"version": current["version"].as_u64().unwrap() + 1, "max_int_id": current["max_int_id"], "docs": {}});
-    current["lock"] = json!({"tx": tx, "next": next, "since_ms": since_ms});
+    let next = StoredIndex { version: current.version + 1, max_int_id: current.max_int_id, ..StoredIndex::default() };
+    current.lock = Some(Lock { tx: tx.to_owned(), next: Box::new(next), since_ms });
     db.set("default", INDEX, &serde_json::to_vec(&current).unwrap()).unwrap();
     db.set("default", &format!("anypath/v2/t/default/tx/{tx}"), decision.as_bytes()).unwrap();
 }
@@ -42,8 +43,8 @@ fn a_decided_commit_left_locked_is_seen_and_rolled_forward() {
     assert_eq!(app.send("GET", "/acct/1", None).status(), 404, "readers see the decided result");
     assert_eq!(app.send("POST", "/acct/", Some(json!({"id": 2, "balance": 1}))).status(), 201);
     let now = index(&db);
-    assert!(now.get("lock").is_none(), "the writer finished the transaction: {now}");
-    assert_eq!(now["docs"].as_object().unwrap().keys().collect::<Vec<_>>(), vec!["2"]);
+    assert!(now.lock.is_none(), "the writer finished the transaction: {now:?}");
+    assert_eq!(now.docs.keys().collect::<Vec<_>>(), vec!["2"]);
 }
 
 #[test]
@@ -54,7 +55,7 @@ fn an_abandoned_pending_lock_is_rolled_back_by_the_next_writer() {
     let patched = app.send("PATCH", "/acct/1", Some(json!({"balance": 6})));
     assert_eq!(patched.status(), 200);
     assert_eq!(json_of(app.send("GET", "/acct/1", None)).1["balance"], 6);
-    assert!(index(&db).get("lock").is_none());
+    assert!(index(&db).lock.is_none());
     let decision = db.get("default", "anypath/v2/t/default/tx/abandoned").unwrap();
     assert_eq!(decision.as_deref(), Some(&b"abort"[..]), "the writer decided the abort");
 }

@@ -5,17 +5,17 @@
 //! trait ([`crate::commit`], [`crate::load`]); a backend only decides how an
 //! index swap over one or several collections is made atomic.
 
-use anypath_rest::Index;
+use anypath_rest::{Layout, StoredIndex};
 
 use crate::StoreError;
 use crate::keys::{CollectionKeys, KeyStyle};
 
 /// A collection's index as a commit found it.
 pub struct Snapshot {
-    /// The stored index value exactly (none: the collection does not exist yet).
+    /// The stored head value exactly (none: the collection does not exist yet).
     pub bytes: Option<Vec<u8>>,
-    /// The committed state in it.
-    pub index: Index,
+    /// The committed state in it, its chunks read.
+    pub layout: Layout,
 }
 
 /// One collection's part in a commit.
@@ -29,8 +29,9 @@ pub struct Part<'a> {
 
 /// The new state of a collection a journal changes.
 pub struct IndexWrite {
-    pub next: Index,
-    /// The new document values, by tag.
+    /// The head to swap in.
+    pub next: StoredIndex,
+    /// The new document values and index chunks, by tag.
     pub documents: Vec<(String, Vec<u8>)>,
     /// Tags of values the new index no longer names.
     pub superseded: Vec<String>,
@@ -64,12 +65,13 @@ pub trait Backend {
     /// Adds `delta` to a counter (absent: 0) and answers the new value, atomically.
     fn increment(&self, key: &str, delta: i64) -> Result<i64, StoreError>;
 
-    /// The committed index as readers must see it.
-    fn read_index(&self, keys: &CollectionKeys) -> Result<Index, StoreError>;
+    /// The committed index head as readers must see it (its chunks are
+    /// read by [`crate::indexes`]).
+    fn read_head(&self, keys: &CollectionKeys) -> Result<StoredIndex, StoreError>;
 
-    /// The stored index for a commit to apply a journal to (finishing or
-    /// waiting out whatever another commit left on it).
-    fn snapshot(&self, keys: &CollectionKeys) -> Result<Snapshot, StoreError>;
+    /// The stored head and its bytes, for a commit to apply a journal to
+    /// (finishing or waiting out whatever another commit left on it).
+    fn snapshot_head(&self, keys: &CollectionKeys) -> Result<(Option<Vec<u8>>, StoredIndex), StoreError>;
 
     /// Makes every part's write land, and each read still hold, atomically:
     /// all of it when every index is still its snapshot, none of it otherwise.
@@ -79,7 +81,7 @@ pub trait Backend {
     fn discard(&self, parts: &[Part<'_>]);
 }
 
-/// Decodes an index value.
-pub fn decode_index(bytes: &[u8]) -> Result<Index, StoreError> {
+/// Decodes an index head.
+pub fn decode_index(bytes: &[u8]) -> Result<StoredIndex, StoreError> {
     crate::decode(bytes, "index")
 }

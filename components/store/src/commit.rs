@@ -6,12 +6,12 @@
 //! do not conflict.
 
 use anypath_rest::RestError;
-use anypath_rest::journal::MutationRecord;
+use anypath_rest::journal::{MutationRecord, id_key};
 use anypath_wire::{Change, CommitAnswer, CommitRequest};
 
 use crate::backend::{Backend, IndexWrite, Outcome, Part};
 use crate::keys::CollectionKeys;
-use crate::{StoreError, encode};
+use crate::{StoreError, encode, indexes};
 
 /// Commit attempts while other commits keep landing in between.
 const MAX_COMMIT_ATTEMPTS: usize = 64;
@@ -63,19 +63,31 @@ pub fn commit(backend: &dyn Backend, request: CommitRequest) -> Result<Vec<u8>, 
 fn prepare<'a>(backend: &dyn Backend, work: &'a [(CollectionKeys, Change)], prefix: &str) -> Result<Vec<Part<'a>>, StoreError> {
     let mut parts = Vec::with_capacity(work.len());
     for (keys, change) in work {
-        let snapshot = backend.snapshot(keys)?;
-        snapshot.index.check(&change.name, &change.check)?;
+        let snapshot = indexes::snapshot(backend, keys, &ids_of(change))?;
+        let index = snapshot.layout.index();
+        index.check(&change.name, &change.check)?;
         let write = if change.mutations.is_empty() {
             None
         } else {
             let entries: Vec<&MutationRecord> = change.mutations.iter().collect();
-            let applied = snapshot.index.apply(&entries, prefix)?;
-            let documents = applied.writes.iter().map(|(tag, doc)| Ok((tag.clone(), encode(doc)?))).collect::<Result<_, StoreError>>()?;
-            Some(IndexWrite { next: applied.index, documents, superseded: applied.superseded })
+            let applied = index.apply(&entries, prefix)?;
+            let stored = snapshot.layout.restore(&applied.index, prefix);
+            let mut documents = applied.writes.iter().map(|(tag, doc)| Ok((tag.clone(), encode(doc)?))).collect::<Result<Vec<_>, StoreError>>()?;
+            for (tag, chunk) in &stored.chunks {
+                documents.push((tag.clone(), encode(chunk)?));
+            }
+            let superseded = applied.superseded.into_iter().chain(stored.superseded).collect();
+            Some(IndexWrite { next: stored.head, documents, superseded })
         };
         parts.push(Part { keys, snapshot, write });
     }
     Ok(parts)
+}
+
+/// Every id a change writes or depends on (a scan depends on the version alone).
+fn ids_of(change: &Change) -> Vec<String> {
+    let written = change.mutations.iter().map(|m| id_key(&m.id).unwrap_or_default());
+    written.chain(change.check.reads.keys().cloned()).collect()
 }
 
 /// A random prefix for the tags of the document values one commit writes;

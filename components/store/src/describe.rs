@@ -17,7 +17,7 @@ pub fn describe(backend: &dyn Backend, request: DescribeRequest) -> Result<Vec<C
     let mut out = Vec::with_capacity(request.collections.len());
     for name in request.collections {
         let keys = CollectionKeys::new(&request.tenant, &name, backend.key_style())?;
-        let index = backend.read_index(&keys)?;
+        let index = crate::indexes::read_index(backend, &keys)?;
         let mut fields = BTreeMap::new();
         let mut sample_ids = Vec::new();
         let sampled: Vec<String> = index.docs.values().take(SAMPLES).map(|tag| keys.document(tag)).collect();

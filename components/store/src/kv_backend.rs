@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
-use anypath_rest::{Index, RestError};
+use anypath_rest::{RestError, StoredIndex};
 use spin_sdk::wit::wasi::keyvalue::{atomics, batch, store};
 
 use crate::backend::{Backend, Outcome, Part, Snapshot, decode_index};
@@ -95,23 +95,23 @@ impl Backend for KvBackend {
         Ok(atomics::increment(&self.bucket, key, delta)?)
     }
 
-    fn read_index(&self, keys: &CollectionKeys) -> Result<Index, StoreError> {
+    fn read_head(&self, keys: &CollectionKeys) -> Result<StoredIndex, StoreError> {
         match self.bucket.get(&keys.index())? {
             Some(bytes) => transaction::visible(&self.bucket, keys, decode_index(&bytes)?),
-            None => Ok(Index::default()),
+            None => Ok(StoredIndex::default()),
         }
     }
 
-    fn snapshot(&self, keys: &CollectionKeys) -> Result<Snapshot, StoreError> {
+    fn snapshot_head(&self, keys: &CollectionKeys) -> Result<(Option<Vec<u8>>, StoredIndex), StoreError> {
         for _ in 0..MAX_SETTLE_ROUNDS {
             let Some(bytes) = self.bucket.get(&keys.index())? else {
-                return Ok(Snapshot { bytes: None, index: Index::default() });
+                return Ok((None, StoredIndex::default()));
             };
-            let index = decode_index(&bytes)?;
-            if index.lock.is_none() {
-                return Ok(Snapshot { bytes: Some(bytes), index });
+            let head = decode_index(&bytes)?;
+            if head.lock.is_none() {
+                return Ok((Some(bytes), head));
             }
-            transaction::settle(&self.bucket, keys, &bytes, &index)?;
+            transaction::settle(&self.bucket, keys, &bytes, &head)?;
         }
         Err(StoreError::Rest(RestError::Conflict("a collection stayed locked by another commit; try again".into())))
     }
@@ -161,9 +161,9 @@ impl KvBackend {
         let mut tx = Transaction::begin(&self.bucket, writes[0].keys)?;
         for part in writes {
             let Some(write) = &part.write else { continue };
-            let bytes = encode(&tx.lock(&part.snapshot.index, write.next.clone()))?;
+            let bytes = encode(&tx.lock(&part.snapshot.layout.head, write.next.clone()))?;
             match self.swap(part.keys, &part.snapshot, &bytes) {
-                Ok(true) => tx.locked.push(Locked { keys: part.keys.clone(), bytes, before: part.snapshot.index.clone() }),
+                Ok(true) => tx.locked.push(Locked { keys: part.keys.clone(), bytes, before: part.snapshot.layout.head.clone() }),
                 Ok(false) => {
                     tx.abort(&self.bucket)?;
                     return Ok(false);

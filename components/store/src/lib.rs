@@ -20,6 +20,7 @@ mod backend;
 mod commit;
 mod describe;
 mod execute;
+mod indexes;
 mod keys;
 mod kv_backend;
 mod load;

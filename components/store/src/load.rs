@@ -9,7 +9,7 @@ use anypath_wire::{LoadAnswer, LoadRequest, LoadSpec, LoadedCollection};
 
 use crate::backend::Backend;
 use crate::keys::CollectionKeys;
-use crate::{StoreError, decode, encode};
+use crate::{StoreError, decode, encode, indexes};
 
 /// Loads retried when a document value vanished under a concurrent commit.
 const MAX_LOAD_ATTEMPTS: usize = 8;
@@ -30,7 +30,7 @@ pub fn load_collections(backend: &dyn Backend, tenant: &str, specs: Vec<LoadSpec
 
 fn load_one(backend: &dyn Backend, keys: &CollectionKeys, spec: LoadSpec) -> Result<LoadedCollection, StoreError> {
     for _ in 0..MAX_LOAD_ATTEMPTS {
-        let index = backend.read_index(keys)?;
+        let index = indexes::read_for(backend, keys, spec.ids.as_deref())?.index();
         let wanted: Vec<String> = match &spec.ids {
             Some(ids) => ids.clone(),
             None => index.docs.keys().cloned().collect(),

@@ -10,11 +10,11 @@
 //! too. Ids come from `INCRBY`; a collection's first index is written with
 //! `SET ... NX` inside the script.
 
-use anypath_rest::Index;
+use anypath_rest::StoredIndex;
 use spin_sdk::redis::{Connection, Error, RedisParameter, RedisResult};
 
 use crate::StoreError;
-use crate::backend::{Backend, Outcome, Part, Snapshot, decode_index};
+use crate::backend::{Backend, Outcome, Part, decode_index};
 use crate::keys::{CollectionKeys, KeyStyle};
 
 /// KEYS: the parts' index keys (n), then document keys (d), then superseded
@@ -125,14 +125,17 @@ impl Backend for RedisBackend {
         }
     }
 
-    fn read_index(&self, keys: &CollectionKeys) -> Result<Index, StoreError> {
-        Ok(self.snapshot(keys)?.index)
+    fn read_head(&self, keys: &CollectionKeys) -> Result<StoredIndex, StoreError> {
+        Ok(self.snapshot_head(keys)?.1)
     }
 
-    fn snapshot(&self, keys: &CollectionKeys) -> Result<Snapshot, StoreError> {
+    fn snapshot_head(&self, keys: &CollectionKeys) -> Result<(Option<Vec<u8>>, StoredIndex), StoreError> {
         Ok(match self.get(&keys.index())? {
-            Some(bytes) => Snapshot { index: decode_index(&bytes)?, bytes: Some(bytes) },
-            None => Snapshot { bytes: None, index: Index::default() },
+            Some(bytes) => {
+                let head = decode_index(&bytes)?;
+                (Some(bytes), head)
+            }
+            None => (None, StoredIndex::default()),
         })
     }
 

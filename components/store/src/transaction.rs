@@ -11,7 +11,7 @@
 //! may be aborted by anyone (the same strict swap, so the committer and an
 //! aborter can never both win); whoever meets a decided lock finishes it.
 
-use anypath_rest::{Index, Lock};
+use anypath_rest::{Lock, StoredIndex};
 use spin_sdk::wit::wasi::keyvalue::{atomics, store};
 
 use crate::keys::CollectionKeys;
@@ -50,7 +50,7 @@ pub fn now_ms() -> u64 {
 
 /// The index as readers must see it: the committed state, or the locked
 /// transaction's result once its decision is `commit`.
-pub fn visible(bucket: &store::Bucket, keys: &CollectionKeys, mut index: Index) -> Result<Index, StoreError> {
+pub fn visible(bucket: &store::Bucket, keys: &CollectionKeys, mut index: StoredIndex) -> Result<StoredIndex, StoreError> {
     match index.lock.take() {
         Some(lock) if decision(bucket, keys, &lock.tx)? == Decision::Commit => Ok(*lock.next),
         _ => Ok(index),
@@ -72,7 +72,7 @@ pub fn swap_if(bucket: &store::Bucket, key: &str, expected: &[u8], to: &[u8]) ->
 }
 
 /// Swaps `to` in where `from` is; a lost race is fine (someone else moved on).
-fn replace(bucket: &store::Bucket, keys: &CollectionKeys, from: &[u8], to: &Index) -> Result<(), StoreError> {
+fn replace(bucket: &store::Bucket, keys: &CollectionKeys, from: &[u8], to: &StoredIndex) -> Result<(), StoreError> {
     swap_if(bucket, &keys.index(), from, &encode(to)?).map(drop)
 }
 
@@ -83,7 +83,7 @@ fn decide(bucket: &store::Bucket, key: &str, to: &[u8]) -> Result<bool, StoreErr
 
 /// Finishes or waits out another transaction's lock found in `bytes`.
 /// Returns once the caller should read the index again.
-pub fn settle(bucket: &store::Bucket, keys: &CollectionKeys, bytes: &[u8], index: &Index) -> Result<(), StoreError> {
+pub fn settle(bucket: &store::Bucket, keys: &CollectionKeys, bytes: &[u8], index: &StoredIndex) -> Result<(), StoreError> {
     let Some(lock) = &index.lock else { return Ok(()) };
     let mut outcome = decision(bucket, keys, &lock.tx)?;
     if outcome == Decision::Pending {
@@ -96,7 +96,7 @@ pub fn settle(bucket: &store::Bucket, keys: &CollectionKeys, bytes: &[u8], index
     }
     match outcome {
         Decision::Commit => replace(bucket, keys, bytes, &lock.next),
-        Decision::Abort => replace(bucket, keys, bytes, &Index { lock: None, ..index.clone() }),
+        Decision::Abort => replace(bucket, keys, bytes, &StoredIndex { lock: None, ..index.clone() }),
         Decision::Pending => Ok(()),
     }
 }
@@ -107,7 +107,7 @@ pub struct Locked {
     /// The index value holding the lock.
     pub bytes: Vec<u8>,
     /// The committed state under the lock.
-    pub before: Index,
+    pub before: StoredIndex,
 }
 
 /// A transaction under way.
@@ -127,8 +127,8 @@ impl Transaction {
     }
 
     /// The index to swap in to lock a collection whose committed state is `before`.
-    pub fn lock(&self, before: &Index, next: Index) -> Index {
-        Index { lock: Some(Lock { tx: self.id.clone(), next: Box::new(next), since_ms: now_ms() }), ..before.clone() }
+    pub fn lock(&self, before: &StoredIndex, next: StoredIndex) -> StoredIndex {
+        StoredIndex { lock: Some(Lock { tx: self.id.clone(), next: Box::new(next), since_ms: now_ms() }), ..before.clone() }
     }
 
     /// The commit point. False when someone aborted the transaction first.
@@ -141,7 +141,7 @@ impl Transaction {
         // whoever meets it next, which needs the decision key to stay.
         let mut finished = true;
         for locked in &self.locked {
-            let replaced = decode::<Index>(&locked.bytes, "index")
+            let replaced = decode::<StoredIndex>(&locked.bytes, "index")
                 .and_then(|index| index.lock.map_or(Ok(()), |lock| replace(bucket, &locked.keys, &locked.bytes, &lock.next)));
             finished &= replaced.is_ok();
         }

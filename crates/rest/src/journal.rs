@@ -2,10 +2,11 @@
 //!
 //! A collection is an [`Index`] (version, highest integer id, and for each
 //! document id the tag of an immutable document value) plus one stored value
-//! per tag. A commit writes the new document values first, then swaps the
-//! index in one compare-and-swap: readers always see a whole journal or none
-//! of it, and a reader holding an old index still finds every value it names
-//! until the superseded ones are removed (then it reloads).
+//! per tag; the index itself is stored as a head and sealed chunks
+//! ([`crate::stored_index`]). A commit writes the new values first, then
+//! swaps the head in one compare-and-swap: readers always see a whole
+//! journal or none of it, and a reader holding an old head still finds every
+//! value it names until the superseded ones are removed (then it reloads).
 //!
 //! Concurrency is checked against what the block actually read (a
 //! [`ReadCheck`]): a block that scanned the collection needs the version to
@@ -17,6 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use anypath_wire::{MutationRecord, Op, ReadCheck};
+
+use crate::stored_index::StoredIndex;
 
 /// Why a journal was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,8 +41,15 @@ pub fn id_key(id: &Value) -> Option<String> {
     }
 }
 
-/// A collection's index: what is stored under its index key.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The integer a key spells canonically (`"7"`, not `"07"`): the key of
+/// integer id 7 and of string id "7" alike, so reserved ids, which start
+/// above every such key, never meet a stored one.
+pub fn integer_key(key: &str) -> Option<i64> {
+    key.parse::<i64>().ok().filter(|n| n.to_string() == key)
+}
+
+/// A collection's index, whole: what its stored head and chunks make.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Index {
     /// Bumped by every applied journal.
     pub version: u64,
@@ -47,11 +57,6 @@ pub struct Index {
     pub max_int_id: i64,
     /// Document id key to the tag of its stored value, in insertion order.
     pub docs: IndexMap<String, String>,
-    /// Set while a journal over several collections is being committed:
-    /// the fields above stay the committed state until the transaction's
-    /// decision says `commit`, then `next` replaces them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock: Option<Lock>,
 }
 
 /// A collection's part in a multi-collection commit.
@@ -59,8 +64,8 @@ pub struct Index {
 pub struct Lock {
     /// The transaction, whose decision (`pending`, `commit`, `abort`) is stored apart.
     pub tx: String,
-    /// The index once the transaction commits.
-    pub next: Box<Index>,
+    /// The stored index once the transaction commits.
+    pub next: Box<StoredIndex>,
     /// Wall-clock milliseconds when the lock was taken; a lock left pending
     /// for too long may be aborted by anyone.
     pub since_ms: u64,
@@ -114,7 +119,7 @@ impl Index {
             };
             let state = match (entry.op, present) {
                 (Op::Insert, false) => {
-                    if let Some(n) = entry.id.as_i64() {
+                    if let Some(n) = integer_key(&key) {
                         max_int_id = max_int_id.max(n);
                     }
                     Some(document()?)
@@ -128,7 +133,6 @@ impl Index {
         }
 
         let mut index = self.clone();
-        index.lock = None;
         index.version += 1;
         index.max_int_id = max_int_id;
         let mut writes = Vec::new();
@@ -163,7 +167,6 @@ mod tests {
             version,
             max_int_id: 1,
             docs: docs.iter().map(|(k, t)| (k.to_string(), t.to_string())).collect(),
-            lock: None,
         }
     }
 
@@ -208,24 +211,5 @@ mod tests {
         let scan = ReadCheck { expected_version: 5, scanned: true, reads: BTreeMap::new() };
         assert!(now.check("m", &scan).is_err(), "a scan needs the same version");
         assert_eq!(now.check("m", &ReadCheck { expected_version: 7, ..scan }), Ok(()));
-    }
-
-    #[test]
-    fn an_unlocked_index_stores_no_lock_field_and_applying_drops_a_lock() {
-        let mut locked = index(&[("1", "a")], 2);
-        assert!(!serde_json::to_string(&locked).unwrap().contains("lock"));
-        locked.lock = Some(Lock { tx: "t".into(), next: Box::new(index(&[], 3)), since_ms: 0 });
-        let back: Index = serde_json::from_str(&serde_json::to_string(&locked).unwrap()).unwrap();
-        assert_eq!(back, locked);
-        let e = entry(Op::Delete, json!(1), None);
-        assert_eq!(locked.apply(&[&e], "t").unwrap().index.lock, None);
-    }
-
-    #[test]
-    fn insertion_order_survives_a_round_trip() {
-        let base = index(&[("10", "a"), ("2", "b"), ("x", "c")], 1);
-        let text = serde_json::to_string(&base).unwrap();
-        let back: Index = serde_json::from_str(&text).unwrap();
-        assert_eq!(back.docs.keys().collect::<Vec<_>>(), vec!["10", "2", "x"]);
     }
 }

@@ -26,11 +26,13 @@ pub mod rules;
 pub mod settings;
 pub mod sandbox_pool;
 pub mod shape;
+pub mod stored_index;
 pub mod surface;
 
 pub use context::RequestContext;
 pub use error::{ErrorEnvelope, RestError};
 pub use journal::{Index, JournalError, Lock, MutationRecord, ReadCheck};
+pub use stored_index::{Layout, StoredIndex};
 pub use plan::Plan;
 pub use planner_api::{
     CachedPlan, DescribeRequest, PlanAnswer, PlanCacheEntry, PlanCacheKey, PlanEvicted, PlanOutcome, PlanRequest, PlanSource, PlanStored,
