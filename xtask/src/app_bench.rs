@@ -265,6 +265,9 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
     rest_bench::print_table(&reference, &anypath);
     for measured in &anypath {
         println!("cached LLM plan against the rules-planned GET, {}: {} (goal: p50 within 2x)", measured.server, rest_bench::cached_against_rules(measured));
+        for (request, phases) in &measured.phases {
+            println!("  where the time goes, {} (Server-Timing medians, c=1): {phases}", request.label());
+        }
     }
     let [on_sqlite, on_redis_rows, rest @ ..] = anypath.as_slice() else { bail!("the SQLite and Redis rows are missing") };
     println!("p50 on Redis against SQLite (anypath up): {}", rest_bench::p50_ratios(on_sqlite, on_redis_rows));

@@ -2,6 +2,7 @@
 //! commit the journal with what the block read; re-run on a conflict.
 
 use anypath_rest::direct::DirectRequest;
+use anypath_rest::conflict_retry::{self, MAX_CONFLICT_RETRIES};
 use anypath_rest::{Plan, RequestContext, lessons};
 use anypath_wire::{Change, CommitRequest, ExecError, ExecReport, ExecRequest, LoadAnswer, LoadRequest, LoadSpec, LoadedCollection};
 
@@ -10,10 +11,6 @@ use crate::config::Config;
 use crate::failure::Failure;
 use crate::sandboxes;
 use crate::timing::Timings;
-
-/// Re-runs after a conflict before giving up. Every round lets at least one
-/// contender commit, so this bounds how many may race on one document.
-const MAX_CONFLICT_RETRIES: usize = 64;
 
 /// Why a plan produced no report.
 pub enum RunError {
@@ -53,7 +50,11 @@ pub fn run(plan: &Plan, ctx: &RequestContext, tenant: &str, config: &Config, req
             Exec::NeedsData => {
                 return Err(Failure::internal("the block asked for data that was loaded whole").into());
             }
-            Exec::Report(report) => report,
+            Exec::Report(report) => {
+                // Of the exec hop, the part the sandbox host spent on the run itself.
+                timings.add("run", report.metrics.duration_us as f64 / 1e3);
+                report
+            }
         };
         if !report.mutations.is_empty() && !timings.time("store", || commit(tenant, &collections, &report, config, request_id))? {
             continue;
@@ -75,11 +76,10 @@ pub fn run_in_store(ctx: &RequestContext, tenant: &str, config: &Config, request
     }
 }
 
-/// Sleeps a random 0..2*attempt ms (at most 20 ms) so conflicting writers spread out.
+/// Waits out the shared policy's pause before re-run `attempt`.
 fn back_off(attempt: usize) {
-    let ceiling_ms = (2 * attempt as u64).min(20);
-    let jitter_ns = wasi::random::random::get_random_u64() % (ceiling_ms * 1_000_000 + 1);
-    wasi::clocks::monotonic_clock::subscribe_duration(jitter_ns).block();
+    let pause_ns = conflict_retry::back_off_ns(attempt, wasi::random::random::get_random_u64());
+    wasi::clocks::monotonic_clock::subscribe_duration(pause_ns).block();
 }
 
 fn load(tenant: &str, specs: &[LoadSpec], config: &Config, request_id: &str) -> Result<Vec<LoadedCollection>, Failure> {

@@ -13,12 +13,16 @@ impl Timings {
     pub fn time<T>(&mut self, phase: &'static str, f: impl FnOnce() -> T) -> T {
         let started = Instant::now();
         let value = f();
-        let ms = started.elapsed().as_secs_f64() * 1e3;
+        self.add(phase, started.elapsed().as_secs_f64() * 1e3);
+        value
+    }
+
+    /// Adds `ms` measured elsewhere (the sandbox's own run time) to `phase`.
+    pub fn add(&mut self, phase: &'static str, ms: f64) {
         match self.phases.iter_mut().find(|(name, _)| *name == phase) {
             Some((_, total)) => *total += ms,
             None => self.phases.push((phase, ms)),
         }
-        value
     }
 
     /// `plan;dur=0.41, load;dur=0.83, ...` (milliseconds, as the header defines).

@@ -6,15 +6,13 @@
 
 use anypath_collections::{Documents, Loaded, OpError, Store};
 use anypath_rest::direct::{self, DirectRequest};
+use anypath_rest::conflict_retry::{self, MAX_CONFLICT_RETRIES};
 use anypath_rest::{RestError, rules};
 use anypath_wire::{Change, CommitRequest, ExecError, ExecReport, LoadSpec, LoadedCollection, Metrics, Output};
 
 use crate::backend::Backend;
 use crate::load::load_collections;
-use crate::{StoreError, commit, encode, pause_ms};
-
-/// Runs after a conflict before giving up, as for a block.
-const MAX_CONFLICT_RETRIES: usize = 64;
+use crate::{StoreError, commit, encode};
 
 pub fn execute(backend: &dyn Backend, request: DirectRequest) -> Result<Vec<u8>, StoreError> {
     let DirectRequest { tenant, ctx } = request;
@@ -85,9 +83,8 @@ fn failed(error: &OpError) -> ExecReport {
     }
 }
 
-/// Sleeps a random 0..2*attempt ms (at most 20 ms) so conflicting writers spread out.
+/// Waits out the shared policy's pause before re-run `attempt`, as the gateway does for a block.
 fn back_off(attempt: usize) {
-    let ceiling_ms = (2 * attempt as u64).min(20);
-    let jitter = wasi::random::random::get_random_u64() % (ceiling_ms + 1);
-    pause_ms(jitter);
+    let pause_ns = conflict_retry::back_off_ns(attempt, wasi::random::random::get_random_u64());
+    wasi::clocks::monotonic_clock::subscribe_duration(pause_ns).block();
 }

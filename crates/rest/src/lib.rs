@@ -6,6 +6,7 @@
 //! sandbox host of the pool serves a request or a session.
 
 pub mod caller;
+pub mod conflict_retry;
 pub mod context;
 pub mod cors;
 pub mod direct;
