@@ -53,6 +53,18 @@ impl KvBackend {
         transaction::swap_if(&self.bucket, &keys.index(), expected, bytes)
     }
 
+    /// Removes what earlier attempts of this commit wrote and the landed
+    /// one does not name (index chunks of an older head).
+    fn forget_earlier_attempts(&self, writes: &[&Part<'_>]) {
+        let landed: HashSet<String> =
+            writes.iter().flat_map(|part| part.write.iter().flat_map(|w| &w.documents).map(|(tag, _)| part.keys.document(tag))).collect();
+        let mut written = self.written.borrow_mut();
+        for key in written.iter().filter(|key| !landed.contains(*key)) {
+            let _ = self.bucket.delete(key);
+        }
+        written.clear();
+    }
+
     fn forget_superseded(&self, parts: &[Part<'_>]) {
         for part in parts {
             for tag in part.write.iter().flat_map(|w| &w.superseded) {
@@ -145,6 +157,7 @@ impl Backend for KvBackend {
             return Ok(Outcome::Changed);
         }
         self.forget_superseded(parts);
+        self.forget_earlier_attempts(&writes);
         Ok(Outcome::Committed)
     }
 

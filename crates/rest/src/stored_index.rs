@@ -91,7 +91,9 @@ impl Layout {
     /// keeps every chunk as it is.
     pub fn head_only(mut head: StoredIndex) -> Self {
         head.lock = None;
-        Self { head, chunks: None }
+        // A head without chunks is the whole index.
+        let chunks = head.chunks.is_empty().then(Vec::new);
+        Self { head, chunks }
     }
 
     /// Whether the chunks were read (the index is whole).
@@ -113,10 +115,14 @@ impl Layout {
 
     /// How to store `next`, an index this layout's was turned into by
     /// [`Index::apply`]. Chunks whose entries did not change stay as they
-    /// are; a changed one is written anew as `{tag_prefix}-c{n}`.
+    /// are; a changed one is written anew as `{tag_prefix}-v{version}-c{n}`.
+    /// The version makes a tag name one content: a commit that retries on a
+    /// newer head (a higher version) never reuses the tag of a chunk it
+    /// wrote for an older one.
     pub fn restore(&self, next: &Index, tag_prefix: &str) -> Restored {
         let entries: Vec<(&String, &String)> = next.docs.iter().collect();
-        let mut tags = ChunkTags { prefix: tag_prefix, next: 0 };
+        let prefix = format!("{tag_prefix}-v{}", next.version);
+        let mut tags = ChunkTags { prefix: &prefix, next: 0 };
         let mut stored = Restored {
             head: StoredIndex { version: next.version, max_int_id: next.max_int_id, ..StoredIndex::default() },
             chunks: Vec::new(),
@@ -350,5 +356,33 @@ mod tests {
         assert_eq!(applied.index.max_int_id, 5000, "a reserved id never meets the stored \"5000\"");
         let padded = MutationRecord { id: json!("05000"), document: Some(json!({ "id": "05000" })), ..record };
         assert_eq!(Index::default().apply(&[&padded], "t").unwrap().index.max_int_id, 0);
+    }
+
+    #[test]
+    fn a_retry_on_a_newer_head_writes_its_chunks_under_new_tags() {
+        let mut values = Values::default();
+        let empty = Layout::new(StoredIndex::default(), Vec::new()).unwrap();
+        let full: Vec<MutationRecord> = (1..=OPEN_LIMIT as i64).map(insert).collect();
+        let base = commit(&mut values, &empty, &full, "load").0;
+        let sealing = [insert(OPEN_LIMIT as i64 + 1)];
+        let first = base.restore(&base.index().apply(&sealing.iter().collect::<Vec<_>>(), "p").unwrap().index, "p");
+        // Another commit lands first; the same journal, retried with the same prefix on the newer head.
+        let newer = commit(&mut values, &base, &[patch(5)], "other").0;
+        let retried = newer.restore(&newer.index().apply(&sealing.iter().collect::<Vec<_>>(), "p").unwrap().index, "p");
+        assert_ne!(first.chunks[0].1, retried.chunks[0].1, "the chunks hold different entries");
+        assert_ne!(first.chunks[0].0, retried.chunks[0].0, "so they are written under different tags");
+    }
+
+    #[test]
+    fn a_legacy_head_counts_its_integer_string_ids_when_it_is_first_chunked() {
+        let mut docs: IndexMap<String, String> = IndexMap::from([("9000".to_owned(), "t9000".to_owned())]);
+        docs.extend((1..=OPEN_LIMIT as i64).map(|i| (i.to_string(), format!("t{i}"))));
+        let legacy = StoredIndex { version: 1, max_int_id: OPEN_LIMIT as i64, docs, ..StoredIndex::default() };
+        let layout = Layout::head_only(legacy);
+        assert!(layout.is_whole(), "a head without chunks is the whole index");
+        let applied = layout.index().apply(&[&insert(OPEN_LIMIT as i64 + 1)], "p").unwrap();
+        let restored = layout.restore(&applied.index, "p");
+        assert!(!restored.head.chunks.is_empty(), "the head was sealed");
+        assert!(!restored.head.knows(["9000"].into_iter()), "\"9000\" sits in a chunk now, and the head knows it might");
     }
 }
