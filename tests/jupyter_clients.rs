@@ -132,6 +132,14 @@ fn jupyterlab_in_a_browser_renders_a_figure_from_an_anypath_kernel() {
     let mut browser = cdp::Browser::start(&chromium);
     browser.call("Page.enable", serde_json::json!({}));
     browser.call("Page.navigate", serde_json::json!({ "url": format!("http://{}/lab/tree/figure.ipynb?token={lab_token}", lab.address) }));
+    // On a loaded machine `jupyter server` has answered the first visit with
+    // its login form despite the token in the URL; a person then logs in
+    // with the token, and so does the test.
+    let login_form = "document.querySelector('input[name=password]')";
+    browser.wait_for(&format!("window.jupyterapp !== undefined || {login_form} !== null"), "the lab or its login form");
+    if browser.evaluate(&format!("{login_form} !== null")) == serde_json::json!(true) {
+        browser.evaluate(&format!("{login_form}.value = '{lab_token}'; {login_form}.form.submit(); true"));
+    }
     // The notebook's panel (headless, the shell may have no current widget).
     let notebook = "Array.from(window.jupyterapp?.shell?.widgets('main') ?? []).find((w) => w.sessionContext)";
     let kernel_idle = format!("{notebook}?.sessionContext?.session?.kernel?.status === 'idle'");
