@@ -1,7 +1,6 @@
 //! REST blocks: each runs in a fresh instance of the Python runner, taken
 //! from the warm pool when one is ready, under the configured limits.
 
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -10,45 +9,20 @@ use serde_json::value::RawValue;
 
 use crate::bindings::anypath::runner::types as wit;
 use crate::bindings::{Runner, RunnerPre};
-use crate::engine::{self, Instance, Profile, StartError, internal, output_of};
+use crate::config::RunnerConfig;
+use crate::engine::{self, Instance, StartError, internal, output_of};
 use crate::guest::GuestState;
 use crate::host_store::{Record, RequestStore};
 use crate::limits::Limits;
 use crate::outcome::{ExecError, Failure, Metrics, Output, Reply, Report, Success};
 use crate::pool::WarmPool;
+use crate::profile::Profile;
 use crate::recycler::Recycler;
 use crate::request::{ExecRequest, PolicyGate};
 use crate::session::SessionRuntime;
 
 /// Deadline for warming a fresh instance (no tenant code runs then).
 const WARM_UP_BUDGET: Duration = Duration::from_secs(30);
-
-/// How to build a [`BlockRunner`].
-#[derive(Debug, Clone)]
-pub struct RunnerConfig {
-    /// The runner component built by componentize-py.
-    pub runner_component: PathBuf,
-    /// Where compiled artifacts are cached.
-    pub cache_dir: PathBuf,
-    /// Limits every execution starts from.
-    pub limits: Limits,
-    /// Instances kept started ahead of demand (0 disables the pool).
-    pub warm_instances: usize,
-    /// Instance slots the pooling allocator reserves; bounds concurrency.
-    pub instance_slots: u32,
-}
-
-impl RunnerConfig {
-    /// Defaults for `runner_component`, caching next to it.
-    pub fn new(runner_component: impl Into<PathBuf>) -> Self {
-        let runner_component = runner_component.into();
-        let cache_dir = runner_component
-            .parent()
-            .map(|p| p.join("cache"))
-            .unwrap_or_else(|| PathBuf::from("cache"));
-        Self { runner_component, cache_dir, limits: Limits::default(), warm_instances: 2, instance_slots: 64 }
-    }
-}
 
 /// Runs Python blocks, each in a fresh runner instance under the configured limits.
 ///
@@ -58,11 +32,11 @@ pub struct BlockRunner {
     inner: Arc<BlockInner>,
 }
 
-pub(crate) struct BlockInner {
+struct BlockInner {
     image: Arc<RunnerImage>,
     config: RunnerConfig,
     sessions: tokio::sync::OnceCell<SessionRuntime>,
-    pool: OnceLock<WarmPool>,
+    pool: OnceLock<WarmPool<Instance<Runner>>>,
     recycler: Recycler,
 }
 
@@ -86,8 +60,15 @@ impl BlockRunner {
         let image = Arc::new(RunnerImage { pre, profile, _ticker: loaded.ticker });
         let inner = Arc::new(BlockInner { image, config: config.clone(), sessions: tokio::sync::OnceCell::new(), pool: OnceLock::new(), recycler });
         if config.warm_instances > 0 {
-            // Started only once `inner` exists, so the refill task can always reach it.
-            let _ = inner.pool.set(WarmPool::start(Arc::downgrade(&inner), config.warm_instances));
+            // Started only once `inner` exists, so the refill task can always
+            // reach it; a weak reference, so the pool never keeps it alive.
+            let runner = Arc::downgrade(&inner);
+            let start = move || {
+                let inner = runner.upgrade()?;
+                // Holds `inner` only while the instance starts.
+                Some(async move { inner.start_instance(true).await })
+            };
+            let _ = inner.pool.set(WarmPool::start(config.warm_instances, start));
         }
         Ok(Self { inner })
     }
@@ -137,7 +118,7 @@ impl BlockRunner {
 impl BlockInner {
     /// Starts and warms a fresh runner instance for a REST block. No tenant
     /// code or data touches it.
-    pub(crate) async fn start_instance(&self, warm: bool) -> wasmtime::Result<Instance<Runner>> {
+    async fn start_instance(&self, warm: bool) -> wasmtime::Result<Instance<Runner>> {
         let pre = &self.image.pre;
         let state = GuestState::new(self.image.profile.limits.memory_bytes, Instant::now() + WARM_UP_BUDGET);
         let mut store = engine::new_store(pre.engine(), state)?;

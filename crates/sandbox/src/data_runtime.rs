@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use serde::Deserialize;
 use wasmtime::Store;
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{HasData, Linker};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use crate::bindings::anypath::runner::types as wit;
@@ -170,15 +170,23 @@ fn python_str(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_else(|_| "''".to_owned())
 }
 
-impl bindings::host::Host for GuestState {
+/// The door's host: it refuses every call, so it needs nothing of the
+/// instance's state.
+struct NoHost;
+
+impl HasData for NoHost {
+    type Data<'a> = NoHost;
+}
+
+impl bindings::host::Host for NoHost {
     fn call(&mut self, _request_ptr: i32, _request_len: i32, _response_ptr: i32, _response_cap: i32) -> i32 {
         NO_HOST
     }
 }
 
 /// Adds the refused door to a linker that already serves WASI.
-pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
-    bindings::host::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |state| state)
+pub(crate) fn add_to_linker<T: 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    bindings::host::add_to_linker::<T, NoHost>(linker, |_| NoHost)
 }
 
 /// A started data-runtime instance's guest side.

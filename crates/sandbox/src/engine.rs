@@ -1,7 +1,7 @@
 //! What the block runner and the session runtime share: the two engine
 //! configurations, the epoch ticker, the linker (WASI with the quota
-//! filesystem in front), artifact loading, store construction and arming a
-//! run's limits (fuel, memory cap, deadline).
+//! filesystem in front, and the host's own imports), artifact loading,
+//! store construction and arming a run's limits (fuel, memory cap, deadline).
 
 use std::future::Future;
 use std::path::Path;
@@ -16,10 +16,12 @@ use wasmtime_wasi::p2::bindings::filesystem::types as filesystem_types;
 use crate::artifact::{self, ArtifactError};
 use crate::bindings::anypath::runner::types as wit;
 use crate::guest::GuestState;
+use crate::interrupt::Interrupt;
 use crate::limits::Limits;
 use crate::outcome::{ExecError, Metrics, Output};
 use crate::quota_fs::QuotaFs;
-use anypath_wire::Runtime;
+use crate::state_image::layout::Layout;
+use crate::{host_store, keyboard_interrupt};
 
 /// How often the epoch advances; the deadline is checked at this granularity.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -57,51 +59,6 @@ pub enum StartError {
 pub(crate) struct Instance<G> {
     pub(crate) store: Store<GuestState>,
     pub(crate) guest: G,
-}
-
-/// What a runtime is, for health reports.
-pub(crate) struct Profile {
-    pub(crate) runtime: Runtime,
-    pub(crate) component_name: String,
-    pub(crate) origin: serde_json::Value,
-    pub(crate) limits: Limits,
-    /// The data runtime's image (none for the runner).
-    pub(crate) image: Option<crate::session::ImageDescription>,
-}
-
-impl Profile {
-    /// The runtime, the component's file name, its origin, the limits and
-    /// the image instances start from.
-    pub(crate) fn describe(&self) -> serde_json::Value {
-        let mut described = serde_json::json!({
-            "runtime": self.runtime,
-            "component": self.component_name,
-            "origin": self.origin,
-            "limits": self.limits,
-        });
-        if let (Some(image), Some(fields)) = (&self.image, described.as_object_mut()) {
-            fields.insert("image".into(), serde_json::json!(image));
-        }
-        described
-    }
-}
-
-impl Profile {
-    /// The `python` runner's profile: the componentize-py component at `component`, under `limits`.
-    pub(crate) fn python_runner(component: &Path, limits: Limits) -> Self {
-        Self {
-            runtime: Runtime::Python,
-            component_name: component_name(component),
-            origin: serde_json::json!("built from components/python-runner by componentize-py"),
-            limits,
-            image: None,
-        }
-    }
-}
-
-/// The component's file name, as health reports show it.
-pub(crate) fn component_name(component: &Path) -> String {
-    component.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// The engine for the runner: instances are many and short, so they come
@@ -160,7 +117,7 @@ pub(crate) struct Loaded {
     pub(crate) linker: Linker<GuestState>,
     pub(crate) ticker: EpochTicker,
     /// The state accessors, when loaded [`Form::WithStateAccess`].
-    pub(crate) state: Option<(crate::state_image::layout::Layout, String)>,
+    pub(crate) state: Option<(Layout, String)>,
 }
 
 /// Which form of a component to load.
@@ -196,10 +153,10 @@ pub(crate) async fn load(engine_config: Config, component: &Path, cache_dir: &Pa
     linker.allow_shadowing(true);
     filesystem_types::add_to_linker::<GuestState, QuotaFs>(&mut linker, GuestState::quota_fs).map_err(StartError::Link)?;
     // And wasi:io/poll.poll through one an interrupt wakes (a sleep ends by KeyboardInterrupt).
-    crate::keyboard_interrupt::add_to_linker(&mut linker).map_err(StartError::Link)?;
+    keyboard_interrupt::add_to_linker(&mut linker).map_err(StartError::Link)?;
     linker.allow_shadowing(false);
     // The runner's `store`; unused by the data runtime, which does not import it.
-    crate::host_store::add_to_linker(&mut linker).map_err(StartError::Link)?;
+    host_store::add_to_linker(&mut linker).map_err(StartError::Link)?;
     let ticker = EpochTicker::start(engine).map_err(StartError::Thread)?;
     Ok(Loaded { component, linker, ticker, state })
 }
@@ -240,7 +197,7 @@ pub(crate) fn new_store(engine: &Engine, state: GuestState) -> wasmtime::Result<
     store.epoch_deadline_callback(|mut ctx| {
         let now = Instant::now();
         let state = ctx.data_mut();
-        let interrupted = state.interrupt.as_ref().is_some_and(crate::Interrupt::is_interrupted);
+        let interrupted = state.interrupt.as_ref().is_some_and(Interrupt::is_interrupted);
         if now >= state.deadline {
             return Ok(UpdateDeadline::Interrupt);
         }
@@ -309,7 +266,7 @@ pub(crate) async fn call<T>(limits: &Limits, call: impl Future<Output = wasmtime
 /// the host's await of it must be woken too. When the guest can be sent a
 /// `KeyboardInterrupt` (`graceful`), it is given [`INTERRUPT_GRACE`] (and a
 /// tick) to end by it first.
-pub(crate) async fn call_interruptible<T>(limits: &Limits, interrupt: Option<&crate::Interrupt>, graceful: bool, call: impl Future<Output = wasmtime::Result<T>>) -> Called<T> {
+pub(crate) async fn call_interruptible<T>(limits: &Limits, interrupt: Option<&Interrupt>, graceful: bool, call: impl Future<Output = wasmtime::Result<T>>) -> Called<T> {
     let raised = async {
         match interrupt {
             Some(interrupt) => interrupt.raised().await,
@@ -344,7 +301,7 @@ pub(crate) fn settle<T>(store: &Store<GuestState>, limits: &Limits, metrics: &mu
     metrics.fuel_consumed = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
     metrics.peak_memory_bytes = store.data().memory.peak;
     let memory_refused = store.data().memory.refused;
-    let interrupted = store.data().interrupt.as_ref().is_some_and(crate::Interrupt::is_interrupted);
+    let interrupted = store.data().interrupt.as_ref().is_some_and(Interrupt::is_interrupted);
     match called {
         Err(Dropped::Interrupted) => Err(ExecError::Interrupted {}),
         Err(Dropped::Deadline) => Err(ExecError::Timeout { timeout_ms: limits.timeout_ms }),

@@ -1,5 +1,6 @@
 //! Per-instance host state: an empty WASI context, the memory guard and the
-//! session directory's write quota.
+//! session directory's write quota, with the views the host's imports are
+//! served through (WASI, the quota filesystem, `store`, the interruptible poll).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,7 +12,9 @@ use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::drain_pipe::DrainPipe;
-use crate::host_store::RequestStore;
+use crate::host_store::{HostStoreCtx, HostStoreView, RequestStore};
+use crate::interrupt::Interrupt;
+use crate::keyboard_interrupt::{KeyboardCtx, KeyboardTrip, KeyboardView};
 use crate::quota_fs::{QuotaFsView, QuotaState};
 
 /// Where a session's directory appears inside the guest.
@@ -36,10 +39,10 @@ pub(crate) struct GuestState {
     /// none, no file object needs closing before the state is captured.
     pub(crate) open_files: usize,
     /// Stops the call in progress when raised (armed for one run).
-    pub(crate) interrupt: Option<crate::Interrupt>,
+    pub(crate) interrupt: Option<Interrupt>,
     /// Raises `KeyboardInterrupt` in the guest instead, when its signal
     /// state was found (a session instance whose run has an interrupt).
-    pub(crate) keyboard: Option<crate::keyboard_interrupt::KeyboardTrip>,
+    pub(crate) keyboard: Option<KeyboardTrip>,
     /// When this run's interrupt was turned into a `KeyboardInterrupt`.
     pub(crate) tripped_at: Option<Instant>,
     /// The collections the guest's `store` calls reach: set for one
@@ -91,6 +94,18 @@ impl GuestState {
 impl WasiView for GuestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl HostStoreView for GuestState {
+    fn host_store_ctx(&mut self) -> HostStoreCtx<'_> {
+        HostStoreCtx { deadline: self.deadline, store: self.store.as_mut() }
+    }
+}
+
+impl KeyboardView for GuestState {
+    fn keyboard_ctx(&mut self) -> KeyboardCtx<'_> {
+        KeyboardCtx { interrupt: self.interrupt.as_ref(), trip: self.keyboard, tripped_at: &mut self.tripped_at }
     }
 }
 

@@ -18,7 +18,6 @@ use wasmtime::component::Linker;
 use wasmtime::{AsContextMut, StoreContextMut};
 
 use crate::bindings::anypath::runner::store::OpError as WitOpError;
-use crate::guest::GuestState;
 use crate::outcome::{ExecError, Mutation, ReadSet};
 
 /// The import as the runner world names it.
@@ -189,21 +188,36 @@ impl io::Write for ByteCounter {
     }
 }
 
-/// Serves the `store` import from each instance's [`GuestState::store`];
-/// an instance without one (a session's, or one between runs) gets
-/// `LookupError` on every call.
-pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+/// What the `store` import needs of an instance's state; the embedder's
+/// store data implements it (as wasmtime-wasi's `WasiView`).
+pub(crate) trait HostStoreView {
+    /// The instance's state as the `store` import sees it.
+    fn host_store_ctx(&mut self) -> HostStoreCtx<'_>;
+}
+
+/// The part of an instance's state the `store` import works on.
+pub(crate) struct HostStoreCtx<'a> {
+    /// Past this instant the run is over: no host work starts.
+    pub(crate) deadline: Instant,
+    /// The collections of the execution in progress, if any.
+    pub(crate) store: Option<&'a mut RequestStore>,
+}
+
+/// Serves the `store` import from each instance's [`HostStoreView`]; an
+/// instance without a [`RequestStore`] (a session's, or one between runs)
+/// gets `LookupError` on every call.
+pub(crate) fn add_to_linker<T: HostStoreView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     let mut instance = linker.instance(INTERFACE)?;
     instance.func_wrap(
         "call",
-        |mut cx: StoreContextMut<'_, GuestState>, (collection, op, args): (Option<String>, String, String)| {
+        |mut cx: StoreContextMut<'_, T>, (collection, op, args): (Option<String>, String, String)| {
             let started = Instant::now();
-            let state = cx.data_mut();
+            let state = cx.data_mut().host_store_ctx();
             if started >= state.deadline {
                 // No host work starts once the run is over.
                 return Err(wasmtime::Trap::Interrupt.into());
             }
-            let answer = match state.store.as_mut() {
+            let answer = match state.store {
                 Some(store) => store.call(collection.as_deref(), &op, &args),
                 None => Err(CallError::Op(OpError::NoCollection)),
             };
@@ -215,7 +229,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
 
 /// Takes the fuel `spent` in the host from the run: a block looping over
 /// store calls runs out of fuel as one looping in Python does.
-fn charge(mut cx: StoreContextMut<'_, GuestState>, spent: Duration) -> wasmtime::Result<()> {
+fn charge<T>(mut cx: StoreContextMut<'_, T>, spent: Duration) -> wasmtime::Result<()> {
     let cost = u64::try_from(spent.as_micros()).unwrap_or(u64::MAX).saturating_mul(FUEL_PER_HOST_MICROSECOND);
     let fuel = cx.get_fuel()?;
     cx.set_fuel(fuel.saturating_sub(cost))
@@ -281,7 +295,7 @@ mod tests {
     #[test]
     fn time_in_the_host_is_taken_from_the_fuel() {
         let engine = wasmtime::Engine::new(wasmtime::Config::new().consume_fuel(true)).unwrap();
-        let mut store = wasmtime::Store::new(&engine, GuestState::new(1 << 20, Instant::now()));
+        let mut store = wasmtime::Store::new(&engine, ());
         store.set_fuel(10_000_000).unwrap();
         charge(store.as_context_mut(), Duration::from_micros(1_000)).unwrap();
         assert_eq!(store.get_fuel().unwrap(), 10_000_000 - 1_000 * FUEL_PER_HOST_MICROSECOND);

@@ -31,6 +31,13 @@
 
 use std::time::{Duration, Instant};
 
+use wasmtime::component::{Linker, Resource};
+use wasmtime_wasi::WasiView;
+use wasmtime_wasi::p2::DynPollable;
+use wasmtime_wasi::p2::bindings::io::poll::{Host as _, HostPollable as _};
+
+use crate::interrupt::Interrupt;
+
 /// SIGINT's number (WASI's emulated signals follow Linux).
 const SIGINT: u32 = 2;
 /// `_PY_SIGNALS_PENDING_BIT` in `tstate->eval_breaker` (CPython 3.13 and later).
@@ -209,6 +216,24 @@ pub(crate) fn check_after() -> Duration {
 /// The `wasi:io/poll` instance whose `poll` [`add_to_linker`] shadows (as wasmtime-wasi names it).
 const POLL_INSTANCE: &str = "wasi:io/poll@0.2.12";
 
+/// What the interruptible `wasi:io/poll` needs of an instance's state,
+/// besides its WASI resources; the embedder's store data implements it (as
+/// wasmtime-wasi's `WasiView`).
+pub(crate) trait KeyboardView {
+    /// The instance's state as the interruptible `poll` sees it.
+    fn keyboard_ctx(&mut self) -> KeyboardCtx<'_>;
+}
+
+/// The part of an instance's state an interrupt raised during a host call works on.
+pub(crate) struct KeyboardCtx<'a> {
+    /// Stops the call in progress when raised (armed for one run).
+    pub(crate) interrupt: Option<&'a Interrupt>,
+    /// The instance's trip, when its signal state was found.
+    pub(crate) trip: Option<KeyboardTrip>,
+    /// When this run's interrupt was turned into a `KeyboardInterrupt`.
+    pub(crate) tripped_at: &'a mut Option<Instant>,
+}
+
 /// Serves `wasi:io/poll`'s `poll` and `pollable.block` so that an
 /// interrupt wakes a guest blocked in them (a sleep), which is then
 /// tripped: the sleep returns early and the cell raises `KeyboardInterrupt`
@@ -216,20 +241,17 @@ const POLL_INSTANCE: &str = "wasi:io/poll@0.2.12";
 /// otherwise they wait as before (the interrupt then drops the call after
 /// the grace). A woken `poll` reports every pollable ready: in a session
 /// only clocks and files are polled, and a file is always ready.
-pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<crate::guest::GuestState>) -> wasmtime::Result<()> {
-    use wasmtime::component::Resource;
-    use wasmtime_wasi::p2::DynPollable;
-    use wasmtime_wasi::p2::bindings::io::poll::{Host as _, HostPollable as _};
+pub(crate) fn add_to_linker<T: WasiView + KeyboardView + Send + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     let mut poll = linker.instance(POLL_INSTANCE)?;
     poll.func_wrap_async("poll", |mut store, (pollables,): (Vec<Resource<DynPollable>>,)| {
         Box::new(async move {
             let count = pollables.len() as u32;
-            let interrupt = waking_interrupt(store.data());
-            let table = wasmtime_wasi::WasiView::ctx(store.data_mut()).table;
+            let interrupt = waking_interrupt(store.data_mut().keyboard_ctx());
+            let table = store.data_mut().ctx().table;
             match woken(interrupt, table.poll(pollables)).await {
                 Some(ready) => Ok((ready?,)),
                 None => {
-                    trip_now(store.data_mut());
+                    trip_now(store.data_mut().keyboard_ctx());
                     Ok(((0..count).collect(),))
                 }
             }
@@ -237,12 +259,12 @@ pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<crate::gues
     })?;
     poll.func_wrap_async("[method]pollable.block", |mut store, (pollable,): (Resource<DynPollable>,)| {
         Box::new(async move {
-            let interrupt = waking_interrupt(store.data());
-            let table = wasmtime_wasi::WasiView::ctx(store.data_mut()).table;
+            let interrupt = waking_interrupt(store.data_mut().keyboard_ctx());
+            let table = store.data_mut().ctx().table;
             match woken(interrupt, table.block(pollable)).await {
                 Some(blocked) => blocked,
                 None => {
-                    trip_now(store.data_mut());
+                    trip_now(store.data_mut().keyboard_ctx());
                     Ok(())
                 }
             }
@@ -251,12 +273,12 @@ pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<crate::gues
 }
 
 /// The run's interrupt, when raising it would make the guest raise `KeyboardInterrupt`.
-fn waking_interrupt(state: &crate::guest::GuestState) -> Option<crate::Interrupt> {
-    state.interrupt.clone().filter(|_| state.keyboard.is_some_and(|trip| trip.handled()))
+fn waking_interrupt(state: KeyboardCtx<'_>) -> Option<Interrupt> {
+    state.interrupt.cloned().filter(|_| state.trip.is_some_and(|trip| trip.handled()))
 }
 
 /// What `waiting` gives, or `None` when `interrupt` is raised first.
-async fn woken<T>(interrupt: Option<crate::Interrupt>, waiting: impl std::future::Future<Output = T>) -> Option<T> {
+async fn woken<T>(interrupt: Option<Interrupt>, waiting: impl std::future::Future<Output = T>) -> Option<T> {
     match interrupt {
         None => Some(waiting.await),
         Some(interrupt) => tokio::select! {
@@ -267,9 +289,9 @@ async fn woken<T>(interrupt: Option<crate::Interrupt>, waiting: impl std::future
 }
 
 /// Trips the guest, stopped in a host call, unless this run already did.
-fn trip_now(state: &mut crate::guest::GuestState) {
-    if state.tripped_at.is_none() && state.keyboard.is_some_and(|trip| trip.trip()) {
-        state.tripped_at = Some(Instant::now());
+fn trip_now(state: KeyboardCtx<'_>) {
+    if state.tripped_at.is_none() && state.trip.is_some_and(|trip| trip.trip()) {
+        *state.tripped_at = Some(Instant::now());
     }
 }
 

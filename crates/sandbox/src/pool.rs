@@ -4,30 +4,32 @@
 //! keeps a few ready so that cost leaves the request path. Isolation is
 //! unchanged: an instance never serves a second request.
 
-use std::sync::{Mutex, Weak};
+use std::future::Future;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::bindings::Runner;
-use crate::block::BlockInner;
-use crate::engine::Instance;
-
 /// A bounded queue of ready instances refilled by a background task.
-pub(crate) struct WarmPool {
-    ready: Mutex<mpsc::Receiver<Instance<Runner>>>,
+pub(crate) struct WarmPool<I> {
+    ready: Mutex<mpsc::Receiver<I>>,
 }
 
-impl WarmPool {
-    /// Starts the refill task on the current Tokio runtime.
-    pub(crate) fn start(runner: Weak<BlockInner>, size: usize) -> Self {
+impl<I: Send + 'static> WarmPool<I> {
+    /// Starts the refill task on the current Tokio runtime, keeping up to
+    /// `size` instances ready. Each refill calls `start`: the start of one
+    /// instance, or `None` once whoever owns the pool is gone (the task then
+    /// ends, so the pool never keeps its owner alive).
+    pub(crate) fn start<S, F>(size: usize, start: S) -> Self
+    where
+        S: Fn() -> Option<F> + Send + 'static,
+        F: Future<Output = wasmtime::Result<I>> + Send,
+    {
         let (sender, ready) = mpsc::channel(size);
         tokio::spawn(async move {
             loop {
-                let Some(inner) = runner.upgrade() else { return };
-                let started = inner.start_instance(true).await;
-                drop(inner);
-                match started {
+                let Some(starting) = start() else { return };
+                match starting.await {
                     Ok(instance) => {
                         if sender.send(instance).await.is_err() {
                             return;
@@ -44,7 +46,7 @@ impl WarmPool {
     }
 
     /// A ready instance, if one is waiting.
-    pub(crate) fn take(&self) -> Option<Instance<Runner>> {
+    pub(crate) fn take(&self) -> Option<I> {
         self.ready.lock().ok()?.try_recv().ok()
     }
 }

@@ -787,8 +787,8 @@ mod tests {
         std::fs::write(dir.join("a"), [0u8; 10]).expect("a");
         std::fs::create_dir(dir.join("sub")).expect("sub");
         std::fs::write(dir.join("sub/b"), [0u8; 5]).expect("b");
-        std::os::unix::fs::symlink(&dir, dir.join("sub/loop")).expect("symlink");
-        assert_eq!(directory_usage(&dir), Usage { bytes: 15, files: 4 });
+        std::os::unix::fs::symlink(dir, dir.join("sub/loop")).expect("symlink");
+        assert_eq!(directory_usage(dir), Usage { bytes: 15, files: 4 });
         assert_eq!(directory_usage(&dir.join("missing")), Usage::default());
     }
 

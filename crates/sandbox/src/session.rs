@@ -1,98 +1,33 @@
 //! The runtimes code-interpreter sessions run on: `python`, on the block
 //! runner's engine and image, or `python-data`, on an engine of its own.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::Instance as Handle;
 
+use crate::bindings::anypath::runner::types as wit;
 use crate::bindings::{Runner, RunnerPre};
-use crate::block::RunnerConfig;
+use crate::config::{DataVariant, PREIMPORTED_SUMMARY, PythonDataConfig, RunnerConfig};
 use crate::state_image::access::Access;
 use crate::state_image::image::{self as state, Baseline, StateError};
+use crate::state_image::layout::Layout;
 use crate::data_runtime::preinit::ImageSummary;
-use crate::data_runtime::{DataGuest, DataImage, PythonDataPre};
+use crate::data_runtime::{self, DataGuest, DataImage, PythonDataPre};
 use crate::drain_pipe::DrainPipe;
-use crate::engine::{self, EpochTicker, Instance, Profile, StartError};
+use crate::engine::{self, EpochTicker, Instance, StartError};
 use crate::guest::GuestState;
+use crate::interrupt::Interrupt;
 use crate::keyboard_interrupt::{self as keyboard, CalibrationError, FirstScan, KeyboardTrip, Probed, SignalLayout};
 use crate::limits::Limits;
+use crate::profile::{ImageDescription, Profile, component_name};
 use crate::quota_fs::QuotaState;
 use anypath_wire::Runtime;
 
 /// Deadline for starting a session's instance (no tenant code runs then):
 /// the data runtime's plain reactor initialises CPython and loads the cell code.
 const SESSION_START_BUDGET: Duration = Duration::from_secs(60);
-
-/// Which form of the data runtime's reactor instances start from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DataVariant {
-    /// Pre-initialised by `cargo xtask` (`anypath sandbox preinit-data`):
-    /// numpy, pandas, matplotlib, seaborn and the cell code already imported.
-    #[default]
-    Preimported,
-    /// The wheel's own snapshot: CPython started, nothing imported.
-    Snapshot,
-    /// The plain reactor: CPython starts in every instance.
-    Plain,
-}
-
-impl DataVariant {
-    /// The component's file name in the runtime's directory.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            Self::Preimported => "python-data-preimported.wasm",
-            Self::Snapshot => "python-data-snapshot.wasm",
-            Self::Plain => "python-data.wasm",
-        }
-    }
-}
-
-/// The summary `cargo xtask` writes beside the pre-initialised component.
-pub const PREIMPORTED_SUMMARY: &str = "python-data-preimported.json";
-
-/// Which image a data runtime starts from, for health reports.
-#[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct ImageDescription {
-    pub(crate) variant: DataVariant,
-    /// What the pre-initialised image holds.
-    pub(crate) preimported: Option<ImageSummary>,
-}
-
-/// How to start the `python-data` [`SessionRuntime`].
-#[derive(Debug, Clone)]
-pub struct PythonDataConfig {
-    /// The data runtime's converted reactor.
-    pub component: PathBuf,
-    /// The data runtime's directory as `cargo xtask` lays it out: `lib/`
-    /// (holding `python315.zip`) and `mpl-data/` (matplotlib's data), both
-    /// seen read-only.
-    pub layout: PathBuf,
-    /// Where compiled artifacts are cached.
-    pub cache_dir: PathBuf,
-    /// Limits every run starts from.
-    pub limits: Limits,
-    /// Which form of the reactor `component` is.
-    pub variant: DataVariant,
-}
-
-impl PythonDataConfig {
-    /// The data runtime laid out in `dir` by `cargo xtask`
-    /// (`python-data-preimported.wasm`, `python-data-snapshot.wasm`,
-    /// `python-data.wasm`, `lib/`), in the given variant, with the data
-    /// runtime's own default limits.
-    pub fn new(dir: &Path, variant: DataVariant) -> Self {
-        Self {
-            component: dir.join(variant.file_name()),
-            layout: dir.to_path_buf(),
-            cache_dir: dir.join("cache"),
-            limits: Limits::python_data(),
-            variant,
-        }
-    }
-}
 
 /// Starts code-interpreter sessions' instances, on either runtime.
 ///
@@ -175,7 +110,7 @@ impl SessionRuntime {
     pub async fn start_python_data(config: PythonDataConfig) -> Result<Self, StartError> {
         let mut loaded = engine::load(engine::session_engine_config(true), &config.component, &config.cache_dir, &config.limits, engine::Form::WithStateAccess).await?;
         let states = StateImages::new(&loaded.component, loaded.state.take())?;
-        crate::data_runtime::add_to_linker(&mut loaded.linker).map_err(StartError::Link)?;
+        data_runtime::add_to_linker(&mut loaded.linker).map_err(StartError::Link)?;
         let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
         let pre = PythonDataPre::new(pre).map_err(StartError::Link)?;
         let preinitialised = config.variant == DataVariant::Preimported;
@@ -193,7 +128,7 @@ impl SessionRuntime {
         };
         let profile = Profile {
             runtime: Runtime::PythonData,
-            component_name: engine::component_name(&config.component),
+            component_name: component_name(&config.component),
             origin,
             limits: config.limits,
             image: Some(ImageDescription { variant: config.variant, preimported }),
@@ -393,7 +328,7 @@ impl SessionRuntime {
         if probe.store.data().keyboard.is_none() {
             return Err(CalibrationError::Check("the probe's memory cannot be written by address".into()));
         }
-        let interrupt = crate::Interrupt::new();
+        let interrupt = Interrupt::new();
         probe.store.data_mut().interrupt = Some(interrupt.clone());
         let raising = tokio::spawn(async move {
             tokio::time::sleep(keyboard::check_after()).await;
@@ -408,9 +343,9 @@ impl SessionRuntime {
 }
 
 /// Runs `code` as a cell of `probe` under `limits`: its output, or why it failed.
-async fn probe_cell(probe: &mut Instance<SessionGuest>, limits: &Limits, code: &str) -> Result<crate::bindings::anypath::runner::types::CellOutput, CalibrationError> {
+async fn probe_cell(probe: &mut Instance<SessionGuest>, limits: &Limits, code: &str) -> Result<wit::CellOutput, CalibrationError> {
     engine::arm(&mut probe.store, limits).map_err(|e| CalibrationError::Probe(e.to_string()))?;
-    let input = crate::bindings::anypath::runner::types::CellInput {
+    let input = wit::CellInput {
         code: code.to_owned(),
         env: Vec::new(),
         stdout_bytes: limits.stdout_bytes,
@@ -436,7 +371,7 @@ async fn probe_cell(probe: &mut Instance<SessionGuest>, limits: &Limits, code: &
 }
 
 impl StateImages {
-    fn new(component: &wasmtime::component::Component, state: Option<(crate::state_image::layout::Layout, String)>) -> Result<Arc<Self>, StartError> {
+    fn new(component: &wasmtime::component::Component, state: Option<(Layout, String)>) -> Result<Arc<Self>, StartError> {
         let (layout, key) = state.ok_or_else(|| StartError::Link(wasmtime::format_err!("the session component was loaded without state access")))?;
         let access = Access::resolve(component, &layout).map_err(StartError::Link)?;
         Ok(Arc::new(Self { access, component: key, baseline: tokio::sync::OnceCell::new(), signals: tokio::sync::OnceCell::new() }))

@@ -30,7 +30,7 @@ fn read(memory: &[u8]) -> Option<Vec<(usize, usize)>> {
     static PAGEMAP: OnceLock<Option<File>> = OnceLock::new();
     let pagemap = PAGEMAP.get_or_init(|| File::open("/proc/self/pagemap").ok()).as_ref()?;
     let at = memory.as_ptr() as usize;
-    if at % PAGE != 0 {
+    if !at.is_multiple_of(PAGE) {
         return None;
     }
     let pages = memory.len().div_ceil(PAGE);
