@@ -2,10 +2,11 @@
 //! the request id, the framework's own included: a body over its limit, a
 //! path or query that does not parse, a method a route does not take.
 //!
-//! Handlers build their envelopes themselves (`serve::error`); this layer
-//! gives each request its id before any handler runs, so every envelope of
-//! one request names the same id, and rewrites whatever error answer left
-//! without one.
+//! Handlers answer with an error that is the envelope ([`ApiError`], or a
+//! service error converted to one); the request id layer
+//! ([`crate::request_id`]) gives each request its id before any handler
+//! runs, so every envelope of one request names the same id; the layer here
+//! rewrites whatever error answer left without one.
 
 use std::time::Duration;
 
@@ -13,10 +14,11 @@ use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
+use serde_json::json;
 
-use crate::serve::{REQUEST_ID, error, request_id};
+use crate::request_id::{RequestId, set_request_id};
 
 /// Room in a request body beyond the base64 of the largest upload: the JSON
 /// envelope (or JSON-RPC envelope), the file name and the session id.
@@ -42,7 +44,7 @@ pub(crate) fn upload_body_limit(max_upload_bytes: u64) -> usize {
 /// with the 413 envelope, after reading and discarding its body: a client
 /// still sending when the server answered and closed would see a broken
 /// pipe or a reset instead of the refusal.
-pub(crate) async fn refuse_oversized_body(State(limit): State<usize>, request: Request, next: Next) -> Response {
+pub(crate) async fn refuse_oversized_body(State(limit): State<usize>, id: RequestId, request: Request, next: Next) -> Response {
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -51,12 +53,11 @@ pub(crate) async fn refuse_oversized_body(State(limit): State<usize>, request: R
     let Some(declared) = declared.filter(|&n| n > limit as u64) else {
         return next.run(request).await;
     };
-    let id = request_id(request.headers());
     if declared <= DRAIN_MAX_BYTES {
         let _ = tokio::time::timeout(DRAIN_TIME, discard(request.into_body())).await;
     }
     let message = format!("the body declares {declared} bytes; this route takes at most {limit}");
-    error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", &message, &id)
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message).respond(id.as_str())
 }
 
 /// Reads a body to its end, keeping nothing.
@@ -64,13 +65,9 @@ async fn discard(mut body: Body) {
     while let Some(Ok(_)) = body.frame().await {}
 }
 
-/// Gives the request its id, then makes any error answer without a JSON body
-/// the envelope, keeping its status and headers (`Allow`, `Retry-After`, ...).
-pub(crate) async fn every_error_an_envelope(mut request: Request, next: Next) -> Response {
-    let id = request_id(request.headers());
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        request.headers_mut().insert(REQUEST_ID, value);
-    }
+/// Makes any error answer without a JSON body the envelope, keeping its
+/// status and headers (`Allow`, `Retry-After`, ...).
+pub(crate) async fn every_error_an_envelope(id: RequestId, request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) || is_json(&response) {
@@ -81,13 +78,74 @@ pub(crate) async fn every_error_an_envelope(mut request: Request, next: Next) ->
         Ok(bytes) if !bytes.is_empty() => String::from_utf8_lossy(&bytes).trim().to_owned(),
         _ => status.canonical_reason().unwrap_or("request refused").to_owned(),
     };
-    let mut enveloped = error(status, code(status), &text, &id);
+    let mut enveloped = envelope(status, code(status), &text, id.as_str());
     for (name, value) in &parts.headers {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
             enveloped.headers_mut().entry(name).or_insert_with(|| value.clone());
         }
     }
     enveloped
+}
+
+/// A refusal answered as the envelope: `{"error": {"code", "message",
+/// "request_id"}}` with its status, the request named in `x-request-id`.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    /// The refusal passes: `Retry-After: 1` asks for another try.
+    retry_soon: bool,
+}
+
+impl ApiError {
+    /// The envelope with `status`, its stable `code` and a message for people.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into(), retry_soon: false }
+    }
+
+    /// Asks for a retry in a second (`Retry-After: 1`): an admission slot
+    /// frees as soon as any execution ends.
+    pub fn retry_after_a_second(mut self) -> Self {
+        self.retry_soon = true;
+        self
+    }
+
+    /// This error as the answer to request `request_id`.
+    pub fn respond(self, request_id: &str) -> Response {
+        let mut response = envelope(self.status, self.code, &self.message, request_id);
+        if self.retry_soon {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+/// The answer to the request being handled on this task.
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.respond(RequestId::current().as_str())
+    }
+}
+
+/// The fallback of the `/v1` router: no route has this path.
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+}
+
+/// The JSON error envelope: `{"error": {"code", "message", "request_id"}}`,
+/// for code that still names its request itself.
+pub(crate) fn error(status: StatusCode, code: &str, message: &str, request_id: &str) -> Response {
+    envelope(status, code, message, request_id)
+}
+
+/// The envelope's body and status; its id in the `x-request-id` header too,
+/// so an answer made outside the request id layer names its request as well.
+fn envelope(status: StatusCode, code: &str, message: &str, request_id: &str) -> Response {
+    let body = json!({ "error": { "code": code, "message": message, "request_id": request_id } });
+    let mut response = (status, axum::Json(body)).into_response();
+    set_request_id(&mut response, request_id);
+    response
 }
 
 fn is_json(response: &Response) -> bool {

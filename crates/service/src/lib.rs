@@ -4,20 +4,31 @@
 //! and logs them ([`interpreter_service`], [`admission`]), served over its
 //! transports: `/v1` HTTP ([`serve`], [`interpreter_api`], [`dataset_api`],
 //! [`run_events`]), MCP ([`mcp`]) and E2B's API ([`e2b`]). A transport maps names and shapes onto
-//! the facade; it never runs a session flow of its own.
+//! the facade; it never runs a session flow of its own. What every route
+//! shares is [`state::AppState`]; every request goes by the id one layer
+//! decides (`request_id`), and every error answers in its transport's shape.
 
 pub mod admission;
 mod answers;
+mod block_api;
 mod cell_text;
+mod cors;
 pub mod credentials;
 pub mod dataset_api;
 pub mod e2b;
 pub mod envelope;
+mod error_response;
+mod health;
 pub mod interpreter_api;
 pub mod interpreter_service;
 pub mod jupyter;
 pub mod mcp;
 pub mod metrics;
+mod options;
+mod request_id;
 pub mod run_env;
 pub mod run_events;
 pub mod serve;
+mod shutdown;
+pub mod state;
+mod sweeper;

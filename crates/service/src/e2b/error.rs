@@ -1,12 +1,14 @@
 //! Errors as E2B's clients read them: `{"code": <status>, "message": ...}`
 //! with that status for the control plane, envd's file routes and the code
 //! interpreter; Connect's `{"code": "not_found", "message": ...}` for the
-//! Connect services. Every answer carries the request id.
+//! Connect services. Every answer carries the request id: the one being
+//! answered on this task ([`crate::request_id`]).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::interpreter_service::ServiceError;
+use crate::request_id::{RequestId, set_request_id};
 
 /// An E2B error answer.
 #[derive(Debug)]
@@ -40,8 +42,18 @@ impl E2bError {
         Self::new(StatusCode::BAD_GATEWAY, format!("The sandbox {sandbox_id} is not running (paused, killed or past its timeout)"))
     }
 
-    /// This error as the answer to request `request_id`.
+    /// This error as the answer to request `request_id`, for code that
+    /// still names its request itself.
     pub fn into_response_for(self, request_id: &str) -> Response {
+        let mut response = self.into_response();
+        set_request_id(&mut response, request_id);
+        response
+    }
+}
+
+/// The answer to the request being handled on this task.
+impl IntoResponse for E2bError {
+    fn into_response(self) -> Response {
         let body = serde_json::to_vec(&Body { code: self.status.as_u16(), message: &self.message }).unwrap_or_default();
         let mut response = (self.status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
         // E2B's JavaScript SDK reports a 4xx by its status line alone: the
@@ -49,7 +61,7 @@ impl E2bError {
         if let Ok(reason) = hyper::ext::ReasonPhrase::try_from(reason_phrase(self.status, &self.message)) {
             response.extensions_mut().insert(reason);
         }
-        crate::serve::set_request_id(&mut response, request_id);
+        RequestId::current().stamp(&mut response);
         response
     }
 }
@@ -107,10 +119,21 @@ impl ConnectError {
         serde_json::json!({ "code": self.code, "message": self.message })
     }
 
+    /// This error as the answer to request `request_id`, for code that
+    /// still names its request itself.
     pub fn into_response_for(self, request_id: &str) -> Response {
+        let mut response = self.into_response();
+        set_request_id(&mut response, request_id);
+        response
+    }
+}
+
+/// A unary call's error answer, to the request being handled on this task.
+impl IntoResponse for ConnectError {
+    fn into_response(self) -> Response {
         let body = serde_json::to_vec(&ConnectBody { code: self.code, message: &self.message }).unwrap_or_default();
         let mut response = (self.status(), [(header::CONTENT_TYPE, "application/json")], body).into_response();
-        crate::serve::set_request_id(&mut response, request_id);
+        RequestId::current().stamp(&mut response);
         response
     }
 }

@@ -1,10 +1,12 @@
 //! Errors as Jupyter's clients read them: tornado's `{"message", "reason"}`
-//! with the status, and the request id in its header.
+//! with the status, and the request id in its header: the one being
+//! answered on this task ([`crate::request_id`]).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::interpreter_service::ServiceError;
+use crate::request_id::{RequestId, set_request_id};
 
 /// A Jupyter error answer.
 #[derive(Debug)]
@@ -36,11 +38,21 @@ impl JupyterError {
         Self::new(StatusCode::UNAUTHORIZED, "present the token as 'Authorization: token T', 'Authorization: Bearer T' or '?token=T'")
     }
 
-    /// This error as the answer to request `request_id`.
+    /// This error as the answer to request `request_id`, for code that
+    /// still names its request itself.
     pub fn into_response_for(self, request_id: &str) -> Response {
+        let mut response = self.into_response();
+        set_request_id(&mut response, request_id);
+        response
+    }
+}
+
+/// The answer to the request being handled on this task.
+impl IntoResponse for JupyterError {
+    fn into_response(self) -> Response {
         let body = Body { message: &self.message, reason: self.status.canonical_reason() };
         let mut response = (self.status, axum::Json(body)).into_response();
-        crate::serve::set_request_id(&mut response, request_id);
+        RequestId::current().stamp(&mut response);
         response
     }
 }
