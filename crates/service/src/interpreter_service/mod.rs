@@ -117,26 +117,26 @@ impl InterpreterService {
     /// Creates the session, or returns it as it is.
     pub async fn open_session(&self, caller: &Caller, open: OpenSession) -> Result<SessionInfo, ServiceError> {
         let audit = Audit::of(caller, Operation::Open).session(&open.session_id);
-        audit.finish(self.for_caller(caller, move |i, c| i.open_session(&c.tenant, &open.session_id, open.ttl, open.runtime)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.sessions().open(&c.tenant, &open.session_id, open.ttl, open.runtime)).await)
     }
 
     /// The session as it is, without creating it.
     pub async fn session_info(&self, caller: &Caller, session_id: String) -> Result<SessionInfo, ServiceError> {
         let audit = Audit::of(caller, Operation::Describe).session(&session_id);
-        audit.finish(self.for_caller(caller, move |i, c| i.session_info(&c.tenant, &session_id)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.sessions().info(&c.tenant, &session_id)).await)
     }
 
     /// Removes the session and its files.
     pub async fn close_session(&self, caller: &Caller, session_id: String) -> Result<Closed, ServiceError> {
         let audit = Audit::of(caller, Operation::Close).session(&session_id);
-        let closed = self.interpreter.close_session(&caller.tenant, &session_id).await;
+        let closed = self.interpreter.sessions().close(&caller.tenant, &session_id).await;
         audit.finish(closed.map(|()| Closed { status: "closed".to_owned() }).map_err(Into::into))
     }
 
     /// A new session `new_id` with a copy of the session's files and state.
     pub async fn fork_session(&self, caller: &Caller, session_id: String, new_id: String) -> Result<SessionInfo, ServiceError> {
         let audit = Audit::of(caller, Operation::Fork).session(&session_id).subject(&new_id);
-        audit.finish(self.interpreter.fork_session(&caller.tenant, &session_id, &new_id).await.map_err(Into::into))
+        audit.finish(self.interpreter.sessions().fork(&caller.tenant, &session_id, &new_id).await.map_err(Into::into))
     }
 
     /// The caller acting for `tenant`, already resolved by the transport
@@ -149,19 +149,19 @@ impl InterpreterService {
     /// A second session over the session's files, with Python state of its own.
     pub async fn open_context(&self, caller: &Caller, session_id: String, context_id: String, ttl: Option<Duration>) -> Result<SessionInfo, ServiceError> {
         let audit = Audit::of(caller, Operation::OpenContext).session(&session_id).subject(&context_id);
-        audit.finish(self.for_caller(caller, move |i, c| i.open_context(&c.tenant, &session_id, &context_id, ttl)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.sessions().open_context(&c.tenant, &session_id, &context_id, ttl)).await)
     }
 
     /// Parks the session's live state in its image now; false when none was live.
     pub async fn hibernate_session(&self, caller: &Caller, session_id: String) -> Result<bool, ServiceError> {
         let audit = Audit::of(caller, Operation::Hibernate).session(&session_id);
-        audit.finish(self.interpreter.hibernate_session(&caller.tenant, &session_id).await.map_err(Into::into))
+        audit.finish(self.interpreter.hibernation().hibernate_session(&caller.tenant, &session_id).await.map_err(Into::into))
     }
 
     /// Starts the session's Python state afresh over the same files.
     pub async fn restart_session(&self, caller: &Caller, session_id: String) -> Result<(), ServiceError> {
         let audit = Audit::of(caller, Operation::Restart).session(&session_id);
-        audit.finish(self.interpreter.restart_session(&caller.tenant, &session_id).await.map_err(Into::into))
+        audit.finish(self.interpreter.sessions().restart(&caller.tenant, &session_id).await.map_err(Into::into))
     }
 
     /// Stops the run going on in the session, if there is one (its client
@@ -169,7 +169,7 @@ impl InterpreterService {
     pub fn interrupt(&self, caller: &Caller, session_id: &str) {
         // Only an interrupt that stopped a run is worth a line.
         let audit = Audit::of(caller, Operation::Interrupt).session(session_id);
-        if let Ok(true) = self.interpreter.interrupt(&caller.tenant, session_id) {
+        if let Ok(true) = self.interpreter.runs().interrupt(&caller.tenant, session_id) {
             let _ = audit.finish(Ok(()));
         }
     }
@@ -177,37 +177,37 @@ impl InterpreterService {
     /// The entry at `path` of the session's tree.
     pub async fn stat_path(&self, caller: &Caller, session_id: String, path: String) -> Result<Entry, ServiceError> {
         let audit = Audit::of(caller, Operation::Stat).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.stat_path(&c.tenant, &session_id, &path)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.files().stat(&c.tenant, &session_id, &path)).await)
     }
 
     /// The entries under the directory `path`, `depth` levels deep.
     pub async fn list_dir(&self, caller: &Caller, session_id: String, path: String, depth: u32) -> Result<Vec<Entry>, ServiceError> {
         let audit = Audit::of(caller, Operation::ListDir).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.list_dir(&c.tenant, &session_id, &path, depth)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.files().list_dir(&c.tenant, &session_id, &path, depth)).await)
     }
 
     /// Makes a directory and its parents; false when it was there.
     pub async fn make_dir(&self, caller: &Caller, session_id: String, path: String) -> Result<bool, ServiceError> {
         let audit = Audit::of(caller, Operation::MakeDir).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.make_dir(&c.tenant, &session_id, &path)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.files().make_dir(&c.tenant, &session_id, &path)).await)
     }
 
     /// Writes a file at `path`, making its directories.
     pub async fn write_path(&self, caller: &Caller, session_id: String, path: String, bytes: Bytes) -> Result<Entry, ServiceError> {
         let audit = Audit::of(caller, Operation::WriteFile).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.write_path(&c.tenant, &session_id, &path, &bytes)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.files().write_path(&c.tenant, &session_id, &path, &bytes)).await)
     }
 
     /// Removes a file or a directory.
     pub async fn remove_path(&self, caller: &Caller, session_id: String, path: String) -> Result<(), ServiceError> {
         let audit = Audit::of(caller, Operation::Remove).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.remove_path(&c.tenant, &session_id, &path)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.files().remove_path(&c.tenant, &session_id, &path)).await)
     }
 
     /// Moves a file or a directory.
     pub async fn move_path(&self, caller: &Caller, session_id: String, from: String, to: String) -> Result<Entry, ServiceError> {
         let audit = Audit::of(caller, Operation::Move).session(&session_id).subject(&format!("{from} -> {to}"));
-        audit.finish(self.for_caller(caller, move |i, c| i.move_path(&c.tenant, &session_id, &from, &to)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.files().move_path(&c.tenant, &session_id, &from, &to)).await)
     }
 
     /// Writes a file into the session (created on first use).
@@ -221,7 +221,7 @@ impl InterpreterService {
                 Content::Raw(bytes) => bytes,
             };
             let Upload { session_id, filename, overwrite, runtime, .. } = upload;
-            Ok::<_, ServiceError>(i.upload_file(&c.tenant, &session_id, &filename, &bytes, overwrite, runtime)?)
+            Ok::<_, ServiceError>(i.files().upload(&c.tenant, &session_id, &filename, &bytes, overwrite, runtime)?)
         })
         .await;
         audit.finish(uploaded)
@@ -230,24 +230,24 @@ impl InterpreterService {
     /// An earlier artifact of the caller's tenant, back into the session's files.
     pub async fn load_artifact(&self, caller: &Caller, session_id: String, request: LoadArtifactRequest) -> Result<FileInfo, ServiceError> {
         let audit = Audit::of(caller, Operation::LoadArtifact).session(&session_id).subject(&request.artifact_id);
-        audit.finish(self.for_caller(caller, move |i, c| i.load_artifact(&c.tenant, &session_id, &request)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.artifacts().load_artifact(&c.tenant, &session_id, &request)).await)
     }
 
     /// Every file of the session, and the datasets it reads at /data.
     pub async fn list_files(&self, caller: &Caller, session_id: String) -> Result<FileList, ServiceError> {
         let audit = Audit::of(caller, Operation::ListFiles).session(&session_id);
-        audit.finish(self.for_caller(caller, move |i, c| i.session_files(&c.tenant, &session_id)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.files().list_with_datasets(&c.tenant, &session_id)).await)
     }
 
     /// The datasets the caller's tenant sees mounted or has staged.
     pub async fn list_datasets(&self, caller: &Caller) -> Result<DatasetList, ServiceError> {
         let audit = Audit::of(caller, Operation::ListDatasets);
-        audit.finish(self.for_caller(caller, move |i, c| i.list_datasets(&c.tenant).map(|datasets| DatasetList { datasets })).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.datasets().list(&c.tenant).map(|datasets| DatasetList { datasets })).await)
     }
 
     /// Where a body for a staged dataset is received before it is kept.
     pub async fn dataset_staging_path(&self) -> Result<std::path::PathBuf, ServiceError> {
-        self.off_workers(|i| i.artifacts().staging_path()).await
+        self.off_workers(|i| i.datasets().staging_path()).await
     }
 
     /// Keeps the `received` files as the caller's dataset `name`; a body
@@ -255,7 +255,7 @@ impl InterpreterService {
     pub async fn stage_dataset(&self, caller: &Caller, name: String, received: Result<Vec<ReceivedFile>, ServiceError>) -> Result<DatasetInfo, ServiceError> {
         let audit = Audit::of(caller, Operation::StageDataset).subject(&name);
         let staged = match received {
-            Ok(files) => self.for_caller(caller, move |i, c| i.stage_dataset(&c.tenant, &name, files)).await,
+            Ok(files) => self.for_caller(caller, move |i, c| i.datasets().stage(&c.tenant, &name, files)).await,
             Err(e) => Err(e),
         };
         audit.finish(staged)
@@ -265,7 +265,7 @@ impl InterpreterService {
     /// failure, in the audit trail).
     pub async fn dataset_room(&self, caller: &Caller, name: String) -> Result<u64, ServiceError> {
         let audit = Audit::of(caller, Operation::StageDataset).subject(&name);
-        let room = self.for_caller(caller, move |i, c| i.dataset_room(&c.tenant, &name)).await;
+        let room = self.for_caller(caller, move |i, c| i.datasets().room(&c.tenant, &name)).await;
         match room {
             Ok(room) => Ok(room),
             Err(e) => audit.finish(Err(e)),
@@ -275,25 +275,25 @@ impl InterpreterService {
     /// Forgets the caller's staged dataset `name`.
     pub async fn remove_dataset(&self, caller: &Caller, name: String) -> Result<(), ServiceError> {
         let audit = Audit::of(caller, Operation::RemoveDataset).subject(&name);
-        audit.finish(self.for_caller(caller, move |i, c| i.remove_dataset(&c.tenant, &name)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.datasets().remove(&c.tenant, &name)).await)
     }
 
     /// Shows the caller's staged dataset in the session at /data/<name>.
     pub async fn attach_dataset(&self, caller: &Caller, session_id: String, name: String) -> Result<DatasetInfo, ServiceError> {
         let audit = Audit::of(caller, Operation::AttachDataset).session(&session_id).subject(&name);
-        audit.finish(self.for_caller(caller, move |i, c| i.attach_dataset(&c.tenant, &session_id, &name)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.datasets().attach(&c.tenant, &session_id, &name)).await)
     }
 
     /// One file's bytes.
     pub async fn read_file(&self, caller: &Caller, session_id: String, path: String) -> Result<Vec<u8>, ServiceError> {
         let audit = Audit::of(caller, Operation::Read).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.read_file(&c.tenant, &session_id, &path).map(|(_, bytes)| bytes)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.files().read(&c.tenant, &session_id, &path).map(|(_, bytes)| bytes)).await)
     }
 
     /// Deletes one file.
     pub async fn delete_file(&self, caller: &Caller, session_id: String, path: String) -> Result<(), ServiceError> {
         let audit = Audit::of(caller, Operation::Remove).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.delete_file(&c.tenant, &session_id, &path)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.files().delete(&c.tenant, &session_id, &path)).await)
     }
 
     /// Runs code in the session (created on first use) once admission
@@ -319,7 +319,7 @@ impl InterpreterService {
             }
         };
         let overrides = request.limits.clone();
-        let ran = self.interpreter.run_python_live(&caller.tenant, &session_id, request, &caller.base_url, live).await;
+        let ran = self.interpreter.runs().run_python_live(&caller.tenant, &session_id, request, &caller.base_url, live).await;
         drop(permit);
         let ran = ran.map_err(ServiceError::from);
         let limits = ran.as_ref().ok().and_then(|report| self.limits_of(report.runtime)).map(|l| l.narrowed_by(&overrides));
@@ -340,7 +340,7 @@ impl InterpreterService {
     pub async fn session_artifacts(&self, caller: &Caller, session_id: String) -> Result<ArtifactList, ServiceError> {
         let audit = Audit::of(caller, Operation::ListArtifacts).session(&session_id);
         let listed = self
-            .for_caller(caller, move |i, c| i.session_artifacts(&c.tenant, &session_id, &c.base_url).map(|artifacts| ArtifactList { artifacts }))
+            .for_caller(caller, move |i, c| i.artifacts().session_artifacts(&c.tenant, &session_id, &c.base_url).map(|artifacts| ArtifactList { artifacts }))
             .await;
         audit.finish(listed)
     }
@@ -348,13 +348,13 @@ impl InterpreterService {
     /// A session file's bytes as base64, up to the read cap.
     pub async fn read_artifact(&self, caller: &Caller, session_id: String, path: String) -> Result<ArtifactContent, ServiceError> {
         let audit = Audit::of(caller, Operation::ReadArtifact).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.read_artifact(&c.tenant, &session_id, &path, &c.base_url)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.artifacts().read_artifact(&c.tenant, &session_id, &path, &c.base_url)).await)
     }
 
     /// One artifact of the caller's tenant.
     pub async fn artifact(&self, caller: &Caller, artifact_id: String) -> Result<Artifact, ServiceError> {
         let audit = Audit::of(caller, Operation::Artifact).subject(&artifact_id);
-        audit.finish(self.for_caller(caller, move |i, c| i.artifact(&c.tenant, &artifact_id, &c.base_url)).await)
+        audit.finish(self.for_caller(caller, move |i, c| i.artifacts().artifact(&c.tenant, &artifact_id, &c.base_url)).await)
     }
 
     /// An artifact's metadata and open file, for whoever holds a valid
@@ -383,7 +383,7 @@ impl InterpreterService {
     async fn for_caller<T: Send + 'static, E: Into<ServiceError> + Send + 'static>(
         &self,
         caller: &Caller,
-        work: impl FnOnce(&Interpreter, &Caller) -> Result<T, E> + Send + 'static,
+        work: impl FnOnce(&Arc<Interpreter>, &Caller) -> Result<T, E> + Send + 'static,
     ) -> Result<T, ServiceError> {
         let caller = caller.clone();
         self.off_workers(move |i| work(i, &caller)).await
@@ -393,7 +393,7 @@ impl InterpreterService {
     /// the async workers.
     async fn off_workers<T: Send + 'static, E: Into<ServiceError> + Send + 'static>(
         &self,
-        work: impl FnOnce(&Interpreter) -> Result<T, E> + Send + 'static,
+        work: impl FnOnce(&Arc<Interpreter>) -> Result<T, E> + Send + 'static,
     ) -> Result<T, ServiceError> {
         let interpreter = self.interpreter.clone();
         tokio::task::spawn_blocking(move || work(&interpreter)).await?.map_err(Into::into)
