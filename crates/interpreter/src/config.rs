@@ -45,7 +45,7 @@ pub struct InterpreterConfig {
     pub quota: FileQuota,
     /// Retention and quota of artifacts.
     pub artifacts: ArtifactConfig,
-    /// Largest artifact whose bytes [`crate::artifacts::Artifacts::read`] returns inline.
+    /// Largest artifact whose bytes [`crate::artifacts::Artifacts::read_artifact`] returns inline.
     pub read_cap_bytes: u64,
     /// Key signing download links; generated and kept under `root` when absent.
     pub signing_key: Option<Vec<u8>>,
