@@ -138,13 +138,13 @@ fn the_least_recently_used_session_is_hibernated_and_resumes_with_its_state() {
     config.session_memory_bytes = 50 << 20;
     let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], config).expect("interpreter"));
     let run_in = |session: &str, code: &str| {
-        common::block_on(interpreter.run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")
+        common::block_on(interpreter.runs().run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")
     };
     run_in("s1", "v = 1\nopen('f.txt', 'w').write('one')");
     run_in("s2", "v = 2");
     run_in("s3", "v = 3");
     assert_eq!(interpreter.live_count(), 2);
-    assert!(interpreter.session_info("t", "s1").expect("s1").hibernated, "the least recently used session was hibernated");
+    assert!(interpreter.sessions().info("t", "s1").expect("s1").hibernated, "the least recently used session was hibernated");
     let first = run_in("s1", "print(open('f.txt').read(), v)");
     assert_eq!((first.cell.output.stdout.as_str(), first.cell.state_reset, first.cell.state), ("one 1\n", false, StateOrigin::Resumed), "{first:?}");
     let third = run_in("s3", "print(v)");
@@ -161,7 +161,7 @@ fn two_hundred_sessions_each_keep_their_variable_under_a_small_memory_budget() {
     config.session_memory_bytes = 200 << 20;
     let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], config).expect("interpreter"));
     let run_in = |session: &str, code: &str| {
-        common::block_on(interpreter.run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")
+        common::block_on(interpreter.runs().run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")
     };
     const SESSIONS: usize = 200;
     for i in 0..SESSIONS {
@@ -187,11 +187,11 @@ fn a_state_image_that_does_not_fit_the_quota_is_not_kept() {
     config.quota.max_session_bytes = 1 << 20;
     let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], config).expect("interpreter"));
     let run_in = |code: &str| {
-        common::block_on(interpreter.run_python("t", "big", RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")
+        common::block_on(interpreter.runs().run_python("t", "big", RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")
     };
     // Random bytes do not compress: the image is larger than the quota.
     assert_eq!(run_in("import os\nblob = os.urandom(3 << 20)").cell.exit_code, 0);
-    assert_eq!(common::block_on(interpreter.hibernate_all()), 0, "the image was not kept");
+    assert_eq!(common::block_on(interpreter.hibernation().hibernate_all()), 0, "the image was not kept");
     assert!(!dir.path().join("sessions/t/big/state.img").exists());
     let after = run_in("print('blob' in globals())");
     assert_eq!((after.cell.output.stdout.as_str(), after.cell.state_reset), ("False\n", true), "{after:?}");

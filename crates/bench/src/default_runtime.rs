@@ -65,7 +65,7 @@ async fn measure(sandbox: &SessionRuntime, iterations: usize, sessions: usize) -
     let (root, interpreter) = fresh(sandbox, None)?;
     let first = time(iterations, |i| {
         let interpreter = &interpreter;
-        async move { ok(interpreter.run_python("bench", &format!("new-{i}"), code("x = 1"), BASE).await?) }
+        async move { ok(interpreter.runs().run_python("bench", &format!("new-{i}"), code("x = 1"), BASE).await?) }
     })
     .await?;
     drop(interpreter);
@@ -75,7 +75,7 @@ async fn measure(sandbox: &SessionRuntime, iterations: usize, sessions: usize) -
     let (root, interpreter) = fresh(sandbox, Some(u64::MAX))?;
     let before = resident_bytes();
     for i in 0..RESIDENT_SESSIONS {
-        ok(interpreter.run_python("bench", &format!("idle-{i}"), code("x = 1"), BASE).await?)?;
+        ok(interpreter.runs().run_python("bench", &format!("idle-{i}"), code("x = 1"), BASE).await?)?;
     }
     let resident_per_idle = before.zip(resident_bytes()).map(|(before, after)| after.saturating_sub(before) / RESIDENT_SESSIONS as u64);
     drop(interpreter);
@@ -84,7 +84,7 @@ async fn measure(sandbox: &SessionRuntime, iterations: usize, sessions: usize) -
     let (_root, interpreter) = fresh(sandbox, None)?;
     let began = Instant::now();
     for i in 0..sessions {
-        ok(interpreter.run_python("bench", &format!("s{i}"), code(&format!("x = {i}")), BASE).await?)?;
+        ok(interpreter.runs().run_python("bench", &format!("s{i}"), code(&format!("x = {i}")), BASE).await?)?;
     }
     let opened = began.elapsed();
     let began = Instant::now();
@@ -92,7 +92,7 @@ async fn measure(sandbox: &SessionRuntime, iterations: usize, sessions: usize) -
     for step in 0..sessions {
         // 7919 is prime: a scattered order that visits every session once.
         let i = (step * 7919 + 13) % sessions;
-        let report = interpreter.run_python("bench", &format!("s{i}"), code("print(x)"), BASE).await?;
+        let report = interpreter.runs().run_python("bench", &format!("s{i}"), code("print(x)"), BASE).await?;
         if report.cell.output.stdout != format!("{i}\n") || report.cell.state_reset {
             bail!("{} session s{i} lost its value: {:?}", sandbox.runtime(), report.cell);
         }

@@ -32,11 +32,11 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
 
     let root = tempfile::tempdir()?;
     let interpreter = std::sync::Arc::new(Interpreter::new(vec![sandbox.clone()], InterpreterConfig::new(root.path())).context("interpreter")?);
-    ok(interpreter.run_python("bench", "parent", code(TEN_MB), BASE).await?)?;
+    ok(interpreter.runs().run_python("bench", "parent", code(TEN_MB), BASE).await?)?;
     let fork = time(iterations, |i| {
         let interpreter = &interpreter;
         async move {
-            interpreter.fork_session("bench", "parent", &format!("child-{i}")).await?;
+            interpreter.sessions().fork("bench", "parent", &format!("child-{i}")).await?;
             Ok(())
         }
     })

@@ -32,12 +32,12 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
 
     let first = time(heavy, |i| {
         let interpreter = &interpreter;
-        async move { ok(interpreter.run_python("bench", &format!("new-{i}"), code("x = 1"), BASE).await?) }
+        async move { ok(interpreter.runs().run_python("bench", &format!("new-{i}"), code("x = 1"), BASE).await?) }
     })
     .await?;
     row("new session, first run", &first);
     for i in 0..heavy {
-        interpreter.close_session("bench", &format!("new-{i}")).await?;
+        interpreter.sessions().close("bench", &format!("new-{i}")).await?;
     }
     // Sessions arriving 20 ms apart, as agents open them: each finds a home
     // and an instance made ahead (back to back, as above, they outrun it).
@@ -46,20 +46,20 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
         async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
             let began = Instant::now();
-            ok(interpreter.run_python("bench", &format!("paced-{i}"), code("x = 1"), BASE).await?)?;
+            ok(interpreter.runs().run_python("bench", &format!("paced-{i}"), code("x = 1"), BASE).await?)?;
             Ok(began.elapsed())
         }
     })
     .await?;
     row("new session, first run (one every 20 ms)", &paced);
     for i in 0..heavy {
-        interpreter.close_session("bench", &format!("paced-{i}")).await?;
+        interpreter.sessions().close("bench", &format!("paced-{i}")).await?;
     }
 
-    ok(interpreter.run_python("bench", "warm", code("x = 0"), BASE).await?)?;
+    ok(interpreter.runs().run_python("bench", "warm", code("x = 0"), BASE).await?)?;
     let warm = time(iterations, |_| {
         let interpreter = &interpreter;
-        async move { ok(interpreter.run_python("bench", "warm", code("x += 1"), BASE).await?) }
+        async move { ok(interpreter.runs().run_python("bench", "warm", code("x += 1"), BASE).await?) }
     })
     .await?;
     row("warm run, one line", &warm);
@@ -67,7 +67,7 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
     let mib = vec![7u8; 1 << 20];
     let upload = time(heavy, |i| {
         let (interpreter, mib) = (&interpreter, &mib);
-        async move { interpreter.upload_file("bench", "files", &format!("up-{i}.bin"), mib, true, None).map(drop).map_err(Into::into) }
+        async move { interpreter.files().upload("bench", "files", &format!("up-{i}.bin"), mib, true, None).map(drop).map_err(Into::into) }
     })
     .await?;
     row("upload 1 MiB", &upload);
@@ -77,7 +77,7 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
         // Distinct bytes each time: every run hashes and stores a new blob.
         let write = format!("open('out-{}.bin', 'wb').write(b'x' * ((1 << 20) - 8) + b'%08d' % {i})", i % 4);
         async move {
-            let report = interpreter.run_python("bench", "artifact", code(&write), BASE).await?;
+            let report = interpreter.runs().run_python("bench", "artifact", code(&write), BASE).await?;
             if report.artifacts.len() != 1 {
                 bail!("expected one artifact, got {:?}", report.artifacts);
             }

@@ -41,6 +41,13 @@ pub enum InterpreterError {
     RuntimeUnavailable(anypath_sandbox::Runtime),
     #[error("session {session:?} runs {has}, not {asked}; a session keeps the runtime it was created with")]
     RuntimeMismatch { session: String, has: anypath_sandbox::Runtime, asked: anypath_sandbox::Runtime },
+    /// An upload's content that is not base64.
+    #[error("content_base64: {0}")]
+    InvalidBase64(#[source] base64::DecodeError),
+    /// An operation's work on the blocking pool did not finish (it panicked
+    /// or was cancelled).
+    #[error("the call's file work did not finish: {0}")]
+    Unfinished(String),
 }
 
 impl InterpreterError {
@@ -55,13 +62,13 @@ impl InterpreterError {
     /// The HTTP status this error answers with.
     pub fn status(&self) -> u16 {
         match self {
-            Self::Name(_) | Self::Invalid(_) | Self::NotAFile(_) | Self::RuntimeUnavailable(_) => 400,
+            Self::Name(_) | Self::Invalid(_) | Self::NotAFile(_) | Self::RuntimeUnavailable(_) | Self::InvalidBase64(_) => 400,
             Self::Forbidden => 403,
             Self::NoSuchSession(_) | Self::NoSuchFile(_) | Self::NoSuchArtifact(_) | Self::NoSuchDataset(_) => 404,
             Self::Exists(_) | Self::SessionExists(_) | Self::Busy(_) | Self::RuntimeMismatch { .. } => 409,
             Self::TooLarge { .. } => 413,
             Self::ArtifactQuota { .. } | Self::Quota(_) => 507,
-            Self::Io { .. } | Self::Index(_) => 500,
+            Self::Io { .. } | Self::Index(_) | Self::Unfinished(_) => 500,
         }
     }
 
@@ -85,6 +92,8 @@ impl InterpreterError {
             Self::Io { .. } | Self::Index(_) => "storage_failed",
             Self::RuntimeUnavailable(_) => "runtime_unavailable",
             Self::RuntimeMismatch { .. } => "runtime_mismatch",
+            Self::InvalidBase64(_) => "invalid_base64",
+            Self::Unfinished(_) => "internal",
         }
     }
 }

@@ -1,199 +1,378 @@
-//! A session's files on the host: the directory its code sees at /mnt/data.
-//!
-//! Code may leave symlinks behind; the host never follows one. Every read,
-//! write and delete works on a path checked by [`crate::names`], and refuses
-//! anything that is not a plain file or directory on the way.
+//! A session's files as its callers reach them: uploads, listings, reads,
+//! deletes and the tree operations (stat, list, make, write, remove, move),
+//! each within the session's quota and never while a run changes the
+//! directory under it.
 
-use std::fs;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
 
-pub use anypath_wire::FileInfo;
+use anypath_sandbox::Runtime;
+use anypath_wire::{FileInfo, FileList};
+use bytes::Bytes;
 
 use crate::error::InterpreterError;
+use crate::interpreter::Interpreter;
 use crate::names;
+use crate::operation::{CallContext, Described, Operation, OperationKind, blocking};
+use crate::session::{Create, Session};
+use crate::tree::Entry;
 
-/// What the code sees as the session directory.
-pub const GUEST_DIR: &str = "/mnt/data";
-
-/// The files of one session directory.
-#[derive(Debug, Clone)]
-pub struct SessionFiles {
-    dir: PathBuf,
+/// The interpreter's session files: see [`Interpreter::files`].
+pub struct Files<'a> {
+    interpreter: &'a Arc<Interpreter>,
 }
 
-impl SessionFiles {
-    /// The files under `dir` (which must exist).
-    pub fn new(dir: PathBuf) -> Self {
-        Self { dir }
+impl<'a> Files<'a> {
+    pub(crate) fn of(interpreter: &'a Arc<Interpreter>) -> Self {
+        Self { interpreter }
     }
 
-    /// The host directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Writes `bytes` as `filename` (a plain name); an existing file is
-    /// replaced only with `overwrite`.
-    pub fn write(&self, filename: &str, bytes: &[u8], overwrite: bool) -> Result<FileInfo, InterpreterError> {
+    /// Writes a file into the session (created on first use, on `runtime`
+    /// or the server's default).
+    pub fn upload(&self, tenant: &str, session_id: &str, filename: &str, bytes: &[u8], overwrite: bool, runtime: Option<Runtime>) -> Result<FileInfo, InterpreterError> {
+        // Checked first, so a refused name creates no session either.
+        names::filename(filename)?;
+        let session = self.interpreter.sessions().get(tenant, session_id, Create::Yes { ttl: None, runtime })?;
+        // Under the run lock, so a run cannot write between the check and the upload.
+        let running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
         let name = names::filename(filename)?;
-        let path = self.dir.join(name);
-        if let Ok(meta) = fs::symlink_metadata(&path) {
-            if !meta.is_file() {
-                return Err(InterpreterError::NotAFile(name.to_owned()));
-            }
-            if !overwrite {
-                return Err(InterpreterError::Exists(name.to_owned()));
-            }
+        self.check_write(&session, name, &session.files.dir().join(name), bytes.len() as u64)?;
+        session.forget_seen(&running);
+        session.files.write(filename, bytes, overwrite)
+    }
+
+    /// Every file of the session.
+    pub fn list(&self, tenant: &str, session_id: &str) -> Result<Vec<FileInfo>, InterpreterError> {
+        self.interpreter.sessions().get(tenant, session_id, Create::No)?.files.list()
+    }
+
+    /// Every file of the session, and the datasets it reads at /data.
+    pub fn list_with_datasets(&self, tenant: &str, session_id: &str) -> Result<FileList, InterpreterError> {
+        let interpreter = self.interpreter;
+        let session = interpreter.sessions().get(tenant, session_id, Create::No)?;
+        let files = session.files.list()?;
+        let datasets = interpreter.dataset_store.shown(&interpreter.artifact_store, &session.tenant, &session.datasets_view)?;
+        Ok(FileList { files, datasets })
+    }
+
+    /// One file's bytes.
+    pub fn read(&self, tenant: &str, session_id: &str, path: &str) -> Result<(FileInfo, Vec<u8>), InterpreterError> {
+        self.interpreter.sessions().get(tenant, session_id, Create::No)?.files.read(path)
+    }
+
+    /// Deletes one file, under the run lock: a run or an upload counting the
+    /// session's usage never sees a file vanish halfway.
+    pub fn delete(&self, tenant: &str, session_id: &str, path: &str) -> Result<(), InterpreterError> {
+        let session = self.interpreter.sessions().get(tenant, session_id, Create::No)?;
+        let running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        session.forget_seen(&running);
+        session.files.delete(path)
+    }
+
+    /// The entry at `path` of the session's tree (`""`: its directory).
+    pub fn stat(&self, tenant: &str, session_id: &str, path: &str) -> Result<Entry, InterpreterError> {
+        self.interpreter.sessions().get(tenant, session_id, Create::No)?.files.stat(path)
+    }
+
+    /// The entries under the directory `path`, `depth` levels deep.
+    pub fn list_dir(&self, tenant: &str, session_id: &str, path: &str, depth: u32) -> Result<Vec<Entry>, InterpreterError> {
+        self.interpreter.sessions().get(tenant, session_id, Create::No)?.files.list_dir(path, depth)
+    }
+
+    /// Makes the directory `path` with its parents; false when it was there.
+    pub fn make_dir(&self, tenant: &str, session_id: &str, path: &str) -> Result<bool, InterpreterError> {
+        self.change_tree(tenant, session_id, |session| {
+            self.check_write(session, path, &session.files.resolve(path)?, 0)?;
+            session.files.make_dir(path)
+        })
+    }
+
+    /// Writes `bytes` at `path`, replacing a file there and making its
+    /// directories; within the session's quota.
+    pub fn write_path(&self, tenant: &str, session_id: &str, path: &str, bytes: &[u8]) -> Result<Entry, InterpreterError> {
+        self.change_tree(tenant, session_id, |session| {
+            self.check_write(session, path, &session.files.resolve(path)?, bytes.len() as u64)?;
+            session.files.write_path(path, bytes)
+        })
+    }
+
+    /// Removes the file or directory at `path`.
+    pub fn remove_path(&self, tenant: &str, session_id: &str, path: &str) -> Result<(), InterpreterError> {
+        self.change_tree(tenant, session_id, |session| session.files.remove(path))
+    }
+
+    /// Moves `from` to `to` in the session's tree.
+    pub fn move_path(&self, tenant: &str, session_id: &str, from: &str, to: &str) -> Result<Entry, InterpreterError> {
+        self.change_tree(tenant, session_id, |session| session.files.move_path(from, to))
+    }
+
+    /// Changes the session's tree while no run is going (`Busy` otherwise),
+    /// and makes the next run count its directory again.
+    fn change_tree<T>(&self, tenant: &str, session_id: &str, change: impl FnOnce(&Session) -> Result<T, InterpreterError>) -> Result<T, InterpreterError> {
+        let session = self.interpreter.sessions().get(tenant, session_id, Create::No)?;
+        let running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        let changed = change(&session);
+        session.forget_seen(&running);
+        changed
+    }
+
+    /// Whether writing `size` bytes at `path` (named `name` in errors) keeps
+    /// the session within its quota, counting the file it replaces and the
+    /// state image it keeps.
+    fn check_write(&self, session: &Session, name: &str, path: &Path, size: u64) -> Result<(), InterpreterError> {
+        let quota = self.interpreter.config.quota;
+        let replaced = std::fs::symlink_metadata(path).ok().filter(|m| m.is_file()).map(|m| m.len());
+        let usage = anypath_sandbox::directory_usage(session.files.dir());
+        let image = session.store.image_bytes(&session.tenant, &session.id);
+        // Saturating: the directory may have changed since it was counted.
+        let bytes = usage.bytes.saturating_add(image).saturating_sub(replaced.unwrap_or(0)).saturating_add(size);
+        let files = usage.files.saturating_add(u64::from(replaced.is_none()));
+        if size > quota.max_file_bytes {
+            return Err(InterpreterError::Quota(format!("{name} is {size} bytes; a file may hold {}", quota.max_file_bytes)));
         }
-        write_replacing(&path, bytes)?;
-        Ok(info(name.to_owned(), bytes.len() as u64))
-    }
-
-    /// The file at `relative` (a path inside the directory).
-    pub fn read(&self, relative: &str) -> Result<(FileInfo, Vec<u8>), InterpreterError> {
-        let (rel, path) = self.plain_file(relative)?;
-        let bytes = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(O_NOFOLLOW)
-            .open(&path)
-            .and_then(|mut f| {
-                let mut buf = Vec::new();
-                std::io::Read::read_to_end(&mut f, &mut buf)?;
-                Ok(buf)
-            })
-            .map_err(|e| InterpreterError::io("reading the file", e))?;
-        Ok((info(rel, bytes.len() as u64), bytes))
-    }
-
-    /// The host path of the plain file at `relative`, checked like [`Self::read`].
-    pub fn host_path(&self, relative: &str) -> Result<(FileInfo, PathBuf), InterpreterError> {
-        let (rel, path) = self.plain_file(relative)?;
-        let size = fs::symlink_metadata(&path).map_err(|e| InterpreterError::io("reading the file", e))?.len();
-        Ok((info(rel, size), path))
-    }
-
-    /// Removes the file at `relative`.
-    pub fn delete(&self, relative: &str) -> Result<(), InterpreterError> {
-        let (_, path) = self.plain_file(relative)?;
-        fs::remove_file(&path).map_err(|e| InterpreterError::io("deleting the file", e))
-    }
-
-    /// Every plain file, depth first, sorted by name. Symlinks and other
-    /// special files the code made are not listed.
-    pub fn list(&self) -> Result<Vec<FileInfo>, InterpreterError> {
-        let mut found = Vec::new();
-        walk(&self.dir, String::new(), &mut found).map_err(|e| InterpreterError::io("listing the files", e))?;
-        found.sort_by(|a, b| a.filename.cmp(&b.filename));
-        Ok(found)
-    }
-
-    /// Checks every component of `relative` is a directory or, last, a plain file.
-    fn plain_file(&self, relative: &str) -> Result<(String, PathBuf), InterpreterError> {
-        let rel = names::relative_path(relative)?;
-        let mut path = self.dir.clone();
-        let parts: Vec<_> = rel.components().collect();
-        for (i, part) in parts.iter().enumerate() {
-            path.push(part);
-            let last = i + 1 == parts.len();
-            match fs::symlink_metadata(&path) {
-                Ok(meta) if last && meta.is_file() => {}
-                Ok(meta) if !last && meta.is_dir() => {}
-                Ok(_) => return Err(InterpreterError::NotAFile(relative.to_owned())),
-                Err(_) => return Err(InterpreterError::NoSuchFile(relative.to_owned())),
-            }
+        if bytes > quota.max_session_bytes {
+            return Err(InterpreterError::Quota(format!("the session would hold {bytes} bytes; its quota is {}", quota.max_session_bytes)));
         }
-        Ok((rel.to_string_lossy().into_owned(), path))
+        if files > quota.max_files {
+            return Err(InterpreterError::Quota(format!("the session would hold {files} entries; its quota is {}", quota.max_files)));
+        }
+        Ok(())
     }
 }
 
-/// A session file as a client sees it.
-pub(crate) fn info(filename: String, size_bytes: u64) -> FileInfo {
-    FileInfo { path: format!("{GUEST_DIR}/{filename}"), filename, size_bytes }
+/// A file to write into a session (created when new).
+#[derive(Debug)]
+pub struct Upload {
+    /// The session to write into.
+    pub session_id: String,
+    /// The file's name in the session directory.
+    pub filename: String,
+    /// The file's bytes.
+    pub content: Content,
+    /// Replace the file when it exists.
+    pub overwrite: bool,
+    /// The runtime, when the call creates the session.
+    pub runtime: Option<Runtime>,
 }
 
-fn walk(dir: &Path, prefix: String, found: &mut Vec<FileInfo>) -> std::io::Result<()> {
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".partial") && name.starts_with('.') {
-            continue;
-        }
-        let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            walk(&entry.path(), rel, found)?;
-        } else if kind.is_file() {
-            found.push(info(rel, entry.metadata()?.len()));
-        }
-    }
-    Ok(())
+/// An upload's bytes as the transport received them.
+#[derive(Debug)]
+pub enum Content {
+    /// Base64 (standard alphabet), decoded off the async workers.
+    Base64(String),
+    /// The bytes themselves.
+    Raw(Bytes),
 }
 
-/// `O_NOFOLLOW`: the last component is checked before opening, and a symlink
-/// swapped in between the check and the open still fails here.
-#[cfg(target_os = "linux")]
-pub(crate) const O_NOFOLLOW: i32 = 0o400000;
-#[cfg(not(target_os = "linux"))]
-pub(crate) const O_NOFOLLOW: i32 = 0x0100;
+impl Operation for Upload {
+    type Output = FileInfo;
 
-/// Writes `bytes` to `path` (replacing a file there) beside it and renames
-/// it over: a reader never sees half a file.
-pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), InterpreterError> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let partial = path.with_file_name(format!(".{name}.{}.partial", uuid::Uuid::new_v4().simple()));
-    let written = (|| {
-        let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&partial)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&partial, path)
-    })();
-    if let Err(e) = written {
-        let _ = fs::remove_file(&partial);
-        return Err(InterpreterError::io("writing the file", e));
+    fn describe(&self) -> Described {
+        Described::new(OperationKind::Upload).session(&self.session_id).subject(&self.filename)
     }
-    Ok(())
+
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<FileInfo, InterpreterError>> + Send {
+        blocking(interpreter, caller, move |i, c| {
+            use base64::Engine;
+            let bytes = match self.content {
+                Content::Base64(text) => Bytes::from(base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(InterpreterError::InvalidBase64)?),
+                Content::Raw(bytes) => bytes,
+            };
+            i.files().upload(&c.tenant, &self.session_id, &self.filename, &bytes, self.overwrite, self.runtime)
+        })
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Every file of the session, and the datasets it reads at /data.
+#[derive(Debug)]
+pub struct ListFiles {
+    /// The session to list.
+    pub session_id: String,
+}
 
-    /// The files of a fresh directory, which is removed when the returned
-    /// `TempDir` is dropped.
-    fn temp(name: &str) -> (tempfile::TempDir, SessionFiles) {
-        let dir = tempfile::Builder::new().prefix(&format!("anypath-files-{name}-")).tempdir().unwrap();
-        let files = SessionFiles::new(dir.path().to_path_buf());
-        (dir, files)
+impl Operation for ListFiles {
+    type Output = FileList;
+
+    fn describe(&self) -> Described {
+        Described::new(OperationKind::ListFiles).session(&self.session_id)
     }
 
-    #[test]
-    fn write_read_list_delete_round_trip() {
-        let (_dir, files) = temp("round");
-        let binary: Vec<u8> = (0..=255).collect();
-        assert_eq!(files.write("b.bin", &binary, false).unwrap().size_bytes, 256);
-        files.write("a.txt", b"hello", false).unwrap();
-        assert_eq!(files.read("b.bin").unwrap().1, binary);
-        assert!(matches!(files.write("a.txt", b"x", false), Err(InterpreterError::Exists(_))));
-        files.write("a.txt", b"bye", true).unwrap();
-        assert_eq!(files.read("/mnt/data/a.txt").unwrap().1, b"bye");
-        let names: Vec<String> = files.list().unwrap().into_iter().map(|f| f.filename).collect();
-        assert_eq!(names, ["a.txt", "b.bin"]);
-        files.delete("a.txt").unwrap();
-        assert!(matches!(files.read("a.txt"), Err(InterpreterError::NoSuchFile(_))));
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<FileList, InterpreterError>> + Send {
+        blocking(interpreter, caller, move |i, c| i.files().list_with_datasets(&c.tenant, &self.session_id))
+    }
+}
+
+/// One file's bytes.
+#[derive(Debug)]
+pub struct ReadFile {
+    /// The session holding the file.
+    pub session_id: String,
+    /// The file's path in the session directory.
+    pub path: String,
+}
+
+impl Operation for ReadFile {
+    type Output = Vec<u8>;
+
+    fn describe(&self) -> Described {
+        Described::new(OperationKind::Read).session(&self.session_id).subject(&self.path)
     }
 
-    /// Boundary: the host side of the session directory never follows a
-    /// symlink the code planted.
-    #[test]
-    fn symlinks_are_neither_read_listed_nor_written_through() {
-        let (_dir, files) = temp("links");
-        std::os::unix::fs::symlink("/etc/hostname", files.dir().join("link")).unwrap();
-        assert!(matches!(files.read("link"), Err(InterpreterError::NotAFile(_))));
-        assert!(matches!(files.write("link", b"x", true), Err(InterpreterError::NotAFile(_))));
-        assert!(files.list().unwrap().is_empty());
-        std::os::unix::fs::symlink("/etc", files.dir().join("dir")).unwrap();
-        assert!(matches!(files.read("dir/hostname"), Err(InterpreterError::NotAFile(_))));
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Vec<u8>, InterpreterError>> + Send {
+        blocking(interpreter, caller, move |i, c| i.files().read(&c.tenant, &self.session_id, &self.path).map(|(_, bytes)| bytes))
+    }
+}
+
+/// Deletes one file.
+#[derive(Debug)]
+pub struct DeleteFile {
+    /// The session holding the file.
+    pub session_id: String,
+    /// The file's path in the session directory.
+    pub path: String,
+}
+
+impl Operation for DeleteFile {
+    type Output = ();
+
+    fn describe(&self) -> Described {
+        Described::new(OperationKind::Remove).session(&self.session_id).subject(&self.path)
+    }
+
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<(), InterpreterError>> + Send {
+        blocking(interpreter, caller, move |i, c| i.files().delete(&c.tenant, &self.session_id, &self.path))
+    }
+}
+
+/// The entry at `path` of the session's tree.
+#[derive(Debug)]
+pub struct StatPath {
+    /// The session holding the tree.
+    pub session_id: String,
+    /// The entry's path (`""`: the session directory).
+    pub path: String,
+}
+
+impl Operation for StatPath {
+    type Output = Entry;
+
+    fn describe(&self) -> Described {
+        Described::new(OperationKind::Stat).session(&self.session_id).subject(&self.path)
+    }
+
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Entry, InterpreterError>> + Send {
+        blocking(interpreter, caller, move |i, c| i.files().stat(&c.tenant, &self.session_id, &self.path))
+    }
+}
+
+/// The entries under the directory `path`, `depth` levels deep.
+#[derive(Debug)]
+pub struct ListDir {
+    /// The session holding the tree.
+    pub session_id: String,
+    /// The directory to list.
+    pub path: String,
+    /// How many levels deep.
+    pub depth: u32,
+}
+
+impl Operation for ListDir {
+    type Output = Vec<Entry>;
+
+    fn describe(&self) -> Described {
+        Described::new(OperationKind::ListDir).session(&self.session_id).subject(&self.path)
+    }
+
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Vec<Entry>, InterpreterError>> + Send {
+        blocking(interpreter, caller, move |i, c| i.files().list_dir(&c.tenant, &self.session_id, &self.path, self.depth))
+    }
+}
+
+/// Makes a directory and its parents; false when it was there.
+#[derive(Debug)]
+pub struct MakeDir {
+    /// The session holding the tree.
+    pub session_id: String,
+    /// The directory to make.
+    pub path: String,
+}
+
+impl Operation for MakeDir {
+    type Output = bool;
+
+    fn describe(&self) -> Described {
+        Described::new(OperationKind::MakeDir).session(&self.session_id).subject(&self.path)
+    }
+
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<bool, InterpreterError>> + Send {
+        blocking(interpreter, caller, move |i, c| i.files().make_dir(&c.tenant, &self.session_id, &self.path))
+    }
+}
+
+/// Writes a file at `path`, making its directories.
+#[derive(Debug)]
+pub struct WritePath {
+    /// The session holding the tree.
+    pub session_id: String,
+    /// The file's path.
+    pub path: String,
+    /// The file's bytes.
+    pub bytes: Bytes,
+}
+
+impl Operation for WritePath {
+    type Output = Entry;
+
+    fn describe(&self) -> Described {
+        Described::new(OperationKind::WriteFile).session(&self.session_id).subject(&self.path)
+    }
+
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Entry, InterpreterError>> + Send {
+        blocking(interpreter, caller, move |i, c| i.files().write_path(&c.tenant, &self.session_id, &self.path, &self.bytes))
+    }
+}
+
+/// Removes a file or a directory.
+#[derive(Debug)]
+pub struct RemovePath {
+    /// The session holding the tree.
+    pub session_id: String,
+    /// What to remove.
+    pub path: String,
+}
+
+impl Operation for RemovePath {
+    type Output = ();
+
+    fn describe(&self) -> Described {
+        Described::new(OperationKind::Remove).session(&self.session_id).subject(&self.path)
+    }
+
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<(), InterpreterError>> + Send {
+        blocking(interpreter, caller, move |i, c| i.files().remove_path(&c.tenant, &self.session_id, &self.path))
+    }
+}
+
+/// Moves a file or a directory.
+#[derive(Debug)]
+pub struct MovePath {
+    /// The session holding the tree.
+    pub session_id: String,
+    /// Where the entry is.
+    pub from: String,
+    /// Where it goes.
+    pub to: String,
+}
+
+impl Operation for MovePath {
+    type Output = Entry;
+
+    fn describe(&self) -> Described {
+        Described::new(OperationKind::Move).session(&self.session_id).subject(&format!("{} -> {}", self.from, self.to))
+    }
+
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Entry, InterpreterError>> + Send {
+        blocking(interpreter, caller, move |i, c| i.files().move_path(&c.tenant, &self.session_id, &self.from, &self.to))
     }
 }

@@ -1,26 +1,50 @@
 //! anypath's code interpreter: sessions with live Python state, session
 //! files and runs, on the same sandbox (engine, limits, logging) as the REST
-//! executor. The host's interpreter service puts admission, file work on
-//! the blocking pool and logging in front of [`Interpreter`]; its transports
-//! (the HTTP API, MCP) are thin layers over that service, one call per tool.
+//! executor.
+//!
+//! [`Interpreter`] holds the shared state and hands out one part per
+//! concern: [`sessions`] (the table, open, close, fork, contexts, restart,
+//! the sweep), [`hibernation`] (parking state in images under the memory
+//! budget, and resuming it), [`runs`], [`files`], [`artifacts`] and
+//! [`datasets`]. What is kept per session goes through one seam,
+//! [`SessionStore`] ([`LocalSessionStore`]: a directory tree). Each
+//! operation a caller may ask for is a request struct beside its part that
+//! implements [`Operation`], so a host runs them all through one generic
+//! call that audits, admits and counts them.
 
+pub mod artifact_store;
 pub mod artifacts;
+pub mod config;
+pub mod dataset_store;
 pub mod datasets;
 pub mod error;
 pub mod files;
+pub mod hibernation;
+mod interpreter;
 pub mod mime;
 pub mod names;
+pub mod operation;
 mod ready;
+pub mod runs;
+mod session;
+pub mod session_files;
+pub mod session_store;
 pub mod sessions;
 pub mod signing;
 mod stats;
+#[cfg(test)]
+mod test_support;
 pub mod tree;
 
+pub use anypath_wire::{ArtifactContent, ArtifactFailure, LoadArtifactRequest, ReadinessCheck, RunReport, RunRequest, SessionInfo, StateOrigin};
+pub use artifact_store::{Artifact, ArtifactConfig, ArtifactStore, DEFAULT_MAX_ARTIFACTS_PER_RUN, LinkQuery};
+pub use config::{InterpreterConfig, Storage};
+pub use dataset_store::{AccessListError, DatasetAccess, DatasetConfig, ReceivedFile};
 pub use error::InterpreterError;
-pub use files::{FileInfo, SessionFiles};
-pub use datasets::{AccessListError, DatasetAccess, DatasetConfig, ReceivedFile};
-pub use artifacts::{Artifact, ArtifactConfig, ArtifactStore, DEFAULT_MAX_ARTIFACTS_PER_RUN, LinkQuery};
-pub use sessions::{ArtifactContent, ArtifactFailure, Interpreter, LoadArtifactRequest, InterpreterConfig, RunReport, RunRequest, SessionInfo, StateOrigin, Storage};
+pub use interpreter::Interpreter;
+pub use operation::{CallContext, Described, Operation, OperationKind};
+pub use session_files::{FileInfo, SessionFiles};
+pub use session_store::{LocalSessionStore, SessionMeta, SessionStore};
 pub use signing::Signer;
 pub use stats::StatsSnapshot;
 pub use tree::{Entry, EntryKind};

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::error::InterpreterError;
-use crate::files::SessionFiles;
+use crate::session_files::SessionFiles;
 use crate::names;
 
 /// What a tree entry is.
@@ -123,7 +123,7 @@ impl SessionFiles {
         }
         let parent = path.parent().unwrap_or(self.dir());
         fs::create_dir_all(parent).map_err(|e| InterpreterError::io("making a file's directory", e))?;
-        crate::files::write_replacing(&path, bytes)?;
+        crate::session_files::write_replacing(&path, bytes)?;
         self.stat(relative)
     }
 

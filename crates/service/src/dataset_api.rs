@@ -15,7 +15,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anypath_interpreter::ReceivedFile;
+use anypath_interpreter::{ReceivedFile, datasets};
 use anypath_wire::AttachDatasetRequest;
 use axum::Router;
 use axum::body::Bytes;
@@ -41,7 +41,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
 }
 
 async fn list(c: Call) -> Response {
-    c.answer(StatusCode::OK, c.service.list_datasets(&c.caller).await)
+    c.answer(StatusCode::OK, c.service.call(&c.caller, datasets::ListDatasets).await)
 }
 
 async fn stage(c: Call, Path(name): Path<String>, request: Request) -> Response {
@@ -63,7 +63,7 @@ async fn stage(c: Call, Path(name): Path<String>, request: Request) -> Response 
 }
 
 async fn remove(c: Call, Path(name): Path<String>) -> Response {
-    match c.service.remove_dataset(&c.caller, name).await {
+    match c.service.call(&c.caller, datasets::RemoveDataset { name }).await {
         Ok(()) => {
             let mut response = StatusCode::NO_CONTENT.into_response();
             set_request_id(&mut response, &c.caller.request_id);
@@ -75,7 +75,7 @@ async fn remove(c: Call, Path(name): Path<String>) -> Response {
 
 async fn attach(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
     let attached = match serde_json::from_slice::<AttachDatasetRequest>(&body) {
-        Ok(request) => c.service.attach_dataset(&c.caller, session_id, request.name).await,
+        Ok(request) => c.service.call(&c.caller, datasets::AttachDataset { session_id, name: request.name }).await,
         Err(e) => Err(ServiceError::InvalidJson(e)),
     };
     c.answer(StatusCode::CREATED, attached)

@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anypath_interpreter::{Artifact, InterpreterError, LinkQuery, LoadArtifactRequest, RunRequest};
+use anypath_interpreter::{Artifact, InterpreterError, LinkQuery, LoadArtifactRequest, RunRequest, artifacts, files, runs, sessions};
 use anypath_wire::{OpenSessionRequest, UploadRequest};
 use anypath_sandbox::Runtime;
 use axum::Router;
@@ -138,7 +138,7 @@ async fn open_session(c: Call, body: Bytes) -> Response {
     let opened = match parse::<OpenSessionRequest>(&body) {
         Ok(open) => {
             let open = OpenSession { session_id: open.session_id, ttl: open.ttl_seconds.map(Duration::from_secs), runtime: open.runtime };
-            c.service.open_session(&c.caller, open).await
+            c.service.call(&c.caller, open).await
         }
         Err(e) => Err(e),
     };
@@ -146,16 +146,16 @@ async fn open_session(c: Call, body: Bytes) -> Response {
 }
 
 async fn describe_session(c: Call, Path(session_id): Path<String>) -> Response {
-    c.answer(StatusCode::OK, c.service.session_info(&c.caller, session_id).await)
+    c.answer(StatusCode::OK, c.service.call(&c.caller, sessions::DescribeSession { session_id }).await)
 }
 
 async fn close_session(c: Call, Path(session_id): Path<String>) -> Response {
-    c.answer(StatusCode::OK, c.service.close_session(&c.caller, session_id).await)
+    c.answer(StatusCode::OK, c.service.call(&c.caller, sessions::CloseSession { session_id }).await)
 }
 
 async fn fork_session(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
     let forked = match parse::<anypath_wire::ForkRequest>(&body) {
-        Ok(fork) => c.service.fork_session(&c.caller, session_id, fork.session_id).await,
+        Ok(fork) => c.service.call(&c.caller, sessions::ForkSession { session_id, new_session_id: fork.session_id }).await,
         Err(e) => Err(e),
     };
     c.answer(StatusCode::CREATED, forked)
@@ -165,7 +165,7 @@ async fn upload_base64(c: Call, Path(session_id): Path<String>, body: Bytes) -> 
     let uploaded = match parse::<UploadRequest>(&body) {
         Ok(UploadRequest { filename, content_base64, overwrite, runtime }) => {
             let upload = Upload { session_id, filename, content: Content::Base64(content_base64), overwrite, runtime };
-            c.service.upload(&c.caller, upload).await
+            c.service.call(&c.caller, upload).await
         }
         Err(e) => Err(e),
     };
@@ -188,7 +188,7 @@ async fn upload_raw(
     let uploaded = match query {
         Ok(Query(UploadQuery { overwrite, runtime })) => {
             let upload = Upload { session_id, filename, content: Content::Raw(body), overwrite, runtime };
-            c.service.upload(&c.caller, upload).await
+            c.service.call(&c.caller, upload).await
         }
         Err(_) => Err(ServiceError::InvalidQuery),
     };
@@ -196,12 +196,12 @@ async fn upload_raw(
 }
 
 async fn list_files(c: Call, Path(session_id): Path<String>) -> Response {
-    c.answer(StatusCode::OK, c.service.list_files(&c.caller, session_id).await)
+    c.answer(StatusCode::OK, c.service.call(&c.caller, files::ListFiles { session_id }).await)
 }
 
 async fn load_artifact(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
     let loaded = match parse::<LoadArtifactRequest>(&body) {
-        Ok(request) => c.service.load_artifact(&c.caller, session_id, request).await,
+        Ok(request) => c.service.call(&c.caller, artifacts::LoadArtifact { session_id, request }).await,
         Err(e) => Err(e),
     };
     c.answer(StatusCode::CREATED, loaded)
@@ -223,7 +223,7 @@ async fn delete_from_artifact_file(c: Call, Path(session_id): Path<String>) -> R
 }
 
 async fn download(c: Call, Path((session_id, path)): Path<(String, String)>) -> Response {
-    match c.service.read_file(&c.caller, session_id, path).await {
+    match c.service.call(&c.caller, files::ReadFile { session_id, path }).await {
         Ok(bytes) => {
             let mut response = ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response();
             set_request_id(&mut response, &c.caller.request_id);
@@ -234,7 +234,7 @@ async fn download(c: Call, Path((session_id, path)): Path<(String, String)>) -> 
 }
 
 async fn delete_file(c: Call, Path((session_id, path)): Path<(String, String)>) -> Response {
-    match c.service.delete_file(&c.caller, session_id, path).await {
+    match c.service.call(&c.caller, files::DeleteFile { session_id, path }).await {
         Ok(()) => {
             let mut response = StatusCode::NO_CONTENT.into_response();
             set_request_id(&mut response, &c.caller.request_id);
@@ -252,20 +252,20 @@ async fn run(c: Call, headers: axum::http::HeaderMap, Path(session_id): Path<Str
     if crate::run_events::wants_events(&headers) {
         return crate::run_events::stream_run(c.service, c.caller, session_id, request, fail).await;
     }
-    let ran = c.service.run_python(&c.caller, session_id, request).await;
+    let ran = c.service.call(&c.caller, runs::RunCode { session_id, request, live: None }).await;
     c.answer(StatusCode::OK, ran)
 }
 
 async fn list_artifacts(c: Call, Path(session_id): Path<String>) -> Response {
-    c.answer(StatusCode::OK, c.service.session_artifacts(&c.caller, session_id).await)
+    c.answer(StatusCode::OK, c.service.call(&c.caller, artifacts::ListArtifacts { session_id }).await)
 }
 
 async fn read_artifact(c: Call, Path((session_id, path)): Path<(String, String)>) -> Response {
-    c.answer(StatusCode::OK, c.service.read_artifact(&c.caller, session_id, path).await)
+    c.answer(StatusCode::OK, c.service.call(&c.caller, artifacts::ReadArtifact { session_id, path }).await)
 }
 
 async fn describe_artifact(c: Call, Path(artifact_id): Path<String>) -> Response {
-    c.answer(StatusCode::OK, c.service.artifact(&c.caller, artifact_id).await)
+    c.answer(StatusCode::OK, c.service.call(&c.caller, artifacts::GetArtifact { artifact_id }).await)
 }
 
 async fn download_signed(

@@ -8,7 +8,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use anypath_interpreter::{RunReport, RunRequest};
+use anypath_interpreter::{RunReport, RunRequest, runs};
 use anypath_wire::{ErrorEnvelope, LiveEvent};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -44,7 +44,7 @@ pub(crate) async fn stream_run(
 ) -> Response {
     let (sink, events) = tokio::sync::mpsc::unbounded_channel();
     let run_caller = caller.clone();
-    let mut run = tokio::spawn(async move { service.run_python_live(&run_caller, session_id, request, Some(sink)).await });
+    let mut run = tokio::spawn(async move { service.call(&run_caller, runs::RunCode { session_id, request, live: Some(sink) }).await });
     let mut live = LiveEvents::new(events);
     let finished = tokio::select! {
         event = live.events.recv() => match event {

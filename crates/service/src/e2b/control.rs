@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use anypath_interpreter::{hibernation, sessions};
 use anypath_sandbox::Runtime;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -183,7 +184,7 @@ impl E2b {
             self.interrupt_run(caller, session);
         }
         for session in sessions {
-            let _ = self.service.close_session(caller, session).await;
+            let _ = self.service.call(caller, sessions::CloseSession { session_id: session }).await;
         }
         tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, "e2b sandbox killed");
     }
@@ -203,7 +204,7 @@ impl E2b {
             self.interrupt_run(caller, session);
         }
         for session in sessions {
-            self.service.hibernate_session(caller, session).await.map_err(E2bError::from)?;
+            self.service.call(caller, hibernation::HibernateSession { session_id: session }).await.map_err(E2bError::from)?;
         }
         tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, "e2b sandbox paused");
         Ok(())
@@ -220,7 +221,7 @@ impl E2b {
         }
         let id = registry::new_sandbox_id();
         let open = OpenSession { session_id: id.clone(), ttl: Some(self.max_ttl), runtime: Some(self.runtime()) };
-        self.service.open_session(caller, open).await.map_err(E2bError::from)?;
+        self.service.call(caller, open).await.map_err(E2bError::from)?;
         let now = SystemTime::now();
         let timeout = self.clamp_timeout(new.timeout);
         let sandbox = Sandbox {
@@ -243,7 +244,7 @@ impl E2b {
     /// A fork of `parent`: a new sandbox over a copy of its files and state.
     async fn fork_one(&self, caller: &Caller, parent: &Sandbox, timeout: Option<u64>) -> Result<Arc<Sandbox>, E2bError> {
         let id = registry::new_sandbox_id();
-        self.service.fork_session(caller, parent.id.clone(), id.clone()).await.map_err(E2bError::from)?;
+        self.service.call(caller, sessions::ForkSession { session_id: parent.id.clone(), new_session_id: id.clone() }).await.map_err(E2bError::from)?;
         let now = SystemTime::now();
         let sandbox = Sandbox {
             id,

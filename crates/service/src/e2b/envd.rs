@@ -8,6 +8,7 @@
 use std::io::Read;
 use std::sync::Arc;
 
+use anypath_interpreter::files;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -120,11 +121,11 @@ pub(crate) async fn download(State(e2b): State<Arc<E2b>>, headers: HeaderMap, qu
         let path = query.path.clone().ok_or_else(|| E2bError::bad_request("path is required"))?;
         let (sandbox, caller) = e2b.files_caller(&headers, &query, &path, Operation::Read)?;
         let relative = paths::to_session(&path)?;
-        let entry = e2b.service.stat_path(&caller, sandbox.id.clone(), relative.clone()).await.map_err(|e| E2bError::from(e).for_path(&path))?;
+        let entry = e2b.service.call(&caller, files::StatPath { session_id: sandbox.id.clone(), path: relative.clone() }).await.map_err(|e| E2bError::from(e).for_path(&path))?;
         if entry.kind != anypath_interpreter::EntryKind::File {
             return Err(E2bError::bad_request(format!("{path} is a directory, not a file")));
         }
-        e2b.service.read_file(&caller, sandbox.id.clone(), relative).await.map_err(|e| E2bError::from(e).for_path(&path))
+        e2b.service.call(&caller, files::ReadFile { session_id: sandbox.id.clone(), path: relative }).await.map_err(|e| E2bError::from(e).for_path(&path))
     }
     .await;
     match downloaded {
@@ -150,7 +151,7 @@ pub(crate) async fn upload(State(e2b): State<Arc<E2b>>, request: Request) -> Res
         let mut written = Vec::new();
         for (path, bytes) in files {
             let relative = paths::to_session(&path)?;
-            let entry = e2b.service.write_path(&caller, sandbox.id.clone(), relative, bytes).await.map_err(|e| E2bError::from(e).for_path(&path))?;
+            let entry = e2b.service.call(&caller, files::WritePath { session_id: sandbox.id.clone(), path: relative, bytes }).await.map_err(|e| E2bError::from(e).for_path(&path))?;
             written.push(WriteInfo { name: entry.name, kind: "file", path: paths::to_client(&entry.path) });
         }
         tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, files = written.len(), "e2b upload");

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use anypath_interpreter::{RunReport, RunRequest};
+use anypath_interpreter::{RunReport, RunRequest, runs, sessions};
 use anypath_sandbox::ExecError;
 use anypath_wire::{CellResult, LiveEvent, ResultOrigin};
 use axum::body::{Body, Bytes};
@@ -117,7 +117,7 @@ pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, headers: HeaderMap, bod
     let (key, cancelled) = e2b.runs.start(&sandbox.id);
     let (sink, events) = tokio::sync::mpsc::unbounded_channel();
     let (service, run_caller, run_session) = (e2b.service.clone(), caller.clone(), session.clone());
-    let mut task = tokio::spawn(async move { service.run_python_live(&run_caller, run_session, run, Some(sink)).await });
+    let mut task = tokio::spawn(async move { service.call(&run_caller, runs::RunCode { session_id: run_session, request: run, live: Some(sink) }).await });
     let live = LiveEvents::new(events);
     // A refusal or a busy session within the window is a plain error answer.
     let early = tokio::select! {
@@ -397,7 +397,7 @@ pub(crate) async fn create_context(State(e2b): State<Arc<E2b>>, headers: HeaderM
         python_or_refused(asked.language.as_deref())?;
         let id = uuid::Uuid::new_v4().to_string();
         let session_id = context_session_id(&sandbox, &id);
-        e2b.service.open_context(&caller, sandbox.id.clone(), session_id.clone(), Some(e2b.max_ttl)).await.map_err(E2bError::from)?;
+        e2b.service.call(&caller, sessions::OpenContext { session_id: sandbox.id.clone(), context_id: session_id.clone(), ttl: Some(e2b.max_ttl) }).await.map_err(E2bError::from)?;
         let cwd = asked.cwd.unwrap_or_else(|| paths::HOME.to_owned());
         sandbox.life().contexts.push(CodeContext { id: id.clone(), session_id, language: "python".into(), cwd: cwd.clone(), executions: 0 });
         Ok::<_, E2bError>(context_json(&id, "python", &cwd))
@@ -426,7 +426,7 @@ pub(crate) async fn remove_context(State(e2b): State<Arc<E2b>>, headers: HeaderM
             life.contexts.remove(position)
         };
         e2b.interrupt_run(&caller, &context.session_id);
-        e2b.service.close_session(&caller, context.session_id).await.map_err(E2bError::from)?;
+        e2b.service.call(&caller, sessions::CloseSession { session_id: context.session_id }).await.map_err(E2bError::from)?;
         Ok(())
     }
     .await;
@@ -441,7 +441,7 @@ pub(crate) async fn restart_context(State(e2b): State<Arc<E2b>>, headers: Header
         let (sandbox, caller) = e2b.sandbox_caller_untokened(&headers)?;
         let session = sandbox.context_session(Some(&id)).ok_or_else(|| E2bError::not_found(format!("context {id} not found")))?;
         e2b.interrupt_run(&caller, &session);
-        e2b.service.restart_session(&caller, session).await.map_err(E2bError::from)
+        e2b.service.call(&caller, sessions::RestartSession { session_id: session }).await.map_err(E2bError::from)
     }
     .await;
     no_content(&request_id, restarted)

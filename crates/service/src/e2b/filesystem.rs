@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use anypath_interpreter::{Entry, EntryKind};
+use anypath_interpreter::{Entry, EntryKind, files};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -148,36 +148,36 @@ async fn unary(e2b: &E2b, caller: &Caller, session: &str, method: &str, body: &[
         "Stat" => {
             let request: PathRequest = parse(body)?;
             let relative = paths::to_session(&request.path)?;
-            let entry = service.stat_path(caller, session, relative).await.map_err(on_path(&request.path))?;
+            let entry = service.call(caller, files::StatPath { session_id: session, path: relative }).await.map_err(on_path(&request.path))?;
             Ok(json!({ "entry": entry_json(&entry) }))
         }
         "ListDir" => {
             let request: PathRequest = parse(body)?;
             let relative = paths::to_session(&request.path)?;
             let depth = request.depth.unwrap_or(1).max(1);
-            let entries = service.list_dir(caller, session, relative, depth).await.map_err(on_path(&request.path))?;
+            let entries = service.call(caller, files::ListDir { session_id: session, path: relative, depth }).await.map_err(on_path(&request.path))?;
             Ok(json!({ "entries": entries.iter().map(entry_json).collect::<Vec<_>>() }))
         }
         "MakeDir" => {
             let request: PathRequest = parse(body)?;
             let relative = paths::to_session(&request.path)?;
-            let made = service.make_dir(caller, session.clone(), relative.clone()).await.map_err(on_path(&request.path))?;
+            let made = service.call(caller, files::MakeDir { session_id: session.clone(), path: relative.clone() }).await.map_err(on_path(&request.path))?;
             if !made {
                 return Err(ConnectError::new("already_exists", format!("directory '{}' already exists", request.path)));
             }
-            let entry = service.stat_path(caller, session, relative).await.map_err(on_path(&request.path))?;
+            let entry = service.call(caller, files::StatPath { session_id: session, path: relative }).await.map_err(on_path(&request.path))?;
             Ok(json!({ "entry": entry_json(&entry) }))
         }
         "Remove" => {
             let request: PathRequest = parse(body)?;
             let relative = paths::to_session(&request.path)?;
-            service.remove_path(caller, session, relative).await.map_err(on_path(&request.path))?;
+            service.call(caller, files::RemovePath { session_id: session, path: relative }).await.map_err(on_path(&request.path))?;
             Ok(json!({}))
         }
         "Move" => {
             let request: MoveRequest = parse(body)?;
             let (from, to) = (paths::to_session(&request.source)?, paths::to_session(&request.destination)?);
-            let entry = service.move_path(caller, session, from, to).await.map_err(on_path(&request.source))?;
+            let entry = service.call(caller, files::MovePath { session_id: session, from, to }).await.map_err(on_path(&request.source))?;
             Ok(json!({ "entry": entry_json(&entry) }))
         }
         "CreateWatcher" => {
@@ -222,7 +222,7 @@ async fn unary(e2b: &E2b, caller: &Caller, session: &str, method: &str, body: &[
 /// The tree under `root`, one level or all of it.
 async fn snapshot(e2b: &E2b, caller: &Caller, session: &str, root: &str, recursive: bool) -> Result<Tree, crate::interpreter_service::ServiceError> {
     let depth = if recursive { u32::MAX } else { 1 };
-    let entries = e2b.service.list_dir(caller, session.to_owned(), root.to_owned(), depth).await?;
+    let entries = e2b.service.call(caller, files::ListDir { session_id: session.to_owned(), path: root.to_owned(), depth }).await?;
     let prefix = if root.is_empty() { String::new() } else { format!("{root}/") };
     Ok(entries
         .into_iter()

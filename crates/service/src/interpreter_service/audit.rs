@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use anypath_interpreter::RunReport;
+use anypath_interpreter::{Described, OperationKind, RunReport};
 use anypath_sandbox::Limits;
 
 use super::{Caller, ServiceError};
@@ -19,85 +19,11 @@ use super::{Caller, ServiceError};
 /// The `tracing` target of every audit line.
 pub(crate) const TARGET: &str = "anypath::audit";
 
-/// What was asked of the service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Operation {
-    /// A caller presented no valid credential.
-    Authenticate,
-    Open,
-    Describe,
-    Close,
-    Fork,
-    OpenContext,
-    Hibernate,
-    Restart,
-    Interrupt,
-    Upload,
-    WriteFile,
-    MakeDir,
-    Move,
-    Remove,
-    Stat,
-    ListDir,
-    ListFiles,
-    /// A session file's bytes, to an authenticated caller.
-    Read,
-    /// A session file's bytes as base64 (`read_artifact`).
-    ReadArtifact,
-    /// An artifact's metadata.
-    Artifact,
-    ListArtifacts,
-    /// An artifact's bytes through a signed link.
-    Download,
-    LoadArtifact,
-    Run,
-    ListDatasets,
-    StageDataset,
-    RemoveDataset,
-    AttachDataset,
-}
-
-impl Operation {
-    /// The name the line carries as its `operation` and message.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::Authenticate => "authenticate",
-            Self::Open => "open",
-            Self::Describe => "describe",
-            Self::Close => "close",
-            Self::Fork => "fork",
-            Self::OpenContext => "open_context",
-            Self::Hibernate => "hibernate",
-            Self::Restart => "restart",
-            Self::Interrupt => "interrupt",
-            Self::Upload => "upload",
-            Self::WriteFile => "write_file",
-            Self::MakeDir => "make_dir",
-            Self::Move => "move",
-            Self::Remove => "remove",
-            Self::Stat => "stat",
-            Self::ListDir => "list_dir",
-            Self::ListFiles => "list_files",
-            Self::Read => "read",
-            Self::ReadArtifact => "read_artifact",
-            Self::Artifact => "artifact",
-            Self::ListArtifacts => "list_artifacts",
-            Self::Download => "download",
-            Self::LoadArtifact => "load_artifact",
-            Self::Run => "run",
-            Self::ListDatasets => "list_datasets",
-            Self::StageDataset => "stage_dataset",
-            Self::RemoveDataset => "remove_dataset",
-            Self::AttachDataset => "attach_dataset",
-        }
-    }
-}
-
 /// One operation under way: started when the facade is called, written
 /// once when it ends.
 #[derive(Debug)]
 pub(crate) struct Audit {
-    operation: Operation,
+    operation: OperationKind,
     request_id: String,
     tenant: Option<String>,
     session: Option<String>,
@@ -108,13 +34,19 @@ pub(crate) struct Audit {
 
 impl Audit {
     /// An operation of `caller`.
-    pub(crate) fn of(caller: &Caller, operation: Operation) -> Self {
+    pub(crate) fn of(caller: &Caller, operation: OperationKind) -> Self {
         Self::anonymous(operation, caller.request_id.clone(), Some(caller.tenant.clone()))
+    }
+
+    /// An operation of `caller`, as the operation describes itself.
+    pub(crate) fn described(caller: &Caller, described: Described) -> Self {
+        let Described { kind, session, subject } = described;
+        Self { session, subject, ..Self::of(caller, kind) }
     }
 
     /// An operation whose caller is known by its request only (a signed
     /// link is its own credential; a refused caller has no tenant).
-    pub(crate) fn anonymous(operation: Operation, request_id: String, tenant: Option<String>) -> Self {
+    pub(crate) fn anonymous(operation: OperationKind, request_id: String, tenant: Option<String>) -> Self {
         Self { operation, request_id, tenant, session: None, subject: None, started: Instant::now() }
     }
 
@@ -142,13 +74,15 @@ impl Audit {
         result
     }
 
-    /// Writes the line of a run: its id, exit code, metrics and the limits
-    /// it ran under when it ran; the error's code when it never did.
-    pub(crate) fn finish_run(self, result: Result<RunReport, ServiceError>, limits: Option<Limits>) -> Result<RunReport, ServiceError> {
-        let facts = result.as_ref().ok().map(|report| RunFacts::of(report, limits));
-        let outcome = match &result {
-            Ok(report) => report.cell.error.as_ref().map_or("ok", |e| e.kind()),
-            Err(e) => e.code(),
+    /// Writes the line of an operation that may be a run: a run's id, exit
+    /// code, metrics and the limits it ran under when `report_of` finds its
+    /// report in the answer; the error's code when it never ran.
+    pub(crate) fn finish_run<T>(self, result: Result<T, ServiceError>, report_of: fn(&T) -> Option<&RunReport>, limits: Option<Limits>) -> Result<T, ServiceError> {
+        let report = result.as_ref().ok().and_then(report_of);
+        let facts = report.map(|report| RunFacts::of(report, limits));
+        let outcome = match (&result, report) {
+            (Ok(_), Some(report)) => report.cell.error.as_ref().map_or("ok", |e| e.kind()),
+            _ => outcome(&result),
         };
         self.write(outcome, facts.as_ref());
         result

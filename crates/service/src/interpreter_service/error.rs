@@ -43,7 +43,7 @@ pub(crate) enum ServiceError {
     Refused(#[from] Refused),
     /// The interpreter refused or failed the call.
     #[error(transparent)]
-    Interpreter(#[from] InterpreterError),
+    Interpreter(InterpreterError),
     /// Work on the blocking pool did not finish (it panicked or was cancelled).
     #[error("the call's file work did not finish: {0}")]
     Internal(String),
@@ -82,6 +82,18 @@ impl ServiceError {
             Self::Refused(refused) => refused.code(),
             Self::Interpreter(e) => e.code(),
             Self::Internal(_) => "internal",
+        }
+    }
+}
+
+impl From<InterpreterError> for ServiceError {
+    /// An interpreter operation's failure; the two kinds the service named
+    /// before operations moved into the interpreter keep their own variants.
+    fn from(e: InterpreterError) -> Self {
+        match e {
+            InterpreterError::InvalidBase64(e) => Self::InvalidBase64(e),
+            InterpreterError::Unfinished(e) => Self::Internal(e),
+            e => Self::Interpreter(e),
         }
     }
 }

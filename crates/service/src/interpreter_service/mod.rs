@@ -1,11 +1,11 @@
 //! The code interpreter as one service in front of [`Interpreter`], for
-//! every transport: it resolves the caller's tenant, admits runs fairly,
-//! moves file work (uploads, reads, listings, hashing, removals) onto the
-//! blocking pool, counts limit breaches, checks a run's environment against
-//! the allowlist and writes the audit trail: one line per operation
-//! ([`audit`]). The HTTP API (`interpreter_api`), the MCP tools (`mcp`), E2B's
-//! and Jupyter's APIs only extract a call's inputs, call one method here and
-//! map its answer.
+//! every transport: it resolves the caller's tenant and runs any interpreter
+//! [`Operation`] through one generic [`InterpreterService::call`], which
+//! writes the audit trail (one line per operation, [`audit`]) and, for runs,
+//! checks the environment against the allowlist, admits the run fairly and
+//! counts limit breaches. The HTTP API (`interpreter_api`), the MCP tools
+//! (`mcp`), E2B's and Jupyter's APIs only extract a call's inputs, build the
+//! operation's request, call here and map its answer.
 
 mod audit;
 mod caller;
@@ -13,17 +13,17 @@ mod error;
 mod limits;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use anypath_interpreter::{Artifact, ArtifactContent, Entry, FileInfo, Interpreter, LinkQuery, LoadArtifactRequest, ReceivedFile, RunReport, RunRequest, SessionInfo};
-use anypath_wire::{DatasetInfo, DatasetList};
-use anypath_sandbox::{LiveSink, Runtime};
-pub(crate) use anypath_wire::{ArtifactList, Closed, FileList};
-use axum::body::Bytes;
+use anypath_interpreter::operation::Operation;
+use anypath_interpreter::{Artifact, Interpreter, LinkQuery, OperationKind, ReceivedFile};
+use anypath_sandbox::Runtime;
+use anypath_wire::DatasetInfo;
 use axum::http::HeaderMap;
-use base64::Engine;
 
-use audit::{Audit, Operation};
+use audit::Audit;
+pub(crate) use anypath_interpreter::files::{Content, Upload};
+pub(crate) use anypath_interpreter::sessions::OpenSession;
+pub(crate) use anypath_wire::{Closed, FileList};
 pub(crate) use caller::Caller;
 pub(crate) use error::ServiceError;
 pub(crate) use limits::RunningLimits;
@@ -35,41 +35,6 @@ use crate::serve::AppState;
 pub(crate) struct InterpreterService {
     state: Arc<AppState>,
     interpreter: Arc<Interpreter>,
-}
-
-/// A session to open.
-#[derive(Debug)]
-pub(crate) struct OpenSession {
-    /// The session's name, chosen by the client.
-    pub session_id: String,
-    /// Idle time after which it is removed (the server's default when absent).
-    pub ttl: Option<Duration>,
-    /// The runtime, when the call creates the session.
-    pub runtime: Option<Runtime>,
-}
-
-/// A file to write into a session.
-#[derive(Debug)]
-pub(crate) struct Upload {
-    /// The session to write into (created when new).
-    pub session_id: String,
-    /// The file's name in the session directory.
-    pub filename: String,
-    /// The file's bytes.
-    pub content: Content,
-    /// Replace the file when it exists.
-    pub overwrite: bool,
-    /// The runtime, when the call creates the session.
-    pub runtime: Option<Runtime>,
-}
-
-/// An upload's bytes as the transport received them.
-#[derive(Debug)]
-pub(crate) enum Content {
-    /// Base64 (standard alphabet), decoded by the service off the async workers.
-    Base64(String),
-    /// The bytes themselves.
-    Raw(Bytes),
 }
 
 /// What a signed link names.
@@ -97,7 +62,7 @@ impl InterpreterService {
     /// token maps to (`Unauthorized` without one), and its links' base.
     pub fn caller(&self, headers: &HeaderMap, request_id: String) -> Result<Caller, ServiceError> {
         let Some(tenant) = self.state.tenant(headers) else {
-            return Audit::anonymous(Operation::Authenticate, request_id, None).finish(Err(ServiceError::Unauthorized));
+            return Audit::anonymous(OperationKind::Authenticate, request_id, None).finish(Err(ServiceError::Unauthorized));
         };
         let base_url = self.state.base_url(&self.interpreter, headers);
         Ok(Caller { tenant, request_id, base_url })
@@ -109,36 +74,6 @@ impl InterpreterService {
         Caller { tenant, request_id: uuid::Uuid::new_v4().to_string(), base_url: self.interpreter.base_url(address) }
     }
 
-    /// The limits this service was started with.
-    pub fn limits(&self) -> RunningLimits {
-        RunningLimits::of(&self.interpreter)
-    }
-
-    /// Creates the session, or returns it as it is.
-    pub async fn open_session(&self, caller: &Caller, open: OpenSession) -> Result<SessionInfo, ServiceError> {
-        let audit = Audit::of(caller, Operation::Open).session(&open.session_id);
-        audit.finish(self.for_caller(caller, move |i, c| i.open_session(&c.tenant, &open.session_id, open.ttl, open.runtime)).await)
-    }
-
-    /// The session as it is, without creating it.
-    pub async fn session_info(&self, caller: &Caller, session_id: String) -> Result<SessionInfo, ServiceError> {
-        let audit = Audit::of(caller, Operation::Describe).session(&session_id);
-        audit.finish(self.for_caller(caller, move |i, c| i.session_info(&c.tenant, &session_id)).await)
-    }
-
-    /// Removes the session and its files.
-    pub async fn close_session(&self, caller: &Caller, session_id: String) -> Result<Closed, ServiceError> {
-        let audit = Audit::of(caller, Operation::Close).session(&session_id);
-        let closed = self.interpreter.close_session(&caller.tenant, &session_id).await;
-        audit.finish(closed.map(|()| Closed { status: "closed".to_owned() }).map_err(Into::into))
-    }
-
-    /// A new session `new_id` with a copy of the session's files and state.
-    pub async fn fork_session(&self, caller: &Caller, session_id: String, new_id: String) -> Result<SessionInfo, ServiceError> {
-        let audit = Audit::of(caller, Operation::Fork).session(&session_id).subject(&new_id);
-        audit.finish(self.interpreter.fork_session(&caller.tenant, &session_id, &new_id).await.map_err(Into::into))
-    }
-
     /// The caller acting for `tenant`, already resolved by the transport
     /// (an E2B sandbox call names its sandbox, and the sandbox its tenant).
     pub fn tenant_caller(&self, tenant: String, headers: &HeaderMap, request_id: String) -> Caller {
@@ -146,189 +81,47 @@ impl InterpreterService {
         Caller { tenant, request_id, base_url }
     }
 
-    /// A second session over the session's files, with Python state of its own.
-    pub async fn open_context(&self, caller: &Caller, session_id: String, context_id: String, ttl: Option<Duration>) -> Result<SessionInfo, ServiceError> {
-        let audit = Audit::of(caller, Operation::OpenContext).session(&session_id).subject(&context_id);
-        audit.finish(self.for_caller(caller, move |i, c| i.open_context(&c.tenant, &session_id, &context_id, ttl)).await)
+    /// The limits this service was started with.
+    pub fn limits(&self) -> RunningLimits {
+        RunningLimits::of(&self.interpreter)
     }
 
-    /// Parks the session's live state in its image now; false when none was live.
-    pub async fn hibernate_session(&self, caller: &Caller, session_id: String) -> Result<bool, ServiceError> {
-        let audit = Audit::of(caller, Operation::Hibernate).session(&session_id);
-        audit.finish(self.interpreter.hibernate_session(&caller.tenant, &session_id).await.map_err(Into::into))
-    }
-
-    /// Starts the session's Python state afresh over the same files.
-    pub async fn restart_session(&self, caller: &Caller, session_id: String) -> Result<(), ServiceError> {
-        let audit = Audit::of(caller, Operation::Restart).session(&session_id);
-        audit.finish(self.interpreter.restart_session(&caller.tenant, &session_id).await.map_err(Into::into))
-    }
-
-    /// Stops the run going on in the session, if there is one (its client
-    /// went away, or its sandbox is being killed).
-    pub fn interrupt(&self, caller: &Caller, session_id: &str) {
-        // Only an interrupt that stopped a run is worth a line.
-        let audit = Audit::of(caller, Operation::Interrupt).session(session_id);
-        if let Ok(true) = self.interpreter.interrupt(&caller.tenant, session_id) {
-            let _ = audit.finish(Ok(()));
-        }
-    }
-
-    /// The entry at `path` of the session's tree.
-    pub async fn stat_path(&self, caller: &Caller, session_id: String, path: String) -> Result<Entry, ServiceError> {
-        let audit = Audit::of(caller, Operation::Stat).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.stat_path(&c.tenant, &session_id, &path)).await)
-    }
-
-    /// The entries under the directory `path`, `depth` levels deep.
-    pub async fn list_dir(&self, caller: &Caller, session_id: String, path: String, depth: u32) -> Result<Vec<Entry>, ServiceError> {
-        let audit = Audit::of(caller, Operation::ListDir).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.list_dir(&c.tenant, &session_id, &path, depth)).await)
-    }
-
-    /// Makes a directory and its parents; false when it was there.
-    pub async fn make_dir(&self, caller: &Caller, session_id: String, path: String) -> Result<bool, ServiceError> {
-        let audit = Audit::of(caller, Operation::MakeDir).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.make_dir(&c.tenant, &session_id, &path)).await)
-    }
-
-    /// Writes a file at `path`, making its directories.
-    pub async fn write_path(&self, caller: &Caller, session_id: String, path: String, bytes: Bytes) -> Result<Entry, ServiceError> {
-        let audit = Audit::of(caller, Operation::WriteFile).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.write_path(&c.tenant, &session_id, &path, &bytes)).await)
-    }
-
-    /// Removes a file or a directory.
-    pub async fn remove_path(&self, caller: &Caller, session_id: String, path: String) -> Result<(), ServiceError> {
-        let audit = Audit::of(caller, Operation::Remove).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.remove_path(&c.tenant, &session_id, &path)).await)
-    }
-
-    /// Moves a file or a directory.
-    pub async fn move_path(&self, caller: &Caller, session_id: String, from: String, to: String) -> Result<Entry, ServiceError> {
-        let audit = Audit::of(caller, Operation::Move).session(&session_id).subject(&format!("{from} -> {to}"));
-        audit.finish(self.for_caller(caller, move |i, c| i.move_path(&c.tenant, &session_id, &from, &to)).await)
-    }
-
-    /// Writes a file into the session (created on first use).
-    pub async fn upload(&self, caller: &Caller, upload: Upload) -> Result<FileInfo, ServiceError> {
-        let audit = Audit::of(caller, Operation::Upload).session(&upload.session_id).subject(&upload.filename);
-        let uploaded = self.for_caller(caller, move |i, c| {
-            let bytes = match upload.content {
-                Content::Base64(text) => {
-                    Bytes::from(base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(ServiceError::InvalidBase64)?)
-                }
-                Content::Raw(bytes) => bytes,
-            };
-            let Upload { session_id, filename, overwrite, runtime, .. } = upload;
-            Ok::<_, ServiceError>(i.upload_file(&c.tenant, &session_id, &filename, &bytes, overwrite, runtime)?)
-        })
-        .await;
-        audit.finish(uploaded)
-    }
-
-    /// An earlier artifact of the caller's tenant, back into the session's files.
-    pub async fn load_artifact(&self, caller: &Caller, session_id: String, request: LoadArtifactRequest) -> Result<FileInfo, ServiceError> {
-        let audit = Audit::of(caller, Operation::LoadArtifact).session(&session_id).subject(&request.artifact_id);
-        audit.finish(self.for_caller(caller, move |i, c| i.load_artifact(&c.tenant, &session_id, &request)).await)
-    }
-
-    /// Every file of the session, and the datasets it reads at /data.
-    pub async fn list_files(&self, caller: &Caller, session_id: String) -> Result<FileList, ServiceError> {
-        let audit = Audit::of(caller, Operation::ListFiles).session(&session_id);
-        audit.finish(self.for_caller(caller, move |i, c| i.session_files(&c.tenant, &session_id)).await)
-    }
-
-    /// The datasets the caller's tenant sees mounted or has staged.
-    pub async fn list_datasets(&self, caller: &Caller) -> Result<DatasetList, ServiceError> {
-        let audit = Audit::of(caller, Operation::ListDatasets);
-        audit.finish(self.for_caller(caller, move |i, c| i.list_datasets(&c.tenant).map(|datasets| DatasetList { datasets })).await)
-    }
-
-    /// Where a body for a staged dataset is received before it is kept.
-    pub async fn dataset_staging_path(&self) -> Result<std::path::PathBuf, ServiceError> {
-        self.off_workers(|i| i.artifacts().staging_path()).await
-    }
-
-    /// Keeps the `received` files as the caller's dataset `name`; a body
-    /// that could not be received is the operation's failure.
-    pub async fn stage_dataset(&self, caller: &Caller, name: String, received: Result<Vec<ReceivedFile>, ServiceError>) -> Result<DatasetInfo, ServiceError> {
-        let audit = Audit::of(caller, Operation::StageDataset).subject(&name);
-        let staged = match received {
-            Ok(files) => self.for_caller(caller, move |i, c| i.stage_dataset(&c.tenant, &name, files)).await,
-            Err(e) => Err(e),
+    /// Does `op` for `caller` and writes its audit line. A run (an
+    /// operation with a run request) is first checked against the
+    /// environment allowlist and admitted (a slot per tenant: the same
+    /// slots bound `/v1/exec`, the HTTP API and MCP); its limit breaches and
+    /// metrics are counted, and its line carries its facts, refused or not.
+    pub async fn call<O: Operation>(&self, caller: &Caller, op: O) -> Result<O::Output, ServiceError> {
+        let audit = Audit::described(caller, op.describe());
+        let Some(request) = op.run_request() else {
+            let done = op.call(self.interpreter.clone(), &caller.context()).await;
+            return audit.finish(done.map_err(ServiceError::from));
         };
-        audit.finish(staged)
-    }
-
-    /// Bytes the caller may still stage as `name` (a refusal is the stage's
-    /// failure, in the audit trail).
-    pub async fn dataset_room(&self, caller: &Caller, name: String) -> Result<u64, ServiceError> {
-        let audit = Audit::of(caller, Operation::StageDataset).subject(&name);
-        let room = self.for_caller(caller, move |i, c| i.dataset_room(&c.tenant, &name)).await;
-        match room {
-            Ok(room) => Ok(room),
-            Err(e) => audit.finish(Err(e)),
-        }
-    }
-
-    /// Forgets the caller's staged dataset `name`.
-    pub async fn remove_dataset(&self, caller: &Caller, name: String) -> Result<(), ServiceError> {
-        let audit = Audit::of(caller, Operation::RemoveDataset).subject(&name);
-        audit.finish(self.for_caller(caller, move |i, c| i.remove_dataset(&c.tenant, &name)).await)
-    }
-
-    /// Shows the caller's staged dataset in the session at /data/<name>.
-    pub async fn attach_dataset(&self, caller: &Caller, session_id: String, name: String) -> Result<DatasetInfo, ServiceError> {
-        let audit = Audit::of(caller, Operation::AttachDataset).session(&session_id).subject(&name);
-        audit.finish(self.for_caller(caller, move |i, c| i.attach_dataset(&c.tenant, &session_id, &name)).await)
-    }
-
-    /// One file's bytes.
-    pub async fn read_file(&self, caller: &Caller, session_id: String, path: String) -> Result<Vec<u8>, ServiceError> {
-        let audit = Audit::of(caller, Operation::Read).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.read_file(&c.tenant, &session_id, &path).map(|(_, bytes)| bytes)).await)
-    }
-
-    /// Deletes one file.
-    pub async fn delete_file(&self, caller: &Caller, session_id: String, path: String) -> Result<(), ServiceError> {
-        let audit = Audit::of(caller, Operation::Remove).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.delete_file(&c.tenant, &session_id, &path)).await)
-    }
-
-    /// Runs code in the session (created on first use) once admission
-    /// gives the tenant a slot: the same slots bound `/v1/exec`, the HTTP
-    /// API and MCP. Refuses an environment name the allowlist does not
-    /// let runs set. Writes one audit line per run, refused or not.
-    pub async fn run_python(&self, caller: &Caller, session_id: String, request: RunRequest) -> Result<RunReport, ServiceError> {
-        self.run_python_live(caller, session_id, request, None).await
-    }
-
-    /// [`Self::run_python`], sending output and results to `live` while the
-    /// run goes on (HTTP server-sent events, MCP progress).
-    pub async fn run_python_live(&self, caller: &Caller, session_id: String, request: RunRequest, live: Option<LiveSink>) -> Result<RunReport, ServiceError> {
-        let audit = Audit::of(caller, Operation::Run).session(&session_id);
         if let Err(refused) = self.state.run_env.check(request.env.keys()) {
-            return audit.finish_run(Err(refused.into()), None);
+            return audit.finish(Err(refused.into()));
         }
+        let overrides = request.limits;
         let permit = match self.state.admission.admit(&caller.tenant).await {
             Ok(permit) => permit,
             Err(refused) => {
                 self.state.metrics.record_refusal(&caller.tenant, refused.code());
-                return audit.finish_run(Err(refused.into()), None);
+                return audit.finish(Err(refused.into()));
             }
         };
-        let overrides = request.limits.clone();
-        let ran = self.interpreter.run_python_live(&caller.tenant, &session_id, request, &caller.base_url, live).await;
+        let ran = op.call(self.interpreter.clone(), &caller.context()).await;
         drop(permit);
         let ran = ran.map_err(ServiceError::from);
-        let limits = ran.as_ref().ok().and_then(|report| self.limits_of(report.runtime)).map(|l| l.narrowed_by(&overrides));
-        if let Ok(report) = &ran {
-            self.state.account(&caller.tenant, report.cell.error.as_ref());
-            let cell = &report.cell;
-            self.state.metrics.record_run(crate::metrics::Kind::Session, cell.error.as_ref(), cell.quota_exceeded, cell.metrics.duration_us);
-        }
-        audit.finish_run(ran, limits)
+        let limits = match ran.as_ref().ok().and_then(O::run_report) {
+            Some(report) => {
+                let limits = self.limits_of(report.runtime).map(|l| l.narrowed_by(&overrides));
+                self.state.account(&caller.tenant, report.cell.error.as_ref());
+                let cell = &report.cell;
+                self.state.metrics.record_run(crate::metrics::Kind::Session, cell.error.as_ref(), cell.quota_exceeded, cell.metrics.duration_us);
+                limits
+            }
+            None => None,
+        };
+        audit.finish_run(ran, O::run_report, limits)
     }
 
     /// The limits one run of `runtime` has before a request lowers them.
@@ -336,25 +129,41 @@ impl InterpreterService {
         self.interpreter.sandboxes().iter().find(|s| s.runtime() == runtime).map(|s| s.limits())
     }
 
-    /// The session's live artifacts, newest first.
-    pub async fn session_artifacts(&self, caller: &Caller, session_id: String) -> Result<ArtifactList, ServiceError> {
-        let audit = Audit::of(caller, Operation::ListArtifacts).session(&session_id);
-        let listed = self
-            .for_caller(caller, move |i, c| i.session_artifacts(&c.tenant, &session_id, &c.base_url).map(|artifacts| ArtifactList { artifacts }))
-            .await;
-        audit.finish(listed)
+    /// Stops the run going on in the session, if there is one (its client
+    /// went away, or its sandbox is being killed).
+    pub fn interrupt(&self, caller: &Caller, session_id: &str) {
+        // Only an interrupt that stopped a run is worth a line.
+        let audit = Audit::of(caller, OperationKind::Interrupt).session(session_id);
+        if let Ok(true) = self.interpreter.runs().interrupt(&caller.tenant, session_id) {
+            let _ = audit.finish(Ok(()));
+        }
     }
 
-    /// A session file's bytes as base64, up to the read cap.
-    pub async fn read_artifact(&self, caller: &Caller, session_id: String, path: String) -> Result<ArtifactContent, ServiceError> {
-        let audit = Audit::of(caller, Operation::ReadArtifact).session(&session_id).subject(&path);
-        audit.finish(self.for_caller(caller, move |i, c| i.read_artifact(&c.tenant, &session_id, &path, &c.base_url)).await)
+    /// Where a body for a staged dataset is received before it is kept.
+    pub async fn dataset_staging_path(&self) -> Result<std::path::PathBuf, ServiceError> {
+        self.off_workers(|i| i.datasets().staging_path()).await
     }
 
-    /// One artifact of the caller's tenant.
-    pub async fn artifact(&self, caller: &Caller, artifact_id: String) -> Result<Artifact, ServiceError> {
-        let audit = Audit::of(caller, Operation::Artifact).subject(&artifact_id);
-        audit.finish(self.for_caller(caller, move |i, c| i.artifact(&c.tenant, &artifact_id, &c.base_url)).await)
+    /// Keeps the `received` files as the caller's dataset `name`; a body
+    /// that could not be received is the operation's failure, in the same
+    /// audit line a stage that was refused would write.
+    pub async fn stage_dataset(&self, caller: &Caller, name: String, received: Result<Vec<ReceivedFile>, ServiceError>) -> Result<DatasetInfo, ServiceError> {
+        match received {
+            Ok(files) => self.call(caller, anypath_interpreter::datasets::StageDataset { name, files }).await,
+            Err(e) => Audit::of(caller, OperationKind::StageDataset).subject(&name).finish(Err(e)),
+        }
+    }
+
+    /// Bytes the caller may still stage as `name` (a refusal is the stage's
+    /// failure, in the audit trail; an answer writes no line of its own).
+    pub async fn dataset_room(&self, caller: &Caller, name: String) -> Result<u64, ServiceError> {
+        let audit = Audit::of(caller, OperationKind::StageDataset).subject(&name);
+        let tenant = caller.tenant.clone();
+        let room = self.off_workers(move |i| i.datasets().room(&tenant, &name)).await;
+        match room {
+            Ok(room) => Ok(room),
+            Err(e) => audit.finish(Err(e)),
+        }
     }
 
     /// An artifact's metadata and open file, for whoever holds a valid
@@ -362,7 +171,7 @@ impl InterpreterService {
     /// audit line names the artifact's tenant once the link checks out,
     /// never the link's query.
     pub async fn open_signed(&self, request_id: &str, target: SignedTarget, query: LinkQuery) -> Result<(Artifact, std::fs::File), ServiceError> {
-        let audit = Audit::anonymous(Operation::Download, request_id.to_owned(), None);
+        let audit = Audit::anonymous(OperationKind::Download, request_id.to_owned(), None);
         let audit = match &target {
             SignedTarget::Artifact(id) => audit.subject(id),
             SignedTarget::File { session_id, filename } => audit.session(session_id).subject(filename),
@@ -379,21 +188,11 @@ impl InterpreterService {
         }
     }
 
-    /// Runs `work` for `caller` on the blocking pool.
-    async fn for_caller<T: Send + 'static, E: Into<ServiceError> + Send + 'static>(
-        &self,
-        caller: &Caller,
-        work: impl FnOnce(&Interpreter, &Caller) -> Result<T, E> + Send + 'static,
-    ) -> Result<T, ServiceError> {
-        let caller = caller.clone();
-        self.off_workers(move |i| work(i, &caller)).await
-    }
-
     /// Runs interpreter work that touches files on the blocking pool, off
     /// the async workers.
     async fn off_workers<T: Send + 'static, E: Into<ServiceError> + Send + 'static>(
         &self,
-        work: impl FnOnce(&Interpreter) -> Result<T, E> + Send + 'static,
+        work: impl FnOnce(&Arc<Interpreter>) -> Result<T, E> + Send + 'static,
     ) -> Result<T, ServiceError> {
         let interpreter = self.interpreter.clone();
         tokio::task::spawn_blocking(move || work(&interpreter)).await?.map_err(Into::into)

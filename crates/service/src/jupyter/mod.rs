@@ -109,7 +109,7 @@ impl Jupyter {
         for kernel in self.kernels.all() {
             let caller = self.service.tenant_caller(kernel.record.tenant.clone(), &HeaderMap::new(), uuid::Uuid::new_v4().to_string());
             let gone = matches!(
-                self.service.session_info(&caller, kernel.record.session_id.clone()).await,
+                self.service.call(&caller, anypath_interpreter::sessions::DescribeSession { session_id: kernel.record.session_id.clone() }).await,
                 Err(crate::interpreter_service::ServiceError::Interpreter(anypath_interpreter::InterpreterError::NoSuchSession(_)))
             );
             if gone {

@@ -103,7 +103,7 @@ pub(crate) async fn start_kernel(State(jupyter): State<Arc<Jupyter>>, headers: H
         let id = uuid::Uuid::new_v4().to_string();
         let session_id = format!("jupyter-{}", id.replace('-', ""));
         let open = OpenSession { session_id: session_id.clone(), ttl: Some(jupyter.session_ttl), runtime: Some(spec.runtime) };
-        jupyter.service.open_session(&caller, open).await?;
+        jupyter.service.call(&caller, open).await?;
         // Enterprise Gateway's convention: the client's KERNEL_* variables reach the kernel.
         let env = asked.env.into_iter().filter(|(k, _)| k.starts_with("KERNEL_")).collect();
         let record = Record { id: id.clone(), tenant: caller.tenant.clone(), spec: spec.name.to_owned(), session_id, env };
@@ -166,7 +166,7 @@ impl Jupyter {
         self.service.interrupt(caller, &kernel.record.session_id);
         kernel.abort_queued();
         self.kernels.remove(&kernel.record.id).await;
-        self.service.close_session(caller, kernel.record.session_id.clone()).await?;
+        self.service.call(caller, anypath_interpreter::sessions::CloseSession { session_id: kernel.record.session_id.clone() }).await?;
         tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, kernel = %kernel.record.id, "kernel shut down");
         Ok(())
     }
@@ -179,7 +179,7 @@ impl Jupyter {
         kernel.abort_queued();
         // The interrupted cell lets go of the session before it restarts.
         let _running = kernel.queue.lock().await;
-        self.service.restart_session(caller, kernel.record.session_id.clone()).await?;
+        self.service.call(caller, anypath_interpreter::sessions::RestartSession { session_id: kernel.record.session_id.clone() }).await?;
         kernel.restarted();
         let empty = serde_json::Map::new();
         kernel.publish(kernel.sender().frame("status", "iopub", &empty, &serde_json::json!({ "execution_state": "idle" })));

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anypath_interpreter::RunRequest;
+use anypath_interpreter::{RunRequest, runs};
 use anypath_wire::{CellResult, LiveEvent, ResultOrigin};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -176,7 +176,7 @@ impl Shell<'_> {
         let (sink, events) = mpsc::unbounded_channel();
         let run = RunRequest { code: dedent(&asked.code), env: self.kernel.record.env.clone(), ..RunRequest::default() };
         let (service, caller, session) = (self.jupyter.service.clone(), self.caller.clone(), self.kernel.record.session_id.clone());
-        let task = tokio::spawn(async move { service.run_python_live(&caller, session, run, Some(sink)).await });
+        let task = tokio::spawn(async move { service.call(&caller, runs::RunCode { session_id: session, request: run, live: Some(sink) }).await });
         let mut live = LiveEvents::new(events);
         let mut streams = Streams::default();
         loop {
@@ -295,7 +295,7 @@ impl Shell<'_> {
     async fn helper(&self, source: &str, argument: &Value) -> Option<Value> {
         let code = helper_code(source, argument);
         let run = RunRequest { code, ..RunRequest::default() };
-        let report = self.jupyter.service.run_python(&self.caller, self.kernel.record.session_id.clone(), run).await.ok()?;
+        let report = self.jupyter.service.call(&self.caller, runs::RunCode { session_id: self.kernel.record.session_id.clone(), request: run, live: None }).await.ok()?;
         helper_answer(&report.cell.output.stdout)
     }
 }
@@ -473,7 +473,7 @@ pub(crate) fn kernel_info(jupyter: &Jupyter, kernel: &Kernel) -> Value {
 /// Asks a fresh kernel's runtime for its Python version.
 pub(crate) async fn ask_python_version(jupyter: &Jupyter, caller: &Caller, session_id: &str) -> Option<String> {
     let run = RunRequest { code: helper_code(PYTHON_VERSION, &Value::Null), ..RunRequest::default() };
-    let report = jupyter.service.run_python(caller, session_id.to_owned(), run).await.ok()?;
+    let report = jupyter.service.call(caller, runs::RunCode { session_id: session_id.to_owned(), request: run, live: None }).await.ok()?;
     helper_answer(&report.cell.output.stdout).and_then(|v| v.as_str().map(str::to_owned))
 }
 

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anypath_interpreter::{ArtifactContent, FileInfo, LoadArtifactRequest, RunReport, RunRequest, SessionInfo};
+use anypath_interpreter::{ArtifactContent, FileInfo, LoadArtifactRequest, RunReport, RunRequest, SessionInfo, artifacts, datasets, files, runs, sessions};
 use anypath_sandbox::{LimitOverrides, Runtime};
 use anypath_wire::{DatasetInfo, FigureFormat};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -170,7 +170,7 @@ impl CodeInterpreterTools {
         let UploadFile { session_id, filename, content_base64, overwrite, runtime } = args.0?;
         let caller = self.caller(&ctx)?;
         let upload = Upload { session_id, filename, content: Content::Base64(content_base64), overwrite, runtime };
-        Ok(Json(self.service.upload(&caller, upload).await?))
+        Ok(Json(self.service.call(&caller, upload).await?))
     }
 
     /// Runs code in a session; its description, stating each runtime's
@@ -195,11 +195,11 @@ impl CodeInterpreterTools {
             result_data: false,
         };
         let report = match ctx.meta.get_progress_token() {
-            None => self.service.run_python(&caller, args.session_id, request).await?,
+            None => self.service.call(&caller, runs::RunCode { session_id: args.session_id, request, live: None }).await?,
             Some(token) => {
                 let (sink, events) = tokio::sync::mpsc::unbounded_channel();
                 let progress = tokio::spawn(super::progress::forward(ctx.peer.clone(), token, events));
-                let report = self.service.run_python_live(&caller, args.session_id, request, Some(sink)).await;
+                let report = self.service.call(&caller, runs::RunCode { session_id: args.session_id, request, live: Some(sink) }).await;
                 // The run dropped its sink: the forwarder ends once it has sent the rest.
                 let _ = progress.await;
                 report?
@@ -218,7 +218,7 @@ impl CodeInterpreterTools {
     async fn read_artifact(&self, ctx: RequestContext<RoleServer>, args: Arguments<ReadArtifact>) -> Result<CallToolResult, ToolError> {
         let ReadArtifact { session_id, path } = args.0?;
         let caller = self.caller(&ctx)?;
-        let content = self.service.read_artifact(&caller, session_id, path).await?;
+        let content = self.service.call(&caller, artifacts::ReadArtifact { session_id, path }).await?;
         with_image(&content)
     }
 
@@ -231,7 +231,7 @@ read-only datasets the session sees under /data (`datasets`: name, path, size an
     async fn list_files(&self, ctx: RequestContext<RoleServer>, args: Arguments<SessionOnly>) -> Result<Json<FileList>, ToolError> {
         let args = args.0?;
         let caller = self.caller(&ctx)?;
-        Ok(Json(self.service.list_files(&caller, args.session_id).await?))
+        Ok(Json(self.service.call(&caller, files::ListFiles { session_id: args.session_id }).await?))
     }
 
     #[tool(
@@ -244,7 +244,7 @@ the other. Files the code held open are closed first.",
     async fn fork_session(&self, ctx: RequestContext<RoleServer>, args: Arguments<ForkArguments>) -> Result<Json<SessionInfo>, ToolError> {
         let args = args.0?;
         let caller = self.caller(&ctx)?;
-        Ok(Json(self.service.fork_session(&caller, args.session_id, args.new_session_id).await?))
+        Ok(Json(self.service.call(&caller, sessions::ForkSession { session_id: args.session_id, new_session_id: args.new_session_id }).await?))
     }
 
     #[tool(
@@ -258,7 +258,7 @@ the session's quota like an upload; an unknown or expired id is an error.",
         let LoadArtifact { session_id, artifact_id, filename, overwrite, runtime } = args.0?;
         let caller = self.caller(&ctx)?;
         let request = LoadArtifactRequest { artifact_id, filename, overwrite, runtime };
-        Ok(Json(self.service.load_artifact(&caller, session_id, request).await?))
+        Ok(Json(self.service.call(&caller, artifacts::LoadArtifact { session_id, request }).await?))
     }
 
     #[tool(
@@ -272,7 +272,7 @@ cannot change it (a write fails with EROFS). Datasets mounted for everyone are a
     async fn attach_dataset(&self, ctx: RequestContext<RoleServer>, args: Arguments<AttachDataset>) -> Result<Json<DatasetInfo>, ToolError> {
         let AttachDataset { session_id, name } = args.0?;
         let caller = self.caller(&ctx)?;
-        Ok(Json(self.service.attach_dataset(&caller, session_id, name).await?))
+        Ok(Json(self.service.call(&caller, datasets::AttachDataset { session_id, name }).await?))
     }
 
     #[tool(
@@ -284,7 +284,7 @@ Artifacts already returned keep working until their download links expire.",
     async fn close_session(&self, ctx: RequestContext<RoleServer>, args: Arguments<SessionOnly>) -> Result<Json<Closed>, ToolError> {
         let args = args.0?;
         let caller = self.caller(&ctx)?;
-        Ok(Json(self.service.close_session(&caller, args.session_id).await?))
+        Ok(Json(self.service.call(&caller, sessions::CloseSession { session_id: args.session_id }).await?))
     }
 }
 

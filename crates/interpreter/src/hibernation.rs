@@ -1,0 +1,306 @@
+//! Hibernation: a session's live Python state parked in an image in its
+//! store, and resumed from it by the next run. Idle sessions are parked
+//! after a while, the least recently used ones when the live instances'
+//! memory passes the budget, and all of them on a graceful stop.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use anypath_sandbox::LiveInstance;
+
+use crate::error::InterpreterError;
+use crate::interpreter::Interpreter;
+use crate::operation::{CallContext, Described, Operation, OperationKind};
+use crate::session::{Create, Session};
+
+/// The interpreter's hibernation: see [`Interpreter::hibernation`].
+pub struct Hibernation<'a> {
+    interpreter: &'a Arc<Interpreter>,
+}
+
+impl<'a> Hibernation<'a> {
+    pub(crate) fn of(interpreter: &'a Arc<Interpreter>) -> Self {
+        Self { interpreter }
+    }
+
+    /// Parks the session's live state in its image now, waiting for a run
+    /// in progress; the next run resumes it. False when no state was live.
+    pub async fn hibernate_session(&self, tenant: &str, session_id: &str) -> Result<bool, InterpreterError> {
+        let (owner, id) = (tenant.to_owned(), session_id.to_owned());
+        let session = self.interpreter.off_workers(move |i| i.sessions().get(&owner, &id, Create::No)).await?;
+        let mut live = tokio::time::timeout(self.interpreter.config.busy_wait, session.live.lock())
+            .await
+            .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        Ok(live.is_live() && self.hibernate(&session, &mut live).await)
+    }
+
+    /// Hibernates every live session idle for `hibernate_after_idle`;
+    /// returns how many.
+    pub async fn hibernate_idle(&self) -> usize {
+        let idle: Vec<Arc<Session>> = {
+            let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
+            sessions.values().filter(|s| s.idle() >= self.interpreter.config.hibernate_after_idle).cloned().collect()
+        };
+        let mut hibernated = 0;
+        for session in idle {
+            let Ok(mut live) = session.live.try_lock() else { continue };
+            if live.is_live() && self.hibernate(&session, &mut live).await {
+                hibernated += 1;
+            }
+        }
+        hibernated
+    }
+
+    /// Hibernates every live session, waiting for runs in progress (on a
+    /// graceful stop): the next process resumes them. A session whose image
+    /// was read but not restored yet has it written back. Returns how many.
+    pub async fn hibernate_all(&self) -> usize {
+        let all: Vec<Arc<Session>> = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let mut hibernated = 0;
+        for session in all {
+            let Ok(mut live) = tokio::time::timeout(self.interpreter.config.busy_wait, session.live.lock()).await else { continue };
+            if (live.is_live() || live.is_hibernated()) && self.hibernate(&session, &mut live).await {
+                hibernated += 1;
+            }
+        }
+        hibernated
+    }
+
+    /// Keeps the live instances' memory within the budget: the least
+    /// recently used idle sessions other than `current` are hibernated.
+    pub(crate) async fn evict_beyond_limit(&self, current: &Session) {
+        let budget = self.interpreter.config.session_memory_bytes;
+        let candidates: Vec<Arc<Session>> = {
+            let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
+            sessions.values().filter(|s| !std::ptr::eq(Arc::as_ptr(s), current)).cloned().collect()
+        };
+        let held = |s: &Session| if s.is_live() { s.memory_bytes.load(Relaxed) } else { 0 };
+        let mut total: u64 = held(current) + candidates.iter().map(|s| held(s)).sum::<u64>();
+        if total <= budget {
+            return;
+        }
+        for session in longest_idle_first(candidates, |s| s.idle()) {
+            if total <= budget {
+                break;
+            }
+            let Ok(mut live) = session.live.try_lock() else { continue };
+            if live.is_live() {
+                total = total.saturating_sub(session.memory_bytes.load(Relaxed));
+                self.hibernate(&session, &mut live).await;
+            }
+        }
+    }
+
+    /// Saves the live instance's state in the session's store and drops
+    /// the instance. An image that cannot be made or kept (the session's
+    /// quota counts it) loses the state, and the next run says why.
+    async fn hibernate(&self, session: &Arc<Session>, live: &mut LiveInstance) -> bool {
+        let image = match live.hibernate().await {
+            Ok(Some(image)) => image,
+            Ok(None) => return false,
+            Err(error) => {
+                tracing::warn!(session = %session.id, %error, "a session's state could not be captured");
+                live.lose_state(format!("its state could not be saved when it was parked ({error})"));
+                return false;
+            }
+        };
+        // Marked before the write is awaited: when this call is dropped (its
+        // caller's client went away) the write still ends on the blocking
+        // pool, and the next run reads the image; one that is not there is
+        // reported lost (`live` holds the state as away until it is back).
+        session.hibernated.store(true, Relaxed);
+        let kept = session.clone();
+        match self.interpreter.off_workers(move |i| i.hibernation().save_image(&kept, &image)).await {
+            Ok(()) => true,
+            Err(error) => {
+                session.hibernated.store(false, Relaxed);
+                tracing::warn!(session = %session.id, %error, "a session's state image was not kept");
+                live.lose_state(format!("its state could not be saved when it was parked ({error})"));
+                false
+            }
+        }
+    }
+
+    /// Keeps a state image for `session`, if it fits the session's quota
+    /// beside its files.
+    pub(crate) fn save_image(&self, session: &Session, image: &[u8]) -> Result<(), InterpreterError> {
+        let quota = self.interpreter.config.quota;
+        let usage = anypath_sandbox::directory_usage(session.files.dir());
+        let total = usage.bytes.saturating_add(image.len() as u64);
+        if total > quota.max_session_bytes {
+            return Err(InterpreterError::Quota(format!(
+                "the state image ({} bytes) and the files ({} bytes) exceed the session's {} bytes",
+                image.len(),
+                usage.bytes,
+                quota.max_session_bytes
+            )));
+        }
+        session.store.save_image(&session.tenant, &session.id, image)
+    }
+
+    /// Before a run: a hibernated session's image goes to its instance (and
+    /// out of the store: from here on the state lives in the instance).
+    ///
+    /// Safe to drop at any await: until the image is in the instance the
+    /// session stays marked hibernated and its image stays stored, and the
+    /// instance holds the state as away, so no later run starts fresh
+    /// without saying so.
+    pub(crate) async fn take_saved_state(&self, session: &Arc<Session>, live: &mut LiveInstance) {
+        if live.is_live() || !session.hibernated.load(Relaxed) {
+            return;
+        }
+        live.expect_saved_state();
+        let read = {
+            let session = session.clone();
+            self.interpreter.off_workers(move |_| session.store.read_image(&session.tenant, &session.id)).await
+        };
+        session.hibernated.store(false, Relaxed);
+        let image = match read {
+            Ok(image) => image,
+            Err(error) => {
+                live.lose_state(format!("its saved state could not be read ({error})"));
+                return;
+            }
+        };
+        live.resume_with(image);
+        // From here the state lives in the instance: an image left behind
+        // would be resumed, stale, by a process that finds it after a crash.
+        let stored = session.clone();
+        let removed = self.interpreter.off_workers(move |_| stored.store.remove_image(&stored.tenant, &stored.id)).await;
+        if let Err(error) = removed {
+            tracing::warn!(session = %session.id, %error, "a resumed session's state image stays on disk");
+        }
+    }
+}
+
+/// `sessions` in the order the memory budget hibernates them: the longest
+/// `idle` first. Each idle time is read once, before the sort: read during
+/// it, idle times grow as it goes and drop as runs touch sessions, which is
+/// no order at all (the standard sort may then panic, taking the answer of
+/// the run that asked with it).
+fn longest_idle_first<T>(sessions: Vec<T>, idle: impl Fn(&T) -> Duration) -> Vec<T> {
+    let mut keyed: Vec<(Duration, T)> = sessions.into_iter().map(|s| (idle(&s), s)).collect();
+    keyed.sort_by_key(|(idle, _)| std::cmp::Reverse(*idle));
+    keyed.into_iter().map(|(_, s)| s).collect()
+}
+
+/// Parks the session's live state in its image now; false when none was live.
+#[derive(Debug)]
+pub struct HibernateSession {
+    /// The session to park.
+    pub session_id: String,
+}
+
+impl Operation for HibernateSession {
+    type Output = bool;
+
+    fn describe(&self) -> Described {
+        Described::new(OperationKind::Hibernate).session(&self.session_id)
+    }
+
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<bool, InterpreterError>> + Send {
+        let tenant = caller.tenant.clone();
+        async move { interpreter.hibernation().hibernate_session(&tenant, &self.session_id).await }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use crate::test_support::{Step, hold, interpreter, run, within};
+
+    /// A state parked while its caller goes away (a client that disconnects
+    /// while the memory budget hibernates another session, or its own) is
+    /// not lost: the image being written is what the next run resumes.
+    #[test]
+    fn a_hibernation_dropped_while_its_image_is_written_is_resumed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (runtime, interpreter) = interpreter(dir.path());
+        assert_eq!(run(&runtime, &interpreter, "x = 41").cell.error, None);
+        let (entered, release) = hold(dir.path(), Step::ImageWrite);
+        let parking = {
+            let interpreter = interpreter.clone();
+            runtime.spawn(async move { interpreter.hibernation().hibernate_session("t", "s").await })
+        };
+        entered.recv_timeout(Duration::from_secs(30)).expect("the image is being written");
+        parking.abort();
+        assert!(runtime.block_on(parking).is_err_and(|e| e.is_cancelled()), "the hibernation was dropped mid-write");
+        release.send(()).expect("released");
+        // The write, let go, ends on the blocking pool by itself.
+        let image = dir.path().join("sessions/t/s").join(crate::session_store::local::STATE_IMAGE);
+        let written = within(Duration::from_secs(30), move || {
+            while !image.is_file() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        assert!(written.is_some(), "the image was written");
+        let report = run(&runtime, &interpreter, "print(x + 1)");
+        let cell = &report.cell;
+        assert_eq!((cell.output.stdout.as_str(), cell.state, cell.state_reset), ("42\n", anypath_wire::StateOrigin::Resumed, false), "{:?}", cell.error);
+    }
+
+    /// A resume dropped while its image is read (the run's client went
+    /// away) leaves the image where it was: the next run resumes it.
+    #[test]
+    fn a_resume_dropped_while_its_image_is_read_leaves_the_state_for_the_next_run() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (runtime, interpreter) = interpreter(dir.path());
+        assert_eq!(run(&runtime, &interpreter, "x = 41").cell.error, None);
+        assert!(runtime.block_on(interpreter.hibernation().hibernate_session("t", "s")).expect("hibernated"));
+        let (entered, release) = hold(dir.path(), Step::ImageRead);
+        let resuming = {
+            let interpreter = interpreter.clone();
+            runtime.spawn(async move { interpreter.runs().run_python("t", "s", anypath_wire::RunRequest::code("x += 1"), "http://h").await })
+        };
+        entered.recv_timeout(Duration::from_secs(30)).expect("the image is being read");
+        resuming.abort();
+        assert!(runtime.block_on(resuming).is_err_and(|e| e.is_cancelled()), "the run was dropped mid-read");
+        release.send(()).expect("released");
+        let report = run(&runtime, &interpreter, "print(x + 1)");
+        let cell = &report.cell;
+        assert_eq!((cell.output.stdout.as_str(), cell.state, cell.state_reset), ("42\n", anypath_wire::StateOrigin::Resumed, false), "{:?}", cell.error);
+    }
+
+    /// A state handed out and never handed back is reported lost, with its
+    /// reason, rather than taken for a session that held none.
+    #[test]
+    fn a_state_image_that_vanishes_is_reported_lost() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (runtime, interpreter) = interpreter(dir.path());
+        assert_eq!(run(&runtime, &interpreter, "x = 41").cell.error, None);
+        assert!(runtime.block_on(interpreter.hibernation().hibernate_session("t", "s")).expect("hibernated"));
+        std::fs::remove_file(dir.path().join("sessions/t/s").join(crate::session_store::local::STATE_IMAGE)).expect("image removed");
+        let report = run(&runtime, &interpreter, "print(x)");
+        let cell = &report.cell;
+        assert!(cell.state_reset, "{cell:?}");
+        assert!(cell.state_note.as_deref().is_some_and(|n| n.contains("could not be read")), "{:?}", cell.state_note);
+    }
+
+    /// The memory budget orders sessions by idle times read once each: read
+    /// while the sort compares them (they change as it goes, and as runs
+    /// touch sessions), they are no order, and the sort may panic, taking
+    /// the answer of the run that asked for the eviction with it.
+    #[test]
+    fn the_eviction_order_reads_each_idle_time_once() {
+        use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+        let readings = AtomicU64::new(0);
+        let first_read = Mutex::new(std::collections::HashMap::new());
+        let sessions: Vec<u64> = (0..10_000).collect();
+        // Each reading differs from the last, as a clock and concurrent touches make it.
+        let ordered = super::longest_idle_first(sessions, |session| {
+            let n = readings.fetch_add(1, Relaxed);
+            let idle = Duration::from_nanos(n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40);
+            first_read.lock().expect("readings").entry(*session).or_insert(idle);
+            idle
+        });
+        assert_eq!(readings.load(Relaxed), 10_000, "one reading per session");
+        let first_read = first_read.into_inner().expect("readings");
+        let idle: Vec<Duration> = ordered.iter().map(|s| first_read[s]).collect();
+        assert!(idle.windows(2).all(|w| w[0] >= w[1]), "the longest idle first");
+        assert_eq!(ordered.len(), 10_000);
+    }
+}

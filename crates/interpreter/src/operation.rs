@@ -1,0 +1,167 @@
+//! An interpreter operation as a value: one request struct per operation,
+//! beside the part it calls, says what it is for the audit trail
+//! ([`Operation::describe`]) and does its work ([`Operation::call`]). A
+//! host's facade runs any of them through one generic call, so a new
+//! operation needs no new method there.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use anypath_wire::{RunReport, RunRequest};
+
+use crate::error::InterpreterError;
+use crate::interpreter::Interpreter;
+
+/// One operation of the interpreter, for a caller.
+pub trait Operation: Send + 'static {
+    /// What the operation answers.
+    type Output: Send + 'static;
+
+    /// What the audit trail says of it: its name, session and subject.
+    fn describe(&self) -> Described;
+
+    /// Does the work for `caller`. Blocking file work goes to the blocking
+    /// pool ([`blocking`]); only waiting (on a run, a lock) stays async.
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Self::Output, InterpreterError>> + Send;
+
+    /// The run this operation asks for, when it is one: a host admits it,
+    /// checks its environment and counts it.
+    fn run_request(&self) -> Option<&RunRequest> {
+        None
+    }
+
+    /// The report in a run's answer, when the operation is a run.
+    fn run_report(output: &Self::Output) -> Option<&RunReport> {
+        let _ = output;
+        None
+    }
+}
+
+/// Who an operation is for, as the interpreter needs to know it.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// The tenant whose sessions, artifacts and datasets the call may touch.
+    pub tenant: String,
+    /// Base of the absolute links the answer carries (`http://host:port`,
+    /// or the public URL).
+    pub base_url: String,
+}
+
+/// An operation as the audit trail names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Described {
+    /// The operation's name.
+    pub kind: OperationKind,
+    /// The session it is on.
+    pub session: Option<String>,
+    /// What it names in it: a path, an artifact id, a dataset, a new session.
+    pub subject: Option<String>,
+}
+
+impl Described {
+    /// An operation of `kind` on no session in particular.
+    pub fn new(kind: OperationKind) -> Self {
+        Self { kind, session: None, subject: None }
+    }
+
+    /// The session the operation is on.
+    pub fn session(mut self, session: &str) -> Self {
+        self.session = Some(session.to_owned());
+        self
+    }
+
+    /// What the operation names.
+    pub fn subject(mut self, subject: &str) -> Self {
+        self.subject = Some(subject.to_owned());
+        self
+    }
+}
+
+/// What was asked of the interpreter's host, by the name its audit line carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperationKind {
+    /// A caller presented no valid credential.
+    Authenticate,
+    Open,
+    Describe,
+    Close,
+    Fork,
+    OpenContext,
+    Hibernate,
+    Restart,
+    Interrupt,
+    Upload,
+    WriteFile,
+    MakeDir,
+    Move,
+    Remove,
+    Stat,
+    ListDir,
+    ListFiles,
+    /// A session file's bytes, to an authenticated caller.
+    Read,
+    /// A session file's bytes as base64 (`read_artifact`).
+    ReadArtifact,
+    /// An artifact's metadata.
+    Artifact,
+    ListArtifacts,
+    /// An artifact's bytes through a signed link.
+    Download,
+    LoadArtifact,
+    Run,
+    ListDatasets,
+    StageDataset,
+    RemoveDataset,
+    AttachDataset,
+}
+
+impl OperationKind {
+    /// The name an audit line carries as its `operation` and message.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Authenticate => "authenticate",
+            Self::Open => "open",
+            Self::Describe => "describe",
+            Self::Close => "close",
+            Self::Fork => "fork",
+            Self::OpenContext => "open_context",
+            Self::Hibernate => "hibernate",
+            Self::Restart => "restart",
+            Self::Interrupt => "interrupt",
+            Self::Upload => "upload",
+            Self::WriteFile => "write_file",
+            Self::MakeDir => "make_dir",
+            Self::Move => "move",
+            Self::Remove => "remove",
+            Self::Stat => "stat",
+            Self::ListDir => "list_dir",
+            Self::ListFiles => "list_files",
+            Self::Read => "read",
+            Self::ReadArtifact => "read_artifact",
+            Self::Artifact => "artifact",
+            Self::ListArtifacts => "list_artifacts",
+            Self::Download => "download",
+            Self::LoadArtifact => "load_artifact",
+            Self::Run => "run",
+            Self::ListDatasets => "list_datasets",
+            Self::StageDataset => "stage_dataset",
+            Self::RemoveDataset => "remove_dataset",
+            Self::AttachDataset => "attach_dataset",
+        }
+    }
+}
+
+/// The body of an operation whose work is blocking file work: `work` runs
+/// on the blocking pool with the interpreter and the caller.
+pub fn blocking<T: Send + 'static>(
+    interpreter: Arc<Interpreter>,
+    caller: &CallContext,
+    work: impl FnOnce(&Arc<Interpreter>, &CallContext) -> Result<T, InterpreterError> + Send + 'static,
+) -> impl Future<Output = Result<T, InterpreterError>> + Send + 'static {
+    let caller = caller.clone();
+    async move {
+        tokio::task::spawn_blocking(move || work(&interpreter, &caller))
+            .await
+            .unwrap_or_else(|e| Err(InterpreterError::Unfinished(e.to_string())))
+    }
+}

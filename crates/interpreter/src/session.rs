@@ -1,0 +1,147 @@
+//! One session as the interpreter holds it while it is listed: its files,
+//! its live instance behind the run lock, its idle time and what it last
+//! wrote to its store.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anypath_sandbox::{LiveInstance, Runtime};
+
+use crate::error::InterpreterError;
+use crate::session_files::SessionFiles;
+use crate::session_store::{SessionMeta, SessionStore};
+
+/// How stale a session's metadata (its last use) may be: runs in between
+/// do not write it.
+const META_REFRESH: Duration = Duration::from_secs(5);
+
+/// The sessions listed now, by (tenant, session id).
+pub(crate) type Table = HashMap<(String, String), Arc<Session>>;
+
+/// Each file of a session directory with its size and modification time.
+pub(crate) type Snapshot = HashMap<String, (u64, SystemTime)>;
+
+/// A listed session.
+pub(crate) struct Session {
+    pub(crate) tenant: String,
+    pub(crate) id: String,
+    /// Where its metadata and state image are kept.
+    pub(crate) store: Arc<dyn SessionStore>,
+    pub(crate) files: SessionFiles,
+    /// What the code sees at /data.
+    pub(crate) datasets_view: PathBuf,
+    /// The staged datasets attached to it (kept in its metadata).
+    pub(crate) attached: Mutex<Vec<String>>,
+    pub(crate) runtime: Runtime,
+    pub(crate) ttl: Duration,
+    pub(crate) last_used: Mutex<Instant>,
+    /// A run has left Python state in the instance (kept in its metadata).
+    pub(crate) had_state: AtomicBool,
+    /// The state waits in the store's image (read under `live`'s lock).
+    pub(crate) hibernated: AtomicBool,
+    /// Linear memory the live instance held after its last run.
+    pub(crate) memory_bytes: AtomicU64,
+    pub(crate) live: tokio::sync::Mutex<LiveInstance>,
+    /// The session directory as the last successful run left it, so the
+    /// next run need not walk it again before it starts. Read and written
+    /// only under `live`'s lock; an upload or a delete clears it.
+    pub(crate) seen: Mutex<Option<Snapshot>>,
+    /// When the metadata was last written, and whether it said the session
+    /// held state.
+    pub(crate) meta_written: Mutex<Option<(Instant, bool)>>,
+    /// Stops the run going on now, if there is one.
+    pub(crate) running: Mutex<Option<anypath_sandbox::Interrupt>>,
+}
+
+impl Session {
+    pub(crate) fn idle(&self) -> Duration {
+        self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+    }
+
+    pub(crate) fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    /// Whether the instance holds Python state now (a running one does).
+    pub(crate) fn is_live(&self) -> bool {
+        self.live.try_lock().map_or(true, |l| l.is_live())
+    }
+
+    /// The directory changed outside a run: the next run walks it again
+    /// (for its changed files and its quota). `live` is the session's
+    /// instance, whose lock the caller holds.
+    pub(crate) fn forget_seen(&self, live: &LiveInstance) {
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        live.directory_changed();
+    }
+
+    /// Whether the metadata should be written again: its last use is older
+    /// than [`META_REFRESH`], or it says the session holds no state when it
+    /// does (or the reverse). Between writes a crash loses at most that
+    /// much of the idle time a restarted process counts.
+    pub(crate) fn meta_due(&self) -> bool {
+        let had_state = self.had_state.load(Relaxed);
+        let written = self.meta_written.lock().unwrap_or_else(|p| p.into_inner());
+        written.is_none_or(|(at, with_state)| at.elapsed() >= META_REFRESH || with_state != had_state)
+    }
+
+    /// Marks the session used; writes its metadata when due.
+    pub(crate) fn touch_and_keep(&self) {
+        self.touch();
+        if self.meta_due() {
+            let _ = self.write_meta();
+        }
+    }
+
+    pub(crate) fn write_meta(&self) -> Result<(), InterpreterError> {
+        let meta = SessionMeta {
+            ttl_seconds: self.ttl.as_secs(),
+            last_used_unix: unix_now(),
+            runtime: self.runtime,
+            had_state: self.had_state.load(Relaxed),
+            datasets: self.attached.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        };
+        self.store.write_meta(&self.tenant, &self.id, &meta)?;
+        *self.meta_written.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), meta.had_state));
+        Ok(())
+    }
+}
+
+/// Whether a call may create the session it names, and how.
+#[derive(Clone)]
+pub(crate) enum Create {
+    No,
+    Yes { ttl: Option<Duration>, runtime: Option<Runtime> },
+    /// A new session whose directory is another session's: the same
+    /// files, its own Python state (a second context of one sandbox).
+    Sharing { ttl: Option<Duration>, runtime: Runtime, files: PathBuf },
+}
+
+/// The table's unexpired session under `key`, touched, when it runs the
+/// runtime `asked` for (if any).
+pub(crate) fn listed(sessions: &Table, key: &(String, String), asked: Option<Runtime>) -> Result<Option<Arc<Session>>, InterpreterError> {
+    match sessions.get(key) {
+        Some(session) if session.idle() < session.ttl => {
+            check_runtime(&key.1, session.runtime, asked)?;
+            session.touch();
+            Ok(Some(session.clone()))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// An existing session runs the runtime it was created with: asking for another is an error.
+pub(crate) fn check_runtime(session_id: &str, has: Runtime, asked: Option<Runtime>) -> Result<(), InterpreterError> {
+    match asked {
+        Some(asked) if asked != has => Err(InterpreterError::RuntimeMismatch { session: session_id.to_owned(), has, asked }),
+        _ => Ok(()),
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,131 @@
+//! What is kept for each session, behind one seam: its home (the directory
+//! its code sees at /mnt/data and its view of datasets at /data), its
+//! metadata, its hibernated state image, and the notes sessions that expired
+//! holding state leave. [`LocalSessionStore`] keeps them in a directory tree;
+//! the rest of the interpreter talks to [`SessionStore`], not to paths.
+//!
+//! Every method may touch storage: call them off the async workers.
+
+pub mod local;
+
+use std::path::{Path, PathBuf};
+
+use anypath_sandbox::Runtime;
+use serde::{Deserialize, Serialize};
+
+use crate::error::InterpreterError;
+
+pub use local::LocalSessionStore;
+
+/// A session's view of its datasets, beside its files: what the code sees at /data.
+pub(crate) const DATASETS_VIEW: &str = "datasets";
+
+/// What is kept of a session between calls and across a restart of the process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionMeta {
+    /// Idle time after which the session is removed.
+    pub ttl_seconds: u64,
+    /// When the session was last used, in seconds since the Unix epoch.
+    pub last_used_unix: u64,
+    /// Absent in sessions written before runtimes existed: those ran `python`.
+    #[serde(default)]
+    pub runtime: Runtime,
+    /// A run has left Python state in the session's instance: a process
+    /// that finds the session on disk starts a fresh one and must say so.
+    #[serde(default)]
+    pub had_state: bool,
+    /// The staged datasets attached to the session, shown again at /data
+    /// when a later process loads it.
+    #[serde(default)]
+    pub datasets: Vec<String>,
+}
+
+/// The directories a session's instance is given, on this host.
+#[derive(Debug, Clone)]
+pub struct SessionDirs {
+    /// What the code sees at /mnt/data.
+    pub files: PathBuf,
+    /// What the code sees at /data.
+    pub datasets_view: PathBuf,
+}
+
+/// A session's home moved out of its place, to be removed once nothing
+/// waits on it (the session table is unlocked).
+#[derive(Debug)]
+pub struct DiscardedHome(PathBuf);
+
+impl DiscardedHome {
+    /// The home now at `path`.
+    pub fn new(path: PathBuf) -> Self {
+        Self(path)
+    }
+
+    /// Where the home now is.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// Storage of sessions: what is kept for each one, by tenant and session id.
+pub trait SessionStore: Send + Sync {
+    /// The session's home on this host: the directory that holds its files
+    /// and its datasets view (a new session may be given a home made ahead,
+    /// moved there).
+    fn home(&self, tenant: &str, session_id: &str) -> PathBuf;
+
+    /// Makes the session's home and its files directory; with
+    /// `shared_files`, the files directory is that one (another session's,
+    /// seen through a link its removal does not follow).
+    fn prepare_home(&self, tenant: &str, session_id: &str, shared_files: Option<&Path>) -> Result<SessionDirs, InterpreterError>;
+
+    /// The session's metadata, when it has any that reads.
+    fn read_meta(&self, tenant: &str, session_id: &str) -> Option<SessionMeta>;
+
+    /// Keeps the session's metadata.
+    fn write_meta(&self, tenant: &str, session_id: &str, meta: &SessionMeta) -> Result<(), InterpreterError>;
+
+    /// Whether a state image waits for the session.
+    fn has_image(&self, tenant: &str, session_id: &str) -> bool;
+
+    /// The bytes of the session's state image (0 without one): it counts
+    /// toward the session's quota.
+    fn image_bytes(&self, tenant: &str, session_id: &str) -> u64;
+
+    /// Keeps `image` as the session's state image, whole or not at all.
+    fn save_image(&self, tenant: &str, session_id: &str, image: &[u8]) -> Result<(), InterpreterError>;
+
+    /// The session's state image.
+    fn read_image(&self, tenant: &str, session_id: &str) -> Result<Vec<u8>, InterpreterError>;
+
+    /// Removes the session's state image.
+    fn remove_image(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError>;
+
+    /// Moves the session's home out of its place at once, so a new session
+    /// may take it; `None` when there was nothing to move (or it was
+    /// removed in place).
+    fn discard_home(&self, tenant: &str, session_id: &str) -> Option<DiscardedHome>;
+
+    /// Removes a home [`Self::discard_home`] moved aside.
+    fn remove_discarded(&self, discarded: DiscardedHome);
+
+    /// Removes the session's home with everything in it; true when it is gone.
+    fn remove_home(&self, tenant: &str, session_id: &str) -> bool;
+
+    /// Every session home kept, as (tenant, session id), for the sweep.
+    fn homes(&self) -> Vec<(String, String)>;
+
+    /// Notes that the session expired holding state, so a session opened
+    /// later under its name says the state it finds is not the one it had.
+    /// Best effort.
+    fn leave_expired_note(&self, tenant: &str, session_id: &str, ttl_seconds: u64);
+
+    /// The TTL noted when the session expired holding state, taken
+    /// (removed) for the session now opened in its place.
+    fn take_expired_note(&self, tenant: &str, session_id: &str) -> Option<u64>;
+
+    /// Removes expired sessions' notes kept long enough.
+    fn forget_old_expired_notes(&self);
+
+    /// Whether the store takes a write now (for readiness), and why not.
+    fn check_writable(&self) -> Result<(), String>;
+}
