@@ -10,8 +10,10 @@ use anypath_rest::journal::{MutationRecord, id_key};
 use anypath_wire::{Change, CommitAnswer, CommitRequest};
 
 use crate::backend::{Backend, IndexWrite, Outcome, Part};
+use crate::codec::encode;
+use crate::error::StoreError;
+use crate::indexes;
 use crate::keys::CollectionKeys;
-use crate::{StoreError, encode, indexes};
 
 /// Commit attempts while other commits keep landing in between.
 const MAX_COMMIT_ATTEMPTS: usize = 64;

@@ -12,7 +12,9 @@ use anypath_wire::{Change, CommitRequest, ExecError, ExecReport, LoadSpec, Loade
 
 use crate::backend::Backend;
 use crate::load::load_collections;
-use crate::{StoreError, commit, encode};
+use crate::codec::encode;
+use crate::commit;
+use crate::error::StoreError;
 
 pub fn execute(backend: &dyn Backend, request: DirectRequest) -> Result<Vec<u8>, StoreError> {
     let DirectRequest { tenant, ctx } = request;

@@ -8,8 +8,10 @@ use anypath_rest::{Index, RestError};
 use anypath_wire::{LoadAnswer, LoadRequest, LoadSpec, LoadedCollection};
 
 use crate::backend::Backend;
+use crate::codec::{decode, encode};
+use crate::error::StoreError;
+use crate::indexes;
 use crate::keys::CollectionKeys;
-use crate::{StoreError, decode, encode, indexes};
 
 /// Loads retried when a document value vanished under a concurrent commit.
 const MAX_LOAD_ATTEMPTS: usize = 8;
