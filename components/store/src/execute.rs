@@ -4,7 +4,7 @@
 //! what it read, and run it again when that changed in between. The same
 //! operations serve blocks in the sandbox, so both answer alike.
 
-use anypath_collections::{Documents, Loaded, OpError, Store};
+use anypath_collections::{OpError, Store};
 use anypath_rest::direct::{self, DirectRequest};
 use anypath_rest::conflict_retry::{self, MAX_CONFLICT_RETRIES};
 use anypath_rest::{RestError, rules};
@@ -25,7 +25,7 @@ pub fn execute(backend: &dyn Backend, request: DirectRequest) -> Result<Vec<u8>,
             back_off(attempt);
         }
         let mut loaded = load_collections(backend, &tenant, specs.clone())?;
-        let mut store = Store::new(loaded.iter_mut().map(take_documents).collect());
+        let mut store = Store::new(loaded.iter_mut().map(LoadedCollection::take_collection).collect());
         let reply = match direct::execute(&plan, &ctx, &mut store) {
             Ok(reply) => reply,
             Err(OpError::NeedsData(message)) => {
@@ -59,17 +59,6 @@ pub fn execute(backend: &dyn Backend, request: DirectRequest) -> Result<Vec<u8>,
         return encode(&report);
     }
     Err(StoreError::Rest(RestError::Conflict("the data kept changing while this request ran; try again".into())))
-}
-
-/// A collection for the operations; its documents move over, its tags stay for the commit's check.
-fn take_documents(collection: &mut LoadedCollection) -> Loaded {
-    Loaded {
-        name: collection.name.clone(),
-        documents: Documents::Parsed(std::mem::take(&mut collection.documents)),
-        complete: collection.complete,
-        absent_ids: collection.absent_ids.clone(),
-        reserved_id: collection.reserved_id,
-    }
 }
 
 /// What the rules' block would have raised, reported as its exception.
