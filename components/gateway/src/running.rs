@@ -49,7 +49,7 @@ pub fn run_in_store(ctx: &RequestContext, tenant: &str, config: &Config, request
     let request = DirectRequest { tenant: tenant.to_owned(), ctx: ctx.clone() };
     let report: ExecReport = timings.time("store", || post_json(STORE_EXECUTE, &request, "store", config.call_timeout, request_id))?;
     match verdict(report)? {
-        Ran::Report(report) => Ok(report),
+        Ran::Report(report) => Ok(*report),
         Ran::NeedsData(_) => Err(Failure::internal("the store asked for data it loads itself").into()),
     }
 }
@@ -125,7 +125,7 @@ fn execute(plan: &Plan, ctx: &RequestContext, collections: &[LoadedCollection], 
 /// collections, or the failure the client and (for a block fault) the model hear.
 fn verdict(report: ExecReport) -> Result<Ran, RunError> {
     if report.ok {
-        return Ok(Ran::Report(report));
+        return Ok(Ran::Report(Box::new(report)));
     }
     let error = report.error.ok_or_else(|| Failure::new(502, "sandbox_failed", "the sandbox reported a failure without its error", "upstream"))?;
     if let ExecError::NeedsData { message } = &error {

@@ -48,9 +48,9 @@ impl Attempt for Direct<'_> {
             Ok(reply) => reply,
             Err(OpError::NeedsData(message)) => return Ok(Ran::NeedsData(message)),
             // Answered as the block's exception, with nothing to commit.
-            Err(error) => return Ok(Ran::Report(failed(&error))),
+            Err(error) => return Ok(Ran::Report(Box::new(failed(&error)))),
         };
-        Ok(Ran::Report(ExecReport {
+        Ok(Ran::Report(Box::new(ExecReport {
             ok: true,
             reply: reply.to_value(),
             mutations: store.take_journal(),
@@ -58,7 +58,7 @@ impl Attempt for Direct<'_> {
             error: None,
             output: Output::default(),
             metrics: Metrics::default(),
-        }))
+        })))
     }
 
     fn commit(&mut self, request: CommitRequest) -> Result<Committed, StoreError> {

@@ -28,7 +28,7 @@ pub fn back_off(attempt: usize) {
 #[derive(Debug)]
 pub enum Ran {
     /// A report to commit (when it changed anything) and answer.
-    Report(ExecReport),
+    Report(Box<ExecReport>),
     /// The run touched data outside a partial load; the message says what.
     NeedsData(String),
 }
@@ -86,7 +86,7 @@ pub fn run_to_commit<A: Attempt>(attempt: &mut A, tenant: &str, mut specs: Vec<L
         }
         let mut loaded = attempt.load(&specs)?;
         let report = match attempt.run(&mut loaded)? {
-            Ran::Report(report) => report,
+            Ran::Report(report) => *report,
             Ran::NeedsData(message) => {
                 if specs.iter().all(|s| s.ids.is_none()) {
                     return Err(GaveUp::LoadedWhole(message).into());
@@ -178,7 +178,7 @@ mod tests {
         }
 
         fn run(&mut self, _loaded: &mut [LoadedCollection]) -> Result<Ran, GaveUp> {
-            Ok(if self.runs.is_empty() { Ran::Report(report(true)) } else { self.runs.remove(0) })
+            Ok(if self.runs.is_empty() { Ran::Report(Box::new(report(true))) } else { self.runs.remove(0) })
         }
 
         fn commit(&mut self, request: CommitRequest) -> Result<Committed, GaveUp> {
@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn a_run_that_changes_nothing_commits_nothing() {
-        let mut script = Script { runs: vec![Ran::Report(report(false))], ..Script::default() };
+        let mut script = Script { runs: vec![Ran::Report(Box::new(report(false)))], ..Script::default() };
         let report = run_to_commit(&mut script, "acme", vec![LoadSpec::whole("members")]).expect("answers");
         assert!(report.mutations.is_empty());
         assert!(script.committed.is_empty() && script.pauses.is_empty());
