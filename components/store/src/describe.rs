@@ -15,6 +15,7 @@ use crate::keys::CollectionKeys;
 /// Ids and documents sampled per collection.
 const SAMPLES: usize = 3;
 
+/// A summary of each named collection, in request order.
 pub fn describe(backend: &dyn Backend, request: DescribeRequest) -> Result<Vec<CollectionSummary>, StoreError> {
     let mut out = Vec::with_capacity(request.collections.len());
     for name in request.collections {

@@ -18,6 +18,7 @@ use crate::commit;
 use crate::error::StoreError;
 use crate::load::load_collections;
 
+/// Runs the planned request to its committed report (`ExecReport`).
 pub fn execute(backend: &dyn Backend, request: DirectRequest) -> Result<Vec<u8>, StoreError> {
     let DirectRequest { tenant, ctx } = request;
     let plan = rules::plan(&ctx)?;

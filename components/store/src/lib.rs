@@ -41,6 +41,7 @@ mod transaction;
 use spin_sdk::http::{Request, Response};
 use spin_sdk::http_component;
 
+/// Answers one request: the endpoint's JSON body, or its failure's answer.
 #[http_component]
 fn handle(request: Request) -> Response {
     let request_id = request.header("x-request-id").and_then(|v| v.as_str()).unwrap_or("-").to_owned();

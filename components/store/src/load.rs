@@ -16,6 +16,7 @@ use crate::keys::CollectionKeys;
 /// Loads retried when a document value vanished under a concurrent commit.
 const MAX_LOAD_ATTEMPTS: usize = 8;
 
+/// The requested collections (`LoadAnswer`).
 pub fn load(backend: &dyn Backend, request: LoadRequest) -> Result<Vec<u8>, StoreError> {
     encode(&LoadAnswer { collections: load_collections(backend, &request.tenant, request.collections)? })
 }

@@ -41,6 +41,7 @@ pub fn get(backend: &dyn Backend, lookup: Lookup) -> Result<Value, StoreError> {
     Ok(json!({ "value": value }))
 }
 
+/// Stores a memo (a JSON object of at most [`MAX_MEMO_BYTES`]).
 pub fn put(backend: &dyn Backend, entry: Entry) -> Result<Value, StoreError> {
     let bytes = encode(&entry.value)?;
     if !entry.value.is_object() || bytes.len() > MAX_MEMO_BYTES {

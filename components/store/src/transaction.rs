@@ -36,6 +36,7 @@ pub enum Decision {
     Abort,
 }
 
+/// What transaction `tx`'s decision key says now.
 pub fn decision(bucket: &store::Bucket, keys: &CollectionKeys, tx: &str) -> Result<Decision, StoreError> {
     Ok(match bucket.get(&keys.transaction(tx))?.as_deref() {
         Some(PENDING) => Decision::Pending,
