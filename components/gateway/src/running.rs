@@ -1,10 +1,11 @@
 //! Runs one plan: load what it needs, execute the block in the sandbox,
-//! commit the journal with what the block read; re-run on a conflict.
+//! commit the journal with what the block read; re-run on a conflict (the
+//! shared loop of `anypath_rest::conflict_retry`, with these steps).
 
+use anypath_rest::conflict_retry::{self, Attempt, Committed, GaveUp, Ran};
 use anypath_rest::direct::DirectRequest;
-use anypath_rest::conflict_retry::{self, MAX_CONFLICT_RETRIES};
 use anypath_rest::{Plan, RequestContext, lessons};
-use anypath_wire::{Change, CommitRequest, ExecError, ExecReport, ExecRequest, LoadAnswer, LoadRequest, LoadSpec, LoadedCollection};
+use anypath_wire::{CommitRequest, ExecError, ExecReport, ExecRequest, LoadAnswer, LoadRequest, LoadSpec, LoadedCollection};
 
 use crate::calls::{STORE_COMMIT, STORE_EXECUTE, STORE_LOAD, post, post_json};
 use crate::config::Config;
@@ -26,42 +27,19 @@ impl From<Failure> for RunError {
     }
 }
 
-/// What an execution ended in.
-enum Exec {
-    Report(ExecReport),
-    /// The block touched data outside a partial load.
-    NeedsData,
+impl From<GaveUp> for RunError {
+    fn from(gave_up: GaveUp) -> Self {
+        match gave_up {
+            GaveUp::KeptChanging => Failure::new(409, "conflict", gave_up.to_string(), "conflict").into(),
+            GaveUp::LoadedWhole(_) => Failure::internal("the block asked for data that was loaded whole").into(),
+        }
+    }
 }
 
 /// Runs `plan` to a committed report (`reply`, `mutations`, ...).
 pub fn run(plan: &Plan, ctx: &RequestContext, tenant: &str, config: &Config, request_id: &str, timings: &mut Timings) -> Result<ExecReport, RunError> {
-    let mut specs = plan.load_specs(ctx.body_json.as_ref());
-    for attempt in 0..=MAX_CONFLICT_RETRIES {
-        if attempt > 0 {
-            back_off(attempt);
-        }
-        let collections = timings.time("store", || load(tenant, &specs, config, request_id))?;
-        let report = match timings.time("exec", || execute(plan, ctx, &collections, tenant, config, request_id))? {
-            Exec::NeedsData if specs.iter().any(|s| s.ids.is_some()) => {
-                // The block reached past a partial load: run it again on whole collections.
-                specs = specs.into_iter().map(|s| LoadSpec { ids: None, ..s }).collect();
-                continue;
-            }
-            Exec::NeedsData => {
-                return Err(Failure::internal("the block asked for data that was loaded whole").into());
-            }
-            Exec::Report(report) => {
-                // Of the exec hop, the part the sandbox host spent on the run itself.
-                timings.add("run", report.metrics.duration_us as f64 / 1e3);
-                report
-            }
-        };
-        if !report.mutations.is_empty() && !timings.time("store", || commit(tenant, &collections, &report, config, request_id))? {
-            continue;
-        }
-        return Ok(report);
-    }
-    Err(Failure::new(409, "conflict", "the data kept changing while this request ran; try again", "conflict").into())
+    let mut attempt = InSandbox { plan, ctx, tenant, config, request_id, timings };
+    conflict_retry::run_to_commit(&mut attempt, tenant, plan.load_specs(ctx.body_json.as_ref()))
 }
 
 /// Runs a request the rules plan in the store, by the data operations
@@ -71,15 +49,44 @@ pub fn run_in_store(ctx: &RequestContext, tenant: &str, config: &Config, request
     let request = DirectRequest { tenant: tenant.to_owned(), ctx: ctx.clone() };
     let report: ExecReport = timings.time("store", || post_json(STORE_EXECUTE, &request, "store", config.call_timeout, request_id))?;
     match verdict(report)? {
-        Exec::Report(report) => Ok(report),
-        Exec::NeedsData => Err(Failure::internal("the store asked for data it loads itself").into()),
+        Ran::Report(report) => Ok(*report),
+        Ran::NeedsData(_) => Err(Failure::internal("the store asked for data it loads itself").into()),
     }
 }
 
-/// Waits out the shared policy's pause before re-run `attempt`.
-fn back_off(attempt: usize) {
-    let pause_ns = conflict_retry::back_off_ns(attempt, wasi::random::random::get_random_u64());
-    wasi::clocks::monotonic_clock::subscribe_duration(pause_ns).block();
+/// One attempt at a plan's block: the store loads and commits, the sandbox
+/// runs; each hop's time goes to its `Server-Timing` phase.
+struct InSandbox<'a> {
+    plan: &'a Plan,
+    ctx: &'a RequestContext,
+    tenant: &'a str,
+    config: &'a Config,
+    request_id: &'a str,
+    timings: &'a mut Timings,
+}
+
+impl Attempt for InSandbox<'_> {
+    type Error = RunError;
+
+    fn load(&mut self, specs: &[LoadSpec]) -> Result<Vec<LoadedCollection>, RunError> {
+        let (tenant, config, request_id) = (self.tenant, self.config, self.request_id);
+        Ok(self.timings.time("store", || load(tenant, specs, config, request_id))?)
+    }
+
+    fn run(&mut self, loaded: &mut [LoadedCollection]) -> Result<Ran, RunError> {
+        let (plan, ctx, tenant, config, request_id) = (self.plan, self.ctx, self.tenant, self.config, self.request_id);
+        let ran = self.timings.time("exec", || execute(plan, ctx, loaded, tenant, config, request_id))?;
+        if let Ran::Report(report) = &ran {
+            // Of the exec hop, the part the sandbox host spent on the run itself.
+            self.timings.add("run", report.metrics.duration_us as f64 / 1e3);
+        }
+        Ok(ran)
+    }
+
+    fn commit(&mut self, request: CommitRequest) -> Result<Committed, RunError> {
+        let (config, request_id) = (self.config, self.request_id);
+        Ok(self.timings.time("store", || commit(&request, config, request_id))?)
+    }
 }
 
 fn load(tenant: &str, specs: &[LoadSpec], config: &Config, request_id: &str) -> Result<Vec<LoadedCollection>, Failure> {
@@ -95,7 +102,7 @@ fn exec_body(plan: &Plan, ctx: &RequestContext, collections: &[LoadedCollection]
     serde_json::to_vec(&request)
 }
 
-fn execute(plan: &Plan, ctx: &RequestContext, collections: &[LoadedCollection], tenant: &str, config: &Config, request_id: &str) -> Result<Exec, RunError> {
+fn execute(plan: &Plan, ctx: &RequestContext, collections: &[LoadedCollection], tenant: &str, config: &Config, request_id: &str) -> Result<Ran, RunError> {
     let bytes = exec_body(plan, ctx, collections, config)
         .map_err(|e| Failure::internal(format!("the execution request could not be encoded: {e}")))?;
     let answer = sandboxes::with_tenant_headers(config, request_id, tenant, |headers| sandboxes::exec(config, request_id, &bytes, headers))?;
@@ -116,13 +123,13 @@ fn execute(plan: &Plan, ctx: &RequestContext, collections: &[LoadedCollection], 
 
 /// What a report says: its reply and journal, a request for whole
 /// collections, or the failure the client and (for a block fault) the model hear.
-fn verdict(report: ExecReport) -> Result<Exec, RunError> {
+fn verdict(report: ExecReport) -> Result<Ran, RunError> {
     if report.ok {
-        return Ok(Exec::Report(report));
+        return Ok(Ran::Report(Box::new(report)));
     }
     let error = report.error.ok_or_else(|| Failure::new(502, "sandbox_failed", "the sandbox reported a failure without its error", "upstream"))?;
-    if matches!(error, ExecError::NeedsData { .. }) {
-        return Ok(Exec::NeedsData);
+    if let ExecError::NeedsData { message } = &error {
+        return Ok(Ran::NeedsData(message.clone()));
     }
     let kind = error.kind();
     let status = if matches!(error, ExecError::Timeout { .. } | ExecError::FuelExhausted { .. }) { 504 } else { 500 };
@@ -169,14 +176,12 @@ fn state_fault(error: &ExecError, message: &str) -> String {
     }
 }
 
-/// Commits the journal with what the block read; `Ok(false)` means a conflict (re-run).
-fn commit(tenant: &str, loaded: &[LoadedCollection], report: &ExecReport, config: &Config, request_id: &str) -> Result<bool, Failure> {
-    let changes = Change::for_run(loaded, &report.mutations, &report.reads);
-    let request = CommitRequest { tenant: tenant.to_owned(), changes };
-    let answer = post(STORE_COMMIT, &request, config.call_timeout, request_id).map_err(|e| Failure::unavailable("store", e))?;
+/// Lands a journal in the store; a 409 is a conflict (re-run).
+fn commit(request: &CommitRequest, config: &Config, request_id: &str) -> Result<Committed, Failure> {
+    let answer = post(STORE_COMMIT, request, config.call_timeout, request_id).map_err(|e| Failure::unavailable("store", e))?;
     match answer.status {
-        200 => Ok(true),
-        409 => Ok(false),
+        200 => Ok(Committed::Landed),
+        409 => Ok(Committed::Conflict),
         _ => Err(Failure::passed_on(&answer, "store")),
     }
 }

@@ -7,7 +7,8 @@
 
 use anypath_rest::{Layout, StoredIndex};
 
-use crate::StoreError;
+use crate::codec::decode;
+use crate::error::StoreError;
 use crate::keys::{CollectionKeys, KeyStyle};
 
 /// A collection's index as a commit found it.
@@ -83,5 +84,5 @@ pub trait Backend {
 
 /// Decodes an index head.
 pub fn decode_index(bytes: &[u8]) -> Result<StoredIndex, StoreError> {
-    crate::decode(bytes, "index")
+    decode(bytes, "index")
 }

@@ -10,12 +10,16 @@ use anypath_rest::journal::{MutationRecord, id_key};
 use anypath_wire::{Change, CommitAnswer, CommitRequest};
 
 use crate::backend::{Backend, IndexWrite, Outcome, Part};
+use crate::codec::encode;
+use crate::error::StoreError;
+use crate::indexes;
 use crate::keys::CollectionKeys;
-use crate::{StoreError, encode, indexes};
 
 /// Commit attempts while other commits keep landing in between.
 const MAX_COMMIT_ATTEMPTS: usize = 64;
 
+/// Lands `request`'s changes whole, answering the new versions (`CommitAnswer`);
+/// a 409 when what a change read no longer holds.
 pub fn commit(backend: &dyn Backend, request: CommitRequest) -> Result<Vec<u8>, StoreError> {
     let mut work = Vec::with_capacity(request.changes.len());
     for change in request.changes {

@@ -6,18 +6,21 @@ use std::collections::BTreeMap;
 use anypath_rest::DescribeRequest;
 use anypath_rest::prompt::{CollectionSummary, type_name};
 use serde_json::Value;
-use crate::StoreError;
+
 use crate::backend::Backend;
+use crate::error::StoreError;
+use crate::indexes;
 use crate::keys::CollectionKeys;
 
 /// Ids and documents sampled per collection.
 const SAMPLES: usize = 3;
 
+/// A summary of each named collection, in request order.
 pub fn describe(backend: &dyn Backend, request: DescribeRequest) -> Result<Vec<CollectionSummary>, StoreError> {
     let mut out = Vec::with_capacity(request.collections.len());
     for name in request.collections {
         let keys = CollectionKeys::new(&request.tenant, &name, backend.key_style())?;
-        let index = crate::indexes::read_index(backend, &keys)?;
+        let index = indexes::read_index(backend, &keys)?;
         let mut fields = BTreeMap::new();
         let mut sample_ids = Vec::new();
         let sampled: Vec<String> = index.docs.values().take(SAMPLES).map(|tag| keys.document(tag)).collect();

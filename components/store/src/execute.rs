@@ -1,72 +1,73 @@
 //! `POST /execute`: a request the rules plan, run here directly by the
 //! store's operations (`anypath-collections`), with no sandbox instance:
 //! load what the plan needs, run it, commit its journal with a check of
-//! what it read, and run it again when that changed in between. The same
-//! operations serve blocks in the sandbox, so both answer alike.
+//! what it read, and run it again when that changed in between (the shared
+//! loop of `anypath_rest::conflict_retry`, as the gateway does for a
+//! block). The same operations serve blocks in the sandbox, so both answer
+//! alike.
 
-use anypath_collections::{Documents, Loaded, OpError, Store};
+use anypath_collections::{OpError, Store};
+use anypath_rest::conflict_retry::{self, Attempt, Committed, Ran};
 use anypath_rest::direct::{self, DirectRequest};
-use anypath_rest::conflict_retry::{self, MAX_CONFLICT_RETRIES};
-use anypath_rest::{RestError, rules};
-use anypath_wire::{Change, CommitRequest, ExecError, ExecReport, LoadSpec, LoadedCollection, Metrics, Output};
+use anypath_rest::{Plan, RequestContext, RestError, rules};
+use anypath_wire::{CommitRequest, ExecError, ExecReport, LoadSpec, LoadedCollection, Metrics, Output};
 
 use crate::backend::Backend;
+use crate::codec::encode;
+use crate::commit;
+use crate::error::StoreError;
 use crate::load::load_collections;
-use crate::{StoreError, commit, encode};
 
+/// Runs the planned request to its committed report (`ExecReport`).
 pub fn execute(backend: &dyn Backend, request: DirectRequest) -> Result<Vec<u8>, StoreError> {
     let DirectRequest { tenant, ctx } = request;
     let plan = rules::plan(&ctx)?;
-    let mut specs = plan.load_specs(ctx.body_json.as_ref());
-    for attempt in 0..=MAX_CONFLICT_RETRIES {
-        if attempt > 0 {
-            back_off(attempt);
-        }
-        let mut loaded = load_collections(backend, &tenant, specs.clone())?;
-        let mut store = Store::new(loaded.iter_mut().map(take_documents).collect());
-        let reply = match direct::execute(&plan, &ctx, &mut store) {
+    let mut attempt = Direct { backend, plan: &plan, ctx: &ctx, tenant: &tenant };
+    let report = conflict_retry::run_to_commit(&mut attempt, &tenant, plan.load_specs(ctx.body_json.as_ref()))?;
+    encode(&report)
+}
+
+/// One attempt at a planned request, on this store's backend.
+struct Direct<'a> {
+    backend: &'a dyn Backend,
+    plan: &'a Plan,
+    ctx: &'a RequestContext,
+    tenant: &'a str,
+}
+
+impl Attempt for Direct<'_> {
+    type Error = StoreError;
+
+    fn load(&mut self, specs: &[LoadSpec]) -> Result<Vec<LoadedCollection>, StoreError> {
+        load_collections(self.backend, self.tenant, specs.to_vec())
+    }
+
+    /// The documents move into the operations' store; the tags stay for the commit's check.
+    fn run(&mut self, loaded: &mut [LoadedCollection]) -> Result<Ran, StoreError> {
+        let mut store = Store::new(loaded.iter_mut().map(LoadedCollection::take_collection).collect());
+        let reply = match direct::execute(self.plan, self.ctx, &mut store) {
             Ok(reply) => reply,
-            Err(OpError::NeedsData(message)) => {
-                if specs.iter().all(|s| s.ids.is_none()) {
-                    return Err(StoreError::Backend(format!("the request asked for data that was loaded whole: {message}")));
-                }
-                // It reached past a partial load: run it again on whole collections.
-                specs = specs.into_iter().map(|s| LoadSpec { ids: None, ..s }).collect();
-                continue;
-            }
-            Err(error) => return encode(&failed(&error)),
+            Err(OpError::NeedsData(message)) => return Ok(Ran::NeedsData(message)),
+            // Answered as the block's exception, with nothing to commit.
+            Err(error) => return Ok(Ran::Report(Box::new(failed(&error)))),
         };
-        let mutations = store.take_journal();
-        if !mutations.is_empty() {
-            let changes = Change::for_run(&loaded, &mutations, &store.reads());
-            match commit::commit(backend, CommitRequest { tenant: tenant.clone(), changes }) {
-                Ok(_) => {}
-                Err(StoreError::Rest(RestError::Conflict(_))) => continue,
-                Err(other) => return Err(other),
-            }
-        }
-        let report = ExecReport {
+        Ok(Ran::Report(Box::new(ExecReport {
             ok: true,
             reply: reply.to_value(),
-            mutations,
+            mutations: store.take_journal(),
             reads: store.reads(),
             error: None,
             output: Output::default(),
             metrics: Metrics::default(),
-        };
-        return encode(&report);
+        })))
     }
-    Err(StoreError::Rest(RestError::Conflict("the data kept changing while this request ran; try again".into())))
-}
 
-/// A collection for the operations; its documents move over, its tags stay for the commit's check.
-fn take_documents(collection: &mut LoadedCollection) -> Loaded {
-    Loaded {
-        name: collection.name.clone(),
-        documents: Documents::Parsed(std::mem::take(&mut collection.documents)),
-        complete: collection.complete,
-        absent_ids: collection.absent_ids.clone(),
-        reserved_id: collection.reserved_id,
+    fn commit(&mut self, request: CommitRequest) -> Result<Committed, StoreError> {
+        match commit::commit(self.backend, request) {
+            Ok(_) => Ok(Committed::Landed),
+            Err(StoreError::Rest(RestError::Conflict(_))) => Ok(Committed::Conflict),
+            Err(other) => Err(other),
+        }
     }
 }
 
@@ -81,10 +82,4 @@ fn failed(error: &OpError) -> ExecReport {
         output: Output::default(),
         metrics: Metrics::default(),
     }
-}
-
-/// Waits out the shared policy's pause before re-run `attempt`, as the gateway does for a block.
-fn back_off(attempt: usize) {
-    let pause_ns = conflict_retry::back_off_ns(attempt, wasi::random::random::get_random_u64());
-    wasi::clocks::monotonic_clock::subscribe_duration(pause_ns).block();
 }

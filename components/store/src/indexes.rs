@@ -9,8 +9,9 @@ use anypath_rest::stored_index::Chunk;
 use anypath_rest::{Index, Layout, RestError, StoredIndex};
 
 use crate::backend::{Backend, Snapshot};
+use crate::codec::decode;
+use crate::error::StoreError;
 use crate::keys::CollectionKeys;
-use crate::{StoreError, decode};
 
 /// Heads read again when their chunks were superseded under the reader.
 const MAX_HEAD_READS: usize = 16;

@@ -11,9 +11,11 @@ use anypath_rest::{RestError, StoredIndex};
 use spin_sdk::wit::wasi::keyvalue::{atomics, batch, store};
 
 use crate::backend::{Backend, Outcome, Part, Snapshot, decode_index};
+use crate::clock::pause_ms;
+use crate::codec::encode;
+use crate::error::StoreError;
 use crate::keys::{CollectionKeys, KeyStyle};
 use crate::transaction::{self, Locked, Transaction};
-use crate::{StoreError, encode, pause_ms};
 
 /// The key-value store label granted to the store in `spin.toml`.
 const STORE_LABEL: &str = "default";

@@ -5,15 +5,18 @@
 use std::collections::BTreeMap;
 
 use anypath_rest::{Index, RestError};
-use anypath_wire::{LoadAnswer, LoadRequest, LoadSpec, LoadedCollection};
+use anypath_wire::{Documents, LoadAnswer, LoadRequest, LoadSpec, Loaded, LoadedCollection};
 
 use crate::backend::Backend;
+use crate::codec::{decode, encode};
+use crate::error::StoreError;
+use crate::indexes;
 use crate::keys::CollectionKeys;
-use crate::{StoreError, decode, encode, indexes};
 
 /// Loads retried when a document value vanished under a concurrent commit.
 const MAX_LOAD_ATTEMPTS: usize = 8;
 
+/// The requested collections (`LoadAnswer`).
 pub fn load(backend: &dyn Backend, request: LoadRequest) -> Result<Vec<u8>, StoreError> {
     encode(&LoadAnswer { collections: load_collections(backend, &request.tenant, request.collections)? })
 }
@@ -35,20 +38,12 @@ fn load_one(backend: &dyn Backend, keys: &CollectionKeys, spec: LoadSpec) -> Res
             Some(ids) => ids.clone(),
             None => index.docs.keys().cloned().collect(),
         };
-        let mut loaded = LoadedCollection {
-            name: spec.name.clone(),
-            version: index.version,
-            complete: spec.ids.is_none(),
-            documents: Vec::with_capacity(wanted.len()),
-            absent_ids: Vec::new(),
-            reserved_id: None,
-            tags: BTreeMap::new(),
-        };
+        let (mut documents, mut absent_ids, mut tags) = (Vec::with_capacity(wanted.len()), Vec::new(), BTreeMap::new());
         let mut present = Vec::with_capacity(wanted.len());
         for id in wanted {
             match index.docs.get(&id) {
                 Some(tag) => present.push((id, tag.clone())),
-                None => loaded.absent_ids.push(id),
+                None => absent_ids.push(id),
             }
         }
         let document_keys: Vec<String> = present.iter().map(|(_, tag)| keys.document(tag)).collect();
@@ -58,13 +53,13 @@ fn load_one(backend: &dyn Backend, keys: &CollectionKeys, spec: LoadSpec) -> Res
             continue;
         }
         for ((id, tag), bytes) in present.into_iter().zip(values.into_iter().flatten()) {
-            loaded.documents.push(decode(&bytes, "document")?);
-            loaded.tags.insert(id, tag);
+            documents.push(decode(&bytes, "document")?);
+            tags.insert(id, tag);
         }
-        if spec.reserve_id {
-            loaded.reserved_id = Some(reserve_id(backend, keys, &index)?);
-        }
-        return Ok(loaded);
+        let reserved_id = if spec.reserve_id { Some(reserve_id(backend, keys, &index)?) } else { None };
+        let collection =
+            Loaded { name: spec.name.clone(), documents: Documents::Parsed(documents), complete: spec.ids.is_none(), absent_ids, reserved_id };
+        return Ok(LoadedCollection { collection, version: index.version, tags });
     }
     Err(StoreError::Rest(RestError::Conflict(format!("{} kept changing while it was read", spec.name))))
 }

@@ -5,8 +5,10 @@
 use anypath_rest::RestError;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use crate::StoreError;
+
 use crate::backend::Backend;
+use crate::codec::encode;
+use crate::error::StoreError;
 
 /// A memo is a setting, not a document.
 const MAX_MEMO_BYTES: usize = 1024;
@@ -39,8 +41,9 @@ pub fn get(backend: &dyn Backend, lookup: Lookup) -> Result<Value, StoreError> {
     Ok(json!({ "value": value }))
 }
 
+/// Stores a memo (a JSON object of at most [`MAX_MEMO_BYTES`]).
 pub fn put(backend: &dyn Backend, entry: Entry) -> Result<Value, StoreError> {
-    let bytes = serde_json::to_vec(&entry.value).map_err(|e| StoreError::Backend(e.to_string()))?;
+    let bytes = encode(&entry.value)?;
     if !entry.value.is_object() || bytes.len() > MAX_MEMO_BYTES {
         return Err(RestError::BadRequest(format!("a planner memo is a JSON object of at most {MAX_MEMO_BYTES} bytes")).into());
     }

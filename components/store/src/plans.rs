@@ -1,8 +1,10 @@
 //! The plan cache: plans the LLM made, by request shape, per tenant.
 
 use anypath_rest::{CachedPlan, PlanCacheEntry, PlanCacheKey, PlanEvicted, PlanStored, RestError};
-use crate::StoreError;
+
 use crate::backend::Backend;
+use crate::codec::encode;
+use crate::error::StoreError;
 use crate::keys::{KeyStyle, tenant_prefix};
 
 /// `anypath/v2/t/<tenant>/plans/<sha256 hex>`.
@@ -20,12 +22,14 @@ pub fn get(backend: &dyn Backend, lookup: PlanCacheKey) -> Result<CachedPlan, St
     Ok(CachedPlan { plan: stored.and_then(|bytes| serde_json::from_slice(&bytes).ok()) })
 }
 
+/// Stores a plan under its request shape's key.
 pub fn put(backend: &dyn Backend, entry: PlanCacheEntry) -> Result<PlanStored, StoreError> {
-    let bytes = serde_json::to_vec(&entry.plan).map_err(|e| StoreError::Backend(e.to_string()))?;
+    let bytes = encode(&entry.plan)?;
     backend.set(&cache_key(&entry.tenant, &entry.key, backend.key_style())?, &bytes)?;
     Ok(PlanStored { stored: true })
 }
 
+/// Forgets a cached plan (its block failed, so the next request plans afresh).
 pub fn evict(backend: &dyn Backend, lookup: PlanCacheKey) -> Result<PlanEvicted, StoreError> {
     backend.delete(&cache_key(&lookup.tenant, &lookup.key, backend.key_style())?)?;
     Ok(PlanEvicted { evicted: true })

@@ -13,8 +13,9 @@
 use anypath_rest::StoredIndex;
 use spin_sdk::redis::{Connection, Error, RedisParameter, RedisResult};
 
-use crate::StoreError;
 use crate::backend::{Backend, Outcome, Part, decode_index};
+use crate::codec::encode;
+use crate::error::StoreError;
 use crate::keys::{CollectionKeys, KeyStyle};
 
 /// KEYS: the parts' index keys (n), then document keys (d), then superseded
@@ -153,7 +154,7 @@ impl Backend for RedisBackend {
             match &part.write {
                 Some(write) => {
                     flags.push(binary(b"1"));
-                    flags.push(binary(&crate::encode(&write.next)?));
+                    flags.push(binary(&encode(&write.next)?));
                     for (tag, bytes) in &write.documents {
                         document_keys.push(binary(part.keys.document(tag).as_bytes()));
                         values.push(binary(bytes));

@@ -14,8 +14,10 @@
 use anypath_rest::{Lock, StoredIndex};
 use spin_sdk::wit::wasi::keyvalue::{atomics, store};
 
+use crate::clock::{now_ms, pause_ms};
+use crate::codec::{decode, encode};
+use crate::error::StoreError;
 use crate::keys::CollectionKeys;
-use crate::{StoreError, decode, encode, pause_ms};
 
 /// How long a transaction may hold its locks before others may abort it.
 const LOCK_TIMEOUT_MS: u64 = 10_000;
@@ -34,18 +36,13 @@ pub enum Decision {
     Abort,
 }
 
+/// What transaction `tx`'s decision key says now.
 pub fn decision(bucket: &store::Bucket, keys: &CollectionKeys, tx: &str) -> Result<Decision, StoreError> {
     Ok(match bucket.get(&keys.transaction(tx))?.as_deref() {
         Some(PENDING) => Decision::Pending,
         Some(COMMIT) => Decision::Commit,
         _ => Decision::Abort,
     })
-}
-
-/// Wall-clock milliseconds.
-pub fn now_ms() -> u64 {
-    let now = wasi::clocks::wall_clock::now();
-    now.seconds * 1000 + u64::from(now.nanoseconds / 1_000_000)
 }
 
 /// The index as readers must see it: the committed state, or the locked

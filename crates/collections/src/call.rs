@@ -68,7 +68,7 @@ fn take<const N: usize>(items: Vec<Value>) -> [Value; N] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Documents, Loaded};
+    use crate::{Documents, Loaded};
     use serde_json::json;
 
     #[test]

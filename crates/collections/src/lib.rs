@@ -23,4 +23,7 @@ pub use call::call;
 pub use error::OpError;
 pub use filter::{AnyOf, Filter, OPERATORS};
 pub use list::{Filters, ListArgs, ListPlan, Relation};
-pub use store::{Documents, Loaded, MAX_DEPTH, Page, PageInfo, Store, Which};
+pub use store::{MAX_DEPTH, Page, PageInfo, Store, Which};
+/// A collection as loaded for a request, the type the store's load answers
+/// are made of too; it lives with the other shared types in `anypath-wire`.
+pub use anypath_wire::{Documents, Loaded};

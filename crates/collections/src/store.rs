@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use anypath_wire::{MutationRecord, Op, ReadSet};
+use anypath_wire::{Documents, Loaded, MutationRecord, Op, ReadSet};
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
@@ -19,30 +19,6 @@ use crate::python;
 
 /// Deepest nesting of lists and objects accepted in a document.
 pub const MAX_DEPTH: usize = 100;
-
-/// The documents of a collection as the caller loaded them.
-#[derive(Debug, Clone)]
-pub enum Documents {
-    /// A JSON array, parsed when first used (a request that never touches
-    /// a collection never pays for it).
-    Json(String),
-    /// Already parsed.
-    Parsed(Vec<Value>),
-}
-
-/// One collection as the caller loaded it.
-#[derive(Debug, Clone)]
-pub struct Loaded {
-    pub name: String,
-    pub documents: Documents,
-    /// False when only some documents were loaded: touching another id, or
-    /// scanning, then fails with [`OpError::NeedsData`].
-    pub complete: bool,
-    /// Ids (keys) looked up and found absent.
-    pub absent_ids: Vec<String>,
-    /// An integer id reserved for this request; an insert without an id takes it.
-    pub reserved_id: Option<i64>,
-}
 
 /// One collection of the request.
 #[derive(Debug)]

@@ -10,7 +10,9 @@
 //!   [`CollectionInput`]s and [`LimitOverrides`].
 //! - The store's bodies: [`LoadRequest`] / [`LoadAnswer`] and
 //!   [`CommitRequest`] / [`CommitAnswer`], with the [`ReadCheck`] a commit
-//!   re-checks.
+//!   re-checks; a [`LoadedCollection`] is the one loaded-collection type,
+//!   [`Loaded`] (with its [`Documents`]), that the data operations work on,
+//!   plus what the commit's check needs.
 //! - [`PlannerStatus`]: the planner's `GET /status`, and [`SettingError`], a
 //!   variable a component cannot use.
 //! - [`ErrorEnvelope`]: the JSON body of every error answer.
@@ -24,6 +26,7 @@ mod datasets;
 mod envelope;
 mod exec;
 mod exec_request;
+mod loaded;
 mod planner;
 mod runtime;
 mod session;
@@ -33,6 +36,7 @@ pub use datasets::{AttachDatasetRequest, DatasetFile, DatasetInfo, DatasetList, 
 pub use envelope::{ErrorBody, ErrorEnvelope};
 pub use exec::{ExecError, ExecReport, Metrics, MutationRecord, Op, Output, ReadSet};
 pub use exec_request::{CollectionInput, ExecRequest, LimitOverrides};
+pub use loaded::{Documents, Loaded};
 pub use planner::{PlannerStatus, SettingError};
 pub use runtime::{Runtime, UnknownRuntime};
 pub use session::{

@@ -4,11 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::exec::{MutationRecord, ReadSet};
 use crate::exec_request::CollectionInput;
+use crate::loaded::{Documents, Loaded};
 
 /// What to load of one collection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,34 +47,92 @@ pub struct LoadAnswer {
     pub collections: Vec<LoadedCollection>,
 }
 
-/// One collection as loaded.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One collection as `POST /load` answers it: the collection a run works
+/// on, with the index version and document tags the commit's read check
+/// needs. On the wire it is one flat object (`name`, `version`, `complete`,
+/// `documents`, `absent_ids`, `reserved_id`, `tags`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(from = "FlatCollection")]
 pub struct LoadedCollection {
-    pub name: String,
+    pub collection: Loaded,
     /// The index version read.
     pub version: u64,
-    /// Every document was loaded (no ids were asked for).
-    pub complete: bool,
-    pub documents: Vec<Value>,
-    /// Ids asked for and not found.
-    pub absent_ids: Vec<String>,
-    /// A fresh integer id, when the load asked to reserve one.
-    pub reserved_id: Option<i64>,
     /// Tag of each loaded document, echoed back in the commit's read check.
     pub tags: BTreeMap<String, String>,
+}
+
+/// A [`LoadedCollection`] as it is read off the wire.
+#[derive(Deserialize)]
+struct FlatCollection {
+    name: String,
+    version: u64,
+    complete: bool,
+    documents: Vec<Value>,
+    absent_ids: Vec<String>,
+    reserved_id: Option<i64>,
+    tags: BTreeMap<String, String>,
+}
+
+/// A [`LoadedCollection`] as it is written, borrowed (documents can be megabytes).
+#[derive(Serialize)]
+struct FlatCollectionRef<'a> {
+    name: &'a str,
+    version: u64,
+    complete: bool,
+    documents: &'a Documents,
+    absent_ids: &'a [String],
+    reserved_id: Option<i64>,
+    tags: &'a BTreeMap<String, String>,
+}
+
+impl From<FlatCollection> for LoadedCollection {
+    fn from(flat: FlatCollection) -> Self {
+        let collection = Loaded {
+            name: flat.name,
+            documents: Documents::Parsed(flat.documents),
+            complete: flat.complete,
+            absent_ids: flat.absent_ids,
+            reserved_id: flat.reserved_id,
+        };
+        Self { collection, version: flat.version, tags: flat.tags }
+    }
+}
+
+impl Serialize for LoadedCollection {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Loaded { name, documents, complete, absent_ids, reserved_id } = &self.collection;
+        FlatCollectionRef {
+            name,
+            version: self.version,
+            complete: *complete,
+            documents,
+            absent_ids,
+            reserved_id: *reserved_id,
+            tags: &self.tags,
+        }
+        .serialize(serializer)
+    }
 }
 
 impl LoadedCollection {
     /// What the sandbox is handed of this collection (the tags stay with the caller).
     pub fn exec_input(&self) -> Result<CollectionInput, serde_json::Error> {
+        let collection = &self.collection;
         Ok(CollectionInput {
-            name: self.name.clone(),
+            name: collection.name.clone(),
             version: self.version,
-            documents: serde_json::value::to_raw_value(&self.documents)?,
-            complete: self.complete,
-            absent_ids: self.absent_ids.clone(),
-            reserved_id: self.reserved_id,
+            documents: serde_json::value::to_raw_value(&collection.documents)?,
+            complete: collection.complete,
+            absent_ids: collection.absent_ids.clone(),
+            reserved_id: collection.reserved_id,
         })
+    }
+
+    /// The collection for the data operations, its documents moved out;
+    /// the name, version and tags stay here for the commit's read check.
+    pub fn take_collection(&mut self) -> Loaded {
+        let documents = std::mem::replace(&mut self.collection.documents, Documents::Parsed(Vec::new()));
+        Loaded { documents, ..self.collection.clone() }
     }
 
     /// The read check for a commit: the version loaded, whether the block
@@ -129,12 +188,13 @@ impl Change {
         loaded
             .iter()
             .filter_map(|collection| {
-                let mutations: Vec<_> = mutations.iter().filter(|m| m.collection == collection.name).cloned().collect();
-                let read = reads.iter().find(|r| r.collection == collection.name);
+                let name = &collection.collection.name;
+                let mutations: Vec<_> = mutations.iter().filter(|m| &m.collection == name).cloned().collect();
+                let read = reads.iter().find(|r| &r.collection == name);
                 if mutations.is_empty() && read.is_none() {
                     return None;
                 }
-                Some(Self { name: collection.name.clone(), check: collection.read_check(read), mutations })
+                Some(Self { name: name.clone(), check: collection.read_check(read), mutations })
             })
             .collect()
     }
@@ -152,12 +212,14 @@ mod tests {
 
     fn loaded() -> LoadedCollection {
         LoadedCollection {
-            name: "members".into(),
+            collection: Loaded {
+                name: "members".into(),
+                documents: Documents::Parsed(vec![serde_json::json!({"id": 1})]),
+                complete: false,
+                absent_ids: vec!["2".into()],
+                reserved_id: None,
+            },
             version: 4,
-            complete: false,
-            documents: vec![serde_json::json!({"id": 1})],
-            absent_ids: vec!["2".into()],
-            reserved_id: None,
             tags: BTreeMap::from([("1".to_owned(), "t1".to_owned())]),
         }
     }
@@ -197,5 +259,28 @@ mod tests {
         assert!(json.get("tags").is_none());
         assert_eq!(json["documents"], serde_json::json!([{"id": 1}]));
         assert_eq!(json["complete"], false);
+    }
+
+    #[test]
+    fn a_loaded_collection_is_one_flat_object_on_the_wire() {
+        let json = serde_json::to_value(loaded()).expect("serialises");
+        let expected = serde_json::json!({
+            "name": "members", "version": 4, "complete": false, "documents": [{"id": 1}],
+            "absent_ids": ["2"], "reserved_id": null, "tags": {"1": "t1"},
+        });
+        assert_eq!(json, expected);
+        let back: LoadedCollection = serde_json::from_value(json).expect("parses");
+        assert_eq!(serde_json::to_value(&back).expect("serialises"), expected);
+        assert!(matches!(back.collection.documents, Documents::Parsed(ref docs) if docs.len() == 1));
+    }
+
+    #[test]
+    fn taking_the_collection_keeps_what_the_commit_checks() {
+        let mut loaded = loaded();
+        let collection = loaded.take_collection();
+        assert!(matches!(collection.documents, Documents::Parsed(ref docs) if docs.len() == 1));
+        assert_eq!((collection.name.as_str(), collection.absent_ids.as_slice()), ("members", ["2".to_owned()].as_slice()));
+        assert_eq!(loaded.read_check(None).expected_version, 4);
+        assert_eq!(loaded.tags.len(), 1);
     }
 }
