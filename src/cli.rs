@@ -544,7 +544,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 exec_like_every_route: false,
                 run_env: args.interpreter.run_env()?,
             };
-            let state = anypath_service::serve::AppState::new(sandbox, &options);
+            let state = anypath_service::state::AppState::new(sandbox, &options);
             anypath_service::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;
             Ok(ExitCode::SUCCESS)
         }

@@ -174,23 +174,6 @@ impl Interpreter {
         ]
     }
 
-    /// Hibernates every live session idle for `hibernate_after_idle`;
-    /// returns how many. The host's sweeper calls it; see [`Hibernation::hibernate_idle`].
-    pub async fn hibernate_idle(self: &Arc<Self>) -> usize {
-        self.hibernation().hibernate_idle().await
-    }
-
-    /// Hibernates every live session on a graceful stop; see [`Hibernation::hibernate_all`].
-    pub async fn hibernate_all(self: &Arc<Self>) -> usize {
-        self.hibernation().hibernate_all().await
-    }
-
-    /// Removes expired sessions and artifacts; the host's sweeper calls it.
-    /// See [`Sessions::sweep`].
-    pub fn sweep(self: &Arc<Self>) -> usize {
-        self.sessions().sweep()
-    }
-
     /// Runs file work on the blocking pool, off the async workers.
     pub(crate) async fn off_workers<T: Send + 'static>(
         self: &Arc<Self>,

@@ -17,18 +17,18 @@ use std::sync::Arc;
 
 use anypath_interpreter::{ReceivedFile, datasets};
 use anypath_wire::AttachDatasetRequest;
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Path, Request};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::routing::{get, post, put};
+use axum::{Json, Router};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
 use crate::interpreter_api::Call;
 use crate::interpreter_service::{InterpreterService, ServiceError};
-use crate::serve::{AppState, set_request_id};
+use crate::state::AppState;
 
 /// The dataset routes.
 pub(crate) fn routes() -> Router<Arc<AppState>> {
@@ -40,45 +40,31 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/v1/sessions/{session_id}/datasets", post(attach))
 }
 
-async fn list(c: Call) -> Response {
-    c.answer(StatusCode::OK, c.service.call(&c.caller, datasets::ListDatasets).await)
+async fn list(c: Call) -> Result<impl IntoResponse, ServiceError> {
+    Ok(Json(c.service.call(&c.caller, datasets::ListDatasets).await?))
 }
 
-async fn stage(c: Call, Path(name): Path<String>, request: Request) -> Response {
+async fn stage(c: Call, Path(name): Path<String>, request: Request) -> Result<impl IntoResponse, ServiceError> {
     // A bad name is refused before a byte of the body is kept.
-    if let Err(e) = anypath_interpreter::names::dataset(&name) {
-        return c.fail(&ServiceError::Interpreter(e.into()));
-    }
-    let limit = match c.service.dataset_room(&c.caller, name.clone()).await {
-        Ok(room) => room,
-        Err(e) => return c.fail(&e),
-    };
+    anypath_interpreter::names::dataset(&name).map_err(|e| ServiceError::Interpreter(e.into()))?;
+    let limit = c.service.dataset_room(&c.caller, name.clone()).await?;
     let received = if is_multipart(request.headers()) {
         receive_form(&c.service, request, limit).await
     } else {
         receive_file(&c.service, request.into_body().into_data_stream(), limit).await.map(|file| vec![file.into_received(None)])
     };
-    let staged = c.service.stage_dataset(&c.caller, name, received).await;
-    c.answer(StatusCode::CREATED, staged)
+    let staged = c.service.stage_dataset(&c.caller, name, received).await?;
+    Ok((StatusCode::CREATED, Json(staged)))
 }
 
-async fn remove(c: Call, Path(name): Path<String>) -> Response {
-    match c.service.call(&c.caller, datasets::RemoveDataset { name }).await {
-        Ok(()) => {
-            let mut response = StatusCode::NO_CONTENT.into_response();
-            set_request_id(&mut response, &c.caller.request_id);
-            response
-        }
-        Err(e) => c.fail(&e),
-    }
+async fn remove(c: Call, Path(name): Path<String>) -> Result<impl IntoResponse, ServiceError> {
+    c.service.call(&c.caller, datasets::RemoveDataset { name }).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
-async fn attach(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
-    let attached = match serde_json::from_slice::<AttachDatasetRequest>(&body) {
-        Ok(request) => c.service.call(&c.caller, datasets::AttachDataset { session_id, name: request.name }).await,
-        Err(e) => Err(ServiceError::InvalidJson(e)),
-    };
-    c.answer(StatusCode::CREATED, attached)
+async fn attach(c: Call, Path(session_id): Path<String>, body: Bytes) -> Result<impl IntoResponse, ServiceError> {
+    let request = serde_json::from_slice::<AttachDatasetRequest>(&body).map_err(ServiceError::InvalidJson)?;
+    Ok((StatusCode::CREATED, Json(c.service.call(&c.caller, datasets::AttachDataset { session_id, name: request.name }).await?)))
 }
 
 fn is_multipart(headers: &HeaderMap) -> bool {

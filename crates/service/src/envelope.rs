@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use serde_json::json;
 
-use crate::request_id::{RequestId, set_request_id};
+use crate::request_id::RequestId;
 
 /// Room in a request body beyond the base64 of the largest upload: the JSON
 /// envelope (or JSON-RPC envelope), the file name and the session id.
@@ -57,7 +57,7 @@ pub(crate) async fn refuse_oversized_body(State(limit): State<usize>, id: Reques
         let _ = tokio::time::timeout(DRAIN_TIME, discard(request.into_body())).await;
     }
     let message = format!("the body declares {declared} bytes; this route takes at most {limit}");
-    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message).respond(id.as_str())
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message).respond(&id)
 }
 
 /// Reads a body to its end, keeping nothing.
@@ -78,7 +78,7 @@ pub(crate) async fn every_error_an_envelope(id: RequestId, request: Request, nex
         Ok(bytes) if !bytes.is_empty() => String::from_utf8_lossy(&bytes).trim().to_owned(),
         _ => status.canonical_reason().unwrap_or("request refused").to_owned(),
     };
-    let mut enveloped = envelope(status, code(status), &text, id.as_str());
+    let mut enveloped = envelope(status, code(status), &text, &id);
     for (name, value) in &parts.headers {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
             enveloped.headers_mut().entry(name).or_insert_with(|| value.clone());
@@ -112,7 +112,7 @@ impl ApiError {
     }
 
     /// This error as the answer to request `request_id`.
-    pub fn respond(self, request_id: &str) -> Response {
+    pub fn respond(self, request_id: &RequestId) -> Response {
         let mut response = envelope(self.status, self.code, &self.message, request_id);
         if self.retry_soon {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -124,7 +124,7 @@ impl ApiError {
 /// The answer to the request being handled on this task.
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        self.respond(RequestId::current().as_str())
+        self.respond(&RequestId::current())
     }
 }
 
@@ -133,18 +133,12 @@ pub(crate) async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
 }
 
-/// The JSON error envelope: `{"error": {"code", "message", "request_id"}}`,
-/// for code that still names its request itself.
-pub(crate) fn error(status: StatusCode, code: &str, message: &str, request_id: &str) -> Response {
-    envelope(status, code, message, request_id)
-}
-
 /// The envelope's body and status; its id in the `x-request-id` header too,
 /// so an answer made outside the request id layer names its request as well.
-fn envelope(status: StatusCode, code: &str, message: &str, request_id: &str) -> Response {
-    let body = json!({ "error": { "code": code, "message": message, "request_id": request_id } });
+fn envelope(status: StatusCode, code: &str, message: &str, request_id: &RequestId) -> Response {
+    let body = json!({ "error": { "code": code, "message": message, "request_id": request_id.as_str() } });
     let mut response = (status, axum::Json(body)).into_response();
-    set_request_id(&mut response, request_id);
+    request_id.stamp(&mut response);
     response
 }
 

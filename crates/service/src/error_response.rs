@@ -37,19 +37,13 @@ impl IntoResponse for ServiceError {
     }
 }
 
-/// The answer to a refused admission of request `request_id`, for code
-/// that still names its request itself.
-pub(crate) fn refusal(refused: Refused, request_id: &str) -> Response {
-    ApiError::from(refused).respond(request_id)
-}
-
 #[cfg(test)]
 mod tests {
     use axum::http::StatusCode;
     use axum::http::header::RETRY_AFTER;
 
     use super::*;
-    use crate::request_id::REQUEST_ID;
+    use crate::request_id::{REQUEST_ID, RequestId};
 
     async fn body(response: Response) -> serde_json::Value {
         let bytes = axum::body::to_bytes(response.into_body(), 1 << 10).await.expect("a body");
@@ -58,7 +52,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_refusal_is_the_envelope_asking_for_a_retry() {
-        let response = refusal(Refused::TenantBusy { running: 2, queued: 2 }, "req-9");
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(REQUEST_ID, axum::http::HeaderValue::from_static("req-9"));
+        let response = ApiError::from(Refused::TenantBusy { running: 2, queued: 2 }).respond(&RequestId::from_headers(&headers));
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(response.headers()[RETRY_AFTER], "1");
         assert_eq!(response.headers()[REQUEST_ID], "req-9");

@@ -29,19 +29,20 @@ use std::time::Duration;
 use anypath_interpreter::{Artifact, InterpreterError, LinkQuery, LoadArtifactRequest, RunRequest, artifacts, files, runs, sessions};
 use anypath_wire::{OpenSessionRequest, UploadRequest};
 use anypath_sandbox::Runtime;
-use axum::Router;
 use axum::body::Bytes;
-use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Json, Router};
 use serde::Deserialize;
 
 use crate::envelope::{refuse_oversized_body, upload_body_limit};
 use crate::interpreter_service::{Caller, Content, InterpreterService, OpenSession, ServiceError, SignedTarget, Upload};
-use crate::serve::{AppState, error, refusal, request_id, set_request_id};
+use crate::request_id::RequestId;
+use crate::state::AppState;
 
 /// The interpreter's routes. The two that take a file accept a body as
 /// large as the upload quota allows (as base64 in its envelope); every other
@@ -88,88 +89,49 @@ pub(crate) struct Call {
 
 /// Every handler starts from the call: the extractor answers 404 without an
 /// interpreter and 401 without a valid key or token, before any body is read.
-impl axum::extract::FromRequestParts<Arc<AppState>> for Call {
-    type Rejection = Response;
+impl FromRequestParts<Arc<AppState>> for Call {
+    type Rejection = ServiceError;
 
-    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &Arc<AppState>) -> Result<Self, Response> {
-        let request_id = request_id(&parts.headers);
-        let resolved = InterpreterService::of(state).and_then(|service| {
-            let caller = service.caller(&parts.headers, request_id.clone())?;
-            Ok(Call { service, caller })
-        });
-        resolved.map_err(|e| fail(&e, &request_id))
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, ServiceError> {
+        let Ok(request_id) = RequestId::from_request_parts(parts, state).await;
+        let service = InterpreterService::of(state)?;
+        let caller = service.caller(&parts.headers, request_id.into_string())?;
+        Ok(Call { service, caller })
     }
 }
 
-impl Call {
-    /// The service's answer as JSON with `status`, or its error's envelope.
-    pub(crate) fn answer(&self, status: StatusCode, result: Result<impl serde::Serialize, ServiceError>) -> Response {
-        match result {
-            Ok(body) => {
-                let mut response = (status, axum::Json(body)).into_response();
-                set_request_id(&mut response, &self.caller.request_id);
-                response
-            }
-            Err(e) => self.fail(&e),
-        }
-    }
-
-    pub(crate) fn fail(&self, e: &ServiceError) -> Response {
-        fail(e, &self.caller.request_id)
-    }
-}
-
-/// The envelope of a failed call: a refused run is 429 or 503 with
-/// `Retry-After`, an interpreter error has its own status.
-fn fail(e: &ServiceError, request_id: &str) -> Response {
-    if let ServiceError::Refused(refused) = e {
-        return refusal(*refused, request_id);
-    }
-    error(e.status(), e.code(), &e.to_string(), request_id)
-}
+/// A handler's answer: JSON (or bytes) on success, the error envelope
+/// otherwise (a refused run is 429 or 503 with `Retry-After`).
+type Answer<T> = Result<T, ServiceError>;
 
 /// A JSON body of type `T`.
 fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ServiceError> {
     serde_json::from_slice(body).map_err(ServiceError::InvalidJson)
 }
 
-
-async fn open_session(c: Call, body: Bytes) -> Response {
-    let opened = match parse::<OpenSessionRequest>(&body) {
-        Ok(open) => {
-            let open = OpenSession { session_id: open.session_id, ttl: open.ttl_seconds.map(Duration::from_secs), runtime: open.runtime };
-            c.service.call(&c.caller, open).await
-        }
-        Err(e) => Err(e),
-    };
-    c.answer(StatusCode::CREATED, opened)
+async fn open_session(c: Call, body: Bytes) -> Answer<impl IntoResponse> {
+    let open = parse::<OpenSessionRequest>(&body)?;
+    let open = OpenSession { session_id: open.session_id, ttl: open.ttl_seconds.map(Duration::from_secs), runtime: open.runtime };
+    Ok((StatusCode::CREATED, Json(c.service.call(&c.caller, open).await?)))
 }
 
-async fn describe_session(c: Call, Path(session_id): Path<String>) -> Response {
-    c.answer(StatusCode::OK, c.service.call(&c.caller, sessions::DescribeSession { session_id }).await)
+async fn describe_session(c: Call, Path(session_id): Path<String>) -> Answer<impl IntoResponse> {
+    Ok(Json(c.service.call(&c.caller, sessions::DescribeSession { session_id }).await?))
 }
 
-async fn close_session(c: Call, Path(session_id): Path<String>) -> Response {
-    c.answer(StatusCode::OK, c.service.call(&c.caller, sessions::CloseSession { session_id }).await)
+async fn close_session(c: Call, Path(session_id): Path<String>) -> Answer<impl IntoResponse> {
+    Ok(Json(c.service.call(&c.caller, sessions::CloseSession { session_id }).await?))
 }
 
-async fn fork_session(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
-    let forked = match parse::<anypath_wire::ForkRequest>(&body) {
-        Ok(fork) => c.service.call(&c.caller, sessions::ForkSession { session_id, new_session_id: fork.session_id }).await,
-        Err(e) => Err(e),
-    };
-    c.answer(StatusCode::CREATED, forked)
+async fn fork_session(c: Call, Path(session_id): Path<String>, body: Bytes) -> Answer<impl IntoResponse> {
+    let fork = parse::<anypath_wire::ForkRequest>(&body)?;
+    Ok((StatusCode::CREATED, Json(c.service.call(&c.caller, sessions::ForkSession { session_id, new_session_id: fork.session_id }).await?)))
 }
 
-async fn upload_base64(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
-    let uploaded = match parse::<UploadRequest>(&body) {
-        Ok(UploadRequest { filename, content_base64, overwrite, runtime }) => {
-            let upload = Upload { session_id, filename, content: Content::Base64(content_base64), overwrite, runtime };
-            c.service.call(&c.caller, upload).await
-        }
-        Err(e) => Err(e),
-    };
-    c.answer(StatusCode::CREATED, uploaded)
+async fn upload_base64(c: Call, Path(session_id): Path<String>, body: Bytes) -> Answer<impl IntoResponse> {
+    let UploadRequest { filename, content_base64, overwrite, runtime } = parse(&body)?;
+    let upload = Upload { session_id, filename, content: Content::Base64(content_base64), overwrite, runtime };
+    Ok((StatusCode::CREATED, Json(c.service.call(&c.caller, upload).await?)))
 }
 
 #[derive(Deserialize)]
@@ -184,106 +146,88 @@ async fn upload_raw(
     Path((session_id, filename)): Path<(String, String)>,
     query: Result<Query<UploadQuery>, QueryRejection>,
     body: Bytes,
-) -> Response {
-    let uploaded = match query {
-        Ok(Query(UploadQuery { overwrite, runtime })) => {
-            let upload = Upload { session_id, filename, content: Content::Raw(body), overwrite, runtime };
-            c.service.call(&c.caller, upload).await
-        }
-        Err(_) => Err(ServiceError::InvalidQuery),
-    };
-    c.answer(StatusCode::CREATED, uploaded)
+) -> Answer<impl IntoResponse> {
+    let Query(UploadQuery { overwrite, runtime }) = query.map_err(|_| ServiceError::InvalidQuery)?;
+    let upload = Upload { session_id, filename, content: Content::Raw(body), overwrite, runtime };
+    Ok((StatusCode::CREATED, Json(c.service.call(&c.caller, upload).await?)))
 }
 
-async fn list_files(c: Call, Path(session_id): Path<String>) -> Response {
-    c.answer(StatusCode::OK, c.service.call(&c.caller, files::ListFiles { session_id }).await)
+async fn list_files(c: Call, Path(session_id): Path<String>) -> Answer<impl IntoResponse> {
+    Ok(Json(c.service.call(&c.caller, files::ListFiles { session_id }).await?))
 }
 
-async fn load_artifact(c: Call, Path(session_id): Path<String>, body: Bytes) -> Response {
-    let loaded = match parse::<LoadArtifactRequest>(&body) {
-        Ok(request) => c.service.call(&c.caller, artifacts::LoadArtifact { session_id, request }).await,
-        Err(e) => Err(e),
-    };
-    c.answer(StatusCode::CREATED, loaded)
+async fn load_artifact(c: Call, Path(session_id): Path<String>, body: Bytes) -> Answer<impl IntoResponse> {
+    let request = parse::<LoadArtifactRequest>(&body)?;
+    Ok((StatusCode::CREATED, Json(c.service.call(&c.caller, artifacts::LoadArtifact { session_id, request }).await?)))
 }
 
 /// The file routes for a file that happens to be named `from-artifact`.
 const FROM_ARTIFACT: &str = "from-artifact";
 
-async fn download_from_artifact_file(c: Call, Path(session_id): Path<String>) -> Response {
+async fn download_from_artifact_file(c: Call, Path(session_id): Path<String>) -> Answer<impl IntoResponse> {
     download(c, Path((session_id, FROM_ARTIFACT.to_owned()))).await
 }
 
-async fn upload_from_artifact_file(c: Call, Path(session_id): Path<String>, query: Result<Query<UploadQuery>, QueryRejection>, body: Bytes) -> Response {
+async fn upload_from_artifact_file(
+    c: Call,
+    Path(session_id): Path<String>,
+    query: Result<Query<UploadQuery>, QueryRejection>,
+    body: Bytes,
+) -> Answer<impl IntoResponse> {
     upload_raw(c, Path((session_id, FROM_ARTIFACT.to_owned())), query, body).await
 }
 
-async fn delete_from_artifact_file(c: Call, Path(session_id): Path<String>) -> Response {
+async fn delete_from_artifact_file(c: Call, Path(session_id): Path<String>) -> Answer<impl IntoResponse> {
     delete_file(c, Path((session_id, FROM_ARTIFACT.to_owned()))).await
 }
 
-async fn download(c: Call, Path((session_id, path)): Path<(String, String)>) -> Response {
-    match c.service.call(&c.caller, files::ReadFile { session_id, path }).await {
-        Ok(bytes) => {
-            let mut response = ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response();
-            set_request_id(&mut response, &c.caller.request_id);
-            response
-        }
-        Err(e) => c.fail(&e),
-    }
+async fn download(c: Call, Path((session_id, path)): Path<(String, String)>) -> Answer<impl IntoResponse> {
+    let bytes = c.service.call(&c.caller, files::ReadFile { session_id, path }).await?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes))
 }
 
-async fn delete_file(c: Call, Path((session_id, path)): Path<(String, String)>) -> Response {
-    match c.service.call(&c.caller, files::DeleteFile { session_id, path }).await {
-        Ok(()) => {
-            let mut response = StatusCode::NO_CONTENT.into_response();
-            set_request_id(&mut response, &c.caller.request_id);
-            response
-        }
-        Err(e) => c.fail(&e),
-    }
+async fn delete_file(c: Call, Path((session_id, path)): Path<(String, String)>) -> Answer<impl IntoResponse> {
+    c.service.call(&c.caller, files::DeleteFile { session_id, path }).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
-async fn run(c: Call, headers: axum::http::HeaderMap, Path(session_id): Path<String>, body: Bytes) -> Response {
-    let request = match parse::<RunRequest>(&body) {
-        Ok(request) => request,
-        Err(e) => return c.fail(&e),
-    };
+async fn run(c: Call, headers: HeaderMap, Path(session_id): Path<String>, body: Bytes) -> Answer<Response> {
+    let request = parse::<RunRequest>(&body)?;
     if crate::run_events::wants_events(&headers) {
-        return crate::run_events::stream_run(c.service, c.caller, session_id, request, fail).await;
+        return crate::run_events::stream_run(c.service, c.caller, session_id, request).await;
     }
-    let ran = c.service.call(&c.caller, runs::RunCode { session_id, request, live: None }).await;
-    c.answer(StatusCode::OK, ran)
+    let report = c.service.call(&c.caller, runs::RunCode { session_id, request, live: None }).await?;
+    Ok(Json(report).into_response())
 }
 
-async fn list_artifacts(c: Call, Path(session_id): Path<String>) -> Response {
-    c.answer(StatusCode::OK, c.service.call(&c.caller, artifacts::ListArtifacts { session_id }).await)
+async fn list_artifacts(c: Call, Path(session_id): Path<String>) -> Answer<impl IntoResponse> {
+    Ok(Json(c.service.call(&c.caller, artifacts::ListArtifacts { session_id }).await?))
 }
 
-async fn read_artifact(c: Call, Path((session_id, path)): Path<(String, String)>) -> Response {
-    c.answer(StatusCode::OK, c.service.call(&c.caller, artifacts::ReadArtifact { session_id, path }).await)
+async fn read_artifact(c: Call, Path((session_id, path)): Path<(String, String)>) -> Answer<impl IntoResponse> {
+    Ok(Json(c.service.call(&c.caller, artifacts::ReadArtifact { session_id, path }).await?))
 }
 
-async fn describe_artifact(c: Call, Path(artifact_id): Path<String>) -> Response {
-    c.answer(StatusCode::OK, c.service.call(&c.caller, artifacts::GetArtifact { artifact_id }).await)
+async fn describe_artifact(c: Call, Path(artifact_id): Path<String>) -> Answer<impl IntoResponse> {
+    Ok(Json(c.service.call(&c.caller, artifacts::GetArtifact { artifact_id }).await?))
 }
 
 async fn download_signed(
     State(state): State<Arc<AppState>>,
-    headers: axum::http::HeaderMap,
+    request_id: RequestId,
     Path(artifact_id): Path<String>,
     query: Result<Query<LinkQuery>, QueryRejection>,
-) -> Response {
-    signed_download(&state, &headers, SignedTarget::Artifact(artifact_id), query).await
+) -> Answer<Response> {
+    signed_download(&state, &request_id, SignedTarget::Artifact(artifact_id), query).await
 }
 
 async fn download_signed_file(
     State(state): State<Arc<AppState>>,
-    headers: axum::http::HeaderMap,
+    request_id: RequestId,
     Path((session_id, filename)): Path<(String, String)>,
     query: Result<Query<LinkQuery>, QueryRejection>,
-) -> Response {
-    signed_download(&state, &headers, SignedTarget::File { session_id, filename }, query).await
+) -> Answer<Response> {
+    signed_download(&state, &request_id, SignedTarget::File { session_id, filename }, query).await
 }
 
 /// Serves an artifact's bytes to whoever holds a valid link: no header, no
@@ -291,26 +235,20 @@ async fn download_signed_file(
 /// never runs script against this service.
 async fn signed_download(
     state: &Arc<AppState>,
-    headers: &axum::http::HeaderMap,
+    request_id: &RequestId,
     target: SignedTarget,
     query: Result<Query<LinkQuery>, QueryRejection>,
-) -> Response {
-    let request_id = request_id(headers);
+) -> Answer<Response> {
+    let service = InterpreterService::of(state)?;
     // Anything unparsable in the link's query is the same 403 as a wrong signature.
-    let opened = match (InterpreterService::of(state), query) {
-        (Ok(service), Ok(Query(query))) => service.open_signed(&request_id, target, query).await,
-        (Err(e), _) => Err(e),
-        (Ok(_), Err(_)) => Err(InterpreterError::Forbidden.into()),
-    };
-    match opened {
-        Ok((artifact, file)) => attachment(&artifact, file, &request_id),
-        Err(e) => fail(&e, &request_id),
-    }
+    let Query(query) = query.map_err(|_| ServiceError::from(InterpreterError::Forbidden))?;
+    let (artifact, file) = service.open_signed(request_id.as_str(), target, query).await?;
+    Ok(attachment(&artifact, file))
 }
 
 /// The artifact's bytes, streamed from its open file, with the headers of
 /// a download.
-fn attachment(artifact: &Artifact, file: std::fs::File, request_id: &str) -> Response {
+fn attachment(artifact: &Artifact, file: std::fs::File) -> Response {
     let body = axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file)));
     let leaf = artifact.filename.rsplit('/').next().unwrap_or("artifact");
     let ascii: String = leaf.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' }).collect();
@@ -330,6 +268,5 @@ fn attachment(artifact: &Artifact, file: std::fs::File, request_id: &str) -> Res
             headers.insert(name, value);
         }
     }
-    set_request_id(&mut response, request_id);
     response
 }

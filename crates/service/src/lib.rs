@@ -9,7 +9,6 @@
 //! decides (`request_id`), and every error answers in its transport's shape.
 
 pub mod admission;
-mod answers;
 mod block_api;
 mod cell_text;
 mod cors;
@@ -22,6 +21,7 @@ mod health;
 pub mod interpreter_api;
 pub mod interpreter_service;
 pub mod jupyter;
+mod live_run;
 pub mod mcp;
 pub mod metrics;
 mod options;

@@ -67,7 +67,7 @@ impl RequestId {
             return id.clone();
         }
         let id = Self::from_headers(headers);
-        // Code that still reads the id from the header sees the same one.
+        // A nested service reading the header (MCP's) sees the same one.
         if let Ok(value) = HeaderValue::from_str(id.as_str()) {
             headers.insert(REQUEST_ID, value);
         }
@@ -77,7 +77,9 @@ impl RequestId {
 
     /// Names this id in `response`'s `x-request-id` header.
     pub fn stamp(&self, response: &mut Response) {
-        set_request_id(response, self.as_str());
+        if let Ok(value) = HeaderValue::from_str(self.as_str()) {
+            response.headers_mut().insert(REQUEST_ID, value);
+        }
     }
 }
 
@@ -112,20 +114,6 @@ pub(crate) async fn assign(request: Request, next: Next) -> Response {
 /// characters, letters, digits and `-_.` only (it goes into logs and headers).
 fn is_usable(id: &str) -> bool {
     !id.is_empty() && id.len() <= MAX_LEN && id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-}
-
-/// The caller's id when it is short and printable, otherwise a new one.
-/// For handlers that still read it from the headers; inside the layer it is
-/// the id the layer decided.
-pub(crate) fn request_id(headers: &HeaderMap) -> String {
-    RequestId::from_headers(headers).into_string()
-}
-
-/// Names `request_id` in `response`'s `x-request-id` header.
-pub(crate) fn set_request_id(response: &mut Response, request_id: &str) {
-    if let Ok(value) = HeaderValue::from_str(request_id) {
-        response.headers_mut().insert(REQUEST_ID, value);
-    }
 }
 
 #[cfg(test)]

@@ -16,12 +16,8 @@ use axum::middleware::from_fn;
 
 pub use crate::options::ServeOptions;
 pub use crate::shutdown::{hibernate_all, shutdown_signal, stopped_signal};
-pub use crate::state::AppState;
 pub use crate::sweeper::spawn_sweeper;
-// The request id and the error envelope, where the transports still look for them.
-pub(crate) use crate::envelope::error;
-pub(crate) use crate::error_response::refusal;
-pub(crate) use crate::request_id::{request_id, set_request_id};
+use crate::state::AppState;
 
 /// Serves until Ctrl-C or SIGTERM: the sandbox's API, and E2B's on its
 /// own listener when one is asked for.

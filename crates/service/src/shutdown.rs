@@ -30,6 +30,6 @@ pub async fn stopped_signal(mut stopped: tokio::sync::watch::Receiver<bool>) {
 /// next process to resume.
 pub async fn hibernate_all(interpreter: &Arc<Interpreter>) {
     let started = std::time::Instant::now();
-    let hibernated = interpreter.hibernate_all().await;
+    let hibernated = interpreter.hibernation().hibernate_all().await;
     tracing::info!(hibernated, elapsed_ms = started.elapsed().as_millis() as u64, "sessions hibernated for the stop");
 }

@@ -22,7 +22,7 @@ pub fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
         loop {
             tick.tick().await;
             let Some(interpreter) = interpreter.upgrade() else { return };
-            let hibernated = interpreter.hibernate_idle().await;
+            let hibernated = interpreter.hibernation().hibernate_idle().await;
             if hibernated > 0 {
                 tracing::info!(hibernated, "idle sessions hibernated");
             }
@@ -30,7 +30,7 @@ pub fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
                 continue;
             }
             swept = tokio::time::Instant::now();
-            let removed = tokio::task::spawn_blocking(move || interpreter.sweep()).await.unwrap_or(0);
+            let removed = tokio::task::spawn_blocking(move || interpreter.sessions().sweep()).await.unwrap_or(0);
             if removed > 0 {
                 tracing::info!(removed, "expired sessions removed");
             }

@@ -9,10 +9,11 @@ use std::io::Read;
 use std::sync::Arc;
 
 use anypath_interpreter::files;
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -20,6 +21,7 @@ use super::error::E2bError;
 use super::registry::{Sandbox, SandboxState};
 use super::{E2b, paths};
 use crate::interpreter_service::Caller;
+use crate::request_id::RequestId;
 
 /// The query of `/files`.
 #[derive(Debug, Default, Deserialize)]
@@ -57,15 +59,14 @@ impl Operation {
 
 /// `GET /health`: 204 while the named sandbox runs, 502 when it is paused,
 /// killed, past its timeout or unknown (what the SDK's `is_running()` reads).
-pub(crate) async fn health(State(e2b): State<Arc<E2b>>, headers: HeaderMap) -> Response {
-    let request_id = crate::serve::request_id(&headers);
+pub(crate) async fn health(State(e2b): State<Arc<E2b>>, headers: HeaderMap) -> Result<StatusCode, E2bError> {
     let Some(id) = super::sandbox_header(&headers) else {
         // No sandbox named: the listener itself is up.
-        return StatusCode::NO_CONTENT.into_response();
+        return Ok(StatusCode::NO_CONTENT);
     };
     match e2b.registry.get(id) {
-        Some(sandbox) if sandbox.life().state == SandboxState::Running => StatusCode::NO_CONTENT.into_response(),
-        _ => E2bError::not_running(id).into_response_for(&request_id),
+        Some(sandbox) if sandbox.life().state == SandboxState::Running => Ok(StatusCode::NO_CONTENT),
+        _ => Err(E2bError::not_running(id)),
     }
 }
 
@@ -73,8 +74,14 @@ impl E2b {
     /// The sandbox a `/files` call is for, and its caller: named by the
     /// sandbox header and admitted by its access token, or (a signed link,
     /// which carries no header) found by whose token signs the link.
-    fn files_caller(&self, headers: &HeaderMap, query: &FilesQuery, path: &str, operation: Operation) -> Result<(Arc<Sandbox>, Caller), E2bError> {
-        let request_id = crate::serve::request_id(headers);
+    fn files_caller(
+        &self,
+        headers: &HeaderMap,
+        request_id: RequestId,
+        query: &FilesQuery,
+        path: &str,
+        operation: Operation,
+    ) -> Result<(Arc<Sandbox>, Caller), E2bError> {
         if let Some(signature) = &query.signature {
             if query.signature_expiration.is_some_and(|at| at < unix_now()) {
                 return Err(E2bError::new(StatusCode::UNAUTHORIZED, "the signed link has expired"));
@@ -91,10 +98,10 @@ impl E2b {
             if sandbox.life().state != SandboxState::Running {
                 return Err(E2bError::not_running(&sandbox.id));
             }
-            let caller = self.service.tenant_caller(sandbox.tenant.clone(), headers, request_id);
+            let caller = self.service.tenant_caller(sandbox.tenant.clone(), headers, request_id.into_string());
             return Ok((sandbox, caller));
         }
-        self.sandbox_caller(headers)
+        self.sandbox_caller(headers, request_id)
     }
 }
 
@@ -114,51 +121,39 @@ fn unix_now() -> u64 {
 }
 
 /// `GET /files?path=`: the file's bytes.
-pub(crate) async fn download(State(e2b): State<Arc<E2b>>, headers: HeaderMap, query: axum::extract::RawQuery) -> Response {
-    let request_id = crate::serve::request_id(&headers);
-    let downloaded = async {
-        let query = parse_query(query.0.as_deref())?;
-        let path = query.path.clone().ok_or_else(|| E2bError::bad_request("path is required"))?;
-        let (sandbox, caller) = e2b.files_caller(&headers, &query, &path, Operation::Read)?;
-        let relative = paths::to_session(&path)?;
-        let entry = e2b.service.call(&caller, files::StatPath { session_id: sandbox.id.clone(), path: relative.clone() }).await.map_err(|e| E2bError::from(e).for_path(&path))?;
-        if entry.kind != anypath_interpreter::EntryKind::File {
-            return Err(E2bError::bad_request(format!("{path} is a directory, not a file")));
-        }
-        e2b.service.call(&caller, files::ReadFile { session_id: sandbox.id.clone(), path: relative }).await.map_err(|e| E2bError::from(e).for_path(&path))
+pub(crate) async fn download(
+    State(e2b): State<Arc<E2b>>,
+    request_id: RequestId,
+    headers: HeaderMap,
+    query: axum::extract::RawQuery,
+) -> Result<impl IntoResponse, E2bError> {
+    let query = parse_query(query.0.as_deref())?;
+    let path = query.path.clone().ok_or_else(|| E2bError::bad_request("path is required"))?;
+    let (sandbox, caller) = e2b.files_caller(&headers, request_id, &query, &path, Operation::Read)?;
+    let relative = paths::to_session(&path)?;
+    let entry = e2b.service.call(&caller, files::StatPath { session_id: sandbox.id.clone(), path: relative.clone() }).await.map_err(|e| E2bError::from(e).for_path(&path))?;
+    if entry.kind != anypath_interpreter::EntryKind::File {
+        return Err(E2bError::bad_request(format!("{path} is a directory, not a file")));
     }
-    .await;
-    match downloaded {
-        Ok(bytes) => {
-            let mut response = ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response();
-            crate::serve::set_request_id(&mut response, &request_id);
-            response
-        }
-        Err(e) => e.into_response_for(&request_id),
-    }
+    let bytes = e2b.service.call(&caller, files::ReadFile { session_id: sandbox.id.clone(), path: relative }).await.map_err(|e| E2bError::from(e).for_path(&path))?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes))
 }
 
 /// `POST /files`: each file written, made with its directories, answered
 /// as `[{name, type, path}]`.
-pub(crate) async fn upload(State(e2b): State<Arc<E2b>>, request: Request) -> Response {
-    let headers = request.headers().clone();
-    let request_id = crate::serve::request_id(&headers);
-    let uploaded = async {
-        let query = parse_query(request.uri().query())?;
-        let signed_path = query.path.clone().unwrap_or_default();
-        let (sandbox, caller) = e2b.files_caller(&headers, &query, &signed_path, Operation::Write)?;
-        let files = received_files(request, query.path.as_deref()).await?;
-        let mut written = Vec::new();
-        for (path, bytes) in files {
-            let relative = paths::to_session(&path)?;
-            let entry = e2b.service.call(&caller, files::WritePath { session_id: sandbox.id.clone(), path: relative, bytes }).await.map_err(|e| E2bError::from(e).for_path(&path))?;
-            written.push(WriteInfo { name: entry.name, kind: "file", path: paths::to_client(&entry.path) });
-        }
-        tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, files = written.len(), "e2b upload");
-        Ok::<_, E2bError>(written)
+pub(crate) async fn upload(State(e2b): State<Arc<E2b>>, request_id: RequestId, request: Request) -> Result<impl IntoResponse, E2bError> {
+    let query = parse_query(request.uri().query())?;
+    let signed_path = query.path.clone().unwrap_or_default();
+    let (sandbox, caller) = e2b.files_caller(request.headers(), request_id, &query, &signed_path, Operation::Write)?;
+    let files = received_files(request, query.path.as_deref()).await?;
+    let mut written = Vec::new();
+    for (path, bytes) in files {
+        let relative = paths::to_session(&path)?;
+        let entry = e2b.service.call(&caller, files::WritePath { session_id: sandbox.id.clone(), path: relative, bytes }).await.map_err(|e| E2bError::from(e).for_path(&path))?;
+        written.push(WriteInfo { name: entry.name, kind: "file", path: paths::to_client(&entry.path) });
     }
-    .await;
-    super::reply(&request_id, StatusCode::OK, uploaded)
+    tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, files = written.len(), "e2b upload");
+    Ok(Json(written))
 }
 
 fn parse_query(raw: Option<&str>) -> Result<FilesQuery, E2bError> {

@@ -8,7 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::interpreter_service::ServiceError;
-use crate::request_id::{RequestId, set_request_id};
+use crate::request_id::RequestId;
 
 /// An E2B error answer.
 #[derive(Debug)]
@@ -40,14 +40,6 @@ impl E2bError {
     /// past its timeout (the SDK's `is_running()` reads 502 as not running).
     pub fn not_running(sandbox_id: &str) -> Self {
         Self::new(StatusCode::BAD_GATEWAY, format!("The sandbox {sandbox_id} is not running (paused, killed or past its timeout)"))
-    }
-
-    /// This error as the answer to request `request_id`, for code that
-    /// still names its request itself.
-    pub fn into_response_for(self, request_id: &str) -> Response {
-        let mut response = self.into_response();
-        set_request_id(&mut response, request_id);
-        response
     }
 }
 
@@ -118,14 +110,6 @@ impl ConnectError {
     pub fn body(&self) -> serde_json::Value {
         serde_json::json!({ "code": self.code, "message": self.message })
     }
-
-    /// This error as the answer to request `request_id`, for code that
-    /// still names its request itself.
-    pub fn into_response_for(self, request_id: &str) -> Response {
-        let mut response = self.into_response();
-        set_request_id(&mut response, request_id);
-        response
-    }
 }
 
 /// A unary call's error answer, to the request being handled on this task.
@@ -163,10 +147,4 @@ impl From<ServiceError> for ConnectError {
 /// A header value, when it is one.
 pub(crate) fn header_value(value: &str) -> Option<HeaderValue> {
     HeaderValue::from_str(value).ok()
-}
-
-impl crate::answers::ErrorAnswer for E2bError {
-    fn into_response_for(self, request_id: &str) -> Response {
-        E2bError::into_response_for(self, request_id)
-    }
 }

@@ -12,29 +12,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use anypath_interpreter::{RunReport, RunRequest, runs, sessions};
+use anypath_interpreter::{RunRequest, sessions};
 use anypath_sandbox::ExecError;
 use anypath_wire::{CellResult, LiveEvent, ResultOrigin};
+use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::call::{ContextCall, SandboxCall};
 use super::error::E2bError;
 use super::registry::{CodeContext, Sandbox};
-use super::{E2b, no_content, paths, reply};
-use crate::interpreter_service::{Caller, ServiceError};
-use crate::run_events::LiveEvents;
+use super::{E2b, paths};
+use crate::interpreter_service::Caller;
+use crate::live_run::{Lined, Lines, LiveRun, Window};
 
-/// How long a run may take to fail before the answer commits to a stream.
-const EARLY_FAILURE_WINDOW: Duration = Duration::from_millis(200);
 /// E2B's keepalive interval while a run is quiet.
 const KEEPALIVE_EVERY: Duration = Duration::from_secs(5);
-/// How long a partial line of output waits for its end before it is sent.
-const PARTIAL_LINE_WAIT: Duration = Duration::from_millis(50);
 
 /// `POST /execute`.
 #[derive(Debug, Deserialize)]
@@ -95,67 +93,31 @@ fn python_or_refused(language: Option<&str>) -> Result<(), E2bError> {
 }
 
 /// `POST /execute`.
-pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, headers: HeaderMap, body: Bytes) -> Response {
-    let request_id = crate::serve::request_id(&headers);
-    let started = async {
-        let (sandbox, caller) = e2b.sandbox_caller(&headers)?;
-        let request: ExecuteRequest = serde_json::from_slice(&body).map_err(|e| E2bError::bad_request(format!("the request body is not an execution: {e}")))?;
-        python_or_refused(request.language.as_deref())?;
-        let context = request.context_id.as_deref();
-        let session = sandbox.context_session(context).ok_or_else(|| E2bError::not_found(format!("context {} not found", context.unwrap_or(""))))?;
-        let mut env = sandbox.env_vars.clone();
-        env.extend(request.env_vars.unwrap_or_default());
-        let count = sandbox.count_execution(context);
-        let run = RunRequest { code: crate::cell_text::dedent(&request.code), env, result_data: true, ..RunRequest::default() };
-        Ok::<_, E2bError>((sandbox, caller, session, run, count))
-    }
-    .await;
-    let (sandbox, caller, session, run, count) = match started {
-        Ok(started) => started,
-        Err(e) => return e.into_response_for(&request_id),
-    };
+pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, SandboxCall { sandbox, caller, .. }: SandboxCall, body: Bytes) -> Result<Response, E2bError> {
+    let request: ExecuteRequest = serde_json::from_slice(&body).map_err(|e| E2bError::bad_request(format!("the request body is not an execution: {e}")))?;
+    python_or_refused(request.language.as_deref())?;
+    let context = request.context_id.as_deref();
+    let session = sandbox.context_session(context).ok_or_else(|| E2bError::not_found(format!("context {} not found", context.unwrap_or(""))))?;
+    let mut env = sandbox.env_vars.clone();
+    env.extend(request.env_vars.unwrap_or_default());
+    let count = sandbox.count_execution(context);
+    let request = RunRequest { code: crate::cell_text::dedent(&request.code), env, result_data: true, ..RunRequest::default() };
     let (key, cancelled) = e2b.runs.start(&sandbox.id);
-    let (sink, events) = tokio::sync::mpsc::unbounded_channel();
-    let (service, run_caller, run_session) = (e2b.service.clone(), caller.clone(), session.clone());
-    let mut task = tokio::spawn(async move { service.call(&run_caller, runs::RunCode { session_id: run_session, request: run, live: Some(sink) }).await });
-    let live = LiveEvents::new(events);
     // A refusal or a busy session within the window is a plain error answer.
-    let early = tokio::select! {
-        finished = &mut task => Some(finished),
-        () = tokio::time::sleep(EARLY_FAILURE_WINDOW) => None,
-    };
-    let report = match early {
-        Some(Ok(Err(error))) => {
+    let started = LiveRun::start(e2b.service.clone(), caller.clone(), session.clone(), request).unless_failed_early(Window::Whole).await;
+    let run = match started {
+        Ok(run) => run,
+        Err(error) => {
             e2b.runs.finish(key);
-            return E2bError::from(error).into_response_for(&request_id);
+            return Err(error.into());
         }
-        Some(Err(join)) => {
-            e2b.runs.finish(key);
-            return E2bError::from(ServiceError::Internal(format!("the run stopped: {join}"))).into_response_for(&request_id);
-        }
-        Some(Ok(Ok(report))) => Some(report),
-        None => None,
     };
     let mut pending = VecDeque::new();
     pending.push_back(json!({ "type": "number_of_executions", "execution_count": count }));
-    let stream = Stream {
-        e2b: e2b.clone(),
-        caller,
-        session,
-        key,
-        cancelled,
-        task: if report.is_some() { None } else { Some(task) },
-        report,
-        live: Some(live),
-        pending,
-        stdout: String::new(),
-        stderr: String::new(),
-        finished: false,
-    };
+    let stream = Stream { e2b: e2b.clone(), caller, session, key, cancelled, run, lines: Lines::default(), pending, finished: false };
     let mut response = Response::new(Body::from_stream(stream.into_stream()));
     response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/x-ndjson"));
-    crate::serve::set_request_id(&mut response, &request_id);
-    response
+    Ok(response)
 }
 
 /// A run's answer as it is streamed.
@@ -165,14 +127,11 @@ struct Stream {
     session: String,
     key: u64,
     cancelled: CancellationToken,
-    task: Option<tokio::task::JoinHandle<Result<RunReport, ServiceError>>>,
-    report: Option<RunReport>,
-    live: Option<LiveEvents>,
+    run: LiveRun,
+    /// Output a line at a time.
+    lines: Lines,
     /// Lines ready to send.
     pending: VecDeque<Value>,
-    /// Output not yet ended by a newline.
-    stdout: String,
-    stderr: String,
     finished: bool,
 }
 
@@ -204,72 +163,28 @@ impl Stream {
 
     /// Waits for the next thing to send; `Err` cuts the stream.
     async fn step(&mut self) -> Result<(), Cut> {
-        let Some(live) = self.live.as_mut() else {
+        if self.lines.has_ended() {
             return self.finish().await;
-        };
-        let wait = if self.stdout.is_empty() && self.stderr.is_empty() { KEEPALIVE_EVERY } else { PARTIAL_LINE_WAIT };
+        }
         tokio::select! {
-            event = live.next() => match event {
-                Some(event) => self.take(event),
-                None => {
-                    self.live = None;
-                    self.flush();
-                }
+            lined = self.lines.next(&mut self.run, Some(KEEPALIVE_EVERY)) => match lined {
+                Some(Lined::Send(events)) => self.pending.extend(events.into_iter().map(|event| live_line(&event))),
+                Some(Lined::Quiet) => self.pending.push_back(json!({ "type": "keepalive" })),
+                None => {}
             },
-            () = tokio::time::sleep(wait) => {
-                if wait == KEEPALIVE_EVERY {
-                    self.pending.push_back(json!({ "type": "keepalive" }));
-                } else {
-                    self.flush();
-                }
-            }
             () = self.cancelled.cancelled() => return Err(self.cut()),
         }
         Ok(())
     }
 
-    /// Queues the lines of a live event: complete lines of output, results.
-    fn take(&mut self, event: LiveEvent) {
-        match event {
-            LiveEvent::Stdout(text) => {
-                self.stdout.push_str(&text);
-                if let Some(line) = complete_lines(&mut self.stdout) {
-                    self.pending.push_back(output_line("stdout", line));
-                }
-            }
-            LiveEvent::Stderr(text) => {
-                self.stderr.push_str(&text);
-                if let Some(line) = complete_lines(&mut self.stderr) {
-                    self.pending.push_back(output_line("stderr", line));
-                }
-            }
-            LiveEvent::Result(result) => {
-                self.flush();
-                self.pending.push_back(result_line(&result));
-            }
-        }
-    }
-
-    /// Sends output still waiting for its newline.
-    fn flush(&mut self) {
-        for (kind, text) in [("stdout", std::mem::take(&mut self.stdout)), ("stderr", std::mem::take(&mut self.stderr))] {
-            if !text.is_empty() {
-                self.pending.push_back(output_line(kind, text));
-            }
-        }
-    }
-
     /// After the last live event: the run's error, if any, and the end.
     async fn finish(&mut self) -> Result<(), Cut> {
-        let outcome = match (self.report.take(), self.task.as_mut()) {
-            (Some(report), _) => Ok(report),
-            (None, Some(task)) => tokio::select! {
-                joined = task => joined.unwrap_or_else(|join| Err(ServiceError::Internal(format!("the run stopped: {join}")))),
-                () = self.cancelled.cancelled() => return Err(self.cut()),
-            },
-            (None, None) => Err(ServiceError::Internal("the run's outcome was lost".into())),
+        let outcome = tokio::select! {
+            // A run that ended within the early window has its outcome at hand.
+            biased;
+            outcome = self.run.outcome() => outcome,
+            () = self.cancelled.cancelled() => return Err(self.cut()),
         };
-        self.task = None;
         match outcome {
             Ok(report) => {
                 if let Some(error) = &report.cell.error {
@@ -296,19 +211,19 @@ impl Drop for Stream {
     /// A client that went away before the end stops its run.
     fn drop(&mut self) {
         self.e2b.runs.finish(self.key);
-        if let Some(task) = &self.task
-            && !task.is_finished()
-        {
+        if self.run.is_running() {
             self.e2b.interrupt_run(&self.caller, &self.session);
         }
     }
 }
 
-/// The complete lines at the front of `buffer`, taken off it.
-fn complete_lines(buffer: &mut String) -> Option<String> {
-    let end = buffer.rfind('\n')? + 1;
-    let rest = buffer.split_off(end);
-    Some(std::mem::replace(buffer, rest))
+/// A live event as E2B's line: output, or a result.
+fn live_line(event: &LiveEvent) -> Value {
+    match event {
+        LiveEvent::Stdout(text) => output_line("stdout", text.clone()),
+        LiveEvent::Stderr(text) => output_line("stderr", text.clone()),
+        LiveEvent::Result(result) => result_line(result),
+    }
 }
 
 fn output_line(kind: &str, text: String) -> Value {
@@ -374,36 +289,26 @@ fn context_json(id: &str, language: &str, cwd: &str) -> Value {
 }
 
 /// `GET /contexts`: the default context, then the others as made.
-pub(crate) async fn list_contexts(State(e2b): State<Arc<E2b>>, headers: HeaderMap) -> Response {
-    let request_id = crate::serve::request_id(&headers);
-    let listed = e2b.sandbox_caller_untokened(&headers).map(|(sandbox, _)| {
-        let mut listed = vec![context_json(&sandbox.id, "python", paths::HOME)];
-        listed.extend(sandbox.life().contexts.iter().map(|c| context_json(&c.id, &c.language, &c.cwd)));
-        listed
-    });
-    reply(&request_id, StatusCode::OK, listed)
+pub(crate) async fn list_contexts(ContextCall { sandbox, .. }: ContextCall) -> Json<Vec<Value>> {
+    let mut listed = vec![context_json(&sandbox.id, "python", paths::HOME)];
+    listed.extend(sandbox.life().contexts.iter().map(|c| context_json(&c.id, &c.language, &c.cwd)));
+    Json(listed)
 }
 
 /// `POST /contexts`: a Python context over the sandbox's files.
-pub(crate) async fn create_context(State(e2b): State<Arc<E2b>>, headers: HeaderMap, body: Bytes) -> Response {
-    let request_id = crate::serve::request_id(&headers);
-    let created = async {
-        let (sandbox, caller) = e2b.sandbox_caller_untokened(&headers)?;
-        let asked: NewContext = if body.iter().all(u8::is_ascii_whitespace) {
-            NewContext::default()
-        } else {
-            serde_json::from_slice(&body).map_err(|e| E2bError::bad_request(format!("the request body is not a context: {e}")))?
-        };
-        python_or_refused(asked.language.as_deref())?;
-        let id = uuid::Uuid::new_v4().to_string();
-        let session_id = context_session_id(&sandbox, &id);
-        e2b.service.call(&caller, sessions::OpenContext { session_id: sandbox.id.clone(), context_id: session_id.clone(), ttl: Some(e2b.max_ttl) }).await.map_err(E2bError::from)?;
-        let cwd = asked.cwd.unwrap_or_else(|| paths::HOME.to_owned());
-        sandbox.life().contexts.push(CodeContext { id: id.clone(), session_id, language: "python".into(), cwd: cwd.clone(), executions: 0 });
-        Ok::<_, E2bError>(context_json(&id, "python", &cwd))
-    }
-    .await;
-    reply(&request_id, StatusCode::OK, created)
+pub(crate) async fn create_context(State(e2b): State<Arc<E2b>>, ContextCall { sandbox, caller }: ContextCall, body: Bytes) -> Result<Json<Value>, E2bError> {
+    let asked: NewContext = if body.iter().all(u8::is_ascii_whitespace) {
+        NewContext::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| E2bError::bad_request(format!("the request body is not a context: {e}")))?
+    };
+    python_or_refused(asked.language.as_deref())?;
+    let id = uuid::Uuid::new_v4().to_string();
+    let session_id = context_session_id(&sandbox, &id);
+    e2b.service.call(&caller, sessions::OpenContext { session_id: sandbox.id.clone(), context_id: session_id.clone(), ttl: Some(e2b.max_ttl) }).await?;
+    let cwd = asked.cwd.unwrap_or_else(|| paths::HOME.to_owned());
+    sandbox.life().contexts.push(CodeContext { id: id.clone(), session_id, language: "python".into(), cwd: cwd.clone(), executions: 0 });
+    Ok(Json(context_json(&id, "python", &cwd)))
 }
 
 /// The session of a sandbox's extra context: the sandbox's id and the
@@ -413,51 +318,32 @@ fn context_session_id(sandbox: &Sandbox, context_id: &str) -> String {
 }
 
 /// `DELETE /contexts/{id}`.
-pub(crate) async fn remove_context(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    let request_id = crate::serve::request_id(&headers);
-    let removed = async {
-        let (sandbox, caller) = e2b.sandbox_caller_untokened(&headers)?;
-        if id == sandbox.id {
-            return Err(E2bError::bad_request("the default context stays as long as its sandbox"));
-        }
-        let context = {
-            let mut life = sandbox.life();
-            let position = life.contexts.iter().position(|c| c.id == id).ok_or_else(|| E2bError::not_found(format!("context {id} not found")))?;
-            life.contexts.remove(position)
-        };
-        e2b.interrupt_run(&caller, &context.session_id);
-        e2b.service.call(&caller, sessions::CloseSession { session_id: context.session_id }).await.map_err(E2bError::from)?;
-        Ok(())
+pub(crate) async fn remove_context(State(e2b): State<Arc<E2b>>, ContextCall { sandbox, caller }: ContextCall, Path(id): Path<String>) -> Result<StatusCode, E2bError> {
+    if id == sandbox.id {
+        return Err(E2bError::bad_request("the default context stays as long as its sandbox"));
     }
-    .await;
-    no_content(&request_id, removed)
+    let context = {
+        let mut life = sandbox.life();
+        let position = life.contexts.iter().position(|c| c.id == id).ok_or_else(|| E2bError::not_found(format!("context {id} not found")))?;
+        life.contexts.remove(position)
+    };
+    e2b.interrupt_run(&caller, &context.session_id);
+    e2b.service.call(&caller, sessions::CloseSession { session_id: context.session_id }).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /contexts/{id}/restart`: the context's Python state starts afresh
 /// over the same files.
-pub(crate) async fn restart_context(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    let request_id = crate::serve::request_id(&headers);
-    let restarted = async {
-        let (sandbox, caller) = e2b.sandbox_caller_untokened(&headers)?;
-        let session = sandbox.context_session(Some(&id)).ok_or_else(|| E2bError::not_found(format!("context {id} not found")))?;
-        e2b.interrupt_run(&caller, &session);
-        e2b.service.call(&caller, sessions::RestartSession { session_id: session }).await.map_err(E2bError::from)
-    }
-    .await;
-    no_content(&request_id, restarted)
+pub(crate) async fn restart_context(State(e2b): State<Arc<E2b>>, ContextCall { sandbox, caller }: ContextCall, Path(id): Path<String>) -> Result<StatusCode, E2bError> {
+    let session = sandbox.context_session(Some(&id)).ok_or_else(|| E2bError::not_found(format!("context {id} not found")))?;
+    e2b.interrupt_run(&caller, &session);
+    e2b.service.call(&caller, sessions::RestartSession { session_id: session }).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn output_goes_out_a_line_at_a_time() {
-        let mut buffer = String::from("a\nb\nc");
-        assert_eq!(complete_lines(&mut buffer).as_deref(), Some("a\nb\n"));
-        assert_eq!(buffer, "c");
-        assert_eq!(complete_lines(&mut buffer), None, "a partial line waits");
-    }
 
     #[test]
     fn results_carry_e2b_names_and_unquoted_text() {

@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::call::SandboxCall;
 use super::error::{ConnectError, E2bError};
 use super::{E2b, paths};
 use crate::interpreter_service::Caller;
@@ -118,24 +119,17 @@ fn parse<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, Con
 }
 
 /// `POST /filesystem.Filesystem/{method}`.
-pub(crate) async fn call(State(e2b): State<Arc<E2b>>, headers: HeaderMap, Path(method): Path<String>, body: Bytes) -> Response {
-    let request_id = crate::serve::request_id(&headers);
-    let (sandbox, caller) = match e2b.sandbox_caller(&headers) {
-        Ok(found) => found,
-        Err(e) => return ConnectError::from(e).into_response_for(&request_id),
-    };
+pub(crate) async fn call(
+    State(e2b): State<Arc<E2b>>,
+    SandboxCall { sandbox, caller, .. }: SandboxCall<ConnectError>,
+    Path(method): Path<String>,
+    body: Bytes,
+) -> Result<Response, ConnectError> {
     if method == "WatchDir" {
-        return watch_stream(e2b, caller, sandbox.id.clone(), &headers, &body);
+        return watch_stream(e2b, caller, sandbox.id.clone(), &body);
     }
-    let answered = unary(&e2b, &caller, &sandbox.id, &method, &body).await;
-    match answered {
-        Ok(value) => {
-            let mut response = (StatusCode::OK, axum::Json(value)).into_response();
-            crate::serve::set_request_id(&mut response, &request_id);
-            response
-        }
-        Err(e) => e.into_response_for(&request_id),
-    }
+    let value = unary(&e2b, &caller, &sandbox.id, &method, &body).await?;
+    Ok((StatusCode::OK, axum::Json(value)).into_response())
 }
 
 async fn unary(e2b: &E2b, caller: &Caller, session: &str, method: &str, body: &[u8]) -> Result<Value, ConnectError> {
@@ -267,17 +261,9 @@ fn unenvelope(body: &[u8]) -> &[u8] {
 
 /// `WatchDir`: a `start` message, then the events as they are seen, with
 /// a keepalive now and then, until the client goes or the sandbox ends.
-fn watch_stream(e2b: Arc<E2b>, caller: Caller, session: String, headers: &HeaderMap, body: &[u8]) -> Response {
-    let request_id = caller.request_id.clone();
-    let request: PathRequest = match parse(unenvelope(body)) {
-        Ok(request) => request,
-        Err(e) => return e.into_response_for(&request_id),
-    };
-    let root = match paths::to_session(&request.path) {
-        Ok(root) => root,
-        Err(e) => return ConnectError::from(e).into_response_for(&request_id),
-    };
-    let _ = headers;
+fn watch_stream(e2b: Arc<E2b>, caller: Caller, session: String, body: &[u8]) -> Result<Response, ConnectError> {
+    let request: PathRequest = parse(unenvelope(body))?;
+    let root = paths::to_session(&request.path)?;
     struct Watch {
         e2b: Arc<E2b>,
         caller: Caller,
@@ -344,14 +330,12 @@ fn watch_stream(e2b: Arc<E2b>, caller: Caller, session: String, headers: &Header
     });
     let mut response = Response::new(Body::from_stream(stream));
     response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/connect+json"));
-    crate::serve::set_request_id(&mut response, &request_id);
-    response
+    Ok(response)
 }
 
 /// `POST /process.Process/{method}`: there is no shell in a Python-only
 /// sandbox, so every call is Connect's `unimplemented`, at once.
-pub(crate) async fn process(headers: HeaderMap, Path(method): Path<String>) -> Response {
-    let request_id = crate::serve::request_id(&headers);
+pub(crate) async fn process(headers: HeaderMap, Path(method): Path<String>) -> Result<Response, ConnectError> {
     let message = format!(
         "process.Process/{method} is not available: this sandbox runs Python only (no shell, no commands); run code with run_code instead"
     );
@@ -361,10 +345,9 @@ pub(crate) async fn process(headers: HeaderMap, Path(method): Path<String>) -> R
         // A streaming call's error is its end-of-stream message, with 200.
         let mut response = Response::new(Body::from(envelope(2, &json!({ "error": error.body() }))));
         response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/connect+json"));
-        crate::serve::set_request_id(&mut response, &request_id);
-        return response;
+        return Ok(response);
     }
-    error.into_response_for(&request_id)
+    Err(error)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! an interpreter session ([`registry`]): this is a transport over the
 //! service facade, like `/v1` and MCP, never a second session flow.
 
+mod call;
 mod control;
 mod envd;
 mod error;
@@ -27,9 +28,9 @@ use axum::http::HeaderMap;
 use axum::routing::{delete, get, post};
 
 use self::error::E2bError;
-use self::registry::{Registry, Sandbox, SandboxState};
-use crate::interpreter_service::{Caller, InterpreterService};
-use crate::serve::AppState;
+use self::registry::Registry;
+use crate::interpreter_service::InterpreterService;
+use crate::state::AppState;
 
 /// The largest body an upload may send (the interpreter's file limit applies after).
 pub(crate) const MAX_BODY_BYTES: usize = 512 << 20;
@@ -93,48 +94,11 @@ pub fn router(state: &Arc<AppState>) -> Option<Router> {
     Some(router)
 }
 
-async fn not_found(headers: HeaderMap, uri: axum::http::Uri) -> axum::response::Response {
-    let request_id = crate::serve::request_id(&headers);
-    E2bError::not_found(format!("{} is not a route of this E2B-compatible API", uri.path())).into_response_for(&request_id)
+async fn not_found(uri: axum::http::Uri) -> E2bError {
+    E2bError::not_found(format!("{} is not a route of this E2B-compatible API", uri.path()))
 }
 
 /// The sandbox a call names in `E2b-Sandbox-Id`.
 fn sandbox_header(headers: &HeaderMap) -> Option<&str> {
     headers.get(SANDBOX_ID).and_then(|v| v.to_str().ok()).map(str::trim).filter(|id| !id.is_empty())
-}
-
-impl E2b {
-    /// The running sandbox a call names, admitted by its access token, and
-    /// the caller acting for its tenant. A sandbox that is not running is
-    /// 502, as E2B's proxy answers.
-    fn sandbox_caller(&self, headers: &HeaderMap) -> Result<(Arc<Sandbox>, Caller), E2bError> {
-        let (sandbox, caller) = self.sandbox_caller_untokened(headers)?;
-        let presented = headers.get(ACCESS_TOKEN).and_then(|v| v.to_str().ok());
-        if !sandbox.admits(presented) {
-            return Err(E2bError::new(axum::http::StatusCode::UNAUTHORIZED, "this sandbox needs its access token in X-Access-Token"));
-        }
-        Ok((sandbox, caller))
-    }
-
-    /// [`Self::sandbox_caller`] for the calls E2B's SDKs make without the
-    /// token (the code contexts).
-    fn sandbox_caller_untokened(&self, headers: &HeaderMap) -> Result<(Arc<Sandbox>, Caller), E2bError> {
-        let id = sandbox_header(headers).ok_or_else(|| E2bError::bad_request("name the sandbox in the E2b-Sandbox-Id header"))?;
-        let sandbox = self.registry.get(id).ok_or_else(|| E2bError::not_running(id))?;
-        if sandbox.life().state != SandboxState::Running {
-            return Err(E2bError::not_running(id));
-        }
-        let caller = self.service.tenant_caller(sandbox.tenant.clone(), headers, crate::serve::request_id(headers));
-        Ok((sandbox, caller))
-    }
-}
-
-/// The shared answer, with E2B's error shape.
-fn reply<T: serde::Serialize>(request_id: &str, status: axum::http::StatusCode, result: Result<T, E2bError>) -> axum::response::Response {
-    crate::answers::reply(request_id, status, result)
-}
-
-/// 204, or E2B's error.
-fn no_content(request_id: &str, result: Result<(), E2bError>) -> axum::response::Response {
-    crate::answers::no_content(request_id, result)
 }

@@ -28,7 +28,7 @@ pub(crate) use caller::Caller;
 pub(crate) use error::ServiceError;
 pub(crate) use limits::RunningLimits;
 
-use crate::serve::AppState;
+use crate::state::AppState;
 
 /// The interpreter service: cheap to clone, one per process in effect.
 #[derive(Clone)]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
@@ -22,48 +22,39 @@ use tokio::sync::{broadcast, mpsc};
 use super::error::JupyterError;
 use super::kernels::Kernel;
 use super::message::Incoming;
-use super::{Jupyter, shell};
+use super::{Jupyter, JupyterCaller, shell};
 use crate::interpreter_service::Caller;
+use crate::request_id::RequestId;
 
 /// `GET /api/kernels/{id}/channels`: the websocket, once the caller and the kernel are known.
 pub(crate) async fn connect(
     State(jupyter): State<Arc<Jupyter>>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
+    JupyterCaller(caller): JupyterCaller,
     Path(id): Path<String>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response {
-    let caller = jupyter.caller(&headers, query.as_deref());
-    open(jupyter, &headers, caller, &id, upgrade)
+) -> Result<Response, JupyterError> {
+    open(jupyter, caller, &id, upgrade)
 }
 
 /// `GET /token/{token}/api/kernels/{id}/channels`: the same, the token in the path.
 pub(crate) async fn connect_with_path_token(
     State(jupyter): State<Arc<Jupyter>>,
+    request_id: RequestId,
     headers: HeaderMap,
     Path((token, id)): Path<(String, String)>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response {
-    let caller = jupyter.caller_presenting(&headers, Some(token));
-    open(jupyter, &headers, caller, &id, upgrade)
+) -> Result<Response, JupyterError> {
+    let caller = jupyter.caller_presenting(&headers, Some(token), request_id)?;
+    open(jupyter, caller, &id, upgrade)
 }
 
-fn open(jupyter: Arc<Jupyter>, headers: &HeaderMap, caller: Result<Caller, JupyterError>, id: &str, upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>) -> Response {
-    let request_id = crate::serve::request_id(headers);
-    let admitted = caller.and_then(|caller| Ok((jupyter.kernel(&caller, id)?, caller)));
-    let (kernel, caller) = match admitted {
-        Ok(admitted) => admitted,
-        Err(e) => return e.into_response_for(&request_id),
-    };
-    match upgrade {
-        Ok(upgrade) => {
-            // Subscribed before the 101 goes out: a client that sends on
-            // another socket as soon as this one opens sees every message.
-            let iopub = kernel.iopub.subscribe();
-            upgrade.on_upgrade(move |socket| serve(jupyter, caller, kernel, iopub, socket))
-        }
-        Err(_) => JupyterError::new(StatusCode::BAD_REQUEST, "open the kernel's channels as a websocket").into_response_for(&request_id),
-    }
+fn open(jupyter: Arc<Jupyter>, caller: Caller, id: &str, upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>) -> Result<Response, JupyterError> {
+    let kernel = jupyter.kernel(&caller, id)?;
+    let upgrade = upgrade.map_err(|_| JupyterError::new(StatusCode::BAD_REQUEST, "open the kernel's channels as a websocket"))?;
+    // Subscribed before the 101 goes out: a client that sends on
+    // another socket as soon as this one opens sees every message.
+    let iopub = kernel.iopub.subscribe();
+    Ok(upgrade.on_upgrade(move |socket| serve(jupyter, caller, kernel, iopub, socket)))
 }
 
 /// Serves one socket until the client closes it. A cell it started goes

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::interpreter_service::ServiceError;
-use crate::request_id::{RequestId, set_request_id};
+use crate::request_id::RequestId;
 
 /// A Jupyter error answer.
 #[derive(Debug)]
@@ -37,14 +37,6 @@ impl JupyterError {
     pub fn unauthorized() -> Self {
         Self::new(StatusCode::UNAUTHORIZED, "present the token as 'Authorization: token T', 'Authorization: Bearer T' or '?token=T'")
     }
-
-    /// This error as the answer to request `request_id`, for code that
-    /// still names its request itself.
-    pub fn into_response_for(self, request_id: &str) -> Response {
-        let mut response = self.into_response();
-        set_request_id(&mut response, request_id);
-        response
-    }
 }
 
 /// The answer to the request being handled on this task.
@@ -60,11 +52,5 @@ impl IntoResponse for JupyterError {
 impl From<ServiceError> for JupyterError {
     fn from(error: ServiceError) -> Self {
         Self::new(error.status(), error.to_string())
-    }
-}
-
-impl crate::answers::ErrorAnswer for JupyterError {
-    fn into_response_for(self, request_id: &str) -> Response {
-        JupyterError::into_response_for(self, request_id)
     }
 }

@@ -23,13 +23,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use axum::routing::{get, post};
 
 use self::error::JupyterError;
 use self::kernels::{Kernel, Kernels};
 use crate::interpreter_service::{Caller, InterpreterService};
-use crate::serve::AppState;
+use crate::request_id::RequestId;
+use crate::state::AppState;
 
 /// Where the kernels are kept, under the interpreter's root.
 const KERNELS_FILE: &str = "jupyter-kernels.json";
@@ -119,15 +122,10 @@ impl Jupyter {
         }
     }
 
-    /// The caller presenting the request's token, acting for its tenant.
-    fn caller(&self, headers: &HeaderMap, query: Option<&str>) -> Result<Caller, JupyterError> {
-        self.caller_presenting(headers, presented_token(headers, query))
-    }
-
     /// The caller presenting `token`, acting for its tenant.
-    fn caller_presenting(&self, headers: &HeaderMap, token: Option<String>) -> Result<Caller, JupyterError> {
+    fn caller_presenting(&self, headers: &HeaderMap, token: Option<String>, request_id: RequestId) -> Result<Caller, JupyterError> {
         let tenant = self.state.tenant_of_token(token.as_deref(), headers).ok_or_else(JupyterError::unauthorized)?;
-        Ok(self.service.tenant_caller(tenant, headers, crate::serve::request_id(headers)))
+        Ok(self.service.tenant_caller(tenant, headers, request_id.into_string()))
     }
 
     /// The Python version kernels of `spec` run, when one has told it.
@@ -147,6 +145,20 @@ impl Jupyter {
     /// The caller's kernel `id`; another tenant's is not found.
     fn kernel(&self, caller: &Caller, id: &str) -> Result<Arc<Kernel>, JupyterError> {
         self.kernels.get(&caller.tenant, id).ok_or_else(|| JupyterError::no_kernel(id))
+    }
+}
+
+/// The caller presenting the request's token (in its header or query),
+/// acting for its tenant; 401 without a valid one.
+pub(crate) struct JupyterCaller(pub Caller);
+
+impl FromRequestParts<Arc<Jupyter>> for JupyterCaller {
+    type Rejection = JupyterError;
+
+    async fn from_request_parts(parts: &mut Parts, jupyter: &Arc<Jupyter>) -> Result<Self, JupyterError> {
+        let Ok(request_id) = RequestId::from_request_parts(parts, jupyter).await;
+        let token = presented_token(&parts.headers, parts.uri.query());
+        jupyter.caller_presenting(&parts.headers, token, request_id).map(Self)
     }
 }
 

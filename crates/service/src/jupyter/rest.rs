@@ -6,15 +6,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::Response;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::error::JupyterError;
 use super::kernels::{Kernel, Record};
-use super::{Jupyter, specs};
+use super::{Jupyter, JupyterCaller, specs};
 use crate::interpreter_service::OpenSession;
 
 /// A kernel as `/api/kernels` shows it.
@@ -48,116 +49,85 @@ struct StartKernel {
     env: BTreeMap<String, String>,
 }
 
-/// The shared answer, naming the request of `headers`.
-fn reply<T: Serialize>(headers: &HeaderMap, status: StatusCode, result: Result<T, JupyterError>) -> Response {
-    crate::answers::reply(&crate::serve::request_id(headers), status, result)
-}
-
-/// 204, or the error.
-fn no_content(headers: &HeaderMap, result: Result<(), JupyterError>) -> Response {
-    crate::answers::no_content(&crate::serve::request_id(headers), result)
-}
-
 #[derive(Serialize)]
 pub(crate) struct Version {
     version: &'static str,
 }
 
 /// `GET /api`: the server's version, as Jupyter servers answer it.
-pub(crate) async fn version() -> axum::Json<Version> {
-    axum::Json(Version { version: env!("CARGO_PKG_VERSION") })
+pub(crate) async fn version() -> Json<Version> {
+    Json(Version { version: env!("CARGO_PKG_VERSION") })
 }
 
 /// `GET /api/kernelspecs`.
-pub(crate) async fn list_specs(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {
-    let listed = jupyter.caller(&headers, query.as_deref()).map(|_| specs::list(&jupyter.specs));
-    reply(&headers, StatusCode::OK, listed)
+pub(crate) async fn list_specs(State(jupyter): State<Arc<Jupyter>>, _caller: JupyterCaller) -> impl IntoResponse {
+    Json(specs::list(&jupyter.specs))
 }
 
 /// `GET /api/kernelspecs/{name}`.
-pub(crate) async fn get_spec(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery, Path(name): Path<String>) -> Response {
-    let found = jupyter.caller(&headers, query.as_deref()).and_then(|_| {
-        let spec = jupyter.specs.iter().find(|s| s.name == name).ok_or_else(|| JupyterError::new(StatusCode::NOT_FOUND, format!("Kernel spec {name} not found")))?;
-        Ok(spec.model())
-    });
-    reply(&headers, StatusCode::OK, found)
+pub(crate) async fn get_spec(State(jupyter): State<Arc<Jupyter>>, _caller: JupyterCaller, Path(name): Path<String>) -> Result<impl IntoResponse, JupyterError> {
+    let spec = jupyter.specs.iter().find(|s| s.name == name).ok_or_else(|| JupyterError::new(StatusCode::NOT_FOUND, format!("Kernel spec {name} not found")))?;
+    Ok(Json(spec.model()))
 }
 
 /// `GET /api/kernels`: the caller's kernels.
-pub(crate) async fn list_kernels(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {
-    let listed = jupyter.caller(&headers, query.as_deref()).map(|caller| jupyter.kernels.of_tenant(&caller.tenant).iter().map(|k| KernelModel::of(k)).collect::<Vec<_>>());
-    reply(&headers, StatusCode::OK, listed)
+pub(crate) async fn list_kernels(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller) -> impl IntoResponse {
+    Json(jupyter.kernels.of_tenant(&caller.tenant).iter().map(|k| KernelModel::of(k)).collect::<Vec<_>>())
 }
 
 /// `POST /api/kernels`: a new session behind a new kernel id.
-pub(crate) async fn start_kernel(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery, body: Bytes) -> Response {
-    let started = async {
-        let caller = jupyter.caller(&headers, query.as_deref())?;
-        let asked: StartKernel = if body.iter().all(u8::is_ascii_whitespace) {
-            StartKernel::default()
-        } else {
-            serde_json::from_slice(&body).map_err(|e| JupyterError::bad_request(format!("the request body is not a kernel to start: {e}")))?
-        };
-        let name = asked.name.filter(|n| !n.is_empty()).unwrap_or_else(|| specs::DEFAULT_SPEC.to_owned());
-        let spec = jupyter.specs.iter().find(|s| s.name == name).ok_or_else(|| JupyterError::new(StatusCode::NOT_FOUND, format!("No such kernel named {name}")))?;
-        let id = uuid::Uuid::new_v4().to_string();
-        let session_id = format!("jupyter-{}", id.replace('-', ""));
-        let open = OpenSession { session_id: session_id.clone(), ttl: Some(jupyter.session_ttl), runtime: Some(spec.runtime) };
-        jupyter.service.call(&caller, open).await?;
-        // Enterprise Gateway's convention: the client's KERNEL_* variables reach the kernel.
-        let env = asked.env.into_iter().filter(|(k, _)| k.starts_with("KERNEL_")).collect();
-        let record = Record { id: id.clone(), tenant: caller.tenant.clone(), spec: spec.name.to_owned(), session_id, env };
-        jupyter.learn_python_version(&caller, spec.name, &record.session_id).await;
-        let kernel = jupyter.kernels.insert(record).await;
-        tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, kernel = %id, spec = spec.name, "kernel started");
-        Ok::<_, JupyterError>(KernelModel::of(&kernel))
-    }
-    .await;
-    let location = started.as_ref().ok().and_then(|model| HeaderValue::from_str(&format!("/api/kernels/{}", model.id)).ok());
-    let mut response = reply(&headers, StatusCode::CREATED, started);
+pub(crate) async fn start_kernel(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller, body: Bytes) -> Result<Response, JupyterError> {
+    let asked: StartKernel = if body.iter().all(u8::is_ascii_whitespace) {
+        StartKernel::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| JupyterError::bad_request(format!("the request body is not a kernel to start: {e}")))?
+    };
+    let name = asked.name.filter(|n| !n.is_empty()).unwrap_or_else(|| specs::DEFAULT_SPEC.to_owned());
+    let spec = jupyter.specs.iter().find(|s| s.name == name).ok_or_else(|| JupyterError::new(StatusCode::NOT_FOUND, format!("No such kernel named {name}")))?;
+    let id = uuid::Uuid::new_v4().to_string();
+    let session_id = format!("jupyter-{}", id.replace('-', ""));
+    let open = OpenSession { session_id: session_id.clone(), ttl: Some(jupyter.session_ttl), runtime: Some(spec.runtime) };
+    jupyter.service.call(&caller, open).await?;
+    // Enterprise Gateway's convention: the client's KERNEL_* variables reach the kernel.
+    let env = asked.env.into_iter().filter(|(k, _)| k.starts_with("KERNEL_")).collect();
+    let record = Record { id: id.clone(), tenant: caller.tenant.clone(), spec: spec.name.to_owned(), session_id, env };
+    jupyter.learn_python_version(&caller, spec.name, &record.session_id).await;
+    let kernel = jupyter.kernels.insert(record).await;
+    tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, kernel = %id, spec = spec.name, "kernel started");
+    let model = KernelModel::of(&kernel);
+    let location = HeaderValue::from_str(&format!("/api/kernels/{}", model.id)).ok();
+    let mut response = (StatusCode::CREATED, Json(model)).into_response();
     if let Some(location) = location {
         response.headers_mut().insert(header::LOCATION, location);
     }
-    response
+    Ok(response)
 }
 
 /// `GET /api/kernels/{id}`.
-pub(crate) async fn get_kernel(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery, Path(id): Path<String>) -> Response {
-    let found = jupyter.caller(&headers, query.as_deref()).and_then(|caller| jupyter.kernel(&caller, &id)).map(|k| KernelModel::of(&k));
-    reply(&headers, StatusCode::OK, found)
+pub(crate) async fn get_kernel(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller, Path(id): Path<String>) -> Result<impl IntoResponse, JupyterError> {
+    let kernel = jupyter.kernel(&caller, &id)?;
+    Ok(Json(KernelModel::of(&kernel)))
 }
 
 /// `DELETE /api/kernels/{id}`: the run stopped, the session and its files removed.
-pub(crate) async fn shut_down(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery, Path(id): Path<String>) -> Response {
-    let removed = async {
-        let caller = jupyter.caller(&headers, query.as_deref())?;
-        let kernel = jupyter.kernel(&caller, &id)?;
-        jupyter.shut_down(&caller, &kernel).await
-    }
-    .await;
-    no_content(&headers, removed)
+pub(crate) async fn shut_down(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller, Path(id): Path<String>) -> Result<StatusCode, JupyterError> {
+    let kernel = jupyter.kernel(&caller, &id)?;
+    jupyter.shut_down(&caller, &kernel).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /api/kernels/{id}/interrupt`: the running cell ends with `KeyboardInterrupt`.
-pub(crate) async fn interrupt(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery, Path(id): Path<String>) -> Response {
-    let interrupted = jupyter.caller(&headers, query.as_deref()).and_then(|caller| {
-        let kernel = jupyter.kernel(&caller, &id)?;
-        jupyter.service.interrupt(&caller, &kernel.record.session_id);
-        Ok(())
-    });
-    no_content(&headers, interrupted)
+pub(crate) async fn interrupt(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller, Path(id): Path<String>) -> Result<StatusCode, JupyterError> {
+    let kernel = jupyter.kernel(&caller, &id)?;
+    jupyter.service.interrupt(&caller, &kernel.record.session_id);
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /api/kernels/{id}/restart`: a fresh namespace over the same files.
-pub(crate) async fn restart(State(jupyter): State<Arc<Jupyter>>, headers: HeaderMap, RawQuery(query): RawQuery, Path(id): Path<String>) -> Response {
-    let restarted = async {
-        let caller = jupyter.caller(&headers, query.as_deref())?;
-        let kernel = jupyter.kernel(&caller, &id)?;
-        jupyter.restart(&caller, &kernel).await?;
-        Ok::<_, JupyterError>(KernelModel::of(&kernel))
-    }
-    .await;
-    reply(&headers, StatusCode::OK, restarted)
+pub(crate) async fn restart(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller, Path(id): Path<String>) -> Result<impl IntoResponse, JupyterError> {
+    let kernel = jupyter.kernel(&caller, &id)?;
+    jupyter.restart(&caller, &kernel).await?;
+    Ok(Json(KernelModel::of(&kernel)))
 }
 
 impl Jupyter {

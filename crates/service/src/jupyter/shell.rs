@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anypath_interpreter::{RunRequest, runs};
 use anypath_wire::{CellResult, LiveEvent, ResultOrigin};
@@ -18,13 +17,10 @@ use super::kernels::Kernel;
 use super::message::{Incoming, PROTOCOL_VERSION};
 use crate::cell_text::{Failure, dedent};
 use crate::interpreter_service::{Caller, ServiceError};
-use crate::run_events::LiveEvents;
+use crate::live_run::{Lined, Lines, LiveRun};
 
 /// Marks the line a helper run prints its answer on.
 const HELPER_MARK: &str = "\u{1e}anypath-helper ";
-/// How long a partial line of output waits for its end before it is sent
-/// (a kernel sends `print`'s text and its newline as one message).
-const PARTIAL_LINE_WAIT: Duration = Duration::from_millis(50);
 /// The most completions one request gets.
 const MAX_COMPLETIONS: usize = 200;
 
@@ -42,19 +38,6 @@ struct Execute {
 impl Default for Execute {
     fn default() -> Self {
         Self { code: String::new(), silent: false, store_history: true, user_expressions: BTreeMap::new(), stop_on_error: true }
-    }
-}
-
-/// Output of a cell not yet published.
-#[derive(Debug, Default)]
-struct Streams {
-    stdout: String,
-    stderr: String,
-}
-
-impl Streams {
-    fn is_empty(&self) -> bool {
-        self.stdout.is_empty() && self.stderr.is_empty()
     }
 }
 
@@ -173,41 +156,23 @@ impl Shell<'_> {
 
     /// The run with its events published; the failure it ended with, if any.
     async fn run_live(&self, asked: &Execute, count: u64) -> Result<Option<Failure>, Failure> {
-        let (sink, events) = mpsc::unbounded_channel();
-        let run = RunRequest { code: dedent(&asked.code), env: self.kernel.record.env.clone(), ..RunRequest::default() };
-        let (service, caller, session) = (self.jupyter.service.clone(), self.caller.clone(), self.kernel.record.session_id.clone());
-        let task = tokio::spawn(async move { service.call(&caller, runs::RunCode { session_id: session, request: run, live: Some(sink) }).await });
-        let mut live = LiveEvents::new(events);
-        let mut streams = Streams::default();
-        loop {
-            let wait = if streams.is_empty() { Duration::from_secs(3600) } else { PARTIAL_LINE_WAIT };
-            let event = tokio::select! {
-                event = live.next() => event,
-                () = tokio::time::sleep(wait) => {
-                    self.flush(&mut streams, asked.silent);
-                    continue;
-                }
-            };
-            let Some(event) = event else { break };
-            match event {
-                LiveEvent::Stdout(text) => streams.stdout.push_str(&text),
-                LiveEvent::Stderr(text) => streams.stderr.push_str(&text),
-                LiveEvent::Result(result) => {
-                    self.flush(&mut streams, asked.silent);
-                    if !asked.silent {
-                        self.publish_result(&result, count);
-                    }
-                    continue;
+        let request = RunRequest { code: dedent(&asked.code), env: self.kernel.record.env.clone(), ..RunRequest::default() };
+        let mut run = LiveRun::start(self.jupyter.service.clone(), self.caller.clone(), self.kernel.record.session_id.clone(), request);
+        let mut lines = Lines::default();
+        while let Some(lined) = lines.next(&mut run, None).await {
+            let Lined::Send(events) = lined else { continue };
+            if asked.silent {
+                continue;
+            }
+            for event in &events {
+                match event {
+                    LiveEvent::Stdout(text) => self.publish("stream", json!({ "name": "stdout", "text": text })),
+                    LiveEvent::Stderr(text) => self.publish("stream", json!({ "name": "stderr", "text": text })),
+                    LiveEvent::Result(result) => self.publish_result(result, count),
                 }
             }
-            self.flush_lines(&mut streams, asked.silent);
         }
-        self.flush(&mut streams, asked.silent);
-        let report = match task.await {
-            Ok(Ok(report)) => report,
-            Ok(Err(error)) => return Err(service_failure(&error)),
-            Err(join) => return Err(service_failure(&ServiceError::Internal(format!("the run stopped: {join}")))),
-        };
+        let report = run.outcome().await.map_err(|error| service_failure(&error))?;
         if report.cell.state_reset
             && let Some(note) = &report.cell.state_note
         {
@@ -222,29 +187,6 @@ impl Shell<'_> {
             self.publish("execute_result", json!({ "execution_count": count, "data": data, "metadata": {} }));
         } else {
             self.publish("display_data", json!({ "data": data, "metadata": {}, "transient": {} }));
-        }
-    }
-
-    /// Publishes the complete lines of output waiting.
-    fn flush_lines(&self, streams: &mut Streams, silent: bool) {
-        for (name, buffer) in [("stdout", &mut streams.stdout), ("stderr", &mut streams.stderr)] {
-            if let Some(end) = buffer.rfind('\n') {
-                let rest = buffer.split_off(end + 1);
-                let lines = std::mem::replace(buffer, rest);
-                if !silent {
-                    self.publish("stream", json!({ "name": name, "text": lines }));
-                }
-            }
-        }
-    }
-
-    /// Publishes all output waiting, partial lines too.
-    fn flush(&self, streams: &mut Streams, silent: bool) {
-        for (name, buffer) in [("stdout", &mut streams.stdout), ("stderr", &mut streams.stderr)] {
-            let text = std::mem::take(buffer);
-            if !text.is_empty() && !silent {
-                self.publish("stream", json!({ "name": name, "text": text }));
-            }
         }
     }
 

@@ -11,14 +11,15 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::CodeInterpreterTools;
-use crate::envelope::upload_body_limit;
+use crate::envelope::{ApiError, upload_body_limit};
 use crate::interpreter_service::InterpreterService;
-use crate::serve::{AppState, error, request_id};
+use crate::request_id::RequestId;
+use crate::state::AppState;
 
 /// `/mcp`, when the service runs a code interpreter. `allowed_hosts` are the
 /// `Host` values it answers (a guard against DNS rebinding); empty allows any.
@@ -37,15 +38,14 @@ pub fn routes(state: &Arc<AppState>, allowed_hosts: &[String]) -> Router<Arc<App
 
 /// Binds the resolved caller to the request, or answers 401 before any
 /// JSON-RPC is read.
-async fn authenticate(State(service): State<InterpreterService>, mut request: Request, next: Next) -> Response {
-    let request_id = request_id(request.headers());
-    match service.caller(request.headers(), request_id.clone()) {
+async fn authenticate(State(service): State<InterpreterService>, request_id: RequestId, mut request: Request, next: Next) -> Response {
+    match service.caller(request.headers(), request_id.into_string()) {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
         }
         Err(e) => {
-            let mut response = error(StatusCode::UNAUTHORIZED, e.code(), &e.to_string(), &request_id);
+            let mut response = ApiError::new(StatusCode::UNAUTHORIZED, e.code(), e.to_string()).into_response();
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"anypath\""));
             response
         }

@@ -6,18 +6,17 @@ use anypath_interpreter::RunReport;
 use anypath_wire::{LiveEvent, ResultKind};
 use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
-use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::tool_error::ToolError;
 use crate::interpreter_service::ServiceError;
-use crate::run_events::LiveEvents;
+use crate::live_run::LiveRun;
 
-/// Sends each live event as a progress notification until the run ends:
-/// `message` is the new output (stderr marked), or a result's text.
-pub(super) async fn forward(peer: Peer<RoleServer>, token: ProgressToken, events: UnboundedReceiver<LiveEvent>) {
-    let mut events = LiveEvents::new(events);
+/// Sends each of the run's live events as a progress notification until
+/// its events end: `message` is the new output (stderr marked), or a
+/// result's text.
+pub(super) async fn forward(peer: &Peer<RoleServer>, token: ProgressToken, run: &mut LiveRun) {
     let mut sent = 0u32;
-    while let Some(event) = events.next().await {
+    while let Some(event) = run.next_event().await {
         sent += 1;
         let mut notification = ProgressNotificationParam::new(token.clone(), f64::from(sent));
         notification.message = Some(message(&event));

@@ -13,7 +13,7 @@ use rmcp::ServiceExt;
 
 use super::CodeInterpreterTools;
 use crate::interpreter_service::InterpreterService;
-use crate::serve::AppState;
+use crate::state::AppState;
 
 /// Serves the tools on stdin/stdout until the client closes them.
 pub async fn serve(state: Arc<AppState>, tenant: String, downloads: SocketAddr) -> anyhow::Result<()> {
@@ -23,7 +23,8 @@ pub async fn serve(state: Arc<AppState>, tenant: String, downloads: SocketAddr) 
         .with_context(|| format!("binding the download listener {downloads}"))?;
     let address = listener.local_addr()?;
     let caller = service.sole_caller(tenant, &address.to_string());
-    let routes = crate::interpreter_api::signed_download_routes().with_state(state.clone());
+    // Its answers name their request as the service's do.
+    let routes = crate::interpreter_api::signed_download_routes().layer(axum::middleware::from_fn(crate::request_id::assign)).with_state(state.clone());
     let downloads_task = tokio::spawn(async move { axum::serve(listener, routes).await });
     tracing::info!(tenant = %caller.tenant, downloads = %caller.base_url, "mcp serving on stdio");
 

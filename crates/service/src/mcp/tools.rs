@@ -25,6 +25,7 @@ use super::arguments::{Arguments, input_schema};
 use super::descriptions;
 use super::tool_error::ToolError;
 use crate::interpreter_service::{Caller, Closed, Content, FileList, InterpreterService, ServiceError, Upload};
+use crate::live_run::LiveRun;
 
 /// The code interpreter as an MCP server.
 #[derive(Clone)]
@@ -197,12 +198,10 @@ impl CodeInterpreterTools {
         let report = match ctx.meta.get_progress_token() {
             None => self.service.call(&caller, runs::RunCode { session_id: args.session_id, request, live: None }).await?,
             Some(token) => {
-                let (sink, events) = tokio::sync::mpsc::unbounded_channel();
-                let progress = tokio::spawn(super::progress::forward(ctx.peer.clone(), token, events));
-                let report = self.service.call(&caller, runs::RunCode { session_id: args.session_id, request, live: Some(sink) }).await;
-                // The run dropped its sink: the forwarder ends once it has sent the rest.
-                let _ = progress.await;
-                report?
+                let mut run = LiveRun::start(self.service.clone(), caller, args.session_id, request);
+                // The run lets go of its sink when it ends: the forwarding ends once it has sent the rest.
+                super::progress::forward(&ctx.peer, token, &mut run).await;
+                run.outcome().await?
             }
         };
         super::progress::run_result(&report)

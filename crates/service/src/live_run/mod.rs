@@ -1,0 +1,117 @@
+//! One run with its output live, for every transport that streams one
+//! (server-sent events, E2B's NDJSON, Jupyter's iopub, MCP progress): the
+//! run started through the facade on a task of its own with a live sink, an
+//! early failure told apart from a run under way, its live events with the
+//! text pieces already waiting merged ([`merged`]), then its outcome. Each
+//! transport only frames what it is given; output that goes out a line at a
+//! time is cut by [`lines`].
+
+mod lines;
+mod merged;
+
+use std::time::Duration;
+
+use anypath_interpreter::{RunReport, RunRequest, runs};
+use anypath_wire::LiveEvent;
+use tokio::task::JoinHandle;
+
+pub(crate) use self::lines::{Lined, Lines};
+use self::merged::LiveEvents;
+use crate::interpreter_service::{Caller, InterpreterService, ServiceError};
+
+/// How long a run may take to fail before an answer commits to a stream: a
+/// refusal or a bad request within it is a plain error with its status.
+const EARLY_FAILURE_WINDOW: Duration = Duration::from_millis(200);
+
+/// How long [`LiveRun::unless_failed_early`] waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Window {
+    /// The whole window, unless the run ends first.
+    Whole,
+    /// Until the run's first live event too: a run that shows output was
+    /// admitted, and its output goes out at once.
+    UntilFirstEvent,
+}
+
+/// A run going on (or just ended) with its live events.
+pub(crate) struct LiveRun {
+    events: LiveEvents,
+    outcome: Outcome,
+}
+
+/// Where the run's outcome is.
+enum Outcome {
+    /// On the run's task.
+    Running(JoinHandle<Result<RunReport, ServiceError>>),
+    /// Already known: the run ended within the early window (boxed: a
+    /// report is large, a task handle small).
+    Ended(Box<Result<RunReport, ServiceError>>),
+    /// Handed out.
+    Taken,
+}
+
+impl LiveRun {
+    /// Starts running `request` in `session_id` for `caller`, on a task of
+    /// its own: it goes on when the client that asked goes away.
+    pub fn start(service: InterpreterService, caller: Caller, session_id: String, request: RunRequest) -> Self {
+        let (sink, events) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn(async move { service.call(&caller, runs::RunCode { session_id, request, live: Some(sink) }).await });
+        Self { events: LiveEvents::new(events), outcome: Outcome::Running(task) }
+    }
+
+    /// The run, unless it failed within [`EARLY_FAILURE_WINDOW`] (refused,
+    /// busy, a bad request): then its error, for a plain error answer. A run
+    /// that succeeded within the window keeps its events and report.
+    pub async fn unless_failed_early(mut self, window: Window) -> Result<Self, ServiceError> {
+        let Outcome::Running(task) = &mut self.outcome else { return Ok(self) };
+        let events = &mut self.events;
+        let finished = tokio::select! {
+            first = events.take_first(), if window == Window::UntilFirstEvent => match first {
+                Some(()) => None,
+                // The run let go of its sink without a word: it has ended.
+                None => Some(task.await),
+            },
+            finished = &mut *task => Some(finished),
+            () = tokio::time::sleep(EARLY_FAILURE_WINDOW) => None,
+        };
+        match finished {
+            None => Ok(self),
+            Some(joined) => {
+                let report = joined.unwrap_or_else(|join| Err(stopped(join)))?;
+                self.outcome = Outcome::Ended(Box::new(Ok(report)));
+                Ok(self)
+            }
+        }
+    }
+
+    /// The run's next live event, its text merged with the pieces of the
+    /// same stream already waiting; None once the run has ended and every
+    /// event was read.
+    pub async fn next_event(&mut self) -> Option<LiveEvent> {
+        self.events.next().await
+    }
+
+    /// How the run ended, once its events are read: its report or its
+    /// error. Asked again, the outcome is lost.
+    pub async fn outcome(&mut self) -> Result<RunReport, ServiceError> {
+        if let Outcome::Running(task) = &mut self.outcome {
+            // Kept until the task is joined: a caller may stop waiting and ask again.
+            let ended = task.await.unwrap_or_else(|join| Err(stopped(join)));
+            self.outcome = Outcome::Ended(Box::new(ended));
+        }
+        match std::mem::replace(&mut self.outcome, Outcome::Taken) {
+            Outcome::Ended(outcome) => *outcome,
+            _ => Err(ServiceError::Internal("the run's outcome was lost".into())),
+        }
+    }
+
+    /// Whether the run is still going on (its outcome not yet handed out).
+    pub fn is_running(&self) -> bool {
+        matches!(&self.outcome, Outcome::Running(task) if !task.is_finished())
+    }
+}
+
+/// The error of a run whose task did not finish (it panicked or was cancelled).
+fn stopped(join: tokio::task::JoinError) -> ServiceError {
+    ServiceError::Internal(format!("the run stopped: {join}"))
+}
