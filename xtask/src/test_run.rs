@@ -1,5 +1,5 @@
-//! `cargo xtask test`: the build with the installs the tests need beside
-//! it, the book, then the tests under cargo-nextest in passes (the
+//! `cargo xtask test`: the tree's conventions ([`crate::tidy`]), the build
+//! with the installs the tests need beside it, the book, then the tests under cargo-nextest in passes (the
 //! small-model suites on one model server, the rest of the workspace, the
 //! store component, and the host passes: the store on Redis, the real
 //! `spin up` on key-value and on Redis), each stage timed.
@@ -24,6 +24,8 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
 }
 
 fn test_stages(budget: &Budget, extra: &[String]) -> anyhow::Result<()> {
+    // Seconds, so a broken convention fails the run before the long passes.
+    budget.time("tidy (conventions)", crate::tidy::run)?;
     // The venv is made before the two threads share it (pip runs are serialised in `venv`).
     crate::venv::ensure_venv()?;
     let (built, tools) = std::thread::scope(|scope| {
