@@ -35,6 +35,7 @@ mod reactor_component;
 mod rest_bench;
 mod runtime_wheels;
 mod redis_server;
+mod shared_build;
 mod spin;
 mod steps;
 mod test_run;
