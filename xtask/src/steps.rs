@@ -41,10 +41,10 @@ pub fn build_all() -> anyhow::Result<Built> {
     build_with(APP_BUILD)
 }
 
-/// The cargo command of `build`, `up` and `bench`: the same profile and
+/// The cargo command of `build`, `up`, `bench` and `docs`: the same profile and
 /// features as the test build ([`crate::test_run::TEST_BUILD`]), so after `cargo xtask test`
-/// it has nothing left to do.
-const APP_BUILD: &[&str] = &["build", "--release", "--workspace", "--bins"];
+/// it has nothing left to do ([`crate::shared_build`] checks that it does not).
+pub const APP_BUILD: &[&str] = &["build", "--release", "--workspace", "--bins"];
 
 /// Like [`build_all`], but the native build is `cargo <native...>`: the test
 /// build ([`crate::test_run::TEST_BUILD`]) also builds the tests. The native build runs beside

