@@ -20,6 +20,13 @@ pub struct Artifacts<'a> {
     interpreter: &'a Arc<Interpreter>,
 }
 
+impl Interpreter {
+    /// The artifacts runs kept, and a session's files read as artifacts.
+    pub fn artifacts(self: &Arc<Self>) -> Artifacts<'_> {
+        Artifacts::of(self)
+    }
+}
+
 impl<'a> Artifacts<'a> {
     pub(crate) fn of(interpreter: &'a Arc<Interpreter>) -> Self {
         Self { interpreter }

@@ -20,6 +20,13 @@ pub struct Datasets<'a> {
     interpreter: &'a Arc<Interpreter>,
 }
 
+impl Interpreter {
+    /// Mounted and staged datasets, and their views in sessions.
+    pub fn datasets(self: &Arc<Self>) -> Datasets<'_> {
+        Datasets::of(self)
+    }
+}
+
 impl<'a> Datasets<'a> {
     pub(crate) fn of(interpreter: &'a Arc<Interpreter>) -> Self {
         Self { interpreter }

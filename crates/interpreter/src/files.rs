@@ -23,6 +23,13 @@ pub struct Files<'a> {
     interpreter: &'a Arc<Interpreter>,
 }
 
+impl Interpreter {
+    /// A session's files and tree, within its quota.
+    pub fn files(self: &Arc<Self>) -> Files<'_> {
+        Files::of(self)
+    }
+}
+
 impl<'a> Files<'a> {
     pub(crate) fn of(interpreter: &'a Arc<Interpreter>) -> Self {
         Self { interpreter }

@@ -20,6 +20,13 @@ pub struct Hibernation<'a> {
     interpreter: &'a Arc<Interpreter>,
 }
 
+impl Interpreter {
+    /// Parking live state in images under the memory budget, and resuming it.
+    pub fn hibernation(self: &Arc<Self>) -> Hibernation<'_> {
+        Hibernation::of(self)
+    }
+}
+
 impl<'a> Hibernation<'a> {
     pub(crate) fn of(interpreter: &'a Arc<Interpreter>) -> Self {
         Self { interpreter }

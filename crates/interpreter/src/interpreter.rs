@@ -1,27 +1,20 @@
-//! The interpreter's shared state and its entry points: the sandboxes, the
-//! session table, the stores, and one accessor per part ([`Sessions`],
-//! [`Hibernation`], [`Runs`], [`Files`], [`Artifacts`], [`Datasets`]),
-//! each a view over this state that does one kind of work.
+//! The interpreter's shared state: the sandboxes, the session table, the
+//! stores and the counters. Each part (`sessions`, `hibernation`, `runs`,
+//! `files`, `artifacts`, `datasets`) adds its own accessor to
+//! [`Interpreter`] in its module, as a view over this state that does one
+//! kind of work, so this module depends on none of them; `opening` starts it.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use anypath_sandbox::{Runtime, SessionRuntime};
 use anypath_wire::ReadinessCheck;
 
 use crate::artifact_store::ArtifactStore;
-use crate::artifacts::Artifacts;
 use crate::config::{InterpreterConfig, Storage};
 use crate::dataset_store::DatasetStore;
-use crate::datasets::Datasets;
 use crate::error::InterpreterError;
-use crate::files::Files;
-use crate::hibernation::Hibernation;
-use crate::runs::Runs;
 use crate::session::Table;
-use crate::session_store::{LocalSessionStore, SessionStore};
-use crate::sessions::Sessions;
-use crate::signing::Signer;
+use crate::session_store::SessionStore;
 use crate::stats::{Stats, StatsSnapshot};
 
 /// The code interpreter: sessions over one sandbox per runtime.
@@ -39,77 +32,6 @@ pub struct Interpreter {
 }
 
 impl Interpreter {
-    /// The interpreter over `sandboxes` (one per runtime it offers, the
-    /// default runtime's among them), keeping sessions under the root;
-    /// removes what an earlier process left past its TTL.
-    pub fn new(sandboxes: Vec<SessionRuntime>, config: InterpreterConfig) -> Result<Self, InterpreterError> {
-        let config = config.with_resolved_root()?;
-        let store = Arc::new(LocalSessionStore::open(&config.root)?);
-        Self::start(sandboxes, config, store)
-    }
-
-    /// [`Self::new`] with sessions kept in `store`; artifacts, datasets and
-    /// the signing key stay under the configured root.
-    pub fn with_store(sandboxes: Vec<SessionRuntime>, config: InterpreterConfig, store: Arc<dyn SessionStore>) -> Result<Self, InterpreterError> {
-        Self::start(sandboxes, config.with_resolved_root()?, store)
-    }
-
-    fn start(sandboxes: Vec<SessionRuntime>, mut config: InterpreterConfig, store: Arc<dyn SessionStore>) -> Result<Self, InterpreterError> {
-        let offered = |runtime: Runtime| sandboxes.iter().any(|s| s.runtime() == runtime);
-        let default_runtime = match config.default_runtime {
-            Some(runtime) if !offered(runtime) => return Err(InterpreterError::RuntimeUnavailable(runtime)),
-            Some(runtime) => runtime,
-            None if offered(Runtime::PythonData) => Runtime::PythonData,
-            None => Runtime::Python,
-        };
-        config.default_runtime = Some(default_runtime);
-        let signer = match &config.signing_key {
-            Some(key) => Signer::new(key.clone()),
-            None => Signer::load_or_create(&config.root.join("signing.key"))?,
-        };
-        let artifact_store = ArtifactStore::open(&config.root.join("artifacts"), signer, config.artifacts.clone())?;
-        let dataset_store = DatasetStore::new(config.datasets.clone(), &config.root)?;
-        let ready = sandboxes.iter().find(|s| s.runtime() == Runtime::Python).map(|python| crate::ready::ReadyHomes::new(&config.root, python.clone()));
-        if let Some(ready) = &ready {
-            ready.fill();
-        }
-        tracing::info!(storage = ?config.storage, root = %config.root.display(), "interpreter storage");
-        let interpreter =
-            Self { sandboxes, config, artifact_store, dataset_store, ready, store, table: Mutex::new(HashMap::new()), stats: Stats::default() };
-        crate::sessions::sweep_store(&interpreter);
-        Ok(interpreter)
-    }
-
-    /// Session lifecycle: open, describe, close, fork, contexts, restart, the sweep.
-    pub fn sessions(self: &Arc<Self>) -> Sessions<'_> {
-        Sessions::of(self)
-    }
-
-    /// Parking live state in images under the memory budget, and resuming it.
-    pub fn hibernation(self: &Arc<Self>) -> Hibernation<'_> {
-        Hibernation::of(self)
-    }
-
-    /// Running code in sessions.
-    pub fn runs(self: &Arc<Self>) -> Runs<'_> {
-        Runs::of(self)
-    }
-
-    /// A session's files and tree, within its quota.
-    pub fn files(self: &Arc<Self>) -> Files<'_> {
-        Files::of(self)
-    }
-
-    /// The artifacts runs kept, and a session's files read as artifacts.
-    pub fn artifacts(self: &Arc<Self>) -> Artifacts<'_> {
-        Artifacts::of(self)
-    }
-
-    /// Mounted and staged datasets, and their views in sessions.
-    pub fn datasets(self: &Arc<Self>) -> Datasets<'_> {
-        Datasets::of(self)
-    }
-
     /// The runtime of a session created without naming one.
     pub fn default_runtime(&self) -> Runtime {
         self.config.default_runtime.unwrap_or(Runtime::Python)

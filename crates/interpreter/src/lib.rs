@@ -23,6 +23,7 @@ pub mod hibernation;
 mod interpreter;
 pub mod mime;
 pub mod names;
+mod opening;
 pub mod operation;
 mod ready;
 pub mod runs;

@@ -29,6 +29,13 @@ pub struct Runs<'a> {
     interpreter: &'a Arc<Interpreter>,
 }
 
+impl Interpreter {
+    /// Running code in sessions.
+    pub fn runs(self: &Arc<Self>) -> Runs<'_> {
+        Runs::of(self)
+    }
+}
+
 impl<'a> Runs<'a> {
     pub(crate) fn of(interpreter: &'a Arc<Interpreter>) -> Self {
         Self { interpreter }

@@ -35,6 +35,13 @@ pub struct Sessions<'a> {
     interpreter: &'a Arc<Interpreter>,
 }
 
+impl Interpreter {
+    /// Session lifecycle: open, describe, close, fork, contexts, restart, the sweep.
+    pub fn sessions(self: &Arc<Self>) -> Sessions<'_> {
+        Sessions::of(self)
+    }
+}
+
 impl<'a> Sessions<'a> {
     pub(crate) fn of(interpreter: &'a Arc<Interpreter>) -> Self {
         Self { interpreter }

@@ -1,0 +1,61 @@
+//! How an interpreter starts: the default runtime resolved against the
+//! sandboxes offered, the signing key, the artifact and dataset stores, the
+//! ready homes for new `python` sessions, and a sweep of what an earlier
+//! process left past its TTL.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use anypath_sandbox::{Runtime, SessionRuntime};
+
+use crate::artifact_store::ArtifactStore;
+use crate::config::InterpreterConfig;
+use crate::dataset_store::DatasetStore;
+use crate::error::InterpreterError;
+use crate::interpreter::Interpreter;
+use crate::session_store::{LocalSessionStore, SessionStore};
+use crate::signing::Signer;
+use crate::stats::Stats;
+
+impl Interpreter {
+    /// The interpreter over `sandboxes` (one per runtime it offers, the
+    /// default runtime's among them), keeping sessions under the root;
+    /// removes what an earlier process left past its TTL.
+    pub fn new(sandboxes: Vec<SessionRuntime>, config: InterpreterConfig) -> Result<Self, InterpreterError> {
+        let config = config.with_resolved_root()?;
+        let store = Arc::new(LocalSessionStore::open(&config.root)?);
+        Self::start(sandboxes, config, store)
+    }
+
+    /// [`Self::new`] with sessions kept in `store`; artifacts, datasets and
+    /// the signing key stay under the configured root.
+    pub fn with_store(sandboxes: Vec<SessionRuntime>, config: InterpreterConfig, store: Arc<dyn SessionStore>) -> Result<Self, InterpreterError> {
+        Self::start(sandboxes, config.with_resolved_root()?, store)
+    }
+
+    fn start(sandboxes: Vec<SessionRuntime>, mut config: InterpreterConfig, store: Arc<dyn SessionStore>) -> Result<Self, InterpreterError> {
+        let offered = |runtime: Runtime| sandboxes.iter().any(|s| s.runtime() == runtime);
+        let default_runtime = match config.default_runtime {
+            Some(runtime) if !offered(runtime) => return Err(InterpreterError::RuntimeUnavailable(runtime)),
+            Some(runtime) => runtime,
+            None if offered(Runtime::PythonData) => Runtime::PythonData,
+            None => Runtime::Python,
+        };
+        config.default_runtime = Some(default_runtime);
+        let signer = match &config.signing_key {
+            Some(key) => Signer::new(key.clone()),
+            None => Signer::load_or_create(&config.root.join("signing.key"))?,
+        };
+        let artifact_store = ArtifactStore::open(&config.root.join("artifacts"), signer, config.artifacts.clone())?;
+        let dataset_store = DatasetStore::new(config.datasets.clone(), &config.root)?;
+        let ready = sandboxes.iter().find(|s| s.runtime() == Runtime::Python).map(|python| crate::ready::ReadyHomes::new(&config.root, python.clone()));
+        if let Some(ready) = &ready {
+            ready.fill();
+        }
+        tracing::info!(storage = ?config.storage, root = %config.root.display(), "interpreter storage");
+        let interpreter =
+            Self { sandboxes, config, artifact_store, dataset_store, ready, store, table: Mutex::new(HashMap::new()), stats: Stats::default() };
+        crate::sessions::sweep_store(&interpreter);
+        Ok(interpreter)
+    }
+}
