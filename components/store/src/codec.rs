@@ -1,9 +1,8 @@
-//! The JSON the store reads and writes: request bodies, stored values and
-//! answers, with the failure each direction reports.
+//! The JSON the store reads and writes: request bodies and stored values,
+//! with the failure each direction reports.
 
 use anypath_rest::RestError;
 use serde::{Deserialize, Serialize};
-use spin_sdk::http::Response;
 
 use crate::error::StoreError;
 
@@ -20,9 +19,4 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
 /// A stored value (`what` names it in the error); one that does not parse is corrupt (500).
 pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8], what: &str) -> Result<T, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| StoreError::Backend(format!("stored {what} is corrupt: {e}")))
-}
-
-/// An answer with a JSON body.
-pub fn json_response(status: u16, body: Vec<u8>) -> Response {
-    Response::builder().status(status).header("content-type", "application/json").body(body).build()
 }

@@ -8,7 +8,7 @@ use anypath_rest::{ErrorEnvelope, RestError};
 use spin_sdk::http::Response;
 use spin_sdk::wit::wasi::keyvalue::store;
 
-use crate::codec::json_response;
+use crate::answer::json_response;
 
 /// Why a request to the store failed.
 #[derive(Debug, thiserror::Error)]

@@ -20,6 +20,7 @@
 //! the handler for a path, and a failure becomes its answer in one place
 //! ([`error::StoreError::into_response`]).
 
+mod answer;
 mod backend;
 mod clock;
 mod codec;
@@ -46,7 +47,7 @@ use spin_sdk::http_component;
 fn handle(request: Request) -> Response {
     let request_id = request.header("x-request-id").and_then(|v| v.as_str()).unwrap_or("-").to_owned();
     match routes::route(&request) {
-        Ok(body) => codec::json_response(200, body),
+        Ok(body) => answer::json_response(200, body),
         Err(error) => error.into_response(&request_id),
     }
 }

@@ -31,8 +31,7 @@ use anypath_wire::{OpenSessionRequest, UploadRequest};
 use anypath_sandbox::Runtime;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
-use axum::http::request::Parts;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -40,8 +39,9 @@ use axum::{Json, Router};
 use serde::Deserialize;
 
 use crate::envelope::{refuse_oversized_body, upload_body_limit};
-use crate::interpreter_service::{Caller, Content, InterpreterService, OpenSession, ServiceError, SignedTarget, Upload};
+use crate::interpreter_service::{Content, InterpreterService, OpenSession, ServiceError, SignedTarget, Upload};
 use crate::request_id::RequestId;
+use crate::v1_call::Call;
 use crate::state::AppState;
 
 /// The interpreter's routes. The two that take a file accept a body as
@@ -68,7 +68,6 @@ pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
         .route("/v1/sessions/{session_id}/artifacts", get(list_artifacts))
         .route("/v1/sessions/{session_id}/artifacts/{*path}", get(read_artifact))
         .route("/v1/artifacts/{artifact_id}", get(describe_artifact))
-        .merge(crate::dataset_api::routes())
         .merge(signed_download_routes())
 }
 
@@ -78,26 +77,6 @@ pub fn signed_download_routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/v1/artifacts/{artifact_id}/content", get(download_signed))
         .route("/files/{session_id}/{*filename}", get(download_signed_file))
-}
-
-/// A call: the service and the caller it resolved from the request's key
-/// or token.
-pub(crate) struct Call {
-    pub(crate) service: InterpreterService,
-    pub(crate) caller: Caller,
-}
-
-/// Every handler starts from the call: the extractor answers 404 without an
-/// interpreter and 401 without a valid key or token, before any body is read.
-impl FromRequestParts<Arc<AppState>> for Call {
-    type Rejection = ServiceError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, ServiceError> {
-        let Ok(request_id) = RequestId::from_request_parts(parts, state).await;
-        let service = InterpreterService::of(state)?;
-        let caller = service.caller(&parts.headers, request_id.into_string())?;
-        Ok(Call { service, caller })
-    }
 }
 
 /// A handler's answer: JSON (or bytes) on success, the error envelope

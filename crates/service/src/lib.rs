@@ -3,7 +3,7 @@
 //! that resolves the caller's tenant, admits runs fairly, accounts for them
 //! and logs them ([`interpreter_service`], [`admission`]), served over its
 //! transports: `/v1` HTTP ([`serve`], [`interpreter_api`], [`dataset_api`],
-//! [`run_events`]), MCP ([`mcp`]) and E2B's API ([`e2b`]). A transport maps names and shapes onto
+//! [`run_events`]), MCP ([`mcp`]), E2B's API ([`e2b`]) and Jupyter's ([`jupyter`]). A transport maps names and shapes onto
 //! the facade; it never runs a session flow of its own. What every route
 //! shares is [`state::AppState`]; every request goes by the id one layer
 //! decides (`request_id`), and every error answers in its transport's shape.
@@ -32,3 +32,4 @@ pub mod serve;
 mod shutdown;
 pub mod state;
 mod sweeper;
+mod v1_call;
