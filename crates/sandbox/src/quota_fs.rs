@@ -316,7 +316,7 @@ impl HasData for QuotaFs {
 pub(crate) struct QuotaFsView<'a> {
     pub(crate) inner: WasiFilesystemCtxView<'a>,
     pub(crate) quota: Option<Arc<QuotaState>>,
-    /// The instance's count of open file descriptors ([`crate::guest::GuestState::open_files`]).
+    /// The instance's count of open file descriptors (the guest state's `open_files`).
     pub(crate) open_files: &'a mut usize,
 }
 
