@@ -199,8 +199,15 @@ impl CodeInterpreterTools {
             None => self.service.call(&caller, runs::RunCode { session_id: args.session_id, request, live: None }).await?,
             Some(token) => {
                 let mut run = LiveRun::start(self.service.clone(), caller, args.session_id, request);
-                // The run lets go of its sink when it ends: the forwarding ends once it has sent the rest.
-                super::progress::forward(&ctx.peer, token, &mut run).await;
+                // The forwarding goes on a task of its own, as the run does, and the
+                // answer waits for it: it ends once the run has let go of its sink
+                // and every notification has been handed to the transport.
+                let peer = ctx.peer.clone();
+                let forwarding = tokio::spawn(async move {
+                    super::progress::forward(&peer, token, &mut run).await;
+                    run
+                });
+                let mut run = forwarding.await.map_err(|e| ServiceError::Internal(format!("the progress forwarding stopped: {e}")))?;
                 run.outcome().await?
             }
         };
