@@ -9,7 +9,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 const MERGED_TEXT_BYTES: usize = 4 << 10;
 
 /// The receiving end of a run's live sink.
-pub(super) struct LiveEvents {
+pub(crate) struct LiveEvents {
     events: UnboundedReceiver<LiveEvent>,
     /// An event taken ahead (the first, or one that did not merge into the
     /// one before it).
@@ -17,7 +17,7 @@ pub(super) struct LiveEvents {
 }
 
 impl LiveEvents {
-    pub(super) fn new(events: UnboundedReceiver<LiveEvent>) -> Self {
+    pub(crate) fn new(events: UnboundedReceiver<LiveEvent>) -> Self {
         Self { events, held: None }
     }
 
@@ -30,7 +30,7 @@ impl LiveEvents {
     }
 
     /// The next event; None once the run has ended and all were read.
-    pub(super) async fn next(&mut self) -> Option<LiveEvent> {
+    pub(crate) async fn next(&mut self) -> Option<LiveEvent> {
         let first = match self.held.take() {
             Some(event) => event,
             None => self.events.recv().await?,

@@ -16,7 +16,7 @@ use anypath_wire::LiveEvent;
 use tokio::task::JoinHandle;
 
 pub(crate) use self::lines::{Lined, Lines};
-use self::merged::LiveEvents;
+pub(crate) use self::merged::LiveEvents;
 use crate::interpreter_service::{Caller, InterpreterService, ServiceError};
 
 /// How long a run may take to fail before an answer commits to a stream: a

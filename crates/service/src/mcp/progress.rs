@@ -9,14 +9,14 @@ use rmcp::{Peer, RoleServer};
 
 use super::tool_error::ToolError;
 use crate::interpreter_service::ServiceError;
-use crate::live_run::LiveRun;
+use crate::live_run::LiveEvents;
 
 /// Sends each of the run's live events as a progress notification until
 /// its events end: `message` is the new output (stderr marked), or a
 /// result's text.
-pub(super) async fn forward(peer: &Peer<RoleServer>, token: ProgressToken, run: &mut LiveRun) {
+pub(super) async fn forward(peer: Peer<RoleServer>, token: ProgressToken, mut events: LiveEvents) {
     let mut sent = 0u32;
-    while let Some(event) = run.next_event().await {
+    while let Some(event) = events.next().await {
         sent += 1;
         let mut notification = ProgressNotificationParam::new(token.clone(), f64::from(sent));
         notification.message = Some(message(&event));

@@ -25,7 +25,7 @@ use super::arguments::{Arguments, input_schema};
 use super::descriptions;
 use super::tool_error::ToolError;
 use crate::interpreter_service::{Caller, Closed, Content, FileList, InterpreterService, ServiceError, Upload};
-use crate::live_run::LiveRun;
+use crate::live_run::LiveEvents;
 
 /// The code interpreter as an MCP server.
 #[derive(Clone)]
@@ -198,17 +198,14 @@ impl CodeInterpreterTools {
         let report = match ctx.meta.get_progress_token() {
             None => self.service.call(&caller, runs::RunCode { session_id: args.session_id, request, live: None }).await?,
             Some(token) => {
-                let mut run = LiveRun::start(self.service.clone(), caller, args.session_id, request);
-                // The forwarding goes on a task of its own, as the run does, and the
-                // answer waits for it: it ends once the run has let go of its sink
-                // and every notification has been handed to the transport.
-                let peer = ctx.peer.clone();
-                let forwarding = tokio::spawn(async move {
-                    super::progress::forward(&peer, token, &mut run).await;
-                    run
-                });
-                let mut run = forwarding.await.map_err(|e| ServiceError::Internal(format!("the progress forwarding stopped: {e}")))?;
-                run.outcome().await?
+                // The run goes on in this handler and the forwarding on a task of
+                // its own, which ends once the run has let go of its sink and every
+                // notification was handed to the transport; the answer waits for it.
+                let (sink, events) = tokio::sync::mpsc::unbounded_channel();
+                let forwarding = tokio::spawn(super::progress::forward(ctx.peer.clone(), token, LiveEvents::new(events)));
+                let report = self.service.call(&caller, runs::RunCode { session_id: args.session_id, request, live: Some(sink) }).await;
+                let _ = forwarding.await;
+                report?
             }
         };
         super::progress::run_result(&report)
