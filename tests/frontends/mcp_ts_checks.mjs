@@ -38,14 +38,38 @@ const sameSet = (a, b) => a.length === b.length && [...a].sort().every((v, i) =>
  */
 async function connect(transport, key) {
   const client = new Client({ name: 'anypath-mcp-ts-checks', version: '0' });
+  let connection;
   if (transport[0] === 'http') {
     const headers = key ? { 'x-api-key': key } : {};
-    await client.connect(new StreamableHTTPClientTransport(new URL(transport[1]), { requestInit: { headers } }));
+    connection = new StreamableHTTPClientTransport(new URL(transport[1]), { requestInit: { headers } });
   } else {
-    await client.connect(new StdioClientTransport({ command: transport[1], args: transport.slice(2), stderr: 'inherit' }));
+    connection = new StdioClientTransport({ command: transport[1], args: transport.slice(2), stderr: 'inherit' });
   }
+  await client.connect(connection);
+  recordWire(client, connection);
   const { tools } = await client.listTools();
   return { client, tools };
+}
+
+/** Every message a client's transport received, in the order it arrived (`recordWire`). */
+const wires = new WeakMap();
+
+/**
+ * Records what reaches the client's transport before the SDK dispatches it.
+ * The SDK hands a response to its caller at once but a notification a
+ * microtask later, and forgets a request's progress handler with its
+ * response: progress that arrives in the same read as the answer is read
+ * but never reaches `onprogress` (typescript-sdk#2580). What the server sent,
+ * and in which order, is read here instead.
+ */
+function recordWire(client, connection) {
+  const wire = [];
+  const dispatch = connection.onmessage;
+  connection.onmessage = (message, extra) => {
+    wire.push(message);
+    dispatch?.(message, extra);
+  };
+  wires.set(client, wire);
 }
 
 /** Runs `body` with connected clients, closing them however it ends. */
@@ -297,6 +321,8 @@ async function notebook(transport, key) {
     const heard = [];
     const onprogress = (p) => heard.push({ at: performance.now(), progress: p.progress, message: p.message });
     const code = "import time\nprint('first')\ntime.sleep(1)\nprint('second')\n'done'";
+    const wire = wires.get(client);
+    const before = wire.length;
     const ran = await call(client, 'run_python', { session_id: session, code }, { onprogress });
     const ended = performance.now();
     report = ok(ran, 'run_python');
@@ -304,9 +330,18 @@ async function notebook(transport, key) {
     const first = heard.filter((h) => h.message?.includes('first'));
     assert(first.length > 0, () => `no progress notification carried the first line: ${show(heard)}`);
     assert(ended - first[0].at >= 700, () => `the first line came only with the end: ${show(heard)}`);
-    assert(heard.some((h) => h.message?.includes('second')), () => show(heard));
-    const values = heard.map((h) => h.progress);
+    // Every line and the value went out as progress before the answer, in order.
+    const received = wire.slice(before);
+    const answeredAt = received.findIndex((m) => m.id !== undefined && 'result' in m);
+    assert(answeredAt >= 0, () => `no answer on the wire: ${show(received)}`);
+    const progress = received.slice(0, answeredAt).filter((m) => m.method === 'notifications/progress').map((m) => m.params);
+    const streamed = progress.map((p) => p.message).filter((m) => !m.startsWith('[')).join('');
+    assert(streamed === 'first\nsecond\n', () => `output sent as progress before the answer: ${show(progress)}`);
+    assert(progress.some((p) => p.message === "[result] 'done'"), () => `the value sent as progress: ${show(progress)}`);
+    assert(!received.slice(answeredAt + 1).some((m) => m.method === 'notifications/progress'), () => `progress after the answer: ${show(received)}`);
+    const values = progress.map((p) => p.progress);
     assert(values.every((v, i) => i === 0 || v > values[i - 1]), () => `progress must increase: ${values}`);
+    assert(heard.every((h) => progress.some((p) => p.progress === h.progress && p.message === h.message)), () => show(heard));
     ok(await call(client, 'close_session', { session_id: session }), 'close_session');
   });
 }
