@@ -175,6 +175,8 @@ struct ServeArgs {
     e2b_listen: Option<SocketAddr>,
     #[command(flatten)]
     interpreter: InterpreterArgs,
+    #[command(flatten)]
+    sharing: crate::session_sharing::SharingArgs,
 }
 
 /// How executions are admitted: slots and queue places, in all and per tenant.
@@ -480,10 +482,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 token: args.token.filter(|t| !t.is_empty()),
                 admission: args.admission.config(),
                 api_keys: anypath_rest::caller::parse_api_keys(&args.api_keys).context("--api-keys")?,
-                interpreter: Some(std::sync::Arc::new(
-                    anypath_interpreter::Interpreter::new(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config()?)
-                        .context("starting the code interpreter")?,
-                )),
+                interpreter: Some(std::sync::Arc::new(args.sharing.open(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config()?).await?)),
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
                 trusted_token: None,
                 cors: args.interpreter.cors(None)?,

@@ -7,6 +7,7 @@ mod cli;
 mod exec_file;
 mod reference;
 mod runner_path;
+mod session_sharing;
 mod up;
 
 use clap::Parser;

@@ -83,8 +83,9 @@ impl InterpreterConfig {
     }
 
     /// The configuration with its root where it will be used: with
-    /// [`Storage::Memory`], a fresh directory on `/dev/shm` in place of `root`.
-    pub(crate) fn with_resolved_root(mut self) -> Result<Self, InterpreterError> {
+    /// [`Storage::Memory`], a fresh directory on `/dev/shm` in place of `root`
+    /// (each call makes another: resolve once).
+    pub fn with_resolved_root(mut self) -> Result<Self, InterpreterError> {
         if self.storage == Storage::Memory {
             self.root = memory_root()?;
         }

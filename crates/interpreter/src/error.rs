@@ -44,6 +44,10 @@ pub enum InterpreterError {
     /// An upload's content that is not base64.
     #[error("content_base64: {0}")]
     InvalidBase64(#[source] base64::DecodeError),
+    /// The store sessions are shared through (an object store, the hosts'
+    /// coordination) did not answer; nothing was changed.
+    #[error("the shared session store is unavailable: {0}; try again shortly")]
+    SharedStore(String),
     /// An operation's work on the blocking pool did not finish (it panicked
     /// or was cancelled).
     #[error("the call's file work did not finish: {0}")]
@@ -69,6 +73,7 @@ impl InterpreterError {
             Self::TooLarge { .. } => 413,
             Self::ArtifactQuota { .. } | Self::Quota(_) => 507,
             Self::Io { .. } | Self::Index(_) | Self::Unfinished(_) => 500,
+            Self::SharedStore(_) => 503,
         }
     }
 
@@ -94,6 +99,7 @@ impl InterpreterError {
             Self::RuntimeMismatch { .. } => "runtime_mismatch",
             Self::InvalidBase64(_) => "invalid_base64",
             Self::Unfinished(_) => "internal",
+            Self::SharedStore(_) => "session_store_unavailable",
         }
     }
 }

@@ -100,6 +100,12 @@ impl<'a> Hibernation<'a> {
         }
     }
 
+    /// Parks the session's state (live, or an image read but not restored
+    /// yet) in its store, for a hand-over; true when an image was kept.
+    pub(crate) async fn park(&self, session: &Arc<Session>, live: &mut LiveInstance) -> bool {
+        self.hibernate(session, live).await
+    }
+
     /// Saves the live instance's state in the session's store and drops
     /// the instance. An image that cannot be made or kept (the session's
     /// quota counts it) loses the state, and the next run says why.

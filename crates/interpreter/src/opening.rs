@@ -28,9 +28,11 @@ impl Interpreter {
     }
 
     /// [`Self::new`] with sessions kept in `store`; artifacts, datasets and
-    /// the signing key stay under the configured root.
+    /// the signing key stay under the configured root, which `config` has
+    /// already resolved ([`InterpreterConfig::with_resolved_root`], so that
+    /// the store's homes may go under it too).
     pub fn with_store(sandboxes: Vec<SessionRuntime>, config: InterpreterConfig, store: Arc<dyn SessionStore>) -> Result<Self, InterpreterError> {
-        Self::start(sandboxes, config.with_resolved_root()?, store)
+        Self::start(sandboxes, config, store)
     }
 
     fn start(sandboxes: Vec<SessionRuntime>, mut config: InterpreterConfig, store: Arc<dyn SessionStore>) -> Result<Self, InterpreterError> {

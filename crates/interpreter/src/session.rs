@@ -124,7 +124,8 @@ pub(crate) enum Create {
 /// runtime `asked` for (if any).
 pub(crate) fn listed(sessions: &Table, key: &(String, String), asked: Option<Runtime>) -> Result<Option<Arc<Session>>, InterpreterError> {
     match sessions.get(key) {
-        Some(session) if session.idle() < session.ttl => {
+        // A session whose hold lapsed may have moved to another host: it is claimed again.
+        Some(session) if session.idle() < session.ttl && session.store.holds(&key.0, &key.1) => {
             check_runtime(&key.1, session.runtime, asked)?;
             session.touch();
             Ok(Some(session.clone()))

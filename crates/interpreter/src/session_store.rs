@@ -128,4 +128,42 @@ pub trait SessionStore: Send + Sync {
 
     /// Whether the store takes a write now (for readiness), and why not.
     fn check_writable(&self) -> Result<(), String>;
+
+    /// Makes this host the session's one holder before it is loaded here,
+    /// and its home here current: a store shared by several hosts waits
+    /// until the host that holds it has handed it over (or its hold has
+    /// expired), then brings its files. A store of one host has nothing to
+    /// claim.
+    fn claim(&self, _tenant: &str, _session_id: &str) -> Result<(), InterpreterError> {
+        Ok(())
+    }
+
+    /// Whether this host still holds the session it loaded: false once a
+    /// shared store's hold on it has lapsed (the host was paused or cut
+    /// off), when another host may have moved it on. Never touches storage.
+    fn holds(&self, _tenant: &str, _session_id: &str) -> bool {
+        true
+    }
+
+    /// Keeps the session's files (`files`, its directory here) where the
+    /// next host to claim it finds them.
+    fn persist_files(&self, _tenant: &str, _session_id: &str, _files: &Path) -> Result<(), InterpreterError> {
+        Ok(())
+    }
+
+    /// Lets go of the session: another host may claim it now.
+    fn release(&self, _tenant: &str, _session_id: &str) {}
+
+    /// Whether the state image is the newest state the session had: false
+    /// when runs after it were acknowledged by a host that stopped before
+    /// saving again (their state went with it).
+    fn image_is_current(&self, _tenant: &str, _session_id: &str) -> bool {
+        true
+    }
+
+    /// The sessions other hosts ask this one to hand over, as (tenant,
+    /// session id), when the store is shared; taken once.
+    fn handover_requests(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>> {
+        None
+    }
 }

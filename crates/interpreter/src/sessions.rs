@@ -196,13 +196,75 @@ impl<'a> Sessions<'a> {
     /// store, or (with `create`) new. An expired predecessor's home is
     /// removed after the session table is unlocked, so calls on other
     /// sessions never wait for it.
+    ///
+    /// A session the table does not hold is claimed from the store first,
+    /// outside the table's lock: on a store shared by several hosts that may
+    /// wait for another host to hand it over and bring its files here.
     pub(crate) fn get(&self, tenant: &str, session_id: &str, create: Create) -> Result<Arc<Session>, InterpreterError> {
+        if let Some(session) = self.listed(tenant, session_id, &create)? {
+            return Ok(session);
+        }
+        let store = &self.interpreter.store;
+        store.claim(tenant, session_id)?;
         let mut discarded = None;
         let session = self.get_locked(tenant, session_id, create, &mut discarded);
         if let Some(home) = discarded {
-            self.interpreter.store.remove_discarded(home);
+            store.remove_discarded(home);
+        }
+        if session.is_err() {
+            store.release(tenant, session_id);
         }
         session
+    }
+
+    /// Hands the session over to the store for another host: its state
+    /// parked in an image, its files kept, its hold released, and this host
+    /// no longer lists it. Waits for a run in progress (as long as a busy
+    /// call would). A session this host does not list is only released.
+    pub async fn hand_over(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
+        let interpreter = self.interpreter;
+        let key = (tenant.to_owned(), session_id.to_owned());
+        let listed = interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+        if let Some(session) = listed {
+            let mut live = tokio::time::timeout(interpreter.config.busy_wait, session.live.lock())
+                .await
+                .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+            if live.is_live() || live.is_hibernated() {
+                interpreter.hibernation().park(&session, &mut live).await;
+            }
+            let kept = session.clone();
+            interpreter
+                .off_workers(move |_| {
+                    kept.store.persist_files(&kept.tenant, &kept.id, kept.files.dir())?;
+                    kept.write_meta()
+                })
+                .await?;
+            self.unlist(&session);
+            drop(live);
+        }
+        let (owner, id) = key;
+        interpreter.off_workers(move |i| Ok(i.store.release(&owner, &id))).await
+    }
+
+    /// The sessions other hosts sharing the store ask this one to hand
+    /// over ([`Self::hand_over`] each); `None` on a store of one host, or
+    /// when taken before.
+    pub fn handover_requests(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>> {
+        self.interpreter.store.handover_requests()
+    }
+
+    /// Hands every listed session over (on a graceful stop, after their
+    /// state was parked): the next host to be asked for one claims it at once.
+    pub async fn hand_over_all(&self) -> usize {
+        let keys: Vec<(String, String)> = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+        let mut handed = 0;
+        for (tenant, id) in keys {
+            match self.hand_over(&tenant, &id).await {
+                Ok(()) => handed += 1,
+                Err(error) => tracing::warn!(session = %id, %error, "a session was not handed over"),
+            }
+        }
+        handed
     }
 
     /// The session when the table holds it unexpired: no file is touched,
@@ -296,6 +358,9 @@ impl<'a> Sessions<'a> {
         let hibernated = kept.is_some() && store.has_image(tenant, session_id);
         if had_state && !hibernated {
             live = live.with_state_lost_for("the process that held the session's state stopped without saving it; the session starts fresh with its files");
+        }
+        if had_state && hibernated && !store.image_is_current(tenant, session_id) {
+            live = live.with_older_image("the host that held the session stopped without saving its state; what ran after its last saved image is lost");
         }
         if let Some(ttl_seconds) = replaced_ttl {
             live = live.with_state_lost_for(expired_reason(ttl_seconds));

@@ -101,6 +101,10 @@ pub struct LiveInstance {
     /// The instance was started ahead and has run no code yet: its first
     /// run reports a fresh start, not kept state.
     adopted: bool,
+    /// The saved image is older than the state the session last had (runs
+    /// after it were lost with the host that made them): the run that
+    /// resumes it says so, as a reset.
+    older_image: Option<String>,
 }
 
 /// An instance started ahead of the session it will serve, on directories
@@ -138,7 +142,7 @@ impl SessionRuntime {
     /// under `limits` (narrowed to the runtime's own). Nothing starts yet.
     pub fn live_instance(&self, dir: Option<PathBuf>, limits: &LimitOverrides) -> LiveInstance {
         let limits = self.limits().narrowed_by(limits);
-        LiveInstance { runtime: self.clone(), dir, datasets: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, away: false, quota: None, adopted: false }
+        LiveInstance { runtime: self.clone(), dir, datasets: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, away: false, quota: None, adopted: false, older_image: None }
     }
 }
 
@@ -219,6 +223,13 @@ impl LiveInstance {
     pub fn with_state_lost_for(mut self, reason: impl Into<String>) -> Self {
         self.lost_state = true;
         self.lost_note = Some(reason.into());
+        self
+    }
+
+    /// The saved image the next run resumes is not the newest state the
+    /// session had, for `reason`: that run reports `state_reset` and says why.
+    pub fn with_older_image(mut self, reason: impl Into<String>) -> Self {
+        self.older_image = Some(reason.into());
         self
     }
 
@@ -371,6 +382,7 @@ impl LiveInstance {
         let mut metrics = Metrics { warm: kept, ..Metrics::default() };
         let mut origin = if kept { StateOrigin::Kept } else { StateOrigin::Fresh };
         let mut note = self.lost_note.take();
+        let mut older_resumed = false;
         if self.instance.is_none()
             && let Some(image) = self.saved.take()
         {
@@ -380,6 +392,10 @@ impl LiveInstance {
                     let mut said = "the session's state was restored from its saved image".to_owned();
                     if !closed.is_empty() {
                         said.push_str(&format!("; these files were open when it was saved and are closed now: {}", closed.join(", ")));
+                    }
+                    if let Some(older) = self.older_image.take() {
+                        said = format!("{older}; {said}");
+                        older_resumed = true;
                     }
                     note = Some(said);
                 }
@@ -394,7 +410,7 @@ impl LiveInstance {
             self.lost_state = true;
             note = Some(STATE_NOT_HANDED_BACK.to_owned());
         }
-        let state_reset = self.lost_state && origin == StateOrigin::Fresh;
+        let state_reset = (self.lost_state && origin == StateOrigin::Fresh) || older_resumed;
         let mut report = match self.run_in_instance(request, &limits, &mut metrics).await {
             Ok(report) => report,
             Err(error) => failed(error, Output::default()),

@@ -16,7 +16,7 @@ use axum::middleware::from_fn;
 
 pub use crate::options::ServeOptions;
 pub use crate::shutdown::{hibernate_all, shutdown_signal, stopped_signal};
-pub use crate::sweeper::spawn_sweeper;
+pub use crate::sweeper::{spawn_handovers, spawn_sweeper};
 use crate::state::AppState;
 
 /// Serves until Ctrl-C or SIGTERM: the sandbox's API, and E2B's on its
@@ -97,6 +97,7 @@ pub fn routers(sandbox: BlockRunner, options: &ServeOptions) -> Routers {
     let state = AppState::new(sandbox, options);
     if let Some(interpreter) = &options.interpreter {
         spawn_sweeper(Arc::downgrade(interpreter));
+        spawn_handovers(Arc::downgrade(interpreter));
     }
     // E2B's routes answer in E2B's error shape: they take the id layer alone.
     let e2b = crate::e2b::router(&state).map(|e2b| e2b.layer(from_fn(crate::request_id::assign)));

@@ -31,5 +31,7 @@ pub async fn stopped_signal(mut stopped: tokio::sync::watch::Receiver<bool>) {
 pub async fn hibernate_all(interpreter: &Arc<Interpreter>) {
     let started = std::time::Instant::now();
     let hibernated = interpreter.hibernation().hibernate_all().await;
-    tracing::info!(hibernated, elapsed_ms = started.elapsed().as_millis() as u64, "sessions hibernated for the stop");
+    // With their files kept and their holds released, another host claims them at once.
+    let handed_over = interpreter.sessions().hand_over_all().await;
+    tracing::info!(hibernated, handed_over, elapsed_ms = started.elapsed().as_millis() as u64, "sessions hibernated for the stop");
 }

@@ -1,5 +1,6 @@
 //! The interpreter's housekeeping while the service runs: idle sessions
-//! hibernated, expired ones removed.
+//! hibernated, expired ones removed, and sessions handed over when another
+//! host sharing the session store asks for them.
 
 use std::time::Duration;
 
@@ -34,6 +35,25 @@ pub fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
             if removed > 0 {
                 tracing::info!(removed, "expired sessions removed");
             }
+        }
+    });
+}
+
+/// Hands over each session another host asks for (on a shared session
+/// store), one at a time per session, until the interpreter is gone.
+pub fn spawn_handovers(interpreter: std::sync::Weak<Interpreter>) {
+    let Some(mut requests) = interpreter.upgrade().and_then(|i| i.sessions().handover_requests()) else { return };
+    tokio::spawn(async move {
+        while let Some((tenant, id)) = requests.recv().await {
+            let Some(interpreter) = interpreter.upgrade() else { return };
+            // Each on its own task: a session waiting for its run does not hold up the others.
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                match interpreter.sessions().hand_over(&tenant, &id).await {
+                    Ok(()) => tracing::info!(%tenant, session = %id, elapsed_us = started.elapsed().as_micros() as u64, "session handed over"),
+                    Err(error) => tracing::warn!(%tenant, session = %id, %error, "a session asked for was not handed over"),
+                }
+            });
         }
     });
 }

@@ -1,0 +1,282 @@
+//! The hosts' coordination on Redis: one lease per session (who holds it
+//! live), a token per lease that only grows, each session's record (its
+//! metadata, its newest image and file list), fenced by the lease, and a
+//! channel per host on which others ask it to hand a session over.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::error::SharedStoreError;
+
+/// Takes the lease when it is free (or already this host's): a new token
+/// for a new holder. Returns {1, token} or {0, holder}.
+const CLAIM: &str = r"
+local held = redis.call('GET', KEYS[1])
+if held then
+  local host, token = string.match(held, '^(%S+) (%d+)$')
+  if host == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, token}
+  end
+  return {0, held}
+end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. token, 'PX', ARGV[2])
+return {1, tostring(token)}
+";
+
+/// Extends the lease when it is still this holder's.
+const RENEW: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
+
+/// Lets go of the lease when it is still this holder's.
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+/// Sets fields of the session's record, only for the lease's holder.
+const FENCED_SET: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+for i = 2, #ARGV, 2 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+end
+return 1
+";
+
+/// Removes the session's record, only for the lease's holder.
+const FENCED_DELETE: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[2])
+return 1
+";
+
+/// How often a host that waits for a session asks its holder again.
+const ASK_AGAIN: Duration = Duration::from_secs(1);
+
+/// A session's lease as this host holds it.
+#[derive(Debug, Clone)]
+struct Held {
+    /// The lease's value on Redis: this host's name and the lease's token.
+    value: String,
+    token: u64,
+    /// Until when this host may act on it without hearing from Redis again.
+    valid_until: Instant,
+}
+
+/// This host's side of the coordination.
+pub(crate) struct Coordination {
+    client: redis::Client,
+    connection: ConnectionManager,
+    /// Key prefix of this fleet's records.
+    namespace: String,
+    /// This host's name in leases and its hand-over channel.
+    host: String,
+    lease: Duration,
+    held: Mutex<HashMap<(String, String), Held>>,
+}
+
+impl Coordination {
+    /// Connects to Redis at `url`, as host `host`.
+    pub(crate) async fn connect(url: &str, namespace: String, host: String, lease: Duration) -> Result<Arc<Self>, SharedStoreError> {
+        let client = redis::Client::open(url)?;
+        let connection = client.get_connection_manager().await?;
+        Ok(Arc::new(Self { client, connection, namespace, host, lease, held: Mutex::new(HashMap::new()) }))
+    }
+
+    fn key(&self, kind: &str, tenant: &str, session_id: &str) -> String {
+        format!("{}:{kind}:{tenant}:{session_id}", self.namespace)
+    }
+
+    fn channel(&self, host: &str) -> String {
+        format!("{}:handover:{host}", self.namespace)
+    }
+
+    fn lease_ms(&self) -> u64 {
+        self.lease.as_millis() as u64
+    }
+
+    /// How long this host trusts a lease it just took or renewed: less than
+    /// its length, so it stops acting on it before Redis lets it go.
+    fn trusted_for(&self) -> Duration {
+        self.lease.mul_f64(0.8)
+    }
+
+    /// Takes the session's lease, asking its holder to hand it over and
+    /// waiting (until its lease could have lapsed twice) while another host
+    /// holds it. Returns the lease's token.
+    pub(crate) async fn claim(&self, tenant: &str, session_id: &str) -> Result<u64, SharedStoreError> {
+        let (lease_key, token_key) = (self.key("lease", tenant, session_id), self.key("token", tenant, session_id));
+        let deadline = Instant::now() + self.lease * 2 + Duration::from_secs(1);
+        let mut asked: Option<(String, Instant)> = None;
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let started = Instant::now();
+            let mut connection = self.connection.clone();
+            let (won, said): (u8, String) = redis::Script::new(CLAIM)
+                .key(&lease_key)
+                .key(&token_key)
+                .arg(&self.host)
+                .arg(self.lease_ms())
+                .invoke_async(&mut connection)
+                .await?;
+            if won == 1 {
+                let token = said.parse().unwrap_or(0);
+                let held = Held { value: format!("{} {token}", self.host), token, valid_until: started + self.trusted_for() };
+                self.held.lock().unwrap_or_else(PoisonError::into_inner).insert((tenant.to_owned(), session_id.to_owned()), held);
+                return Ok(token);
+            }
+            let holder = said.split(' ').next().unwrap_or_default().to_owned();
+            let due = asked.as_ref().is_none_or(|(host, at)| *host != holder || at.elapsed() >= ASK_AGAIN);
+            if due {
+                let message = format!("{tenant}\n{session_id}");
+                let _: i64 = connection.publish(self.channel(&holder), message).await?;
+                asked = Some((holder, Instant::now()));
+            }
+            if Instant::now() >= deadline {
+                return Err(SharedStoreError::HeldElsewhere);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(25));
+        }
+    }
+
+    /// Whether this host holds the session's lease and may still act on it.
+    pub(crate) fn holds(&self, tenant: &str, session_id: &str) -> bool {
+        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.get(&(tenant.to_owned(), session_id.to_owned())).is_some_and(|h| Instant::now() < h.valid_until)
+    }
+
+    /// The token of the lease this host holds on the session, while it may act on it.
+    pub(crate) fn token(&self, tenant: &str, session_id: &str) -> Option<u64> {
+        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.get(&(tenant.to_owned(), session_id.to_owned())).filter(|h| Instant::now() < h.valid_until).map(|h| h.token)
+    }
+
+    fn value(&self, tenant: &str, session_id: &str) -> Result<String, SharedStoreError> {
+        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.get(&(tenant.to_owned(), session_id.to_owned())).filter(|h| Instant::now() < h.valid_until).map(|h| h.value.clone()).ok_or(SharedStoreError::LeaseLost)
+    }
+
+    /// Lets go of the session's lease (when still this host's).
+    pub(crate) async fn release(&self, tenant: &str, session_id: &str) -> Result<(), SharedStoreError> {
+        let removed = self.held.lock().unwrap_or_else(PoisonError::into_inner).remove(&(tenant.to_owned(), session_id.to_owned()));
+        let Some(held) = removed else { return Ok(()) };
+        let mut connection = self.connection.clone();
+        let _: i64 = redis::Script::new(RELEASE).key(self.key("lease", tenant, session_id)).arg(&held.value).invoke_async(&mut connection).await?;
+        Ok(())
+    }
+
+    /// Renews every lease this host holds; a lease found taken is dropped
+    /// (the host was paused or cut off past it).
+    pub(crate) async fn renew_all(&self) {
+        let held: Vec<((String, String), Held)> = self.held.lock().unwrap_or_else(PoisonError::into_inner).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for ((tenant, session_id), lease) in held {
+            let started = Instant::now();
+            let mut connection = self.connection.clone();
+            let renewed: Result<i64, _> = redis::Script::new(RENEW)
+                .key(self.key("lease", &tenant, &session_id))
+                .arg(&lease.value)
+                .arg(self.lease_ms())
+                .invoke_async(&mut connection)
+                .await;
+            let mut table = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+            let key = (tenant, session_id);
+            match renewed {
+                Ok(1) => {
+                    if let Some(entry) = table.get_mut(&key).filter(|e| e.value == lease.value) {
+                        entry.valid_until = started + self.trusted_for();
+                    }
+                }
+                Ok(_) => {
+                    tracing::warn!(tenant = %key.0, session = %key.1, "a session's lease was found taken by another host");
+                    if table.get(&key).is_some_and(|e| e.value == lease.value) {
+                        table.remove(&key);
+                    }
+                }
+                // Redis away: the lease lapses here on its own unless a renewal gets through.
+                Err(error) => tracing::warn!(%error, "a session's lease could not be renewed"),
+            }
+        }
+    }
+
+    /// The session's record (empty when it has none).
+    pub(crate) async fn record(&self, tenant: &str, session_id: &str) -> Result<HashMap<String, String>, SharedStoreError> {
+        let mut connection = self.connection.clone();
+        Ok(connection.hgetall(self.key("record", tenant, session_id)).await?)
+    }
+
+    /// Sets fields of the session's record, as its lease's holder.
+    pub(crate) async fn set_record(&self, tenant: &str, session_id: &str, fields: &[(&str, &str)]) -> Result<(), SharedStoreError> {
+        let value = self.value(tenant, session_id)?;
+        let fenced = redis::Script::new(FENCED_SET);
+        let mut script = fenced.prepare_invoke();
+        script.key(self.key("lease", tenant, session_id)).key(self.key("record", tenant, session_id)).arg(&value);
+        for (field, content) in fields {
+            script.arg(*field).arg(*content);
+        }
+        let mut connection = self.connection.clone();
+        let set: i64 = script.invoke_async(&mut connection).await?;
+        if set == 1 { Ok(()) } else { Err(SharedStoreError::LeaseLost) }
+    }
+
+    /// Removes the session's record, as its lease's holder.
+    pub(crate) async fn delete_record(&self, tenant: &str, session_id: &str) -> Result<(), SharedStoreError> {
+        let value = self.value(tenant, session_id)?;
+        let mut connection = self.connection.clone();
+        let deleted: i64 = redis::Script::new(FENCED_DELETE)
+            .key(self.key("lease", tenant, session_id))
+            .key(self.key("record", tenant, session_id))
+            .arg(&value)
+            .invoke_async(&mut connection)
+            .await?;
+        if deleted == 1 { Ok(()) } else { Err(SharedStoreError::LeaseLost) }
+    }
+
+    /// Sends each session other hosts ask this one to hand over to `to`,
+    /// subscribing again after a lost connection, until `to` is closed.
+    pub(crate) async fn listen_for_handovers(self: Arc<Self>, to: UnboundedSender<(String, String)>) {
+        let channel = self.channel(&self.host);
+        while !to.is_closed() {
+            let subscribed = async {
+                let mut pubsub = self.client.get_async_pubsub().await?;
+                pubsub.subscribe(&channel).await?;
+                Ok::<_, redis::RedisError>(pubsub)
+            }
+            .await;
+            let mut pubsub = match subscribed {
+                Ok(pubsub) => pubsub,
+                Err(error) => {
+                    tracing::warn!(%error, "the hand-over channel could not be subscribed; trying again");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            };
+            let mut messages = pubsub.on_message();
+            while let Some(message) = messages.next().await {
+                let Ok(text) = message.get_payload::<String>() else { continue };
+                if let Some((tenant, session_id)) = text.split_once('\n')
+                    && to.send((tenant.to_owned(), session_id.to_owned())).is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+}

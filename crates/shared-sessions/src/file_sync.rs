@@ -1,0 +1,145 @@
+//! A session's files in the object store: each file's content once, named
+//! by its SHA-256 (two sessions or two saves with the same file store it
+//! once), and a list of the directory's files naming them.
+//!
+//! Runs on the blocking pool (inside the store's `block_on`), so the local
+//! file work is plain `std::fs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::SharedStoreError;
+use crate::location::ObjectLocation;
+
+/// A session directory's files, by path relative to it.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct FileList {
+    pub(crate) files: BTreeMap<String, ListedFile>,
+}
+
+/// One file of a [`FileList`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ListedFile {
+    pub(crate) sha256: String,
+    pub(crate) size: u64,
+}
+
+/// Moves files between session directories and the object store.
+pub(crate) struct FileSync {
+    pub(crate) objects: Arc<dyn ObjectStore>,
+    pub(crate) location: ObjectLocation,
+}
+
+impl FileSync {
+    fn blob(&self, sha256: &str) -> object_store::path::Path {
+        self.location.path(&["blobs", sha256])
+    }
+
+    /// Keeps every file of `dir` (the contents not stored yet) and the list
+    /// of them at `list`.
+    pub(crate) async fn persist(&self, dir: &Path, list: &object_store::path::Path) -> Result<(), SharedStoreError> {
+        let mut listed = FileList::default();
+        for (relative, path) in walk(dir)? {
+            let content = std::fs::read(&path).map_err(|e| SharedStoreError::local(format!("reading {}", path.display()), e))?;
+            let sha256 = hex::encode(Sha256::digest(&content));
+            let blob = self.blob(&sha256);
+            if self.objects.head(&blob).await.is_err() {
+                self.objects.put(&blob, PutPayload::from(content.clone())).await?;
+            }
+            listed.files.insert(relative, ListedFile { sha256, size: content.len() as u64 });
+        }
+        self.objects.put(list, PutPayload::from(serde_json::to_vec(&listed)?)).await?;
+        Ok(())
+    }
+
+    /// Makes `dir` hold exactly the files of the list at `list`: files
+    /// already here with the same content are kept, others fetched, the
+    /// rest removed.
+    pub(crate) async fn restore(&self, list: &object_store::path::Path, dir: &Path) -> Result<(), SharedStoreError> {
+        let bytes = self.objects.get(list).await?.bytes().await?;
+        let listed: FileList = serde_json::from_slice(&bytes)?;
+        std::fs::create_dir_all(dir).map_err(|e| SharedStoreError::local(format!("making {}", dir.display()), e))?;
+        for (relative, path) in walk(dir)? {
+            let wanted = listed.files.get(&relative);
+            if wanted.is_none_or(|w| !same_content(&path, w)) {
+                std::fs::remove_file(&path).map_err(|e| SharedStoreError::local(format!("removing {}", path.display()), e))?;
+            }
+        }
+        for (relative, file) in &listed.files {
+            let path = safe_join(dir, relative)?;
+            if path.exists() {
+                continue;
+            }
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| SharedStoreError::local(format!("making {}", parent.display()), e))?;
+            }
+            let content = self.objects.get(&self.blob(&file.sha256)).await?.bytes().await?;
+            std::fs::write(&path, &content).map_err(|e| SharedStoreError::local(format!("writing {}", path.display()), e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the file at `path` holds `file`'s content.
+fn same_content(path: &Path, file: &ListedFile) -> bool {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.len() == file.size => std::fs::read(path).is_ok_and(|content| hex::encode(Sha256::digest(&content)) == file.sha256),
+        _ => false,
+    }
+}
+
+/// `relative` under `dir`, refused when it would leave it.
+fn safe_join(dir: &Path, relative: &str) -> Result<PathBuf, SharedStoreError> {
+    let path = Path::new(relative);
+    let plain = path.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !plain {
+        return Err(SharedStoreError::local(format!("a stored file list names {relative:?}"), std::io::Error::from(std::io::ErrorKind::InvalidData)));
+    }
+    Ok(dir.join(path))
+}
+
+/// Every plain file under `dir`, by its path relative to it (`/`-separated);
+/// links are not followed.
+fn walk(dir: &Path) -> Result<Vec<(String, PathBuf)>, SharedStoreError> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(current) = pending.pop() {
+        let entries = match std::fs::read_dir(&current) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(SharedStoreError::local(format!("listing {}", current.display()), e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| SharedStoreError::local(format!("listing {}", current.display()), e))?;
+            let kind = entry.file_type().map_err(|e| SharedStoreError::local(format!("reading {}", entry.path().display()), e))?;
+            if kind.is_dir() {
+                pending.push(entry.path());
+            } else if kind.is_file()
+                && let Ok(relative) = entry.path().strip_prefix(dir)
+            {
+                let relative = relative.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+                found.push((relative, entry.path()));
+            }
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_never_leads_out_of_its_directory() {
+        let dir = Path::new("/srv/home");
+        assert_eq!(safe_join(dir, "a/b.txt").unwrap(), dir.join("a/b.txt"));
+        assert!(safe_join(dir, "../etc/passwd").is_err());
+        assert!(safe_join(dir, "/etc/passwd").is_err());
+        assert!(safe_join(dir, "a/../../x").is_err());
+    }
+}
