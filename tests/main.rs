@@ -38,6 +38,7 @@ mod rest_flows;
 mod sandbox_attacks;
 mod sandbox_pool;
 mod session_state;
+mod shared_sessions;
 mod small_model;
 mod small_model_agent;
 mod spin_manifest_rules;

@@ -8,6 +8,7 @@ pub mod app;
 pub mod fake_llm;
 pub mod llama;
 pub mod redis_server;
+pub mod seaweedfs;
 pub mod service;
 
 use anypath_sandbox::{BlockRunner, DataVariant, ExecError, ExecRequest, Failure, PythonDataConfig, Report, RunnerConfig, SessionRuntime, Success};
@@ -308,6 +309,29 @@ impl Spawned {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// SIGSTOP: the process stays, holding its ports and leases, but does
+    /// nothing, as a host in a long pause or cut off from the network would.
+    pub fn freeze(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// SIGCONT: a frozen process goes on where it stopped.
+    pub fn thaw(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// The process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) on our own child's pid; it touches no memory of ours.
+            unsafe { libc::kill(pid, signal) };
+        }
     }
 
     /// Every stderr line so far.

