@@ -194,18 +194,23 @@ fn a_session_moves_between_hosts() {
 
 /// A host killed outright (SIGKILL, nothing saved on the way out) loses
 /// nothing its session had in its newest image: once A's two-second lease
-/// runs out, B resumes the session from the image A made on request (x = 1).
+/// runs out, B resumes the session from the image A made when it sat idle (x = 1).
 /// The run acknowledged on A after that image (x = 2) is gone, and B's run
 /// says so: `state_reset` with a note, never a silent step back.
 #[test]
 fn a_killed_owner_loses_nothing_hibernated() {
-    // No idle hibernation: the only image is the one asked for.
-    let mut fleet = Fleet::start("killed", &["--lease-seconds", "2", "--hibernate-after-idle-seconds", "3600"]);
+    // A hibernates a session idle for a second; the run after the image
+    // kills A long before the session is idle again.
+    let mut fleet = Fleet::start("killed", &["--lease-seconds", "2", "--hibernate-after-idle-seconds", "1"]);
     let id = "survivor";
     open(fleet.a(), id);
     run(fleet.a(), id, "x = 1");
-    let (status, hibernated) = json(fleet.a(), ALICE, "POST", &format!("/v1/sessions/{id}/hibernate"), None);
-    assert!((200..300).contains(&status), "the session hibernated on A: {status} {hibernated}");
+    // Each look touches the session: it is left idle in between.
+    let hibernated = (0..30).any(|_| {
+        std::thread::sleep(Duration::from_millis(2500));
+        json(fleet.a(), ALICE, "GET", &format!("/v1/sessions/{id}"), None).1["hibernated"] == json!(true)
+    });
+    assert!(hibernated, "A hibernated the idle session");
     run(fleet.a(), id, "x = 2");
     fleet.hosts[0].process.kill();
 

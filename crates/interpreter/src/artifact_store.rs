@@ -10,7 +10,7 @@ use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anypath_wire::{ArtifactFailure, FileInfo};
@@ -18,6 +18,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
+use crate::artifact_share::ArtifactShare;
 use crate::error::InterpreterError;
 use crate::session_files::GUEST_DIR;
 use crate::mime::{SNIFF_BYTES, media_type};
@@ -80,6 +81,8 @@ pub struct ArtifactStore {
     blobs: PathBuf,
     signer: Signer,
     config: ArtifactConfig,
+    /// Where the fleet's other hosts publish theirs, when sessions are shared.
+    share: Option<Arc<dyn ArtifactShare>>,
 }
 
 /// The signed query of a link: `expires` and `signature`.
@@ -98,7 +101,46 @@ impl ArtifactStore {
         let blobs = dir.join("blobs");
         fs::create_dir_all(&blobs).map_err(|e| InterpreterError::io("creating the blob store", e))?;
         let db = open_index(&dir.join("index.sqlite3"))?;
-        Ok(Self { db: Mutex::new(db), blobs, signer, config })
+        Ok(Self { db: Mutex::new(db), blobs, signer, config, share: None })
+    }
+
+    /// The store, publishing what it keeps through `share` and finding there
+    /// what other hosts kept (when given one).
+    pub fn shared_through(mut self, share: Option<Arc<dyn ArtifactShare>>) -> Self {
+        self.share = share;
+        self
+    }
+
+    /// Indexes here an artifact another host kept (its content is fetched
+    /// when first opened).
+    fn import(&self, tenant: &str, artifact: &Artifact) -> Result<(), InterpreterError> {
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        db.execute(
+            "INSERT OR IGNORE INTO artifacts (id, tenant, session_id, filename, size_bytes, mime_type, sha256, created_unix, expires_unix)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                artifact.id,
+                tenant,
+                artifact.session_id,
+                artifact.filename,
+                artifact.size_bytes as i64,
+                artifact.mime_type,
+                artifact.sha256,
+                artifact.created_unix as i64,
+                artifact.expires_unix as i64
+            ],
+        )
+        .map_err(InterpreterError::index)?;
+        Ok(())
+    }
+
+    /// Indexes here the session's artifacts other hosts kept.
+    fn import_session(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
+        let Some(share) = &self.share else { return Ok(()) };
+        for artifact in share.session_artifacts(tenant, session_id)? {
+            self.import(tenant, &artifact)?;
+        }
+        Ok(())
     }
 
     /// Keeps the file at `host_path` (`filename` in the session) as an
@@ -158,6 +200,10 @@ impl ArtifactStore {
             ],
         )
         .map_err(InterpreterError::index)?;
+        drop(db);
+        if let Some(share) = &self.share {
+            share.publish(tenant, &artifact, &blob)?;
+        }
         Ok(self.linked(Indexed { tenant: tenant.to_owned(), artifact }, base_url))
     }
 
@@ -165,6 +211,7 @@ impl ArtifactStore {
     /// the bytes now at `host_path`, if a run kept one. Only reads.
     pub fn find_content(&self, tenant: &str, session_id: &str, filename: &str, host_path: &Path, base_url: &str) -> Result<Option<Artifact>, InterpreterError> {
         let sha256 = hash_file(host_path)?;
+        self.import_session(tenant, session_id)?;
         let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
         let found = db
             .query_row(
@@ -200,6 +247,7 @@ impl ArtifactStore {
 
     /// Every live artifact of a session, newest first.
     pub fn list(&self, tenant: &str, session_id: &str, base_url: &str) -> Result<Vec<Artifact>, InterpreterError> {
+        self.import_session(tenant, session_id)?;
         let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
         let mut statement = db
             .prepare(&format!("SELECT {COLUMNS} FROM artifacts WHERE tenant = ?1 AND session_id = ?2 AND expires_unix > ?3 ORDER BY created_unix DESC, rowid DESC"))
@@ -231,6 +279,7 @@ impl ArtifactStore {
         if !self.signer.verify(&["file", tenant, session_id, filename, &expires], &query.signature) || query.expires <= unix_now() {
             return Err(InterpreterError::Forbidden);
         }
+        self.import_session(tenant, session_id)?;
         let artifact = {
             let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
             db.query_row(
@@ -285,14 +334,36 @@ impl ArtifactStore {
     }
 
     fn by_id(&self, id: &str) -> Result<Option<Indexed>, InterpreterError> {
-        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
-        db.query_row(&format!("SELECT {COLUMNS} FROM artifacts WHERE id = ?1 AND expires_unix > ?2"), params![id, unix_now() as i64], row)
-            .optional()
-            .map_err(InterpreterError::index)
+        let here = {
+            let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+            db.query_row(&format!("SELECT {COLUMNS} FROM artifacts WHERE id = ?1 AND expires_unix > ?2"), params![id, unix_now() as i64], row)
+                .optional()
+                .map_err(InterpreterError::index)?
+        };
+        match (here, &self.share) {
+            (Some(indexed), _) => Ok(Some(indexed)),
+            (None, Some(share)) => match share.find(id)? {
+                Some((tenant, artifact)) if artifact.expires_unix > unix_now() => {
+                    self.import(&tenant, &artifact)?;
+                    Ok(Some(Indexed { tenant, artifact }))
+                }
+                _ => Ok(None),
+            },
+            (None, None) => Ok(None),
+        }
     }
 
     fn open_blob(&self, artifact: Artifact) -> Result<(Artifact, fs::File), InterpreterError> {
-        let file = fs::File::open(self.blob_path(&artifact.sha256)).map_err(|e| InterpreterError::io("opening the artifact", e))?;
+        let path = self.blob_path(&artifact.sha256);
+        if let Some(share) = self.share.as_ref().filter(|_| !path.exists()) {
+            // Kept by another host: its content is brought here once.
+            let staged = self.staging_path()?;
+            share.fetch_content(&artifact.sha256, &staged)?;
+            let placed = self.with_index(|_| self.place_blob(&staged, &artifact.sha256));
+            let _ = fs::remove_file(&staged);
+            placed.map_err(|e| InterpreterError::io("storing a fetched artifact", e))?;
+        }
+        let file = fs::File::open(&path).map_err(|e| InterpreterError::io("opening the artifact", e))?;
         Ok((artifact, file))
     }
 

@@ -12,6 +12,7 @@
 //! implements [`Operation`], so a host runs them all through one generic
 //! call that audits, admits and counts them.
 
+pub mod artifact_share;
 pub mod artifact_store;
 pub mod artifacts;
 pub mod config;
@@ -38,6 +39,7 @@ mod test_support;
 pub mod tree;
 
 pub use anypath_wire::{ArtifactContent, ArtifactFailure, LoadArtifactRequest, ReadinessCheck, RunReport, RunRequest, SessionInfo, StateOrigin};
+pub use artifact_share::ArtifactShare;
 pub use artifact_store::{Artifact, ArtifactConfig, ArtifactStore, DEFAULT_MAX_ARTIFACTS_PER_RUN, LinkQuery};
 pub use config::{InterpreterConfig, Storage};
 pub use dataset_store::{AccessListError, DatasetAccess, DatasetConfig, ReceivedFile};

@@ -48,7 +48,7 @@ impl Interpreter {
             Some(key) => Signer::new(key.clone()),
             None => Signer::load_or_create(&config.root.join("signing.key"))?,
         };
-        let artifact_store = ArtifactStore::open(&config.root.join("artifacts"), signer, config.artifacts.clone())?;
+        let artifact_store = ArtifactStore::open(&config.root.join("artifacts"), signer, config.artifacts.clone())?.shared_through(store.artifact_share());
         let dataset_store = DatasetStore::new(config.datasets.clone(), &config.root)?;
         let ready = sandboxes.iter().find(|s| s.runtime() == Runtime::Python).map(|python| crate::ready::ReadyHomes::new(&config.root, python.clone()));
         if let Some(ready) = &ready {

@@ -161,6 +161,12 @@ pub trait SessionStore: Send + Sync {
         true
     }
 
+    /// Where this fleet's hosts publish their artifacts, when the store is
+    /// shared: links and session listings then work on every host.
+    fn artifact_share(&self) -> Option<std::sync::Arc<dyn crate::artifact_share::ArtifactShare>> {
+        None
+    }
+
     /// The sessions other hosts ask this one to hand over, as (tenant,
     /// session id), when the store is shared; taken once.
     fn handover_requests(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>> {

@@ -243,7 +243,12 @@ impl<'a> Sessions<'a> {
             drop(live);
         }
         let (owner, id) = key;
-        interpreter.off_workers(move |i| Ok(i.store.release(&owner, &id))).await
+        interpreter
+            .off_workers(move |i| {
+                i.store.release(&owner, &id);
+                Ok(())
+            })
+            .await
     }
 
     /// The sessions other hosts sharing the store ask this one to hand

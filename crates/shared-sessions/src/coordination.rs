@@ -249,6 +249,43 @@ impl Coordination {
         if deleted == 1 { Ok(()) } else { Err(SharedStoreError::LeaseLost) }
     }
 
+    /// Publishes an artifact's record (`json`) under its id and in its
+    /// session's set, both kept until the artifact expires.
+    pub(crate) async fn publish_artifact(&self, tenant: &str, session_id: &str, id: &str, json: &str, expires_unix: u64) -> Result<(), SharedStoreError> {
+        let (record, listed) = (format!("{}:artifact:{id}", self.namespace), self.key("artifacts", tenant, session_id));
+        let mut connection = self.connection.clone();
+        let expires = i64::try_from(expires_unix).unwrap_or(i64::MAX);
+        redis::pipe()
+            .atomic()
+            .set(&record, json)
+            .expire_at(&record, expires)
+            .sadd(&listed, id)
+            // The set lives as long as its newest artifact (every artifact is
+            // kept equally long, so the newest expires last).
+            .expire_at(&listed, expires)
+            .query_async::<()>(&mut connection)
+            .await?;
+        Ok(())
+    }
+
+    /// The record of the artifact `id`, while it lives.
+    pub(crate) async fn artifact(&self, id: &str) -> Result<Option<String>, SharedStoreError> {
+        let mut connection = self.connection.clone();
+        Ok(connection.get(format!("{}:artifact:{id}", self.namespace)).await?)
+    }
+
+    /// The records of the session's live artifacts.
+    pub(crate) async fn session_artifacts(&self, tenant: &str, session_id: &str) -> Result<Vec<String>, SharedStoreError> {
+        let mut connection = self.connection.clone();
+        let ids: Vec<String> = connection.smembers(self.key("artifacts", tenant, session_id)).await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = ids.iter().map(|id| format!("{}:artifact:{id}", self.namespace)).collect();
+        let records: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query_async(&mut connection).await?;
+        Ok(records.into_iter().flatten().collect())
+    }
+
     /// Sends each session other hosts ask this one to hand over to `to`,
     /// subscribing again after a lost connection, until `to` is closed.
     pub(crate) async fn listen_for_handovers(self: Arc<Self>, to: UnboundedSender<(String, String)>) {

@@ -36,7 +36,8 @@ pub(crate) struct FileSync {
 }
 
 impl FileSync {
-    fn blob(&self, sha256: &str) -> object_store::path::Path {
+    /// Where the content `sha256` is kept.
+    pub(crate) fn blob(&self, sha256: &str) -> object_store::path::Path {
         self.location.path(&["blobs", sha256])
     }
 

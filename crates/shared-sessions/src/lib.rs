@@ -17,6 +17,7 @@
 //!
 //! [`SessionStore`]: anypath_interpreter::SessionStore
 
+mod artifacts;
 mod coordination;
 mod error;
 mod file_sync;

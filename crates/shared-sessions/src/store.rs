@@ -13,6 +13,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use crate::artifacts::SharedArtifacts;
 use crate::coordination::Coordination;
 use crate::error::SharedStoreError;
 use crate::file_sync::FileSync;
@@ -45,7 +46,8 @@ pub struct SharedStoreOptions {
 pub struct SharedSessionStore {
     local: LocalSessionStore,
     coordination: Arc<Coordination>,
-    files: FileSync,
+    files: Arc<FileSync>,
+    artifacts: Arc<SharedArtifacts>,
     runtime: Handle,
     handovers: Mutex<Option<UnboundedReceiver<(String, String)>>>,
 }
@@ -66,10 +68,13 @@ impl SharedSessionStore {
         tokio::spawn(coordination.clone().listen_for_handovers(to));
         spawn_renewals(Arc::downgrade(&coordination), options.lease / 3);
         tracing::info!(host = %options.host, bucket = %options.objects.bucket, prefix = %options.objects.prefix, lease_ms = options.lease.as_millis() as u64, "sessions shared through the object store and Redis");
+        let files = Arc::new(FileSync { objects, location: options.objects });
+        let artifacts = Arc::new(SharedArtifacts { coordination: coordination.clone(), files: files.clone(), runtime: Handle::current() });
         Ok(Arc::new(Self {
             local,
             coordination,
-            files: FileSync { objects, location: options.objects },
+            files,
+            artifacts,
             runtime: Handle::current(),
             handovers: Mutex::new(Some(handovers)),
         }))
@@ -257,6 +262,10 @@ impl SessionStore for SharedSessionStore {
 
     fn image_is_current(&self, tenant: &str, session_id: &str) -> bool {
         self.field(tenant, session_id, IMAGE_CURRENT).ok().flatten().is_none_or(|c| c == "1")
+    }
+
+    fn artifact_share(&self) -> Option<Arc<dyn anypath_interpreter::ArtifactShare>> {
+        Some(self.artifacts.clone())
     }
 
     fn handover_requests(&self) -> Option<UnboundedReceiver<(String, String)>> {
