@@ -205,12 +205,7 @@ fn a_killed_owner_loses_nothing_hibernated() {
     let id = "survivor";
     open(fleet.a(), id);
     run(fleet.a(), id, "x = 1");
-    // Each look touches the session: it is left idle in between.
-    let hibernated = (0..30).any(|_| {
-        std::thread::sleep(Duration::from_millis(2500));
-        json(fleet.a(), ALICE, "GET", &format!("/v1/sessions/{id}"), None).1["hibernated"] == json!(true)
-    });
-    assert!(hibernated, "A hibernated the idle session");
+    wait_until_hibernated(fleet.a(), id);
     run(fleet.a(), id, "x = 2");
     fleet.hosts[0].process.kill();
 
@@ -245,4 +240,82 @@ fn a_session_that_never_existed_is_not_found_on_every_host() {
             assert_eq!((status, &body["error"]["code"]), (404, &json!("no_such_session")), "GET {path} on {}: {body}", host.base);
         }
     }
+}
+
+/// Leaves Alice's session `id` on `host` idle until the host has hibernated
+/// it (hosts started with `--hibernate-after-idle-seconds 1`); each look
+/// touches the session, so it is left alone in between.
+fn wait_until_hibernated(host: &Service, id: &str) {
+    let hibernated = (0..30).any(|_| {
+        std::thread::sleep(Duration::from_millis(2500));
+        json(host, ALICE, "GET", &format!("/v1/sessions/{id}"), None).1["hibernated"] == json!(true)
+    });
+    assert!(hibernated, "{} hibernated the idle session {id}", host.base);
+}
+
+/// Twenty runs for one hibernated session at once, spread over the three
+/// hosts: the session moves between them as it is asked for, and every
+/// call is answered, by its run or by the busy answer one host gives too.
+/// Every run that ran was applied exactly once, and no run lost state.
+#[test]
+fn twenty_runs_racing_over_three_hosts_are_each_applied_once() {
+    let fleet = Fleet::start("race", &["--hibernate-after-idle-seconds", "1"]);
+    let id = "contested";
+    open(fleet.a(), id);
+    run(fleet.a(), id, "ran = []");
+    wait_until_hibernated(fleet.a(), id);
+
+    let answers: Vec<(u16, Value)> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..20)
+            .map(|i| {
+                let host = &fleet.hosts[i % 3];
+                scope.spawn(move || json(host, ALICE, "POST", &format!("/v1/sessions/{id}/run"), Some(json!({"code": format!("ran.append({i})")}))))
+            })
+            .collect();
+        calls.into_iter().map(|call| call.join().expect("a racing call")).collect()
+    });
+    let mut applied = Vec::new();
+    for (i, (status, body)) in answers.iter().enumerate() {
+        match status {
+            200 => {
+                assert_eq!((&body["exit_code"], &body["state_reset"]), (&json!(0), &json!(false)), "run {i}: {body}");
+                applied.push(i);
+            }
+            409 => assert_eq!(body["error"]["code"], json!("session_busy"), "run {i}: {body}"),
+            other => panic!("run {i} answered {other}: {body}"),
+        }
+    }
+    assert!(!applied.is_empty(), "some runs ran: {answers:?}");
+    let report = run(fleet.b(), id, "print(sorted(ran))");
+    assert_eq!(report["stdout"].as_str(), Some(format!("{applied:?}\n").as_str()), "each run that ran is in the state once: {report}");
+    assert_eq!(report["state_reset"], json!(false), "{report}");
+}
+
+/// A host paused (SIGSTOP) past its lease, then resumed, cannot write its
+/// stale state: B takes the session over from its newest image and moves
+/// it on; A, thawed, neither answers from its old state nor overwrites
+/// B's, and its next call for the session gets B's state, handed over.
+#[test]
+fn a_paused_host_that_comes_back_cannot_write_its_stale_state() {
+    let fleet = Fleet::start("paused", &["--lease-seconds", "2", "--hibernate-after-idle-seconds", "1"]);
+    let id = "fenced";
+    open(fleet.a(), id);
+    run(fleet.a(), id, "x = 1");
+    wait_until_hibernated(fleet.a(), id);
+    run(fleet.a(), id, "x = 2");
+    fleet.hosts[0].process.freeze();
+
+    let on_b = run(fleet.b(), id, "print(x)");
+    assert_eq!(on_b["stdout"].as_str(), Some("1\n"), "B resumes the newest image: {on_b}");
+    assert_eq!(on_b["state_reset"], json!(true), "and says what was lost: {on_b}");
+    run(fleet.b(), id, "x = 3");
+
+    fleet.hosts[0].process.thaw();
+    // A's sweeper wakes to an idle session it no longer holds: give it time to try to park it.
+    std::thread::sleep(Duration::from_secs(3));
+    let on_a = run(fleet.a(), id, "print(x)");
+    assert_eq!(on_a["stdout"].as_str(), Some("3\n"), "A gets B's state, not its own stale one: {on_a}");
+    assert_eq!(on_a["state_reset"], json!(false), "{on_a}");
+    let on_c = run(fleet.c(), id, "print(x)");
+    assert_eq!(on_c["stdout"].as_str(), Some("3\n"), "{on_c}");
 }

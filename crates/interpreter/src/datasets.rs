@@ -72,8 +72,7 @@ impl<'a> Datasets<'a> {
         let interpreter = self.interpreter;
         // Checked first, so a refused name creates no session either.
         names::dataset(name)?;
-        let session = interpreter.sessions().get(tenant, session_id, Create::Yes { ttl: None, runtime: None })?;
-        let _running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        let (session, _running) = interpreter.sessions().locked_now(tenant, session_id, Create::Yes { ttl: None, runtime: None })?;
         let info = interpreter.dataset_store.attach(&interpreter.artifact_store, &session.tenant, name, &session.datasets_view)?;
         {
             let mut attached = session.attached.lock().unwrap_or_else(|p| p.into_inner());

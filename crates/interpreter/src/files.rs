@@ -40,9 +40,8 @@ impl<'a> Files<'a> {
     pub fn upload(&self, tenant: &str, session_id: &str, filename: &str, bytes: &[u8], overwrite: bool, runtime: Option<Runtime>) -> Result<FileInfo, InterpreterError> {
         // Checked first, so a refused name creates no session either.
         names::filename(filename)?;
-        let session = self.interpreter.sessions().get(tenant, session_id, Create::Yes { ttl: None, runtime })?;
         // Under the run lock, so a run cannot write between the check and the upload.
-        let running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        let (session, running) = self.interpreter.sessions().locked_now(tenant, session_id, Create::Yes { ttl: None, runtime })?;
         let name = names::filename(filename)?;
         self.check_write(&session, name, &session.files.dir().join(name), bytes.len() as u64)?;
         session.forget_seen(&running);
@@ -71,8 +70,7 @@ impl<'a> Files<'a> {
     /// Deletes one file, under the run lock: a run or an upload counting the
     /// session's usage never sees a file vanish halfway.
     pub fn delete(&self, tenant: &str, session_id: &str, path: &str) -> Result<(), InterpreterError> {
-        let session = self.interpreter.sessions().get(tenant, session_id, Create::No)?;
-        let running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        let (session, running) = self.interpreter.sessions().locked_now(tenant, session_id, Create::No)?;
         session.forget_seen(&running);
         session.files.delete(path)
     }
@@ -117,8 +115,7 @@ impl<'a> Files<'a> {
     /// Changes the session's tree while no run is going (`Busy` otherwise),
     /// and makes the next run count its directory again.
     fn change_tree<T>(&self, tenant: &str, session_id: &str, change: impl FnOnce(&Session) -> Result<T, InterpreterError>) -> Result<T, InterpreterError> {
-        let session = self.interpreter.sessions().get(tenant, session_id, Create::No)?;
-        let running = session.live.try_lock().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        let (session, running) = self.interpreter.sessions().locked_now(tenant, session_id, Create::No)?;
         let changed = change(&session);
         session.forget_seen(&running);
         changed

@@ -35,11 +35,7 @@ impl<'a> Hibernation<'a> {
     /// Parks the session's live state in its image now, waiting for a run
     /// in progress; the next run resumes it. False when no state was live.
     pub async fn hibernate_session(&self, tenant: &str, session_id: &str) -> Result<bool, InterpreterError> {
-        let (owner, id) = (tenant.to_owned(), session_id.to_owned());
-        let session = self.interpreter.off_workers(move |i| i.sessions().get(&owner, &id, Create::No)).await?;
-        let mut live = tokio::time::timeout(self.interpreter.config.busy_wait, session.live.lock())
-            .await
-            .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        let (session, mut live) = self.interpreter.sessions().locked(tenant, session_id, Create::No).await?;
         Ok(live.is_live() && self.hibernate(&session, &mut live).await)
     }
 

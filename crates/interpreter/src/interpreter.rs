@@ -4,6 +4,7 @@
 //! [`Interpreter`] in its module, as a view over this state that does one
 //! kind of work, so this module depends on none of them; `opening` starts it.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use anypath_sandbox::{Runtime, SessionRuntime};
@@ -28,6 +29,10 @@ pub struct Interpreter {
     /// What is kept for each session.
     pub(crate) store: Arc<dyn SessionStore>,
     pub(crate) table: Mutex<Table>,
+    /// Sessions this host is claiming from the store and not listed yet,
+    /// with how many calls claim each: a hand-over asked for meanwhile must
+    /// not let go of the lease the claim just took.
+    pub(crate) claiming: Mutex<HashMap<(String, String), usize>>,
     pub(crate) stats: Stats,
 }
 

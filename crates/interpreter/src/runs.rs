@@ -65,16 +65,7 @@ impl<'a> Runs<'a> {
         let create = Create::Yes { ttl: None, runtime: request.runtime };
         // A warm run finds its session in the table; only a new or reloaded
         // one needs the store, on the blocking pool.
-        let session = match interpreter.sessions().listed(tenant, session_id, &create)? {
-            Some(session) => session,
-            None => {
-                let (owner, id) = (tenant.to_owned(), session_id.to_owned());
-                interpreter.off_workers(move |i| i.sessions().get(&owner, &id, create)).await?
-            }
-        };
-        let mut live = tokio::time::timeout(interpreter.config.busy_wait, session.live.lock())
-            .await
-            .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        let (session, mut live) = interpreter.sessions().locked(tenant, session_id, create).await?;
         interpreter.hibernation().take_saved_state(&session, &mut live).await;
         let cached = session.seen.lock().unwrap_or_else(|p| p.into_inner()).take();
         let before = match cached {

@@ -18,6 +18,9 @@ use crate::session_store::{SessionMeta, SessionStore};
 /// do not write it.
 const META_REFRESH: Duration = Duration::from_secs(5);
 
+/// A session's run lock, held apart from the session.
+pub(crate) type RunLock = tokio::sync::OwnedMutexGuard<LiveInstance>;
+
 /// The sessions listed now, by (tenant, session id).
 pub(crate) type Table = HashMap<(String, String), Arc<Session>>;
 
@@ -44,7 +47,12 @@ pub(crate) struct Session {
     pub(crate) hibernated: AtomicBool,
     /// Linear memory the live instance held after its last run.
     pub(crate) memory_bytes: AtomicU64,
-    pub(crate) live: tokio::sync::Mutex<LiveInstance>,
+    /// The live instance behind the run lock (shared, so a lock can be
+    /// held apart from a borrow of the session: [`crate::sessions::Sessions::locked`]).
+    pub(crate) live: Arc<tokio::sync::Mutex<LiveInstance>>,
+    /// Handed over to another host sharing the store: a call that took the
+    /// run lock after the hand-over looks the session up (claims it) again.
+    pub(crate) moved: AtomicBool,
     /// The session directory as the last successful run left it, so the
     /// next run need not walk it again before it starts. Read and written
     /// only under `live`'s lock; an upload or a delete clears it.

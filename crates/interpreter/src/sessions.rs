@@ -20,7 +20,7 @@ use crate::error::InterpreterError;
 use crate::interpreter::Interpreter;
 use crate::names;
 use crate::operation::{CallContext, Described, Operation, OperationKind, blocking};
-use crate::session::{Create, Session, Snapshot, check_runtime, listed, unix_now};
+use crate::session::{Create, RunLock, Session, Snapshot, check_runtime, listed, unix_now};
 use crate::session_files::SessionFiles;
 use crate::session_store::{DiscardedHome, SessionMeta};
 use crate::stats::Stats;
@@ -29,6 +29,10 @@ use crate::stats::Stats;
 fn expired_reason(ttl_seconds: u64) -> String {
     format!("the session expired (idle past its TTL of {ttl_seconds} s) and was removed with its state and files; it starts afresh")
 }
+
+/// How often a call looks a session up again when it was handed over to
+/// another host while the call waited for it.
+const MOVED_RETRIES: usize = 3;
 
 /// The interpreter's sessions: see [`Interpreter::sessions`].
 pub struct Sessions<'a> {
@@ -64,9 +68,7 @@ impl<'a> Sessions<'a> {
     /// Removes the session: its instance, its home, its files. The file
     /// work runs on the blocking pool.
     pub async fn close(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
-        let (tenant, id) = (tenant.to_owned(), session_id.to_owned());
-        let session = self.interpreter.off_workers(move |i| i.sessions().get(&tenant, &id, Create::No)).await?;
-        let _running = session.live.lock().await;
+        let (session, _running) = self.locked(tenant, session_id, Create::No).await?;
         self.unlist(&session);
         Stats::add(&self.interpreter.stats.sessions_closed, 1);
         let store = session.store.clone();
@@ -92,9 +94,8 @@ impl<'a> Sessions<'a> {
                 Ok(parent)
             })
             .await?;
-        let mut live = tokio::time::timeout(interpreter.config.busy_wait, parent.live.lock())
-            .await
-            .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        drop(parent);
+        let (parent, mut live) = self.locked(tenant, session_id, Create::No).await?;
         let image = if parent.hibernated.load(Relaxed) && !live.is_live() {
             let read = parent.clone();
             Some(interpreter.off_workers(move |_| read.store.read_image(&read.tenant, &read.id)).await?)
@@ -149,11 +150,7 @@ impl<'a> Sessions<'a> {
     /// kernel restart), waiting for a run in progress: the live instance
     /// and any saved image are dropped.
     pub async fn restart(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
-        let (owner, id) = (tenant.to_owned(), session_id.to_owned());
-        let session = self.interpreter.off_workers(move |i| i.sessions().get(&owner, &id, Create::No)).await?;
-        let mut live = tokio::time::timeout(self.interpreter.config.busy_wait, session.live.lock())
-            .await
-            .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+        let (session, mut live) = self.locked(tenant, session_id, Create::No).await?;
         live.reset();
         session.hibernated.store(false, Relaxed);
         session.had_state.store(false, Relaxed);
@@ -205,14 +202,17 @@ impl<'a> Sessions<'a> {
             return Ok(session);
         }
         let store = &self.interpreter.store;
+        self.unlist_lapsed(tenant, session_id);
+        let claiming = Claiming::of(self.interpreter, tenant, session_id);
         store.claim(tenant, session_id)?;
         let mut discarded = None;
         let session = self.get_locked(tenant, session_id, create, &mut discarded);
+        drop(claiming);
         if let Some(home) = discarded {
             store.remove_discarded(home);
         }
         if session.is_err() {
-            store.release(tenant, session_id);
+            self.release_unused(tenant, session_id);
         }
         session
     }
@@ -229,6 +229,9 @@ impl<'a> Sessions<'a> {
             let mut live = tokio::time::timeout(interpreter.config.busy_wait, session.live.lock())
                 .await
                 .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+            if session.moved.load(Relaxed) {
+                return Ok(());
+            }
             if live.is_live() || live.is_hibernated() {
                 interpreter.hibernation().park(&session, &mut live).await;
             }
@@ -239,16 +242,54 @@ impl<'a> Sessions<'a> {
                     kept.write_meta()
                 })
                 .await?;
+            // Under the run lock: a call waiting for it sees the move and claims the session again.
+            session.moved.store(true, Relaxed);
             self.unlist(&session);
             drop(live);
         }
         let (owner, id) = key;
         interpreter
             .off_workers(move |i| {
-                i.store.release(&owner, &id);
+                i.sessions().release_unused(&owner, &id);
                 Ok(())
             })
             .await
+    }
+
+    /// The session and its run lock, waiting for a run in progress as long
+    /// as a busy call would. A session handed over to another host while
+    /// this call waited is claimed again (and waited for once more).
+    pub(crate) async fn locked(&self, tenant: &str, session_id: &str, create: Create) -> Result<(Arc<Session>, RunLock), InterpreterError> {
+        let interpreter = self.interpreter;
+        for _ in 0..MOVED_RETRIES {
+            let session = match self.listed(tenant, session_id, &create)? {
+                Some(session) => session,
+                None => {
+                    let (owner, id, create) = (tenant.to_owned(), session_id.to_owned(), create.clone());
+                    interpreter.off_workers(move |i| i.sessions().get(&owner, &id, create)).await?
+                }
+            };
+            let live = tokio::time::timeout(interpreter.config.busy_wait, session.live.clone().lock_owned())
+                .await
+                .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+            if !session.moved.load(Relaxed) {
+                return Ok((session, live));
+            }
+        }
+        Err(InterpreterError::Busy(session_id.to_owned()))
+    }
+
+    /// [`Self::locked`] without waiting: `Busy` while a run holds the lock.
+    /// Off the async workers.
+    pub(crate) fn locked_now(&self, tenant: &str, session_id: &str, create: Create) -> Result<(Arc<Session>, RunLock), InterpreterError> {
+        for _ in 0..MOVED_RETRIES {
+            let session = self.get(tenant, session_id, create.clone())?;
+            let live = session.live.clone().try_lock_owned().map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+            if !session.moved.load(Relaxed) {
+                return Ok((session, live));
+            }
+        }
+        Err(InterpreterError::Busy(session_id.to_owned()))
     }
 
     /// The sessions other hosts sharing the store ask this one to hand
@@ -383,7 +424,8 @@ impl<'a> Sessions<'a> {
             had_state: std::sync::atomic::AtomicBool::new(had_state),
             hibernated: std::sync::atomic::AtomicBool::new(hibernated),
             memory_bytes: std::sync::atomic::AtomicU64::new(0),
-            live: tokio::sync::Mutex::new(live),
+            live: Arc::new(tokio::sync::Mutex::new(live)),
+            moved: std::sync::atomic::AtomicBool::new(false),
             // A new session's directory was just made empty: its first run
             // need not walk it to know what it held.
             seen: std::sync::Mutex::new((kept.is_none() && shared_files.is_none()).then(Snapshot::new)),
@@ -401,12 +443,64 @@ impl<'a> Sessions<'a> {
         session.store.remove_home(&session.tenant, &session.id);
     }
 
+    /// Lets go of the session's hold unless a call of this host lists it or
+    /// is claiming it (a call that failed, or a hand-over asked for a
+    /// session this host does not list: the asking host asks again).
+    fn release_unused(&self, tenant: &str, session_id: &str) {
+        let key = (tenant.to_owned(), session_id.to_owned());
+        let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
+        let claiming = self.interpreter.claiming.lock().unwrap_or_else(|p| p.into_inner());
+        if !sessions.contains_key(&key) && !claiming.contains_key(&key) {
+            self.interpreter.store.release(tenant, session_id);
+        }
+    }
+
+    /// Takes the session out of the table when this host's hold on it
+    /// lapsed (it was paused or cut off past its lease): another host may
+    /// have moved it on, so what this host has of it is stale. A call still
+    /// waiting for its run lock then sees it moved.
+    fn unlist_lapsed(&self, tenant: &str, session_id: &str) {
+        let key = (tenant.to_owned(), session_id.to_owned());
+        let mut sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(session) = sessions.get(&key).filter(|s| !s.store.holds(tenant, session_id)) {
+            session.moved.store(true, Relaxed);
+            sessions.remove(&key);
+        }
+    }
+
     /// Takes the session out of the table (when it is still the one listed).
     fn unlist(&self, session: &Session) {
         let key = (session.tenant.clone(), session.id.clone());
         let mut sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
         if sessions.get(&key).is_some_and(|s| std::ptr::eq(Arc::as_ptr(s), session)) {
             sessions.remove(&key);
+        }
+    }
+}
+
+/// A claim of a session in progress on this host, counted in
+/// `Interpreter::claiming` while it lives.
+struct Claiming<'a> {
+    interpreter: &'a Interpreter,
+    key: (String, String),
+}
+
+impl<'a> Claiming<'a> {
+    fn of(interpreter: &'a Interpreter, tenant: &str, session_id: &str) -> Self {
+        let key = (tenant.to_owned(), session_id.to_owned());
+        *interpreter.claiming.lock().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default() += 1;
+        Self { interpreter, key }
+    }
+}
+
+impl Drop for Claiming<'_> {
+    fn drop(&mut self) {
+        let mut claiming = self.interpreter.claiming.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = claiming.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                claiming.remove(&self.key);
+            }
         }
     }
 }
