@@ -70,6 +70,10 @@ return 1
 /// How often a host that waits for a session asks its holder again.
 const ASK_AGAIN: Duration = Duration::from_secs(1);
 
+/// How often a host that waits for a session looks at its lease: a
+/// hand-over takes tens of milliseconds, and a look is one Redis call.
+const LOOK_EVERY: Duration = Duration::from_millis(2);
+
 /// A session's lease as this host holds it.
 #[derive(Debug, Clone)]
 struct Held {
@@ -125,7 +129,6 @@ impl Coordination {
         let (lease_key, token_key) = (self.key("lease", tenant, session_id), self.key("token", tenant, session_id));
         let deadline = Instant::now() + self.lease * 2 + Duration::from_secs(1);
         let mut asked: Option<(String, Instant)> = None;
-        let mut pause = Duration::from_millis(2);
         loop {
             let started = Instant::now();
             let mut connection = self.connection.clone();
@@ -152,8 +155,7 @@ impl Coordination {
             if Instant::now() >= deadline {
                 return Err(SharedStoreError::HeldElsewhere);
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(25));
+            tokio::time::sleep(LOOK_EVERY).await;
         }
     }
 

@@ -41,27 +41,36 @@ impl FileSync {
         self.location.path(&["blobs", sha256])
     }
 
-    /// Keeps every file of `dir` (the contents not stored yet) and the list
-    /// of them at `list`.
-    pub(crate) async fn persist(&self, dir: &Path, list: &object_store::path::Path) -> Result<(), SharedStoreError> {
+    /// What `dir` holds now: each file's content hash and size.
+    pub(crate) fn list(&self, dir: &Path) -> Result<FileList, SharedStoreError> {
         let mut listed = FileList::default();
         for (relative, path) in walk(dir)? {
             let content = std::fs::read(&path).map_err(|e| SharedStoreError::local(format!("reading {}", path.display()), e))?;
-            let sha256 = hex::encode(Sha256::digest(&content));
-            let blob = self.blob(&sha256);
-            if self.objects.head(&blob).await.is_err() {
-                self.objects.put(&blob, PutPayload::from(content.clone())).await?;
-            }
-            listed.files.insert(relative, ListedFile { sha256, size: content.len() as u64 });
+            listed.files.insert(relative, ListedFile { sha256: hex::encode(Sha256::digest(&content)), size: content.len() as u64 });
         }
-        self.objects.put(list, PutPayload::from(serde_json::to_vec(&listed)?)).await?;
+        Ok(listed)
+    }
+
+    /// Keeps the contents `listed` (those of `dir`) not stored yet, and the
+    /// list at `list`.
+    pub(crate) async fn persist(&self, dir: &Path, listed: &FileList, list: &object_store::path::Path) -> Result<(), SharedStoreError> {
+        for (relative, file) in &listed.files {
+            let blob = self.blob(&file.sha256);
+            if self.objects.head(&blob).await.is_ok() {
+                continue;
+            }
+            let path = safe_join(dir, relative)?;
+            let content = std::fs::read(&path).map_err(|e| SharedStoreError::local(format!("reading {}", path.display()), e))?;
+            self.objects.put(&blob, PutPayload::from(content)).await?;
+        }
+        self.objects.put(list, PutPayload::from(serde_json::to_vec(listed)?)).await?;
         Ok(())
     }
 
     /// Makes `dir` hold exactly the files of the list at `list`: files
     /// already here with the same content are kept, others fetched, the
-    /// rest removed.
-    pub(crate) async fn restore(&self, list: &object_store::path::Path, dir: &Path) -> Result<(), SharedStoreError> {
+    /// rest removed. Returns the list.
+    pub(crate) async fn restore(&self, list: &object_store::path::Path, dir: &Path) -> Result<FileList, SharedStoreError> {
         let bytes = self.objects.get(list).await?.bytes().await?;
         let listed: FileList = serde_json::from_slice(&bytes)?;
         std::fs::create_dir_all(dir).map_err(|e| SharedStoreError::local(format!("making {}", dir.display()), e))?;
@@ -82,7 +91,7 @@ impl FileSync {
             let content = self.objects.get(&self.blob(&file.sha256)).await?.bytes().await?;
             std::fs::write(&path, &content).map_err(|e| SharedStoreError::local(format!("writing {}", path.display()), e))?;
         }
-        Ok(())
+        Ok(listed)
     }
 }
 

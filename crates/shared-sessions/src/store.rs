@@ -3,6 +3,7 @@
 //! take a session over goes to the object store and to Redis, fenced by the
 //! session's lease.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -16,7 +17,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::artifacts::SharedArtifacts;
 use crate::coordination::Coordination;
 use crate::error::SharedStoreError;
-use crate::file_sync::FileSync;
+use crate::file_sync::{FileList, FileSync};
 use crate::location::ObjectLocation;
 
 /// Record fields (see [`Coordination`]).
@@ -50,6 +51,10 @@ pub struct SharedSessionStore {
     artifacts: Arc<SharedArtifacts>,
     runtime: Handle,
     handovers: Mutex<Option<UnboundedReceiver<(String, String)>>>,
+    /// For each session this host last wrote or read files of: the file
+    /// list's object and what it lists, so an unchanged directory is
+    /// neither written nor fetched again.
+    synced: Mutex<HashMap<(String, String), (String, FileList)>>,
 }
 
 impl SharedSessionStore {
@@ -77,6 +82,7 @@ impl SharedSessionStore {
             artifacts,
             runtime: Handle::current(),
             handovers: Mutex::new(Some(handovers)),
+            synced: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -99,6 +105,16 @@ impl SharedSessionStore {
         let token = self.coordination.token(tenant, session_id).ok_or(SharedStoreError::LeaseLost)?;
         let name = format!("{token:020}-{}", uuid::Uuid::new_v4().simple());
         Ok(self.files.location.path(&[kind, tenant, session_id, &name]))
+    }
+
+    /// Removes an object nothing points to any more, off the caller's path.
+    fn forget_object(&self, path: Option<String>) {
+        if let Some(path) = path {
+            let objects = self.objects().clone();
+            self.runtime.spawn(async move {
+                let _ = objects.delete(&object_store::path::Path::from(path)).await;
+            });
+        }
     }
 
     fn files_dir(&self, tenant: &str, session_id: &str) -> Result<PathBuf, InterpreterError> {
@@ -158,9 +174,7 @@ impl SessionStore for SharedSessionStore {
             let bytes = image.len().to_string();
             self.coordination.set_record(tenant, session_id, &[(IMAGE, path.as_ref()), (IMAGE_BYTES, &bytes), (IMAGE_CURRENT, "1")]).await?;
             // The pointer moved: the image before it is nobody's now.
-            if let Some(before) = before.filter(|b| b.as_str() != path.as_ref()) {
-                let _ = self.objects().delete(&object_store::path::Path::from(before)).await;
-            }
+            self.forget_object(before.filter(|b| b.as_str() != path.as_ref()));
             Ok(())
         })?;
         Ok(())
@@ -222,10 +236,21 @@ impl SessionStore for SharedSessionStore {
 
     fn claim(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
         self.wait(self.coordination.claim(tenant, session_id))?;
+        let key = (tenant.to_owned(), session_id.to_owned());
         let files = self.field(tenant, session_id, FILES).and_then(|list| match list {
             Some(list) => {
                 let dir = self.files_dir(tenant, session_id).map_err(|e| SharedStoreError::local(e.to_string(), std::io::Error::other("session home")))?;
-                self.wait(self.files.restore(&object_store::path::Path::from(list), &dir))
+                let synced = self.synced.lock().unwrap_or_else(PoisonError::into_inner).get(&key).cloned();
+                // This host wrote or read that list last, and the directory still holds it.
+                if let Some((same_list, listed)) = synced
+                    && same_list == list
+                    && self.files.list(&dir).is_ok_and(|now| now == listed)
+                {
+                    return Ok(());
+                }
+                let listed = self.wait(self.files.restore(&object_store::path::Path::from(list.clone()), &dir))?;
+                self.synced.lock().unwrap_or_else(PoisonError::into_inner).insert(key.clone(), (list, listed));
+                Ok(())
             }
             None => Ok(()),
         });
@@ -241,16 +266,25 @@ impl SessionStore for SharedSessionStore {
     }
 
     fn persist_files(&self, tenant: &str, session_id: &str, files: &Path) -> Result<(), InterpreterError> {
-        let list = self.new_object(tenant, session_id, "files")?;
         let before = self.field(tenant, session_id, FILES)?;
+        let key = (tenant.to_owned(), session_id.to_owned());
+        let listed = self.files.list(files)?;
+        let synced = self.synced.lock().unwrap_or_else(PoisonError::into_inner).get(&key).cloned();
+        // The directory as the store already lists it: nothing to write.
+        if let (Some(before), Some((list, same))) = (&before, &synced)
+            && before == list
+            && *same == listed
+        {
+            return Ok(());
+        }
+        let list = self.new_object(tenant, session_id, "files")?;
         self.wait(async {
-            self.files.persist(files, &list).await?;
+            self.files.persist(files, &listed, &list).await?;
             self.coordination.set_record(tenant, session_id, &[(FILES, list.as_ref())]).await?;
-            if let Some(before) = before.filter(|b| b.as_str() != list.as_ref()) {
-                let _ = self.objects().delete(&object_store::path::Path::from(before)).await;
-            }
             Ok(())
         })?;
+        self.forget_object(before.filter(|b| b.as_str() != list.as_ref()));
+        self.synced.lock().unwrap_or_else(PoisonError::into_inner).insert(key, (list.to_string(), listed));
         Ok(())
     }
 
