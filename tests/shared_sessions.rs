@@ -30,7 +30,7 @@ const ALICE: &str = "key-alice";
 struct Fleet {
     hosts: Vec<Service>,
     _redis: RedisServer,
-    _store: SeaweedFs,
+    store: SeaweedFs,
     _dir: tempfile::TempDir,
 }
 
@@ -55,7 +55,7 @@ impl Fleet {
                 .collect();
             starting.into_iter().map(|h| h.join().expect("a host starts")).collect()
         });
-        Self { hosts, _redis: redis, _store: store, _dir: dir }
+        Self { hosts, _redis: redis, store, _dir: dir }
     }
 
     fn a(&self) -> &Service {
@@ -318,4 +318,30 @@ fn a_paused_host_that_comes_back_cannot_write_its_stale_state() {
     assert_eq!(on_a["state_reset"], json!(false), "{on_a}");
     let on_c = run(fleet.c(), id, "print(x)");
     assert_eq!(on_c["stdout"].as_str(), Some("3\n"), "{on_c}");
+}
+
+/// The object store gone while a session is live on A: a call for it on B
+/// gets a clear `503 session_store_unavailable` asking for a retry, the
+/// session stays live on A with its state, and once the store is back the
+/// next call on B moves it as usual. Nothing acknowledged is lost.
+#[test]
+fn an_object_store_that_goes_away_loses_nothing() {
+    let mut fleet = Fleet::start("store-down", &["--lease-seconds", "2", "--hibernate-after-idle-seconds", "3600"]);
+    let id = "steady";
+    open(fleet.a(), id);
+    run(fleet.a(), id, "x = 41");
+    fleet.store.kill();
+
+    let refused = call(fleet.b(), ALICE, "POST", &format!("/v1/sessions/{id}/run"), Some(json!({"code": "x += 1"})));
+    assert_eq!(refused.status().as_u16(), 503, "B cannot take the session over without the store");
+    assert!(refused.headers().contains_key("retry-after"), "the answer asks for a retry: {:?}", refused.headers());
+    let body: Value = refused.json().expect("a JSON error");
+    assert_eq!(body["error"]["code"], json!("session_store_unavailable"), "{body}");
+
+    let on_a = run(fleet.a(), id, "print(x)");
+    assert_eq!((on_a["stdout"].as_str(), &on_a["state_reset"]), (Some("41\n"), &json!(false)), "A still holds the session as it was: {on_a}");
+
+    fleet.store.resume();
+    let on_b = run(fleet.b(), id, "print(x + 1)");
+    assert_eq!((on_b["stdout"].as_str(), &on_b["state_reset"]), (Some("42\n"), &json!(false)), "with the store back, B takes it over whole: {on_b}");
 }

@@ -97,9 +97,14 @@ impl<'a> Hibernation<'a> {
     }
 
     /// Parks the session's state (live, or an image read but not restored
-    /// yet) in its store, for a hand-over; true when an image was kept.
-    pub(crate) async fn park(&self, session: &Arc<Session>, live: &mut LiveInstance) -> bool {
-        self.hibernate(session, live).await
+    /// yet) in its store, for a hand-over. Unlike hibernation for memory,
+    /// an image that cannot be made or kept loses nothing: the instance is
+    /// left as it was and the error returned.
+    pub(crate) async fn park(&self, session: &Arc<Session>, live: &mut LiveInstance) -> Result<(), InterpreterError> {
+        let image = live.capture().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be saved for a hand-over: {e}")))?;
+        let Some(image) = image else { return Ok(()) };
+        let kept = session.clone();
+        self.interpreter.off_workers(move |i| i.hibernation().save_image(&kept, &image)).await
     }
 
     /// Saves the live instance's state in the session's store and drops

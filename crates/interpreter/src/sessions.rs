@@ -232,16 +232,21 @@ impl<'a> Sessions<'a> {
             if session.moved.load(Relaxed) {
                 return Ok(());
             }
+            // Files, then state, then metadata, each kept in the store before
+            // the next: a store that refuses one leaves the session live here
+            // as it was, and the asking host is told no.
+            let kept = session.clone();
+            interpreter.off_workers(move |_| kept.store.persist_files(&kept.tenant, &kept.id, kept.files.dir())).await?;
             if live.is_live() || live.is_hibernated() {
-                interpreter.hibernation().park(&session, &mut live).await;
+                interpreter.hibernation().park(&session, &mut live).await?;
             }
             let kept = session.clone();
-            interpreter
-                .off_workers(move |_| {
-                    kept.store.persist_files(&kept.tenant, &kept.id, kept.files.dir())?;
-                    kept.write_meta()
-                })
-                .await?;
+            if let Err(error) = interpreter.off_workers(move |_| kept.write_meta()).await {
+                // The state goes on here: the image just kept is not its newest.
+                let stale = session.clone();
+                let _ = interpreter.off_workers(move |_| stale.store.remove_image(&stale.tenant, &stale.id)).await;
+                return Err(error);
+            }
             // Under the run lock: a call waiting for it sees the move and claims the session again.
             session.moved.store(true, Relaxed);
             self.unlist(&session);

@@ -1,6 +1,7 @@
 //! A failed service call as its `/v1` answer: the JSON error envelope with
-//! the call's status and stable code, an admission refusal asking for a
-//! retry in a second (`Retry-After`), as the REST blocks' refusals do.
+//! the call's status and stable code, an admission refusal or a shared
+//! session store that did not answer asking for a retry in a second
+//! (`Retry-After`), as the REST blocks' refusals do.
 
 use axum::response::{IntoResponse, Response};
 
@@ -11,8 +12,10 @@ use crate::interpreter_service::ServiceError;
 impl From<&ServiceError> for ApiError {
     fn from(error: &ServiceError) -> Self {
         let answer = ApiError::new(error.status(), error.code(), error.to_string());
-        // 429 and 503 pass: a slot frees as soon as any execution ends.
-        if matches!(error, ServiceError::Refused(_)) { answer.retry_after_a_second() } else { answer }
+        // 429 and 503 pass: a slot frees as soon as any execution ends, and
+        // a shared session store that did not answer is tried again.
+        let passes = matches!(error, ServiceError::Refused(_) | ServiceError::Interpreter(anypath_interpreter::InterpreterError::SharedStore(_)));
+        if passes { answer.retry_after_a_second() } else { answer }
     }
 }
 

@@ -43,9 +43,16 @@ pub fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
 /// store), one at a time per session, until the interpreter is gone.
 pub fn spawn_handovers(interpreter: std::sync::Weak<Interpreter>) {
     let Some(mut requests) = interpreter.upgrade().and_then(|i| i.sessions().handover_requests()) else { return };
+    // A host that waits asks again every second: one hand-over of a session at a time.
+    let going: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>> = std::sync::Arc::default();
     tokio::spawn(async move {
         while let Some((tenant, id)) = requests.recv().await {
             let Some(interpreter) = interpreter.upgrade() else { return };
+            let key = (tenant.clone(), id.clone());
+            if !going.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
+                continue;
+            }
+            let going = going.clone();
             // Each on its own task: a session waiting for its run does not hold up the others.
             tokio::spawn(async move {
                 let started = std::time::Instant::now();
@@ -53,6 +60,7 @@ pub fn spawn_handovers(interpreter: std::sync::Weak<Interpreter>) {
                     Ok(()) => tracing::info!(%tenant, session = %id, elapsed_us = started.elapsed().as_micros() as u64, "session handed over"),
                     Err(error) => tracing::warn!(%tenant, session = %id, %error, "a session asked for was not handed over"),
                 }
+                going.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
             });
         }
     });

@@ -3,9 +3,10 @@
 //! Cloudflare R2, GCS's S3 interface and a self-hosted SeaweedFS all work).
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use object_store::ObjectStore;
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, RetryConfig};
 use object_store::path::Path;
 
 use crate::error::SharedStoreError;
@@ -33,7 +34,15 @@ impl ObjectLocation {
     /// The object store for the bucket, configured from the environment.
     pub(crate) fn open(&self) -> Result<Arc<dyn ObjectStore>, SharedStoreError> {
         install_tls_provider();
-        let store = AmazonS3Builder::from_env().with_bucket_name(&self.bucket).build()?;
+        // A store that does not answer fails the call within seconds, so a
+        // hand-over holding a session's run lock gives up and the session
+        // goes on where it is (the client's default retries for minutes).
+        let retry = RetryConfig { backoff: BackoffConfig::default(), max_retries: 2, retry_timeout: Duration::from_secs(5) };
+        let store = AmazonS3Builder::from_env()
+            .with_bucket_name(&self.bucket)
+            .with_retry(retry)
+            .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout), "2s")
+            .build()?;
         Ok(Arc::new(store))
     }
 
