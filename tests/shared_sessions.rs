@@ -194,7 +194,8 @@ fn a_session_moves_between_hosts() {
 
 /// A host killed outright (SIGKILL, nothing saved on the way out) loses
 /// nothing its session had in its newest image: once A's two-second lease
-/// runs out, B resumes the session from the image A made when it sat idle (x = 1).
+/// runs out, B resumes the session from the image A made when it sat idle (x = 1),
+/// with the files kept beside it.
 /// The run acknowledged on A after that image (x = 2) is gone, and B's run
 /// says so: `state_reset` with a note, never a silent step back.
 #[test]
@@ -204,7 +205,7 @@ fn a_killed_owner_loses_nothing_hibernated() {
     let mut fleet = Fleet::start("killed", &["--lease-seconds", "2", "--hibernate-after-idle-seconds", "1"]);
     let id = "survivor";
     open(fleet.a(), id);
-    run(fleet.a(), id, "x = 1");
+    run(fleet.a(), id, "x = 1\nopen('notes.txt', 'w').write('kept with the image')");
     wait_until_hibernated(fleet.a(), id);
     run(fleet.a(), id, "x = 2");
     fleet.hosts[0].process.kill();
@@ -213,6 +214,7 @@ fn a_killed_owner_loses_nothing_hibernated() {
     assert_eq!(on_b["stdout"].as_str(), Some("1\n"), "B resumes from the image (x = 1): {on_b}");
     assert_eq!(on_b["state_reset"], json!(true), "the state acknowledged after the image (x = 2) is lost, and said so: {on_b}");
     assert!(on_b["state_note"].as_str().is_some_and(|note| !note.is_empty()), "the reset has a note: {on_b}");
+    assert_eq!(get_file(fleet.b(), id, "notes.txt"), b"kept with the image", "the files kept with the image are on B");
 }
 
 /// A file far larger than any image (50 MiB) uploaded on one host reads

@@ -127,7 +127,16 @@ impl<'a> Hibernation<'a> {
         session.hibernated.store(true, Relaxed);
         let kept = session.clone();
         match self.interpreter.off_workers(move |i| i.hibernation().save_image(&kept, &image)).await {
-            Ok(()) => true,
+            Ok(()) => {
+                // A shared store keeps the files with the image, so a host
+                // that takes the session over after this one died finds both.
+                let kept = session.clone();
+                let persisted = self.interpreter.off_workers(move |_| kept.store.persist_files(&kept.tenant, &kept.id, kept.files.dir())).await;
+                if let Err(error) = persisted {
+                    tracing::warn!(session = %session.id, %error, "a hibernated session's files were not kept in the shared store");
+                }
+                true
+            }
             Err(error) => {
                 session.hibernated.store(false, Relaxed);
                 tracing::warn!(session = %session.id, %error, "a session's state image was not kept");
