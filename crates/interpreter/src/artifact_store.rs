@@ -115,23 +115,7 @@ impl ArtifactStore {
     /// when first opened).
     fn import(&self, tenant: &str, artifact: &Artifact) -> Result<(), InterpreterError> {
         let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
-        db.execute(
-            "INSERT OR IGNORE INTO artifacts (id, tenant, session_id, filename, size_bytes, mime_type, sha256, created_unix, expires_unix)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                artifact.id,
-                tenant,
-                artifact.session_id,
-                artifact.filename,
-                artifact.size_bytes as i64,
-                artifact.mime_type,
-                artifact.sha256,
-                artifact.created_unix as i64,
-                artifact.expires_unix as i64
-            ],
-        )
-        .map_err(InterpreterError::index)?;
-        Ok(())
+        index_row(&db, "INSERT OR IGNORE", tenant, artifact)
     }
 
     /// Indexes here the session's artifacts other hosts kept.
@@ -184,22 +168,7 @@ impl ArtifactStore {
             download_url: String::new(),
             file_url: String::new(),
         };
-        db.execute(
-            "INSERT INTO artifacts (id, tenant, session_id, filename, size_bytes, mime_type, sha256, created_unix, expires_unix)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                artifact.id,
-                tenant,
-                artifact.session_id,
-                artifact.filename,
-                artifact.size_bytes as i64,
-                artifact.mime_type,
-                artifact.sha256,
-                artifact.created_unix as i64,
-                artifact.expires_unix as i64
-            ],
-        )
-        .map_err(InterpreterError::index)?;
+        index_row(&db, "INSERT", tenant, &artifact)?;
         drop(db);
         if let Some(share) = &self.share {
             share.publish(tenant, &artifact, &blob)?;
@@ -486,6 +455,30 @@ struct Staged {
     size: u64,
     /// The first [`SNIFF_BYTES`] of the content.
     head: Vec<u8>,
+}
+
+/// Writes the artifact's index row with `verb` (`INSERT`, or `INSERT OR
+/// IGNORE` for a row another host may have given already).
+fn index_row(db: &Connection, verb: &str, tenant: &str, artifact: &Artifact) -> Result<(), InterpreterError> {
+    db.execute(
+        &format!(
+            "{verb} INTO artifacts (id, tenant, session_id, filename, size_bytes, mime_type, sha256, created_unix, expires_unix)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+        ),
+        params![
+            artifact.id,
+            tenant,
+            artifact.session_id,
+            artifact.filename,
+            artifact.size_bytes as i64,
+            artifact.mime_type,
+            artifact.sha256,
+            artifact.created_unix as i64,
+            artifact.expires_unix as i64
+        ],
+    )
+    .map_err(InterpreterError::index)?;
+    Ok(())
 }
 
 const COLUMNS: &str = "id, tenant, session_id, filename, size_bytes, mime_type, sha256, created_unix, expires_unix";

@@ -161,8 +161,7 @@ impl Coordination {
 
     /// Whether this host holds the session's lease and may still act on it.
     pub(crate) fn holds(&self, tenant: &str, session_id: &str) -> bool {
-        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        held.get(&(tenant.to_owned(), session_id.to_owned())).is_some_and(|h| Instant::now() < h.valid_until)
+        self.token(tenant, session_id).is_some()
     }
 
     /// The token of the lease this host holds on the session, while it may act on it.
