@@ -33,6 +33,8 @@ pub struct Interpreter {
     /// with how many calls claim each: a hand-over asked for meanwhile must
     /// not let go of the lease the claim just took.
     pub(crate) claiming: Mutex<HashMap<(String, String), usize>>,
+    /// Sessions being opened from the store: one opening of each at a time.
+    pub(crate) opening: crate::opening_gate::OpeningGate,
     pub(crate) stats: Stats,
 }
 

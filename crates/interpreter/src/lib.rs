@@ -25,6 +25,7 @@ mod interpreter;
 pub mod mime;
 pub mod names;
 mod opening;
+mod opening_gate;
 pub mod operation;
 mod ready;
 pub mod runs;

@@ -56,7 +56,7 @@ impl Interpreter {
         }
         tracing::info!(storage = ?config.storage, root = %config.root.display(), "interpreter storage");
         let interpreter =
-            Self { sandboxes, config, artifact_store, dataset_store, ready, store, table: Mutex::new(HashMap::new()), claiming: Mutex::new(HashMap::new()), stats: Stats::default() };
+            Self { sandboxes, config, artifact_store, dataset_store, ready, store, table: Mutex::new(HashMap::new()), claiming: Mutex::new(HashMap::new()), opening: Default::default(), stats: Stats::default() };
         crate::sessions::sweep_store(&interpreter);
         Ok(interpreter)
     }

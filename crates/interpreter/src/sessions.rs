@@ -332,8 +332,10 @@ impl<'a> Sessions<'a> {
         listed(&sessions, &key, asked)
     }
 
-    /// [`Self::get`] under the table's lock; an expired predecessor's home
-    /// is moved aside into `discarded` (one rename), not removed.
+    /// [`Self::get`] for one opening of the session at a time; the table
+    /// is locked only to look and to insert, never while the store is
+    /// asked (see `opening_gate`). An expired predecessor's home is moved
+    /// aside into `discarded` (one rename), not removed.
     fn get_locked(&self, tenant: &str, session_id: &str, create: Create, discarded: &mut Option<DiscardedHome>) -> Result<Arc<Session>, InterpreterError> {
         let interpreter = self.interpreter;
         let store = &interpreter.store;
@@ -347,8 +349,8 @@ impl<'a> Sessions<'a> {
             Create::No => (None, None, None),
         };
         let key = (tenant.to_owned(), session_id.to_owned());
-        let mut sessions = interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(session) = listed(&sessions, &key, asked)? {
+        let _opening = interpreter.opening.enter(&key);
+        if let Some(session) = listed(&interpreter.table.lock().unwrap_or_else(|p| p.into_inner()), &key, asked)? {
             return Ok(session);
         }
         let (kept, expired): (Option<SessionMeta>, Option<SessionMeta>) = match store.read_meta(tenant, session_id) {
@@ -364,7 +366,7 @@ impl<'a> Sessions<'a> {
         let replaced_ttl = match kept {
             Some(_) => None,
             None => {
-                let listed = sessions.get(&key).filter(|s| s.had_state.load(Relaxed)).map(|s| s.ttl.as_secs());
+                let listed = interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).get(&key).filter(|s| s.had_state.load(Relaxed)).map(|s| s.ttl.as_secs());
                 let noted = store.take_expired_note(tenant, session_id);
                 listed.or(expired.filter(|m| m.had_state).map(|m| m.ttl_seconds)).or(noted)
             }
@@ -438,7 +440,7 @@ impl<'a> Sessions<'a> {
             running: std::sync::Mutex::new(None),
         });
         session.write_meta()?;
-        sessions.insert(key, session.clone());
+        interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).insert(key, session.clone());
         Ok(session)
     }
 

@@ -42,6 +42,9 @@ impl ObjectLocation {
             .with_bucket_name(&self.bucket)
             .with_retry(retry)
             .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout), "2s")
+            // A store that accepts a connection and then says nothing is cut
+            // off too (a 50 MiB file takes well under a second on a LAN).
+            .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), "60s")
             .build()?;
         Ok(Arc::new(store))
     }
