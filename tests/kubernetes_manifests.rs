@@ -144,12 +144,15 @@ fn the_manifests_are_valid_and_consistent_with_spin_toml() {
         "redis.yaml#2 StatefulSet/anypath-redis (Kubernetes",
         "sandbox.yaml#1 Service/anypath-sandbox (Kubernetes",
         "sandbox.yaml#2 StatefulSet/anypath-sandbox (Kubernetes",
+        "interpreter.yaml#1 Service/anypath-interpreter (Kubernetes",
+        "interpreter.yaml#2 Deployment/anypath-interpreter (Kubernetes",
+        "interpreter.yaml#3 PodDisruptionBudget/anypath-interpreter (Kubernetes",
         "spinapp.yaml#1 SpinApp/anypath (CRD spinapps.core.spinkube.dev v1alpha1",
         "kustomization.yaml#1 Kustomization (its resources and namespace",
     ] {
         assert!(verdict.stdout.contains(&format!("valid {document}")), "{document} missing:\n{}", verdict.stdout);
     }
-    for check in ["Secret references", "sandbox hosts", "Redis", "sandbox token", "Spin variables against spin.toml"] {
+    for check in ["Secret references", "sandbox hosts", "Redis", "sandbox token", "Spin variables against spin.toml", "shared interpreter"] {
         assert!(verdict.stdout.contains(&format!("consistent {check}\n")), "{check} missing:\n{}", verdict.stdout);
     }
 }
@@ -229,7 +232,7 @@ fn inconsistencies_are_rejected() {
     );
     rejected(
         "redis-url-elsewhere",
-        |s| s.edit("secret.example.yaml", "@anypath-redis.anypath", "@redis.anypath"),
+        |s| s.edit("secret.example.yaml", "@anypath-redis.anypath.svc.cluster.local:6379\"", "@redis.anypath.svc.cluster.local:6379\""),
         "does not point at the host and port of redis_allowed 'redis://anypath-redis.anypath.svc.cluster.local:6379'",
     );
     rejected(
@@ -239,7 +242,7 @@ fn inconsistencies_are_rejected() {
     );
     rejected(
         "redis-url-with-another-password",
-        |s| s.edit("secret.example.yaml", ":REPLACE-redis-password@", ":another@"),
+        |s| s.edit("secret.example.yaml", ":REPLACE-redis-password@anypath-redis.anypath.svc.cluster.local:6379\"", ":another@anypath-redis.anypath.svc.cluster.local:6379\""),
         "redis_url's password is not the one redis.yaml#2 StatefulSet/anypath-redis requires",
     );
     rejected(
@@ -266,5 +269,90 @@ fn inconsistencies_are_rejected() {
         "secret-variable-set-in-plain",
         |s| s.edit("spin.toml", "llm_host = { default = \"\" }", "llm_host = { default = \"\", secret = true }"),
         "spin.toml marks llm_host secret, but the SpinApp does not take it from a Secret",
+    );
+}
+
+/// The `valueFrom` of an env entry in interpreter.yaml that reads `key` of the Secret.
+fn from_secret(key: &str) -> String {
+    format!("\n              valueFrom:\n                secretKeyRef:\n                  name: anypath-secrets\n                  key: {key}")
+}
+
+#[test]
+fn a_shared_interpreter_that_would_lose_or_leak_sessions_is_rejected() {
+    rejected(
+        "coordination-elsewhere",
+        |s| s.edit("secret.example.yaml", "@anypath-redis.anypath.svc.cluster.local:6379/1", "@anypath-sandbox.anypath.svc.cluster.local:3001/1"),
+        "INCONSISTENT shared interpreter: interpreter.yaml#2 Deployment/anypath-interpreter container interpreter: the coordination URL 'redis://anypath-sandbox.anypath.svc.cluster.local:3001/1' does not name a Redis Service defined here and one of its ports",
+    );
+    rejected(
+        "coordination-with-another-password",
+        |s| s.edit("secret.example.yaml", ":REPLACE-redis-password@anypath-redis.anypath.svc.cluster.local:6379/1", ":another@anypath-redis.anypath.svc.cluster.local:6379/1"),
+        "the coordination URL's password is not the one redis.yaml#2 StatefulSet/anypath-redis requires",
+    );
+    rejected(
+        "coordination-on-the-tenant-database",
+        |s| s.edit("secret.example.yaml", "6379/1\"", "6379/0\""),
+        "the coordination URL uses database 0 of anypath-redis.anypath.svc.cluster.local:6379, the one the app's redis_url keeps tenant data in",
+    );
+    rejected(
+        "coordination-in-plain",
+        |s| {
+            let entry = format!("- name: ANYPATH_COORDINATION{}", from_secret("session-coordination-url"));
+            s.edit("interpreter.yaml", &entry, "- name: ANYPATH_COORDINATION\n              value: redis://anypath-redis.anypath.svc.cluster.local:6379/1");
+        },
+        "the coordination URL should come from a Secret: it carries Redis's password",
+    );
+    rejected(
+        "session-store-not-s3",
+        |s| s.edit("interpreter.yaml", "value: s3://anypath-sessions/", "value: https://anypath-sessions/"),
+        "the session store 'https://anypath-sessions/interpreter' is not an s3://bucket[/prefix] URL",
+    );
+    rejected(
+        "session-store-bucket-s3-refuses",
+        |s| s.edit("interpreter.yaml", "value: s3://anypath-sessions/interpreter", "value: s3://Anypath_Sessions/interpreter/"),
+        "the session store 's3://Anypath_Sessions/interpreter/' is not an s3://bucket[/prefix] URL",
+    );
+    rejected(
+        "session-store-missing",
+        |s| s.edit("interpreter.yaml", "            - name: ANYPATH_SESSION_STORE\n              value: s3://anypath-sessions/interpreter\n", ""),
+        "container interpreter: sets a coordination URL but no session store",
+    );
+    rejected(
+        "secret-access-key-in-plain",
+        |s| {
+            let entry = format!("- name: AWS_SECRET_ACCESS_KEY{}", from_secret("session-store-secret-access-key"));
+            s.edit("interpreter.yaml", &entry, "- name: AWS_SECRET_ACCESS_KEY\n              value: not-a-secret");
+        },
+        "container interpreter: should take AWS_SECRET_ACCESS_KEY from a Secret, not a plain value",
+    );
+    rejected(
+        "signing-key-as-a-flag",
+        |s| s.edit("interpreter.yaml", "            - --lease-seconds=10\n", "            - --lease-seconds=10\n            - --signing-key=not-a-secret\n"),
+        "container interpreter: should take ANYPATH_SIGNING_KEY from a Secret, not a plain value",
+    );
+    rejected(
+        "sticky-interpreter-service",
+        |s| s.edit("interpreter.yaml", "sessionAffinity: None", "sessionAffinity: ClientIP"),
+        "INCONSISTENT shared interpreter: interpreter.yaml#1 Service/anypath-interpreter sets sessionAffinity 'ClientIP'",
+    );
+    rejected(
+        "interpreter-service-selects-other-pods",
+        |s| s.edit("interpreter.yaml", "  selector:\n    app.kubernetes.io/name: anypath-interpreter\n", "  selector:\n    app.kubernetes.io/part-of: anypath\n"),
+        "interpreter.yaml#1 Service/anypath-interpreter selects the pods of sandbox.yaml#2 StatefulSet/anypath-sandbox too",
+    );
+    rejected(
+        "one-interpreter",
+        |s| s.edit("interpreter.yaml", "replicas: 3", "replicas: 1"),
+        "interpreter.yaml#2 Deployment/anypath-interpreter has 1 replica(s)",
+    );
+    rejected(
+        "grace-too-short-for-the-hand-over",
+        |s| s.edit("interpreter.yaml", "terminationGracePeriodSeconds: 180", "terminationGracePeriodSeconds: 75"),
+        "interpreter.yaml#2 Deployment/anypath-interpreter's terminationGracePeriodSeconds 75 is shorter than the 161 s a graceful stop may take",
+    );
+    rejected(
+        "interpreter-listens-on-loopback",
+        |s| s.edit("interpreter.yaml", "--listen=0.0.0.0:3001", "--listen=127.0.0.1:3001"),
+        "interpreter.yaml#2 Deployment/anypath-interpreter should listen on 0.0.0.0:3001 (--listen=), found ['127.0.0.1:3001']",
     );
 }

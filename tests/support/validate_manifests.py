@@ -11,8 +11,10 @@ the CustomResourceDefinitions found in the directory (schemas/), read with
 the API server's structural-schema rules (see `structural`). Then the
 documents are checked against each other and against the Spin manifest:
 Secret keys referenced exist, Services select their workloads, the
-SpinApp's `sandbox_hosts` names exactly the sandbox StatefulSet's pods, and
-every variable the SpinApp sets is a variable of spin.toml.
+SpinApp's `sandbox_hosts` names exactly the sandbox StatefulSet's pods,
+every variable the SpinApp sets is a variable of spin.toml, and the code
+interpreter's hosts that share sessions do so safely (see
+`check_shared_interpreter`).
 
 Prints one line per document and per cross-check, then a summary; exits 0
 when everything holds, 1 otherwise, 2 when it cannot run.
@@ -22,7 +24,9 @@ import argparse
 import base64
 import fnmatch
 import functools
+import math
 import pathlib
+import re
 import sys
 import tomllib
 import urllib.parse
@@ -38,6 +42,17 @@ DEFINITIONS = "https://kubernetes.io/api/_definitions.json"
 OBJECT_META = DEFINITIONS + "#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 CLUSTER_DOMAIN = "svc.cluster.local"
 WORKLOADS = ("StatefulSet", "Deployment")
+# S3's rules for a bucket's name: 3 to 63 lower-case letters, digits, dots
+# and hyphens, starting and ending with a letter or digit.
+S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+# A graceful stop first lets the runs in progress finish: python-data's
+# time ceiling, the longest a run may take.
+LONGEST_RUN_SECONDS = 60
+# Then it writes every live session's state to the object store, at no less
+# than this conservative rate from inside a cluster (images are compressed).
+HAND_OVER_MIB_PER_SECOND = 32
+# `--session-memory-mb` when not given.
+DEFAULT_SESSION_MEMORY_MB = 2048
 
 
 def unusable(message):
@@ -454,17 +469,25 @@ def check_redis(documents, spinapp):
         problems.append(f"redis_url in Secret {ref['name']!r} does not point at the host and port of redis_allowed {redis_allowed!r}")
     for server in (d for d in documents if d.kind in WORKLOADS and selects(service, d)):
         for container in containers(server):
-            env = {e["name"]: e for e in container.get("env", [])}
-            args = container.get("args", [])
-            if "--requirepass" not in args:
+            if "--requirepass" not in container.get("args", []):
                 problems.append(f"{server.where} sets no --requirepass")
                 continue
-            variable = args[args.index("--requirepass") + 1].removeprefix("$(").removesuffix(")")
-            password_ref = secret_ref(env.get(variable)) or {}
-            password = known.get((server.namespace, password_ref.get("name")), {}).get(password_ref.get("key"))
+            password = required_password(server, container, known)
             if password is None or urllib.parse.unquote(parsed.password or "") != password:
                 problems.append(f"redis_url's password is not the one {server.where} requires")
     return problems
+
+
+def required_password(server, container, known):
+    """The password a Redis container's `--requirepass $(VARIABLE)` takes
+    from a Secret, if it does."""
+    args = container.get("args", [])
+    if "--requirepass" not in args or args.index("--requirepass") + 1 >= len(args):
+        return None
+    env = {e["name"]: e for e in container.get("env", [])}
+    variable = args[args.index("--requirepass") + 1].removeprefix("$(").removesuffix(")")
+    password_ref = secret_ref(env.get(variable)) or {}
+    return known.get((server.namespace, password_ref.get("name")), {}).get(password_ref.get("key"))
 
 
 def check_sandbox_token(documents, spinapp):
@@ -481,6 +504,220 @@ def check_sandbox_token(documents, spinapp):
     if not app or not hosts:
         return ["sandbox_token and the hosts' ANYPATH_SANDBOX_TOKEN should both come from a Secret"]
     return [f"{where} reads its token from {ref}, the app from {app}" for where, ref in hosts if ref != app]
+
+
+def flag(args, name):
+    """The value of `--name=VALUE` or `--name VALUE` among a container's args."""
+    for index, arg in enumerate(args):
+        if arg.startswith(f"{name}="):
+            return arg.split("=", 1)[1]
+        if arg == name and index + 1 < len(args):
+            return args[index + 1]
+    return None
+
+
+def setting(container, variable, name):
+    """How a container sets one of the server's settings, by its flag (which
+    wins, as clap reads it) or its environment variable: ("value", text),
+    ("secret", secretKeyRef), ("other", None) for another source, or None.
+    `name` is None for a setting that has no flag."""
+    given = flag(container.get("args", []), name) if name else None
+    if given is not None:
+        return ("value", given)
+    entry = {e["name"]: e for e in container.get("env", [])}.get(variable)
+    if entry is None:
+        return None
+    if secret_ref(entry):
+        return ("secret", secret_ref(entry))
+    if "value" in entry:
+        return ("value", entry["value"])
+    return ("other", None)
+
+
+def resolved(workload, found, known):
+    """A setting's text: its plain value, or its value in the Secret (None
+    when the Secret or key is missing: the Secret references check says so)."""
+    source, value = found or (None, None)
+    if source == "value":
+        return value
+    if source == "secret":
+        return known.get((workload.namespace, value.get("name")), {}).get(value.get("key"))
+    return None
+
+
+def session_store_problems(where, url):
+    """`s3://BUCKET[/PREFIX]`, as the server parses it, with a bucket S3 accepts."""
+    parsed = urllib.parse.urlsplit(url)
+    segments = parsed.path.split("/")[1:] if parsed.path else []
+    if (
+        parsed.scheme != "s3"
+        or not S3_BUCKET.fullmatch(parsed.netloc)
+        or parsed.query
+        or parsed.fragment
+        or any(segment == "" for segment in segments)
+    ):
+        return [f"{where}: the session store {url!r} is not an s3://bucket[/prefix] URL"]
+    return []
+
+
+def runs_redis(container):
+    """Whether a container is a Redis server: its image is `redis`, or it starts `redis-server`."""
+    repository = container.get("image", "").rsplit("/", 1)[-1].split("@")[0].split(":")[0]
+    return repository == "redis" or (container.get("args") or [None])[0] == "redis-server"
+
+
+def coordination_problems(where, workload, container, documents, known, spinapp):
+    """The coordination URL comes from a Secret (it carries Redis's
+    password) and names a Redis Service defined here, on a port it serves,
+    with the password its server requires; on the Redis the app keeps tenant
+    data in, it uses another database."""
+    found = setting(container, "ANYPATH_COORDINATION", "--coordination")
+    if not found or found[0] != "secret":
+        return [f"{where}: the coordination URL should come from a Secret: it carries Redis's password"]
+    url = resolved(workload, found, known)
+    if url is None:
+        return []  # reported by the Secret references check
+    parsed = urllib.parse.urlsplit(url)
+    try:
+        port = parsed.port
+    except ValueError:
+        port = None
+    labels = (parsed.hostname or "").split(".")
+    shown = f"{parsed.scheme}://{parsed.hostname}:{port}{parsed.path}"  # without the password
+    service = None
+    if parsed.scheme == "redis" and len(labels) == 5 and ".".join(labels[2:]) == CLUSTER_DOMAIN:
+        service = one(in_namespace(documents, labels[1]), "Service", labels[0])
+    servers = [d for d in documents if d.kind in WORKLOADS and service is not None and selects(service, d)]
+    redis = [(s, c) for s in servers for c in containers(s) if runs_redis(c)]
+    if service is None or not service_port(service, port) or not redis:
+        return [f"{where}: the coordination URL {shown!r} does not name a Redis Service defined here and one of its ports"]
+    problems = []
+    for server, redis_container in redis:
+        password = required_password(server, redis_container, known)
+        if password is not None and urllib.parse.unquote(parsed.password or "") != password:
+            problems.append(f"{where}: the coordination URL's password is not the one {server.where} requires")
+    database = parsed.path.strip("/") or "0"
+    app_ref = secret_ref(spin_variables(spinapp).get("redis_url")) if spinapp else None
+    app_url = known.get((spinapp.namespace, app_ref["name"]), {}).get(app_ref["key"]) if app_ref else None
+    if app_url is not None:
+        app = urllib.parse.urlsplit(app_url)
+        same_server = (app.hostname, app.port) == (parsed.hostname, port)
+        if same_server and (app.path.strip("/") or "0") == database:
+            problems.append(
+                f"{where}: the coordination URL uses database {database} of {parsed.hostname}:{port}, "
+                "the one the app's redis_url keeps tenant data in"
+            )
+    return problems
+
+
+# Settings that are credentials: each must come from a Secret, never a plain value.
+CREDENTIALS = (
+    ("AWS_ACCESS_KEY_ID", None),
+    ("AWS_SECRET_ACCESS_KEY", None),
+    ("ANYPATH_SIGNING_KEY", "--signing-key"),
+    ("ANYPATH_SANDBOX_TOKEN", "--token"),
+)
+
+
+def credential_problems(where, container):
+    problems = []
+    for variable, name in CREDENTIALS:
+        found = setting(container, variable, name)
+        if found is None:
+            problems.append(f"{where}: sets no {variable}; it should come from a Secret")
+        elif found[0] != "secret":
+            problems.append(f"{where}: should take {variable} from a Secret, not a plain value")
+    return problems
+
+
+def front_problems(workload, container, documents):
+    """A Service selects the hosts, only them, with no session affinity (any
+    host serves any session), on the port they listen on at 0.0.0.0."""
+    services = [d for d in documents if d.kind == "Service" and selects(d, workload)]
+    if not services:
+        return [f"no Service selects {workload.where}"]
+    problems = []
+    workloads = [d for d in documents if d.kind in WORKLOADS and d is not workload]
+    ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
+    listens = [a.removeprefix("--listen=") for a in container.get("args", []) if a.startswith("--listen=")]
+    for service in services:
+        affinity = service.body["spec"].get("sessionAffinity", "None")
+        if affinity != "None":
+            problems.append(f"{service.where} sets sessionAffinity {affinity!r}: every host serves every session, so none is needed")
+        for other in (w for w in workloads if selects(service, w)):
+            problems.append(f"{service.where} selects the pods of {other.where} too, not only {workload.where}'s")
+        for port in service.body["spec"].get("ports", []):
+            target = port.get("targetPort", port.get("port"))
+            number = ports.get(target, target)
+            if listens != [f"0.0.0.0:{number}"]:
+                problems.append(f"{workload.where} should listen on 0.0.0.0:{number} (--listen=), found {listens}")
+    return problems
+
+
+def grace_problems(workload, container):
+    """A graceful stop hands every live session over: the pod's grace
+    period covers its preStop pause, the longest run finishing, and its
+    live sessions' state (`--session-memory-mb`) written at
+    HAND_OVER_MIB_PER_SECOND."""
+    spec = pod_spec(workload)
+    grace = spec.get("terminationGracePeriodSeconds", 30)
+    pause = ((((container.get("lifecycle") or {}).get("preStop") or {}).get("sleep") or {}).get("seconds", 0))
+    memory = flag(container.get("args", []), "--session-memory-mb")
+    memory_mb = int(memory) if memory and memory.isdigit() else DEFAULT_SESSION_MEMORY_MB
+    writing = math.ceil(memory_mb / HAND_OVER_MIB_PER_SECOND)
+    needed = pause + LONGEST_RUN_SECONDS + writing
+    if grace < needed:
+        return [
+            f"{workload.where}'s terminationGracePeriodSeconds {grace} is shorter than the {needed} s a graceful stop may take "
+            f"({pause} s preStop, {LONGEST_RUN_SECONDS} s for a run to finish, {memory_mb} MiB of live sessions "
+            f"at {HAND_OVER_MIB_PER_SECOND} MiB/s)"
+        ]
+    return []
+
+
+def check_shared_interpreter(documents, spinapp):
+    """The code-interpreter hosts that share sessions (`--session-store`
+    and `--coordination`, or their variables): both are set, the store is an
+    `s3://bucket[/prefix]` URL, the coordination a Redis defined here (see
+    `coordination_problems`); the object store's credentials, the signing
+    key and the token come from a Secret, and hosts sharing one store share
+    one signing key; at least 2 replicas, so that a session outlives a
+    pod; a Service in front with no session affinity, selecting only them;
+    a grace period long enough to hand every session over (`grace_problems`)."""
+    known = secrets(documents)
+    sharing = [
+        (workload, container)
+        for workload in documents
+        if workload.kind in WORKLOADS
+        for container in containers(workload)
+        if setting(container, "ANYPATH_SESSION_STORE", "--session-store")
+        or setting(container, "ANYPATH_COORDINATION", "--coordination")
+    ]
+    if not sharing:
+        return ["no workload shares code-interpreter sessions (ANYPATH_SESSION_STORE and ANYPATH_COORDINATION)"]
+    problems = []
+    signing_keys = {}
+    for workload, container in sharing:
+        where = f"{workload.where} container {container['name']}"
+        store = setting(container, "ANYPATH_SESSION_STORE", "--session-store")
+        if store is None:
+            problems.append(f"{where}: sets a coordination URL but no session store")
+        else:
+            url = resolved(workload, store, known)
+            problems += session_store_problems(where, url) if url is not None else []
+            signing = setting(container, "ANYPATH_SIGNING_KEY", "--signing-key")
+            signing_keys.setdefault(url, set()).add(repr(signing))
+        problems += coordination_problems(where, workload, container, documents, known, spinapp)
+        problems += credential_problems(where, container)
+        replicas = workload.body["spec"].get("replicas", 1)
+        if replicas < 2:
+            problems.append(f"{workload.where} has {replicas} replica(s): a session outlives a pod only when another takes it over (at least 2)")
+        problems += front_problems(workload, container, documents)
+        problems += grace_problems(workload, container)
+    for url, keys in signing_keys.items():
+        if len(keys) > 1:
+            problems.append(f"the hosts sharing session store {url!r} read different signing keys: a link made on one fails on another")
+    return problems
 
 
 def check_spin_variables(spinapp, spin_toml):
@@ -552,6 +789,7 @@ def main():
         report.check("Redis", check_redis(documents, spinapp))
         report.check("sandbox token", check_sandbox_token(documents, spinapp))
         report.check(f"Spin variables against {args.spin_toml.name}", check_spin_variables(spinapp, args.spin_toml))
+    report.check("shared interpreter", check_shared_interpreter(documents, spinapp))
     print(
         f"summary: {report.valid} documents valid, {report.invalid} invalid; "
         f"{report.consistent} cross-checks consistent, {report.inconsistent} inconsistent"
