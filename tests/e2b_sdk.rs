@@ -28,7 +28,7 @@ fn repo() -> PathBuf {
 }
 
 /// The E2B listener's address, from the line the service logs for it.
-fn e2b_address(process: &common::Spawned) -> String {
+pub(crate) fn e2b_address(process: &common::Spawned) -> String {
     let line = process.wait_for_log(|line| line.contains("E2B API serving")).expect("the service announces its E2B listener");
     let entry: serde_json::Value = serde_json::from_str(&line).expect("a JSON log line");
     format!("http://{}", entry["listen"].as_str().expect("the listener's address"))
@@ -41,7 +41,7 @@ fn service(dir: &tempfile::TempDir) -> Service {
 }
 
 /// Runs `program` with `args`; panics with its report unless every check passed.
-fn run_checks(mut command: Command, what: &str) {
+pub(crate) fn run_checks(mut command: Command, what: &str) {
     let output = command.output().unwrap_or_else(|e| panic!("{what} starts: {e}"));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);

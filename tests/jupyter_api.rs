@@ -21,16 +21,16 @@ use crate::common;
 use common::service::Service;
 
 /// A kernel's websocket.
-struct Socket {
+pub(crate) struct Socket {
     ws: WebSocket<MaybeTlsStream<TcpStream>>,
     /// Frames read while waiting for another request's.
     backlog: std::collections::VecDeque<Value>,
 }
 
 /// What one request brought: its reply and the iopub messages it parented.
-struct Answer {
-    reply: Value,
-    iopub: Vec<Value>,
+pub(crate) struct Answer {
+    pub(crate) reply: Value,
+    pub(crate) iopub: Vec<Value>,
 }
 
 impl Answer {
@@ -38,13 +38,13 @@ impl Answer {
         self.iopub.iter().filter(|m| m["msg_type"] == msg_type).collect()
     }
 
-    fn stdout(&self) -> String {
+    pub(crate) fn stdout(&self) -> String {
         self.of_type("stream").iter().filter(|m| m["content"]["name"] == "stdout").filter_map(|m| m["content"]["text"].as_str()).collect()
     }
 }
 
 impl Socket {
-    fn open(service: &Service, kernel: &str, token: &str) -> Self {
+    pub(crate) fn open(service: &Service, kernel: &str, token: &str) -> Self {
         let url = format!("{}/api/kernels/{kernel}/channels?token={token}", service.base.replace("http://", "ws://"));
         let (ws, _) = tungstenite::connect(url).expect("the websocket opens");
         if let MaybeTlsStream::Plain(stream) = ws.get_ref() {
@@ -103,7 +103,7 @@ impl Socket {
         self.answer(&id)
     }
 
-    fn execute(&mut self, code: &str) -> Answer {
+    pub(crate) fn execute(&mut self, code: &str) -> Answer {
         self.request("execute_request", json!({ "code": code, "silent": false, "store_history": true, "user_expressions": {}, "allow_stdin": false, "stop_on_error": true }))
     }
 }
@@ -113,13 +113,13 @@ fn client() -> Client {
 }
 
 /// Starts a kernel of `spec` for the holder of `token`.
-fn start_kernel(service: &Service, token: &str, spec: &str) -> Value {
+pub(crate) fn start_kernel(service: &Service, token: &str, spec: &str) -> Value {
     let response = client().post(format!("{}/api/kernels", service.base)).header("authorization", format!("token {token}")).json(&json!({ "name": spec })).send().expect("sent");
     assert_eq!(response.status(), 201, "a kernel starts with 201");
     response.json().expect("a kernel model")
 }
 
-fn kernel_id(model: &Value) -> &str {
+pub(crate) fn kernel_id(model: &Value) -> &str {
     model["id"].as_str().expect("a kernel id")
 }
 

@@ -347,3 +347,46 @@ fn an_object_store_that_goes_away_loses_nothing() {
     let on_b = run(fleet.b(), id, "print(x + 1)");
     assert_eq!((on_b["stdout"].as_str(), &on_b["state_reset"]), (Some("42\n"), &json!(false)), "with the store back, B takes it over whole: {on_b}");
 }
+
+/// E2B's own Python SDK over the fleet: a sandbox created through A runs
+/// code and writes a file through B, is paused through A, listed paused by
+/// C, connected (resumed) through C with its state and file, and killed
+/// through B, after which no host lists it. The sandboxes' records are
+/// shared like the sessions behind them.
+#[test]
+fn an_e2b_sandbox_is_served_by_every_host() {
+    let fleet = Fleet::start("e2b", &["--e2b-listen", "127.0.0.1:0"]);
+    let urls: Vec<String> = fleet.hosts.iter().map(|host| crate::e2b_sdk::e2b_address(&host.process)).collect();
+    let mut command = std::process::Command::new(common::venv_python());
+    command.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/e2b_fleet_checks.py")).arg("e2b_a11ce").args(&urls);
+    crate::e2b_sdk::run_checks(command, "E2B's SDK over three hosts");
+}
+
+/// A Jupyter kernel started through A is listed by B and C and runs cells
+/// through B's websocket with A's namespace; shut down through C, no host
+/// knows it any more.
+#[test]
+fn a_jupyter_kernel_is_served_by_every_host() {
+    use crate::jupyter_api::{Socket, kernel_id, start_kernel};
+    let fleet = Fleet::start("jupyter", &[]);
+    let model = start_kernel(fleet.a(), ALICE, "python3");
+    let id = kernel_id(&model).to_owned();
+    let mut on_a = Socket::open(fleet.a(), &id, ALICE);
+    on_a.execute("y = 'started on A'");
+    drop(on_a);
+    for host in [fleet.b(), fleet.c()] {
+        let listed = client().get(format!("{}/api/kernels", host.base)).header("authorization", format!("token {ALICE}")).send().expect("listed");
+        let kernels: Value = listed.json().expect("a kernel list");
+        assert!(kernels.as_array().is_some_and(|k| k.iter().any(|k| k["id"] == id.as_str())), "{} lists A's kernel: {kernels}", host.base);
+    }
+    let mut on_b = Socket::open(fleet.b(), &id, ALICE);
+    let answer = on_b.execute("print(y)");
+    assert_eq!((answer.reply["content"]["status"].as_str(), answer.stdout()), (Some("ok"), "started on A\n".to_owned()), "A's namespace through B: {:?}", answer.reply);
+    drop(on_b);
+    let shut = client().delete(format!("{}/api/kernels/{id}", fleet.c().base)).header("authorization", format!("token {ALICE}")).send().expect("shut down");
+    assert_eq!(shut.status().as_u16(), 204, "C shuts down A's kernel");
+    for host in &fleet.hosts {
+        let gone = client().get(format!("{}/api/kernels/{id}", host.base)).header("authorization", format!("token {ALICE}")).send().expect("asked");
+        assert_eq!(gone.status().as_u16(), 404, "{} no longer knows the kernel", host.base);
+    }
+}

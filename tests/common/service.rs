@@ -58,7 +58,8 @@ impl Service {
     /// with `extra` arguments.
     pub fn start_shared<D: Location + ?Sized>(data_dir: &D, stores: &SharedStores, extra: &[&str]) -> Self {
         let shared: &[&str] = &["--session-store", &stores.s3_url, "--coordination", &stores.redis_url, "--signing-key", FLEET_SIGNING_KEY];
-        let tenants: &[&str] = &["--api-keys", "key-alice:alice,key-bob:bob"];
+        // Alice's second key has the form E2B's SDKs accept (`e2b_` and hex).
+        let tenants: &[&str] = &["--api-keys", "key-alice:alice,key-bob:bob,e2b_a11ce:alice"];
         Self::spawn(data_dir, &[shared, tenants, extra].concat(), &stores.endpoint_env)
     }
 

@@ -74,6 +74,12 @@ impl Interpreter {
         &self.config
     }
 
+    /// Records every host of the fleet sees, when sessions are shared
+    /// between hosts; `None` on one host.
+    pub fn shared_records(&self) -> Option<Arc<dyn crate::shared_records::SharedRecords>> {
+        self.store.shared_records()
+    }
+
     /// What the interpreter did since it started, and its sessions now.
     pub fn stats(&self) -> StatsSnapshot {
         use std::sync::atomic::Ordering::Relaxed;

@@ -33,6 +33,7 @@ mod session;
 pub mod session_files;
 pub mod session_store;
 pub mod sessions;
+pub mod shared_records;
 pub mod signing;
 mod stats;
 #[cfg(test)]

@@ -167,6 +167,12 @@ pub trait SessionStore: Send + Sync {
         None
     }
 
+    /// Records every host of the fleet sees, when the store is shared
+    /// (see [`crate::shared_records`]).
+    fn shared_records(&self) -> Option<std::sync::Arc<dyn crate::shared_records::SharedRecords>> {
+        None
+    }
+
     /// The sessions other hosts ask this one to hand over, as (tenant,
     /// session id), when the store is shared; taken once.
     fn handover_requests(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>> {

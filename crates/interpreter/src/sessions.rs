@@ -61,8 +61,25 @@ impl<'a> Sessions<'a> {
 
     /// The session as it is, without creating it.
     pub fn info(&self, tenant: &str, session_id: &str) -> Result<SessionInfo, InterpreterError> {
-        let session = self.get(tenant, session_id, Create::No)?;
-        Ok(info(&session))
+        if let Some(session) = self.listed(tenant, session_id, &Create::No)? {
+            return Ok(info(&session));
+        }
+        // Described from the store, not loaded: on a store shared by several
+        // hosts, looking at a session must not take it from the host using it.
+        let store = &self.interpreter.store;
+        let meta = store.read_meta(tenant, session_id).ok_or_else(|| InterpreterError::NoSuchSession(session_id.to_owned()))?;
+        let idle = unix_now().saturating_sub(meta.last_used_unix);
+        if idle >= meta.ttl_seconds {
+            return Err(InterpreterError::NoSuchSession(session_id.to_owned()));
+        }
+        Ok(SessionInfo {
+            session_id: session_id.to_owned(),
+            ttl_seconds: meta.ttl_seconds,
+            expires_in_seconds: meta.ttl_seconds - idle,
+            live: false,
+            hibernated: store.has_image(tenant, session_id),
+            runtime: meta.runtime,
+        })
     }
 
     /// Removes the session: its instance, its home, its files. The file

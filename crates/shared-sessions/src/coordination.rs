@@ -287,6 +287,55 @@ impl Coordination {
         Ok(records.into_iter().flatten().collect())
     }
 
+    fn shared_record_key(&self, kind: &str, id: &str) -> String {
+        format!("{}:shared:{kind}:{id}", self.namespace)
+    }
+
+    fn shared_index_key(&self, kind: &str) -> String {
+        format!("{}:shared:{kind}", self.namespace)
+    }
+
+    /// Sets `fields` of the shared record `id` of `kind`, and lists it.
+    pub(crate) async fn write_shared(&self, kind: &str, id: &str, fields: &[(String, String)]) -> Result<(), SharedStoreError> {
+        let mut connection = self.connection.clone();
+        let mut pipe = redis::pipe();
+        pipe.atomic().sadd(self.shared_index_key(kind), id);
+        if !fields.is_empty() {
+            pipe.hset_multiple(self.shared_record_key(kind, id), fields);
+        }
+        pipe.query_async::<()>(&mut connection).await?;
+        Ok(())
+    }
+
+    /// The shared record `id` of `kind` (empty when there is none).
+    pub(crate) async fn read_shared(&self, kind: &str, id: &str) -> Result<HashMap<String, String>, SharedStoreError> {
+        let mut connection = self.connection.clone();
+        Ok(connection.hgetall(self.shared_record_key(kind, id)).await?)
+    }
+
+    /// Removes the shared record `id` of `kind`.
+    pub(crate) async fn remove_shared(&self, kind: &str, id: &str) -> Result<(), SharedStoreError> {
+        let mut connection = self.connection.clone();
+        redis::pipe().atomic().del(self.shared_record_key(kind, id)).srem(self.shared_index_key(kind), id).query_async::<()>(&mut connection).await?;
+        Ok(())
+    }
+
+    /// Every shared record of `kind`, by id (one round trip for the list,
+    /// one for the records).
+    pub(crate) async fn list_shared(&self, kind: &str) -> Result<Vec<(String, HashMap<String, String>)>, SharedStoreError> {
+        let mut connection = self.connection.clone();
+        let ids: Vec<String> = connection.smembers(self.shared_index_key(kind)).await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.hgetall(self.shared_record_key(kind, id));
+        }
+        let records: Vec<HashMap<String, String>> = pipe.query_async(&mut connection).await?;
+        Ok(ids.into_iter().zip(records).filter(|(_, fields)| !fields.is_empty()).collect())
+    }
+
     /// Sends each session other hosts ask this one to hand over to `to`,
     /// subscribing again after a lost connection, until `to` is closed.
     pub(crate) async fn listen_for_handovers(self: Arc<Self>, to: UnboundedSender<(String, String)>) {

@@ -22,6 +22,7 @@ mod coordination;
 mod error;
 mod file_sync;
 mod location;
+mod records;
 mod store;
 
 pub use error::SharedStoreError;

@@ -19,6 +19,7 @@ use crate::coordination::Coordination;
 use crate::error::SharedStoreError;
 use crate::file_sync::{FileList, FileSync};
 use crate::location::ObjectLocation;
+use crate::records::RedisRecords;
 
 /// Record fields (see [`Coordination`]).
 const META: &str = "meta";
@@ -49,6 +50,7 @@ pub struct SharedSessionStore {
     coordination: Arc<Coordination>,
     files: Arc<FileSync>,
     artifacts: Arc<SharedArtifacts>,
+    records: Arc<RedisRecords>,
     runtime: Handle,
     handovers: Mutex<Option<UnboundedReceiver<(String, String)>>>,
     /// For each session this host last wrote or read files of: the file
@@ -75,11 +77,13 @@ impl SharedSessionStore {
         tracing::info!(host = %options.host, bucket = %options.objects.bucket, prefix = %options.objects.prefix, lease_ms = options.lease.as_millis() as u64, "sessions shared through the object store and Redis");
         let files = Arc::new(FileSync { objects, location: options.objects });
         let artifacts = Arc::new(SharedArtifacts { coordination: coordination.clone(), files: files.clone(), runtime: Handle::current() });
+        let records = Arc::new(RedisRecords { coordination: coordination.clone() });
         Ok(Arc::new(Self {
             local,
             coordination,
             files,
             artifacts,
+            records,
             runtime: Handle::current(),
             handovers: Mutex::new(Some(handovers)),
             synced: Mutex::new(HashMap::new()),
@@ -300,6 +304,10 @@ impl SessionStore for SharedSessionStore {
 
     fn artifact_share(&self) -> Option<Arc<dyn anypath_interpreter::ArtifactShare>> {
         Some(self.artifacts.clone())
+    }
+
+    fn shared_records(&self) -> Option<Arc<dyn anypath_interpreter::shared_records::SharedRecords>> {
+        Some(self.records.clone())
     }
 
     fn handover_requests(&self) -> Option<UnboundedReceiver<(String, String)>> {

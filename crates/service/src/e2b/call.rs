@@ -45,7 +45,7 @@ impl<E: From<E2bError> + IntoResponse> FromRequestParts<Arc<E2b>> for SandboxCal
 
     async fn from_request_parts(parts: &mut Parts, e2b: &Arc<E2b>) -> Result<Self, E> {
         let Ok(request_id) = RequestId::from_request_parts(parts, e2b).await;
-        let (sandbox, caller) = e2b.sandbox_caller(&parts.headers, request_id)?;
+        let (sandbox, caller) = e2b.sandbox_caller(&parts.headers, request_id).await?;
         Ok(Self { sandbox, caller, refusal: PhantomData })
     }
 }
@@ -62,7 +62,7 @@ impl FromRequestParts<Arc<E2b>> for ContextCall {
 
     async fn from_request_parts(parts: &mut Parts, e2b: &Arc<E2b>) -> Result<Self, E2bError> {
         let Ok(request_id) = RequestId::from_request_parts(parts, e2b).await;
-        let (sandbox, caller) = e2b.sandbox_caller_untokened(&parts.headers, request_id)?;
+        let (sandbox, caller) = e2b.sandbox_caller_untokened(&parts.headers, request_id).await?;
         Ok(Self { sandbox, caller })
     }
 }
@@ -71,8 +71,8 @@ impl E2b {
     /// The running sandbox a call names, admitted by its access token, and
     /// the caller acting for its tenant. A sandbox that is not running is
     /// 502, as E2B's proxy answers.
-    pub(super) fn sandbox_caller(&self, headers: &HeaderMap, request_id: RequestId) -> Result<(Arc<Sandbox>, Caller), E2bError> {
-        let (sandbox, caller) = self.sandbox_caller_untokened(headers, request_id)?;
+    pub(super) async fn sandbox_caller(&self, headers: &HeaderMap, request_id: RequestId) -> Result<(Arc<Sandbox>, Caller), E2bError> {
+        let (sandbox, caller) = self.sandbox_caller_untokened(headers, request_id).await?;
         let presented = headers.get(ACCESS_TOKEN).and_then(|v| v.to_str().ok());
         if !sandbox.admits(presented) {
             return Err(E2bError::new(StatusCode::UNAUTHORIZED, "this sandbox needs its access token in X-Access-Token"));
@@ -81,9 +81,9 @@ impl E2b {
     }
 
     /// [`Self::sandbox_caller`] without the token.
-    fn sandbox_caller_untokened(&self, headers: &HeaderMap, request_id: RequestId) -> Result<(Arc<Sandbox>, Caller), E2bError> {
+    async fn sandbox_caller_untokened(&self, headers: &HeaderMap, request_id: RequestId) -> Result<(Arc<Sandbox>, Caller), E2bError> {
         let id = sandbox_header(headers).ok_or_else(|| E2bError::bad_request("name the sandbox in the E2b-Sandbox-Id header"))?;
-        let sandbox = self.registry.get(id).ok_or_else(|| E2bError::not_running(id))?;
+        let sandbox = self.registry.get(id).await?.ok_or_else(|| E2bError::not_running(id))?;
         if sandbox.life().state != SandboxState::Running {
             return Err(E2bError::not_running(id));
         }

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::E2b;
 use super::call::ControlCall;
 use super::error::E2bError;
-use super::registry::{self, Lifecycle, Sandbox, SandboxState};
+use super::registry::{self, Lifecycle, Part, Sandbox, SandboxState};
 use crate::interpreter_service::{Caller, OpenSession};
 
 /// The templates this server offers: each gives the data runtime (pandas,
@@ -154,8 +154,8 @@ impl E2b {
     }
 
     /// The caller's sandbox `id` (another tenant's is not found).
-    fn owned(&self, caller: &Caller, id: &str) -> Result<Arc<Sandbox>, E2bError> {
-        self.registry.owned(&caller.tenant, id).ok_or_else(|| E2bError::not_found(format!("sandbox \"{id}\" doesn't exist or you don't have access to it")))
+    async fn owned(&self, caller: &Caller, id: &str) -> Result<Arc<Sandbox>, E2bError> {
+        self.registry.owned(&caller.tenant, id).await?.ok_or_else(|| E2bError::not_found(format!("sandbox \"{id}\" doesn't exist or you don't have access to it")))
     }
 
     /// The longest timeout a sandbox may have: its session's idle limit.
@@ -170,8 +170,8 @@ impl E2b {
     }
 
     /// Ends a sandbox: its contexts' sessions and its own are closed.
-    pub(crate) async fn kill(&self, caller: &Caller, sandbox: &Sandbox) {
-        self.registry.remove(&sandbox.id);
+    pub(crate) async fn kill(&self, caller: &Caller, sandbox: &Sandbox) -> Result<(), E2bError> {
+        self.registry.remove(&sandbox.id).await?;
         self.runs.interrupt_sandbox(&sandbox.id);
         self.watchers.forget_sandbox(&sandbox.id);
         let sessions = sandbox.sessions();
@@ -183,6 +183,7 @@ impl E2b {
             let _ = self.service.call(caller, sessions::CloseSession { session_id: session }).await;
         }
         tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, "e2b sandbox killed");
+        Ok(())
     }
 
     /// Pauses a running sandbox: every context's live state is hibernated.
@@ -193,6 +194,10 @@ impl E2b {
                 return Err(E2bError::new(StatusCode::CONFLICT, format!("sandbox \"{}\" is already paused", sandbox.id)));
             }
             life.state = SandboxState::Paused;
+        }
+        if let Err(error) = self.registry.changed(sandbox, &[Part::State]).await {
+            sandbox.life().state = SandboxState::Running;
+            return Err(error.into());
         }
         self.runs.interrupt_sandbox(&sandbox.id);
         let sessions = sandbox.sessions();
@@ -232,7 +237,7 @@ impl E2b {
             auto_pause: new.auto_pause.unwrap_or(false),
             life: std::sync::Mutex::new(Lifecycle { state: SandboxState::Running, end_at: registry::after(now, timeout), contexts: Vec::new(), executions: 0 }),
         };
-        let sandbox = self.registry.insert(sandbox);
+        let sandbox = self.registry.insert(sandbox).await?;
         tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, template = %sandbox.template, "e2b sandbox created");
         Ok(sandbox)
     }
@@ -259,7 +264,7 @@ impl E2b {
                 executions: parent.life().executions,
             }),
         };
-        Ok(self.registry.insert(sandbox))
+        Ok(self.registry.insert(sandbox).await?)
     }
 }
 
@@ -288,13 +293,13 @@ async fn create(e2b: &E2b, caller: &Caller, bytes: &Bytes, always_secure: bool) 
 }
 
 pub(crate) async fn describe(State(e2b): State<Arc<E2b>>, ControlCall(caller): ControlCall, Path(id): Path<String>) -> Result<impl IntoResponse, E2bError> {
-    let sandbox = e2b.owned(&caller, &id)?;
+    let sandbox = e2b.owned(&caller, &id).await?;
     Ok(Json(e2b.detail(&sandbox)))
 }
 
 pub(crate) async fn kill(State(e2b): State<Arc<E2b>>, ControlCall(caller): ControlCall, Path(id): Path<String>) -> Result<impl IntoResponse, E2bError> {
-    let sandbox = e2b.owned(&caller, &id)?;
-    e2b.kill(&caller, &sandbox).await;
+    let sandbox = e2b.owned(&caller, &id).await?;
+    e2b.kill(&caller, &sandbox).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -304,15 +309,16 @@ pub(crate) async fn set_timeout(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> Result<impl IntoResponse, E2bError> {
-    let sandbox = e2b.owned(&caller, &id)?;
+    let sandbox = e2b.owned(&caller, &id).await?;
     let asked: TimeoutBody = body(&bytes)?;
     let timeout = e2b.clamp_timeout(Some(asked.timeout.ok_or_else(|| E2bError::bad_request("timeout (seconds) is required"))?));
     sandbox.life().end_at = registry::after(SystemTime::now(), timeout);
+    e2b.registry.changed(&sandbox, &[Part::EndAt]).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 pub(crate) async fn pause(State(e2b): State<Arc<E2b>>, ControlCall(caller): ControlCall, Path(id): Path<String>) -> Result<impl IntoResponse, E2bError> {
-    let sandbox = e2b.owned(&caller, &id)?;
+    let sandbox = e2b.owned(&caller, &id).await?;
     e2b.pause(&caller, &sandbox).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -325,14 +331,17 @@ pub(crate) async fn connect(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> Result<impl IntoResponse, E2bError> {
-    let sandbox = e2b.owned(&caller, &id)?;
+    let sandbox = e2b.owned(&caller, &id).await?;
     let asked: TimeoutBody = body(&bytes)?;
     let end = registry::after(SystemTime::now(), e2b.clamp_timeout(asked.timeout));
-    let mut life = sandbox.life();
-    let resumed = life.state == SandboxState::Paused;
-    life.state = SandboxState::Running;
-    life.end_at = if resumed { end } else { life.end_at.max(end) };
-    drop(life);
+    let resumed = {
+        let mut life = sandbox.life();
+        let resumed = life.state == SandboxState::Paused;
+        life.state = SandboxState::Running;
+        life.end_at = if resumed { end } else { life.end_at.max(end) };
+        resumed
+    };
+    e2b.registry.changed(&sandbox, &[Part::State, Part::EndAt]).await?;
     Ok((if resumed { StatusCode::CREATED } else { StatusCode::OK }, Json(e2b.sandbox_json(&sandbox))))
 }
 
@@ -343,15 +352,17 @@ pub(crate) async fn resume(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> Result<impl IntoResponse, E2bError> {
-    let sandbox = e2b.owned(&caller, &id)?;
+    let sandbox = e2b.owned(&caller, &id).await?;
     let asked: TimeoutBody = body(&bytes)?;
-    let mut life = sandbox.life();
-    if life.state == SandboxState::Running {
-        return Err(E2bError::new(StatusCode::CONFLICT, format!("sandbox \"{id}\" is already running")));
+    {
+        let mut life = sandbox.life();
+        if life.state == SandboxState::Running {
+            return Err(E2bError::new(StatusCode::CONFLICT, format!("sandbox \"{id}\" is already running")));
+        }
+        life.state = SandboxState::Running;
+        life.end_at = registry::after(SystemTime::now(), e2b.clamp_timeout(asked.timeout));
     }
-    life.state = SandboxState::Running;
-    life.end_at = registry::after(SystemTime::now(), e2b.clamp_timeout(asked.timeout));
-    drop(life);
+    e2b.registry.changed(&sandbox, &[Part::State, Part::EndAt]).await?;
     Ok((StatusCode::CREATED, Json(e2b.sandbox_json(&sandbox))))
 }
 
@@ -361,7 +372,7 @@ pub(crate) async fn fork(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> Result<impl IntoResponse, E2bError> {
-    let parent = e2b.owned(&caller, &id)?;
+    let parent = e2b.owned(&caller, &id).await?;
     let asked: TimeoutBody = body(&bytes)?;
     let count = asked.count.unwrap_or(1);
     if !(1..=MAX_FORKS).contains(&count) {
@@ -423,19 +434,20 @@ fn unquote(text: &str) -> String {
 /// `GET /v2/sandboxes` (running and paused unless filtered) and the first
 /// API's `GET /sandboxes` (running only), paged with `x-next-token`.
 pub(crate) async fn list_v2(State(e2b): State<Arc<E2b>>, ControlCall(caller): ControlCall, RawQuery(raw): RawQuery) -> Result<Response, E2bError> {
-    list(&e2b, &caller, raw, &[SandboxState::Running, SandboxState::Paused])
+    list(&e2b, &caller, raw, &[SandboxState::Running, SandboxState::Paused]).await
 }
 
 pub(crate) async fn list_v1(State(e2b): State<Arc<E2b>>, ControlCall(caller): ControlCall, RawQuery(raw): RawQuery) -> Result<Response, E2bError> {
-    list(&e2b, &caller, raw, &[SandboxState::Running])
+    list(&e2b, &caller, raw, &[SandboxState::Running]).await
 }
 
-fn list(e2b: &E2b, caller: &Caller, raw: Option<String>, default_states: &[SandboxState]) -> Result<Response, E2bError> {
+async fn list(e2b: &E2b, caller: &Caller, raw: Option<String>, default_states: &[SandboxState]) -> Result<Response, E2bError> {
     let query = ListQuery::parse(raw.as_deref())?;
     let states = if query.states.is_empty() { default_states.to_vec() } else { query.states.clone() };
     let mut found: Vec<SandboxDetail> = e2b
         .registry
         .of_tenant(&caller.tenant)
+        .await?
         .iter()
         .filter(|s| states.contains(&s.life().state))
         .filter(|s| query.metadata.iter().all(|(k, v)| s.metadata.get(k) == Some(v)))
@@ -461,7 +473,7 @@ fn list(e2b: &E2b, caller: &Caller, raw: Option<String>, default_states: &[Sandb
 
 /// `GET /sandboxes/{id}/metrics`: none are kept, an empty list.
 pub(crate) async fn metrics(State(e2b): State<Arc<E2b>>, ControlCall(caller): ControlCall, Path(id): Path<String>) -> Result<impl IntoResponse, E2bError> {
-    e2b.owned(&caller, &id)?;
+    e2b.owned(&caller, &id).await?;
     Ok(Json(Vec::<()>::new()))
 }
 
@@ -476,14 +488,21 @@ pub(crate) fn spawn_reaper(e2b: std::sync::Weak<E2b>) {
             let Some(e2b) = e2b.upgrade() else { return };
             let saving = e2b.clone();
             let _ = tokio::task::spawn_blocking(move || saving.registry.save()).await;
-            for sandbox in e2b.registry.expired(SystemTime::now()) {
+            let expired = match e2b.registry.expired(SystemTime::now()).await {
+                Ok(expired) => expired,
+                Err(error) => {
+                    tracing::warn!(%error, "the E2B sandboxes could not be read; their timeouts wait");
+                    continue;
+                }
+            };
+            for sandbox in expired {
                 let caller = e2b.service.tenant_caller(sandbox.tenant.clone(), &HeaderMap::new(), uuid::Uuid::new_v4().to_string());
                 if sandbox.auto_pause {
                     if let Err(e) = e2b.pause(&caller, &sandbox).await {
                         tracing::warn!(sandbox = %sandbox.id, error = %e.message, "an expired sandbox could not be paused");
                     }
-                } else {
-                    e2b.kill(&caller, &sandbox).await;
+                } else if let Err(e) = e2b.kill(&caller, &sandbox).await {
+                    tracing::warn!(sandbox = %sandbox.id, error = %e.message, "an expired sandbox could not be ended");
                 }
             }
         }

@@ -64,7 +64,7 @@ pub(crate) async fn health(State(e2b): State<Arc<E2b>>, headers: HeaderMap) -> R
         // No sandbox named: the listener itself is up.
         return Ok(StatusCode::NO_CONTENT);
     };
-    match e2b.registry.get(id) {
+    match e2b.registry.get(id).await? {
         Some(sandbox) if sandbox.life().state == SandboxState::Running => Ok(StatusCode::NO_CONTENT),
         _ => Err(E2bError::not_running(id)),
     }
@@ -74,7 +74,7 @@ impl E2b {
     /// The sandbox a `/files` call is for, and its caller: named by the
     /// sandbox header and admitted by its access token, or (a signed link,
     /// which carries no header) found by whose token signs the link.
-    fn files_caller(
+    async fn files_caller(
         &self,
         headers: &HeaderMap,
         request_id: RequestId,
@@ -87,8 +87,8 @@ impl E2b {
                 return Err(E2bError::new(StatusCode::UNAUTHORIZED, "the signed link has expired"));
             }
             let candidates = match super::sandbox_header(headers) {
-                Some(id) => self.registry.get(id).into_iter().collect(),
-                None => self.registry.all(),
+                Some(id) => self.registry.get(id).await?.into_iter().collect(),
+                None => self.registry.all().await?,
             };
             let user = query.username.as_deref().unwrap_or("");
             let signed = candidates.into_iter().find(|s| {
@@ -101,7 +101,7 @@ impl E2b {
             let caller = self.service.tenant_caller(sandbox.tenant.clone(), headers, request_id.into_string());
             return Ok((sandbox, caller));
         }
-        self.sandbox_caller(headers, request_id)
+        self.sandbox_caller(headers, request_id).await
     }
 }
 
@@ -129,7 +129,7 @@ pub(crate) async fn download(
 ) -> Result<impl IntoResponse, E2bError> {
     let query = parse_query(query.0.as_deref())?;
     let path = query.path.clone().ok_or_else(|| E2bError::bad_request("path is required"))?;
-    let (sandbox, caller) = e2b.files_caller(&headers, request_id, &query, &path, Operation::Read)?;
+    let (sandbox, caller) = e2b.files_caller(&headers, request_id, &query, &path, Operation::Read).await?;
     let relative = paths::to_session(&path)?;
     let entry = e2b.service.call(&caller, files::StatPath { session_id: sandbox.id.clone(), path: relative.clone() }).await.map_err(|e| E2bError::from(e).for_path(&path))?;
     if entry.kind != anypath_interpreter::EntryKind::File {
@@ -144,7 +144,7 @@ pub(crate) async fn download(
 pub(crate) async fn upload(State(e2b): State<Arc<E2b>>, request_id: RequestId, request: Request) -> Result<impl IntoResponse, E2bError> {
     let query = parse_query(request.uri().query())?;
     let signed_path = query.path.clone().unwrap_or_default();
-    let (sandbox, caller) = e2b.files_caller(request.headers(), request_id, &query, &signed_path, Operation::Write)?;
+    let (sandbox, caller) = e2b.files_caller(request.headers(), request_id, &query, &signed_path, Operation::Write).await?;
     let files = received_files(request, query.path.as_deref()).await?;
     let mut written = Vec::new();
     for (path, bytes) in files {

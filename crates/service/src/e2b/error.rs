@@ -71,6 +71,13 @@ impl From<ServiceError> for E2bError {
     }
 }
 
+/// The fleet's records could not be read or written (a 503).
+impl From<anypath_interpreter::InterpreterError> for E2bError {
+    fn from(error: anypath_interpreter::InterpreterError) -> Self {
+        Self::from(ServiceError::Interpreter(error))
+    }
+}
+
 /// A Connect error: its code names the kind, the HTTP status follows
 /// Connect's table.
 #[derive(Debug)]

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{ContextCall, SandboxCall};
 use super::error::E2bError;
-use super::registry::{CodeContext, Sandbox};
+use super::registry::{CodeContext, Part, Sandbox};
 use super::{E2b, paths};
 use crate::interpreter_service::Caller;
 use crate::live_run::{Lined, Lines, LiveRun, Window};
@@ -101,6 +101,11 @@ pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, SandboxCall { sandbox, 
     let mut env = sandbox.env_vars.clone();
     env.extend(request.env_vars.unwrap_or_default());
     let count = sandbox.count_execution(context);
+    let counted = if context.is_none_or(|c| c == sandbox.id) { Part::Executions } else { Part::Contexts };
+    // A count another host does not see yet is no reason to refuse the run.
+    if let Err(error) = e2b.registry.changed(&sandbox, &[counted]).await {
+        tracing::warn!(sandbox = %sandbox.id, %error, "a sandbox's execution count was not shared");
+    }
     let request = RunRequest { code: crate::cell_text::dedent(&request.code), env, result_data: true, ..RunRequest::default() };
     let (key, cancelled) = e2b.runs.start(&sandbox.id);
     // A refusal or a busy session within the window is a plain error answer.
@@ -308,6 +313,7 @@ pub(crate) async fn create_context(State(e2b): State<Arc<E2b>>, ContextCall { sa
     e2b.service.call(&caller, sessions::OpenContext { session_id: sandbox.id.clone(), context_id: session_id.clone(), ttl: Some(e2b.max_ttl) }).await?;
     let cwd = asked.cwd.unwrap_or_else(|| paths::HOME.to_owned());
     sandbox.life().contexts.push(CodeContext { id: id.clone(), session_id, language: "python".into(), cwd: cwd.clone(), executions: 0 });
+    e2b.registry.changed(&sandbox, &[Part::Contexts]).await?;
     Ok(Json(context_json(&id, "python", &cwd)))
 }
 
@@ -327,6 +333,7 @@ pub(crate) async fn remove_context(State(e2b): State<Arc<E2b>>, ContextCall { sa
         let position = life.contexts.iter().position(|c| c.id == id).ok_or_else(|| E2bError::not_found(format!("context {id} not found")))?;
         life.contexts.remove(position)
     };
+    e2b.registry.changed(&sandbox, &[Part::Contexts]).await?;
     e2b.interrupt_run(&caller, &context.session_id);
     e2b.service.call(&caller, sessions::CloseSession { session_id: context.session_id }).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -62,7 +62,11 @@ pub fn router(state: &Arc<AppState>) -> Option<Router> {
     let max_ttl = config.max_ttl;
     let e2b = Arc::new(E2b {
         service,
-        registry: Registry::load(config.root.join(SANDBOXES_FILE)),
+        // A fleet's hosts share their sandboxes; one host keeps them in a file.
+        registry: match state.interpreter.as_ref().and_then(|i| i.shared_records()) {
+            Some(records) => Registry::shared(records),
+            None => Registry::load(config.root.join(SANDBOXES_FILE)),
+        },
         runs: execute::Runs::default(),
         watchers: filesystem::Watchers::default(),
         client_id: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),

@@ -6,15 +6,40 @@
 //! Kept in memory, and written (when it changed, within a second) to a
 //! file beside the sessions, so a restarted service knows its sandboxes
 //! again: their sessions' files and hibernated state are on disk already.
+//!
+//! When sessions are shared between hosts, the sandboxes are too: each is
+//! a shared record, read afresh on every call (any host may have paused it
+//! or run in it since) and written through on every change, part by part,
+//! so a pause on one host and a run's count on another do not undo each
+//! other. The table here is then only a cache of what was read.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use anypath_interpreter::InterpreterError;
+use anypath_interpreter::shared_records::{Fields, SharedRecords};
 use serde::{Deserialize, Serialize};
-
 use sha2::{Digest, Sha256};
+
+/// The kind of the sandboxes' shared records.
+const KIND: &str = "e2b-sandbox";
+/// Record fields: what never changes, then each part of [`Lifecycle`].
+const FIXED: &str = "sandbox";
+const STATE: &str = "state";
+const END_AT: &str = "end_at";
+const CONTEXTS: &str = "contexts";
+const EXECUTIONS: &str = "executions";
+
+/// A part of a sandbox's lifecycle a call changed (written alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    State,
+    EndAt,
+    Contexts,
+    Executions,
+}
 
 /// The state E2B reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -176,6 +201,8 @@ pub(crate) struct Registry {
     file: Option<PathBuf>,
     /// What the file holds now.
     written: Mutex<Vec<u8>>,
+    /// The fleet's records, when sessions are shared between hosts.
+    shared: Option<Arc<dyn SharedRecords>>,
 }
 
 impl Registry {
@@ -198,14 +225,19 @@ impl Registry {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => tracing::warn!(file = %file.display(), %error, "the E2B sandboxes file cannot be read"),
         }
-        Self { sandboxes: Mutex::new(sandboxes), file: Some(file), written: Mutex::new(written) }
+        Self { sandboxes: Mutex::new(sandboxes), file: Some(file), written: Mutex::new(written), shared: None }
+    }
+
+    /// The registry of a fleet: every sandbox is a shared record (no file).
+    pub fn shared(records: Arc<dyn SharedRecords>) -> Self {
+        Self { shared: Some(records), ..Self::default() }
     }
 
     /// Writes the file when the sandboxes changed since it was written
     /// (beside it, then renamed over it). Blocking: call it off the async workers.
     pub fn save(&self) {
         let Some(file) = &self.file else { return };
-        let mut saved: Vec<Saved> = self.all().iter().map(|s| Saved::from(s.as_ref())).collect();
+        let mut saved: Vec<Saved> = self.cached_all().iter().map(|s| Saved::from(s.as_ref())).collect();
         saved.sort_by(|a, b| a.id.cmp(&b.id));
         let Ok(bytes) = serde_json::to_vec(&saved) else { return };
         let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
@@ -223,42 +255,146 @@ impl Registry {
         self.sandboxes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn insert(&self, sandbox: Sandbox) -> Arc<Sandbox> {
+    /// Adds a sandbox (to the fleet's records first, when shared).
+    pub async fn insert(&self, sandbox: Sandbox) -> Result<Arc<Sandbox>, InterpreterError> {
+        if let Some(shared) = &self.shared {
+            shared.write(KIND, &sandbox.id, fields(&Saved::from(&sandbox), &[Part::State, Part::EndAt, Part::Contexts, Part::Executions])?).await?;
+        }
         let sandbox = Arc::new(sandbox);
         self.table().insert(sandbox.id.clone(), sandbox.clone());
-        sandbox
+        Ok(sandbox)
     }
 
-    /// The sandbox `id`, whoever owns it.
-    pub fn get(&self, id: &str) -> Option<Arc<Sandbox>> {
-        self.table().get(id).cloned()
+    /// Writes the parts of the sandbox's lifecycle a call changed to the
+    /// fleet's records (the file here is written by [`Self::save`]).
+    pub async fn changed(&self, sandbox: &Sandbox, parts: &[Part]) -> Result<(), InterpreterError> {
+        let Some(shared) = &self.shared else { return Ok(()) };
+        let mut written = fields(&Saved::from(sandbox), parts)?;
+        written.remove(FIXED);
+        shared.write(KIND, &sandbox.id, written).await
+    }
+
+    /// The sandbox `id`, whoever owns it: on a fleet, as its record says now.
+    pub async fn get(&self, id: &str) -> Result<Option<Arc<Sandbox>>, InterpreterError> {
+        let Some(shared) = &self.shared else { return Ok(self.table().get(id).cloned()) };
+        match shared.read(KIND, id).await? {
+            Some(record) => Ok(Some(self.cached(id, &record)?)),
+            None => {
+                self.table().remove(id);
+                Ok(None)
+            }
+        }
     }
 
     /// The sandbox `id` when `tenant` owns it: another tenant's is as absent.
-    pub fn owned(&self, tenant: &str, id: &str) -> Option<Arc<Sandbox>> {
-        self.get(id).filter(|s| s.tenant == tenant)
+    pub async fn owned(&self, tenant: &str, id: &str) -> Result<Option<Arc<Sandbox>>, InterpreterError> {
+        Ok(self.get(id).await?.filter(|s| s.tenant == tenant))
     }
 
-    pub fn remove(&self, id: &str) -> Option<Arc<Sandbox>> {
-        self.table().remove(id)
+    /// Removes the sandbox (from the fleet's records too, when shared).
+    pub async fn remove(&self, id: &str) -> Result<Option<Arc<Sandbox>>, InterpreterError> {
+        if let Some(shared) = &self.shared {
+            shared.remove(KIND, id).await?;
+        }
+        Ok(self.table().remove(id))
     }
 
     /// The tenant's sandboxes, oldest first.
-    pub fn of_tenant(&self, tenant: &str) -> Vec<Arc<Sandbox>> {
-        let mut found: Vec<_> = self.table().values().filter(|s| s.tenant == tenant).cloned().collect();
+    pub async fn of_tenant(&self, tenant: &str) -> Result<Vec<Arc<Sandbox>>, InterpreterError> {
+        let mut found: Vec<_> = self.all().await?.into_iter().filter(|s| s.tenant == tenant).collect();
         found.sort_by(|a, b| a.started_at.cmp(&b.started_at).then_with(|| a.id.cmp(&b.id)));
-        found
+        Ok(found)
     }
 
     /// Running sandboxes whose end has passed.
-    pub fn expired(&self, now: SystemTime) -> Vec<Arc<Sandbox>> {
-        self.table().values().filter(|s| { let life = s.life(); life.state == SandboxState::Running && life.end_at <= now }).cloned().collect()
+    pub async fn expired(&self, now: SystemTime) -> Result<Vec<Arc<Sandbox>>, InterpreterError> {
+        Ok(self
+            .all()
+            .await?
+            .into_iter()
+            .filter(|s| {
+                let life = s.life();
+                life.state == SandboxState::Running && life.end_at <= now
+            })
+            .collect())
     }
 
-    /// Every sandbox.
-    pub fn all(&self) -> Vec<Arc<Sandbox>> {
+    /// Every sandbox (of the whole fleet, when shared).
+    pub async fn all(&self) -> Result<Vec<Arc<Sandbox>>, InterpreterError> {
+        let Some(shared) = &self.shared else { return Ok(self.cached_all()) };
+        let records = shared.list(KIND).await?;
+        let mut found = Vec::with_capacity(records.len());
+        for (id, record) in &records {
+            match self.cached(id, record) {
+                Ok(sandbox) => found.push(sandbox),
+                Err(error) => tracing::warn!(sandbox = %id, %error, "a shared sandbox record does not parse"),
+            }
+        }
+        let listed: std::collections::HashSet<&str> = records.iter().map(|(id, _)| id.as_str()).collect();
+        self.table().retain(|id, _| listed.contains(id.as_str()));
+        Ok(found)
+    }
+
+    /// Every sandbox this process knows, without asking the fleet.
+    fn cached_all(&self) -> Vec<Arc<Sandbox>> {
         self.table().values().cloned().collect()
     }
+
+    /// The sandbox a shared record describes, as the table's entry (kept,
+    /// with its lifecycle brought up to date, when it is there already).
+    fn cached(&self, id: &str, record: &Fields) -> Result<Arc<Sandbox>, InterpreterError> {
+        let saved = from_fields(record)?;
+        let mut table = self.table();
+        if let Some(known) = table.get(id) {
+            *known.life() = saved.life;
+            return Ok(known.clone());
+        }
+        let sandbox = Arc::new(Sandbox::from(saved));
+        table.insert(id.to_owned(), sandbox.clone());
+        Ok(sandbox)
+    }
+}
+
+/// The record fields of `saved`: what never changes, and the named parts.
+fn fields(saved: &Saved, parts: &[Part]) -> Result<Fields, InterpreterError> {
+    let mut fields = Fields::new();
+    fields.insert(FIXED.to_owned(), json(saved)?);
+    for part in parts {
+        let (name, value) = match part {
+            Part::State => (STATE, json(&saved.life.state)?),
+            Part::EndAt => (END_AT, json(&saved.life.end_at)?),
+            Part::Contexts => (CONTEXTS, json(&saved.life.contexts)?),
+            Part::Executions => (EXECUTIONS, saved.life.executions.to_string()),
+        };
+        fields.insert(name.to_owned(), value);
+    }
+    Ok(fields)
+}
+
+/// The sandbox a record describes: its fixed part, then each lifecycle
+/// part written since.
+fn from_fields(record: &Fields) -> Result<Saved, InterpreterError> {
+    let bad = |e: &dyn std::fmt::Display| InterpreterError::SharedStore(format!("a sandbox record does not parse: {e}"));
+    let fixed = record.get(FIXED).ok_or_else(|| bad(&"it has no fixed part"))?;
+    let mut saved: Saved = serde_json::from_str(fixed).map_err(|e| bad(&e))?;
+    if let Some(state) = record.get(STATE) {
+        saved.life.state = serde_json::from_str(state).map_err(|e| bad(&e))?;
+    }
+    if let Some(end_at) = record.get(END_AT) {
+        saved.life.end_at = serde_json::from_str(end_at).map_err(|e| bad(&e))?;
+    }
+    if let Some(contexts) = record.get(CONTEXTS) {
+        saved.life.contexts = serde_json::from_str(contexts).map_err(|e| bad(&e))?;
+    }
+    if let Some(executions) = record.get(EXECUTIONS) {
+        saved.life.executions = executions.parse().map_err(|e| bad(&e))?;
+    }
+    Ok(saved)
+}
+
+/// `value` as a record field.
+fn json<T: Serialize>(value: &T) -> Result<String, InterpreterError> {
+    serde_json::to_string(value).map_err(|e| InterpreterError::SharedStore(format!("a sandbox record: {e}")))
 }
 
 /// A new sandbox id: 20 lowercase letters and digits, like E2B's (and a

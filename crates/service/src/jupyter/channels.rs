@@ -33,7 +33,7 @@ pub(crate) async fn connect(
     Path(id): Path<String>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, JupyterError> {
-    open(jupyter, caller, &id, upgrade)
+    open(jupyter, caller, &id, upgrade).await
 }
 
 /// `GET /token/{token}/api/kernels/{id}/channels`: the same, the token in the path.
@@ -45,11 +45,11 @@ pub(crate) async fn connect_with_path_token(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, JupyterError> {
     let caller = jupyter.caller_presenting(&headers, Some(token), request_id)?;
-    open(jupyter, caller, &id, upgrade)
+    open(jupyter, caller, &id, upgrade).await
 }
 
-fn open(jupyter: Arc<Jupyter>, caller: Caller, id: &str, upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>) -> Result<Response, JupyterError> {
-    let kernel = jupyter.kernel(&caller, id)?;
+async fn open(jupyter: Arc<Jupyter>, caller: Caller, id: &str, upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>) -> Result<Response, JupyterError> {
+    let kernel = jupyter.kernel(&caller, id).await?;
     let upgrade = upgrade.map_err(|_| JupyterError::new(StatusCode::BAD_REQUEST, "open the kernel's channels as a websocket"))?;
     // Subscribed before the 101 goes out: a client that sends on
     // another socket as soon as this one opens sees every message.

@@ -54,3 +54,10 @@ impl From<ServiceError> for JupyterError {
         Self::new(error.status(), error.to_string())
     }
 }
+
+/// The fleet's records could not be read or written (a 503).
+impl From<anypath_interpreter::InterpreterError> for JupyterError {
+    fn from(error: anypath_interpreter::InterpreterError) -> Self {
+        Self::from(ServiceError::Interpreter(error))
+    }
+}

@@ -5,7 +5,10 @@
 //!
 //! Which kernels exist, and for whom, is written to a file beside the
 //! sessions on every change, so a restarted service finds its kernels
-//! again: their files and hibernated state are on disk already.
+//! again: their files and hibernated state are on disk already. When
+//! sessions are shared between hosts, each kernel's record is a shared
+//! record instead, read on every call: a kernel started through one host
+//! is used through any (its activity, count and sockets are per host).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -13,10 +16,16 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
+use anypath_interpreter::InterpreterError;
+use anypath_interpreter::shared_records::{Fields, SharedRecords};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use super::message::Sender;
+
+/// The kind of the kernels' shared records, and their one field.
+const KIND: &str = "jupyter-kernel";
+const RECORD: &str = "record";
 
 /// How many iopub frames a slow socket may fall behind before it loses some.
 const IOPUB_BACKLOG: usize = 4096;
@@ -137,8 +146,11 @@ impl Kernel {
 
 /// Every kernel of this process, by id.
 pub(crate) struct Kernels {
-    file: PathBuf,
+    /// Where one host keeps them between processes.
+    file: Option<PathBuf>,
     map: Mutex<HashMap<String, Arc<Kernel>>>,
+    /// The fleet's records, when sessions are shared between hosts.
+    shared: Option<Arc<dyn SharedRecords>>,
 }
 
 impl Kernels {
@@ -146,50 +158,96 @@ impl Kernels {
     pub(crate) fn load(file: PathBuf) -> Self {
         let records: Vec<Record> = std::fs::read(&file).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default();
         let map = records.into_iter().map(|record| (record.id.clone(), Arc::new(Kernel::new(record)))).collect();
-        Self { file, map: Mutex::new(map) }
+        Self { file: Some(file), map: Mutex::new(map), shared: None }
+    }
+
+    /// The kernels of a fleet: each a shared record (no file).
+    pub(crate) fn shared(records: Arc<dyn SharedRecords>) -> Self {
+        Self { file: None, map: Mutex::new(HashMap::new()), shared: Some(records) }
     }
 
     fn table(&self) -> MutexGuard<'_, HashMap<String, Arc<Kernel>>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The tenant's kernel `id`; another tenant's is none.
-    pub(crate) fn get(&self, tenant: &str, id: &str) -> Option<Arc<Kernel>> {
-        self.table().get(id).filter(|kernel| kernel.record.tenant == tenant).cloned()
+    /// The tenant's kernel `id`; another tenant's is none. On a fleet, the
+    /// kernel exists while its record does.
+    pub(crate) async fn get(&self, tenant: &str, id: &str) -> Result<Option<Arc<Kernel>>, InterpreterError> {
+        let kernel = match &self.shared {
+            None => self.table().get(id).cloned(),
+            Some(shared) => match shared.read(KIND, id).await? {
+                Some(fields) => Some(self.cached(&fields)?),
+                None => {
+                    self.table().remove(id);
+                    None
+                }
+            },
+        };
+        Ok(kernel.filter(|kernel| kernel.record.tenant == tenant))
     }
 
     /// The tenant's kernels, oldest id first.
-    pub(crate) fn of_tenant(&self, tenant: &str) -> Vec<Arc<Kernel>> {
-        let mut kernels: Vec<_> = self.table().values().filter(|k| k.record.tenant == tenant).cloned().collect();
+    pub(crate) async fn of_tenant(&self, tenant: &str) -> Result<Vec<Arc<Kernel>>, InterpreterError> {
+        let all = match &self.shared {
+            None => self.all(),
+            Some(shared) => {
+                let mut found = Vec::new();
+                for (id, fields) in shared.list(KIND).await? {
+                    match self.cached(&fields) {
+                        Ok(kernel) => found.push(kernel),
+                        Err(error) => tracing::warn!(kernel = %id, %error, "a shared kernel record does not parse"),
+                    }
+                }
+                found
+            }
+        };
+        let mut kernels: Vec<_> = all.into_iter().filter(|k| k.record.tenant == tenant).collect();
         kernels.sort_by(|a, b| a.record.id.cmp(&b.record.id));
-        kernels
+        Ok(kernels)
     }
 
-    /// Every kernel.
+    /// Every kernel this process knows.
     pub(crate) fn all(&self) -> Vec<Arc<Kernel>> {
         self.table().values().cloned().collect()
     }
 
-    /// Adds a kernel and saves the list.
-    pub(crate) async fn insert(&self, record: Record) -> Arc<Kernel> {
+    /// The kernel a shared record describes, as the table's entry (kept
+    /// when it is there already: its activity and sockets live here).
+    fn cached(&self, fields: &Fields) -> Result<Arc<Kernel>, InterpreterError> {
+        let json = fields.get(RECORD).ok_or_else(|| InterpreterError::SharedStore("a kernel record has no content".to_owned()))?;
+        let record: Record = serde_json::from_str(json).map_err(|e| InterpreterError::SharedStore(format!("a kernel record does not parse: {e}")))?;
+        let mut table = self.table();
+        let kernel = table.entry(record.id.clone()).or_insert_with(|| Arc::new(Kernel::new(record)));
+        Ok(kernel.clone())
+    }
+
+    /// Adds a kernel and saves the list (or its shared record).
+    pub(crate) async fn insert(&self, record: Record) -> Result<Arc<Kernel>, InterpreterError> {
+        if let Some(shared) = &self.shared {
+            let json = serde_json::to_string(&record).map_err(|e| InterpreterError::SharedStore(format!("a kernel record: {e}")))?;
+            shared.write(KIND, &record.id, Fields::from([(RECORD.to_owned(), json)])).await?;
+        }
         let kernel = Arc::new(Kernel::new(record));
         self.table().insert(kernel.record.id.clone(), kernel.clone());
         self.save().await;
-        kernel
+        Ok(kernel)
     }
 
-    /// Removes a kernel and saves the list.
-    pub(crate) async fn remove(&self, id: &str) -> Option<Arc<Kernel>> {
+    /// Removes a kernel and saves the list (or removes its shared record).
+    pub(crate) async fn remove(&self, id: &str) -> Result<Option<Arc<Kernel>>, InterpreterError> {
+        if let Some(shared) = &self.shared {
+            shared.remove(KIND, id).await?;
+        }
         let removed = self.table().remove(id);
         self.save().await;
-        removed
+        Ok(removed)
     }
 
     /// Writes the list beside the sessions, off the async workers; a
     /// failure is logged (the kernels still run, a restart would lose them).
     async fn save(&self) {
+        let Some(file) = self.file.clone() else { return };
         let records: Vec<Record> = self.table().values().map(|k| k.record.clone()).collect();
-        let file = self.file.clone();
         let written = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
             let bytes = serde_json::to_vec_pretty(&records).map_err(std::io::Error::other)?;
             let partial = file.with_extension("json.partial");
@@ -218,14 +276,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temp dir");
         let file = dir.path().join("kernels.json");
         let kernels = Kernels::load(file.clone());
-        kernels.insert(record("a", "alice")).await;
-        kernels.insert(record("b", "bob")).await;
-        assert!(kernels.get("alice", "a").is_some());
-        assert!(kernels.get("bob", "a").is_none(), "another tenant's kernel is not found");
+        kernels.insert(record("a", "alice")).await.expect("kept");
+        kernels.insert(record("b", "bob")).await.expect("kept");
+        assert!(kernels.get("alice", "a").await.expect("read").is_some());
+        assert!(kernels.get("bob", "a").await.expect("read").is_none(), "another tenant's kernel is not found");
         let reloaded = Kernels::load(file);
-        assert_eq!(reloaded.of_tenant("bob").len(), 1);
-        assert!(reloaded.remove("b").await.is_some());
-        assert!(reloaded.of_tenant("bob").is_empty());
+        assert_eq!(reloaded.of_tenant("bob").await.expect("read").len(), 1);
+        assert!(reloaded.remove("b").await.expect("removed").is_some());
+        assert!(reloaded.of_tenant("bob").await.expect("read").is_empty());
     }
 
     #[test]

@@ -57,7 +57,11 @@ pub fn router(state: &Arc<AppState>) -> Option<Router> {
     let config = state.interpreter.as_ref()?.config();
     let runtimes: Vec<_> = service.limits().runtimes.iter().map(|(runtime, _)| *runtime).collect();
     let jupyter = Arc::new(Jupyter {
-        kernels: Kernels::load(config.root.join(KERNELS_FILE)),
+        // A fleet's hosts share their kernels; one host keeps them in a file.
+        kernels: match state.interpreter.as_ref().and_then(|i| i.shared_records()) {
+            Some(records) => Kernels::shared(records),
+            None => Kernels::load(config.root.join(KERNELS_FILE)),
+        },
         specs: specs::offered(&runtimes),
         session_ttl: config.max_ttl,
         versions: std::sync::Mutex::default(),
@@ -116,7 +120,10 @@ impl Jupyter {
                 Err(crate::interpreter_service::ServiceError::Interpreter(anypath_interpreter::InterpreterError::NoSuchSession(_)))
             );
             if gone {
-                self.kernels.remove(&kernel.record.id).await;
+                if let Err(error) = self.kernels.remove(&kernel.record.id).await {
+                    tracing::warn!(kernel = %kernel.record.id, %error, "an expired kernel's record stays; removed on a later sweep");
+                    continue;
+                }
                 tracing::info!(tenant = %kernel.record.tenant, kernel = %kernel.record.id, "kernel forgotten: its session expired");
             }
         }
@@ -143,8 +150,8 @@ impl Jupyter {
     }
 
     /// The caller's kernel `id`; another tenant's is not found.
-    fn kernel(&self, caller: &Caller, id: &str) -> Result<Arc<Kernel>, JupyterError> {
-        self.kernels.get(&caller.tenant, id).ok_or_else(|| JupyterError::no_kernel(id))
+    async fn kernel(&self, caller: &Caller, id: &str) -> Result<Arc<Kernel>, JupyterError> {
+        self.kernels.get(&caller.tenant, id).await?.ok_or_else(|| JupyterError::no_kernel(id))
     }
 }
 

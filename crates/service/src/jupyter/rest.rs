@@ -71,8 +71,8 @@ pub(crate) async fn get_spec(State(jupyter): State<Arc<Jupyter>>, _caller: Jupyt
 }
 
 /// `GET /api/kernels`: the caller's kernels.
-pub(crate) async fn list_kernels(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller) -> impl IntoResponse {
-    Json(jupyter.kernels.of_tenant(&caller.tenant).iter().map(|k| KernelModel::of(k)).collect::<Vec<_>>())
+pub(crate) async fn list_kernels(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller) -> Result<impl IntoResponse, JupyterError> {
+    Ok(Json(jupyter.kernels.of_tenant(&caller.tenant).await?.iter().map(|k| KernelModel::of(k)).collect::<Vec<_>>()))
 }
 
 /// `POST /api/kernels`: a new session behind a new kernel id.
@@ -92,7 +92,7 @@ pub(crate) async fn start_kernel(State(jupyter): State<Arc<Jupyter>>, JupyterCal
     let env = asked.env.into_iter().filter(|(k, _)| k.starts_with("KERNEL_")).collect();
     let record = Record { id: id.clone(), tenant: caller.tenant.clone(), spec: spec.name.to_owned(), session_id, env };
     jupyter.learn_python_version(&caller, spec.name, &record.session_id).await;
-    let kernel = jupyter.kernels.insert(record).await;
+    let kernel = jupyter.kernels.insert(record).await?;
     tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, kernel = %id, spec = spec.name, "kernel started");
     let model = KernelModel::of(&kernel);
     let location = HeaderValue::from_str(&format!("/api/kernels/{}", model.id)).ok();
@@ -105,27 +105,27 @@ pub(crate) async fn start_kernel(State(jupyter): State<Arc<Jupyter>>, JupyterCal
 
 /// `GET /api/kernels/{id}`.
 pub(crate) async fn get_kernel(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller, Path(id): Path<String>) -> Result<impl IntoResponse, JupyterError> {
-    let kernel = jupyter.kernel(&caller, &id)?;
+    let kernel = jupyter.kernel(&caller, &id).await?;
     Ok(Json(KernelModel::of(&kernel)))
 }
 
 /// `DELETE /api/kernels/{id}`: the run stopped, the session and its files removed.
 pub(crate) async fn shut_down(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller, Path(id): Path<String>) -> Result<StatusCode, JupyterError> {
-    let kernel = jupyter.kernel(&caller, &id)?;
+    let kernel = jupyter.kernel(&caller, &id).await?;
     jupyter.shut_down(&caller, &kernel).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /api/kernels/{id}/interrupt`: the running cell ends with `KeyboardInterrupt`.
 pub(crate) async fn interrupt(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller, Path(id): Path<String>) -> Result<StatusCode, JupyterError> {
-    let kernel = jupyter.kernel(&caller, &id)?;
+    let kernel = jupyter.kernel(&caller, &id).await?;
     jupyter.service.interrupt(&caller, &kernel.record.session_id);
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /api/kernels/{id}/restart`: a fresh namespace over the same files.
 pub(crate) async fn restart(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller, Path(id): Path<String>) -> Result<impl IntoResponse, JupyterError> {
-    let kernel = jupyter.kernel(&caller, &id)?;
+    let kernel = jupyter.kernel(&caller, &id).await?;
     jupyter.restart(&caller, &kernel).await?;
     Ok(Json(KernelModel::of(&kernel)))
 }
@@ -135,7 +135,7 @@ impl Jupyter {
     pub(crate) async fn shut_down(&self, caller: &crate::interpreter_service::Caller, kernel: &Kernel) -> Result<(), JupyterError> {
         self.service.interrupt(caller, &kernel.record.session_id);
         kernel.abort_queued();
-        self.kernels.remove(&kernel.record.id).await;
+        self.kernels.remove(&kernel.record.id).await?;
         self.service.call(caller, anypath_interpreter::sessions::CloseSession { session_id: kernel.record.session_id.clone() }).await?;
         tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, kernel = %kernel.record.id, "kernel shut down");
         Ok(())
