@@ -232,6 +232,12 @@ pub struct InterpreterArgs {
     /// Seconds a session may sit idle before its state is hibernated.
     #[arg(long, default_value_t = 60)]
     hibernate_after_idle_seconds: u64,
+    /// When a live session's state is written to its store: `idle` (when
+    /// it is hibernated; a host that dies loses the runs since, and the
+    /// next run says so) or `every-run` (before each run's answer goes
+    /// out: no acknowledged run is lost, at the cost of an image per run).
+    #[arg(long, env = "ANYPATH_CHECKPOINT", value_enum, default_value_t = CheckpointArg::Idle)]
+    checkpoint: CheckpointArg,
     /// Where sessions and artifacts live: `disk` (under the data directory,
     /// survives a restart) or `memory` (a RAM-backed directory removed at exit).
     #[arg(long, value_enum, env = "ANYPATH_STORAGE", default_value_t = StorageArg::Disk)]
@@ -328,6 +334,12 @@ impl From<DataVariant> for anypath_sandbox::DataVariant {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum CheckpointArg {
+    Idle,
+    EveryRun,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum StorageArg {
     Disk,
     Memory,
@@ -342,6 +354,10 @@ impl InterpreterArgs {
         config.max_ttl = std::time::Duration::from_secs(self.max_session_ttl_minutes.max(self.session_ttl_minutes) * 60);
         config.session_memory_bytes = self.session_memory_mb << 20;
         config.hibernate_after_idle = std::time::Duration::from_secs(self.hibernate_after_idle_seconds);
+        config.checkpoint = match self.checkpoint {
+            CheckpointArg::Idle => anypath_interpreter::Checkpoint::Idle,
+            CheckpointArg::EveryRun => anypath_interpreter::Checkpoint::EveryRun,
+        };
         config.storage = match self.storage {
             StorageArg::Disk => anypath_interpreter::Storage::Disk,
             StorageArg::Memory => anypath_interpreter::Storage::Memory,

@@ -29,7 +29,7 @@ const ALICE: &str = "key-alice";
 /// first, then Redis and the store, then the directory they all use.
 struct Fleet {
     hosts: Vec<Service>,
-    _redis: RedisServer,
+    redis: RedisServer,
     store: SeaweedFs,
     _dir: tempfile::TempDir,
 }
@@ -55,7 +55,7 @@ impl Fleet {
                 .collect();
             starting.into_iter().map(|h| h.join().expect("a host starts")).collect()
         });
-        Self { hosts, _redis: redis, store, _dir: dir }
+        Self { hosts, redis, store, _dir: dir }
     }
 
     fn a(&self) -> &Service {
@@ -217,6 +217,27 @@ fn a_killed_owner_loses_nothing_hibernated() {
     assert_eq!(get_file(fleet.b(), id, "notes.txt"), b"kept with the image", "the files kept with the image are on B");
 }
 
+/// With `--checkpoint every-run` a killed owner loses nothing it
+/// acknowledged: each run's answer waits for its image and files to be in
+/// the store, so B resumes with the last acknowledged run's state (x = 3)
+/// and file, and no reset is reported. A file held open across runs is
+/// closed by then, and the run after it is checkpointed again.
+#[test]
+fn a_killed_owner_loses_no_acknowledged_run_with_checkpoints() {
+    let mut fleet = Fleet::start("checkpoint", &["--lease-seconds", "2", "--checkpoint", "every-run"]);
+    let id = "checkpointed";
+    open(fleet.a(), id);
+    run(fleet.a(), id, "x = 1\nlog = open('log.txt', 'w')\nlog.write('one ')");
+    run(fleet.a(), id, "x = 2\nlog.write('two ')\nlog.close()");
+    run(fleet.a(), id, "x = 3\nopen('notes.txt', 'w').write('written by the last acknowledged run')");
+    fleet.hosts[0].process.kill();
+
+    let on_b = run(fleet.b(), id, "print(x)");
+    assert_eq!((on_b["stdout"].as_str(), &on_b["state_reset"]), (Some("3\n"), &json!(false)), "B resumes the last acknowledged state: {on_b}");
+    assert_eq!(get_file(fleet.b(), id, "notes.txt"), b"written by the last acknowledged run");
+    assert_eq!(get_file(fleet.b(), id, "log.txt"), b"one two ", "the file closed by the second run is whole");
+}
+
 /// A file far larger than any image (50 MiB) uploaded on one host reads
 /// back whole from another: the same length and sha256.
 #[test]
@@ -346,6 +367,35 @@ fn an_object_store_that_goes_away_loses_nothing() {
     fleet.store.resume();
     let on_b = run(fleet.b(), id, "print(x + 1)");
     assert_eq!((on_b["stdout"].as_str(), &on_b["state_reset"]), (Some("42\n"), &json!(false)), "with the store back, B takes it over whole: {on_b}");
+}
+
+/// Redis gone for longer than a lease loses nothing either: while it is
+/// away every host answers a clear 503 with a retry hint (none can prove
+/// it holds the session), and the owner keeps its live state. Once Redis is
+/// back, the owner takes its hold back (no host held the session
+/// meanwhile) with the state intact, and another host takes it over whole.
+#[test]
+fn redis_that_goes_away_loses_nothing() {
+    let mut fleet = Fleet::start("redis-down", &["--lease-seconds", "2", "--hibernate-after-idle-seconds", "3600"]);
+    let id = "steady";
+    open(fleet.a(), id);
+    run(fleet.a(), id, "x = 41");
+    fleet.redis.kill();
+    // Past the lease: A no longer trusts its hold.
+    std::thread::sleep(Duration::from_secs(3));
+    for host in [fleet.a(), fleet.b()] {
+        let refused = call(host, ALICE, "POST", &format!("/v1/sessions/{id}/run"), Some(json!({"code": "x += 1"})));
+        assert_eq!(refused.status().as_u16(), 503, "{} cannot run without Redis", host.base);
+        assert!(refused.headers().contains_key("retry-after"), "the answer asks for a retry: {:?}", refused.headers());
+        let body: Value = refused.json().expect("a JSON error");
+        assert_eq!(body["error"]["code"], json!("session_store_unavailable"), "{body}");
+    }
+
+    fleet.redis.resume();
+    let on_a = run(fleet.a(), id, "print(x)");
+    assert_eq!((on_a["stdout"].as_str(), &on_a["state_reset"]), (Some("41\n"), &json!(false)), "A keeps the live state it held: {on_a}");
+    let on_b = run(fleet.b(), id, "print(x + 1)");
+    assert_eq!((on_b["stdout"].as_str(), &on_b["state_reset"]), (Some("42\n"), &json!(false)), "B takes it over whole: {on_b}");
 }
 
 /// E2B's own Python SDK over the fleet: a sandbox created through A runs

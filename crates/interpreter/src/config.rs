@@ -11,6 +11,20 @@ use crate::artifact_store::ArtifactConfig;
 use crate::dataset_store::DatasetConfig;
 use crate::error::InterpreterError;
 
+/// When a live session's state reaches its store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Checkpoint {
+    /// When it is hibernated (idle, over the memory budget, handed over,
+    /// on a graceful stop): a host that dies loses what ran since, and the
+    /// next run says so.
+    #[default]
+    Idle,
+    /// After every run, before its answer goes out: a host that dies loses
+    /// no acknowledged run. A run that leaves a file open is checkpointed
+    /// once the file is closed (an image cannot hold an open file).
+    EveryRun,
+}
+
 /// Where sessions and artifacts live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Storage {
@@ -38,6 +52,9 @@ pub struct InterpreterConfig {
     pub session_memory_bytes: u64,
     /// Idle time after which a live session is hibernated.
     pub hibernate_after_idle: Duration,
+    /// When a live session's state is written to its store besides
+    /// hibernation (see [`Checkpoint`]).
+    pub checkpoint: Checkpoint,
     /// How long a run waits for the session's previous run before `Busy`.
     pub busy_wait: Duration,
     /// What a session directory may hold: checked inside the guest as code
@@ -71,6 +88,7 @@ impl InterpreterConfig {
             max_ttl: Duration::from_secs(4 * 3600),
             session_memory_bytes: 2 << 30,
             hibernate_after_idle: Duration::from_secs(60),
+            checkpoint: Checkpoint::Idle,
             busy_wait: Duration::from_secs(10),
             quota: FileQuota { max_file_bytes: 100 << 20, max_session_bytes: 500 << 20, max_files: 1000 },
             artifacts: ArtifactConfig::default(),

@@ -107,6 +107,22 @@ impl<'a> Hibernation<'a> {
         self.interpreter.off_workers(move |i| i.hibernation().save_image(&kept, &image)).await
     }
 
+    /// Writes the live session's state and files to its store, the
+    /// instance running on (`--checkpoint every-run`, after a run): a host
+    /// that takes the session over after this one died resumes from here.
+    /// A session holding a file open is left for a later run.
+    pub(crate) async fn checkpoint(&self, session: &Arc<Session>, live: &mut LiveInstance) -> Result<(), InterpreterError> {
+        let image = live.checkpoint().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be checkpointed: {e}")))?;
+        let Some(image) = image else { return Ok(()) };
+        let kept = session.clone();
+        self.interpreter
+            .off_workers(move |i| {
+                kept.store.persist_files(&kept.tenant, &kept.id, kept.files.dir())?;
+                i.hibernation().save_image(&kept, &image)
+            })
+            .await
+    }
+
     /// Saves the live instance's state in the session's store and drops
     /// the instance. An image that cannot be made or kept (the session's
     /// quota counts it) loses the state, and the next run says why.

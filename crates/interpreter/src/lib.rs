@@ -43,7 +43,7 @@ pub mod tree;
 pub use anypath_wire::{ArtifactContent, ArtifactFailure, LoadArtifactRequest, ReadinessCheck, RunReport, RunRequest, SessionInfo, StateOrigin};
 pub use artifact_share::ArtifactShare;
 pub use artifact_store::{Artifact, ArtifactConfig, ArtifactStore, DEFAULT_MAX_ARTIFACTS_PER_RUN, LinkQuery};
-pub use config::{InterpreterConfig, Storage};
+pub use config::{Checkpoint, InterpreterConfig, Storage};
 pub use dataset_store::{AccessListError, DatasetAccess, DatasetConfig, ReceivedFile};
 pub use error::InterpreterError;
 pub use interpreter::Interpreter;

@@ -124,6 +124,10 @@ impl<'a> Runs<'a> {
                 })
                 .await?
         };
+        if interpreter.config.checkpoint == crate::config::Checkpoint::EveryRun && live.is_live() {
+            // The answer waits for the image: a run it acknowledges outlives this host.
+            interpreter.hibernation().checkpoint(&session, &mut live).await?;
+        }
         drop(live);
         interpreter.hibernation().evict_beyond_limit(&session).await;
         let run_id = uuid::Uuid::new_v4().simple().to_string();

@@ -145,6 +145,15 @@ pub trait SessionStore: Send + Sync {
         true
     }
 
+    /// Takes back the hold on a session this host loaded and stopped
+    /// trusting (the store was out of reach past the hold's length): true
+    /// when no other host held it meanwhile, so what this host has of it is
+    /// still its newest state; false when it moved on. An error when the
+    /// store is still out of reach.
+    fn reclaim(&self, _tenant: &str, _session_id: &str) -> Result<bool, InterpreterError> {
+        Ok(true)
+    }
+
     /// Keeps the session's files (`files`, its directory here) where the
     /// next host to claim it finds them.
     fn persist_files(&self, _tenant: &str, _session_id: &str, _files: &Path) -> Result<(), InterpreterError> {

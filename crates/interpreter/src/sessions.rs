@@ -219,7 +219,14 @@ impl<'a> Sessions<'a> {
             return Ok(session);
         }
         let store = &self.interpreter.store;
-        self.unlist_lapsed(tenant, session_id);
+        if let Some(lapsed) = self.lapsed(tenant, session_id) {
+            // Kept while the store cannot say (a 503): its state may be the newest.
+            if store.reclaim(tenant, session_id)? {
+                lapsed.touch();
+                return Ok(lapsed);
+            }
+            self.unlist_lapsed(tenant, session_id);
+        }
         let claiming = Claiming::of(self.interpreter, tenant, session_id);
         store.claim(tenant, session_id)?;
         let mut discarded = None;
@@ -477,6 +484,14 @@ impl<'a> Sessions<'a> {
         if !sessions.contains_key(&key) && !claiming.contains_key(&key) {
             self.interpreter.store.release(tenant, session_id);
         }
+    }
+
+    /// The session the table lists unexpired while this host's hold on it
+    /// lapsed (see [`Self::unlist_lapsed`]).
+    fn lapsed(&self, tenant: &str, session_id: &str) -> Option<Arc<Session>> {
+        let key = (tenant.to_owned(), session_id.to_owned());
+        let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.get(&key).filter(|s| s.idle() < s.ttl && !s.store.holds(tenant, session_id)).cloned()
     }
 
     /// Takes the session out of the table when this host's hold on it

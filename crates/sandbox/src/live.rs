@@ -297,6 +297,20 @@ impl LiveInstance {
         }
     }
 
+    /// The state image of the live instance, which keeps running as it is:
+    /// `None` without a live instance with state, or while the code holds a
+    /// file open (capturing would close it under the running session).
+    pub async fn checkpoint(&mut self) -> Result<Option<Vec<u8>>, StateError> {
+        if self.adopted {
+            return Ok(None);
+        }
+        let runtime = self.runtime.clone();
+        match self.instance.as_mut() {
+            Some(instance) if instance.store.data().open_files == 0 => runtime.capture(instance, Vec::new()).await.map(Some),
+            _ => Ok(None),
+        }
+    }
+
     /// Captures the live instance's state and drops the instance, freeing
     /// its memory: the image's bytes, for the caller to keep, and to hand
     /// back with [`Self::resume_with`] (a saved image not restored yet is

@@ -31,10 +31,18 @@ redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. token, 'PX', ARGV[2])
 return {1, tostring(token)}
 ";
 
-/// Extends the lease when it is still this holder's.
+/// Extends the lease when it is still this holder's, or takes it back
+/// when it lapsed and no host claimed the session since (the token is
+/// still this holder's): Redis was away longer than the lease, and this
+/// host's live state is still the session's newest.
 const RENEW: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if not held and redis.call('GET', KEYS[2]) == ARGV[3] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
 end
 return 0
 ";
@@ -189,32 +197,49 @@ impl Coordination {
     pub(crate) async fn renew_all(&self) {
         let held: Vec<((String, String), Held)> = self.held.lock().unwrap_or_else(PoisonError::into_inner).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         for ((tenant, session_id), lease) in held {
-            let started = Instant::now();
-            let mut connection = self.connection.clone();
-            let renewed: Result<i64, _> = redis::Script::new(RENEW)
-                .key(self.key("lease", &tenant, &session_id))
-                .arg(&lease.value)
-                .arg(self.lease_ms())
-                .invoke_async(&mut connection)
-                .await;
-            let mut table = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-            let key = (tenant, session_id);
-            match renewed {
-                Ok(1) => {
-                    if let Some(entry) = table.get_mut(&key).filter(|e| e.value == lease.value) {
-                        entry.valid_until = started + self.trusted_for();
-                    }
-                }
-                Ok(_) => {
-                    tracing::warn!(tenant = %key.0, session = %key.1, "a session's lease was found taken by another host");
-                    if table.get(&key).is_some_and(|e| e.value == lease.value) {
-                        table.remove(&key);
-                    }
-                }
-                // Redis away: the lease lapses here on its own unless a renewal gets through.
-                Err(error) => tracing::warn!(%error, "a session's lease could not be renewed"),
+            // Redis away: the lease lapses here on its own unless a renewal gets through.
+            if let Err(error) = self.renew(&tenant, &session_id, &lease).await {
+                tracing::warn!(%error, "a session's lease could not be renewed");
             }
         }
+    }
+
+    /// Renews the lease this host held on the session, even when this host
+    /// stopped trusting it (Redis was away): true when it is this host's
+    /// again, and nobody held it meanwhile. False when another host took
+    /// it (the lease is dropped here) or this host never held it.
+    pub(crate) async fn reclaim(&self, tenant: &str, session_id: &str) -> Result<bool, SharedStoreError> {
+        let lease = self.held.lock().unwrap_or_else(PoisonError::into_inner).get(&(tenant.to_owned(), session_id.to_owned())).cloned();
+        match lease {
+            Some(lease) => self.renew(tenant, session_id, &lease).await,
+            None => Ok(false),
+        }
+    }
+
+    async fn renew(&self, tenant: &str, session_id: &str, lease: &Held) -> Result<bool, SharedStoreError> {
+        let started = Instant::now();
+        let mut connection = self.connection.clone();
+        let renewed: i64 = redis::Script::new(RENEW)
+            .key(self.key("lease", tenant, session_id))
+            .key(self.key("token", tenant, session_id))
+            .arg(&lease.value)
+            .arg(self.lease_ms())
+            .arg(lease.token)
+            .invoke_async(&mut connection)
+            .await?;
+        let mut table = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (tenant.to_owned(), session_id.to_owned());
+        if renewed == 1 {
+            if let Some(entry) = table.get_mut(&key).filter(|e| e.value == lease.value) {
+                entry.valid_until = started + self.trusted_for();
+            }
+            return Ok(true);
+        }
+        tracing::warn!(%tenant, session = %session_id, "a session's lease was found taken by another host");
+        if table.get(&key).is_some_and(|e| e.value == lease.value) {
+            table.remove(&key);
+        }
+        Ok(false)
     }
 
     /// The session's record (empty when it has none).

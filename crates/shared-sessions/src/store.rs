@@ -269,6 +269,10 @@ impl SessionStore for SharedSessionStore {
         self.coordination.holds(tenant, session_id)
     }
 
+    fn reclaim(&self, tenant: &str, session_id: &str) -> Result<bool, InterpreterError> {
+        Ok(self.wait(self.coordination.reclaim(tenant, session_id))?)
+    }
+
     fn persist_files(&self, tenant: &str, session_id: &str, files: &Path) -> Result<(), InterpreterError> {
         let before = self.field(tenant, session_id, FILES)?;
         let key = (tenant.to_owned(), session_id.to_owned());
