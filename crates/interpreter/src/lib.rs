@@ -20,6 +20,7 @@ pub mod dataset_store;
 pub mod datasets;
 pub mod error;
 pub mod files;
+mod handover;
 pub mod hibernation;
 mod interpreter;
 pub mod mime;

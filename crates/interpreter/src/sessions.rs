@@ -36,7 +36,7 @@ const MOVED_RETRIES: usize = 3;
 
 /// The interpreter's sessions: see [`Interpreter::sessions`].
 pub struct Sessions<'a> {
-    interpreter: &'a Arc<Interpreter>,
+    pub(crate) interpreter: &'a Arc<Interpreter>,
 }
 
 impl Interpreter {
@@ -227,7 +227,7 @@ impl<'a> Sessions<'a> {
             }
             self.unlist_lapsed(tenant, session_id);
         }
-        let claiming = Claiming::of(self.interpreter, tenant, session_id);
+        let claiming = crate::handover::Claiming::of(self.interpreter, tenant, session_id);
         store.claim(tenant, session_id)?;
         let mut discarded = None;
         let session = self.get_locked(tenant, session_id, create, &mut discarded);
@@ -239,50 +239,6 @@ impl<'a> Sessions<'a> {
             self.release_unused(tenant, session_id);
         }
         session
-    }
-
-    /// Hands the session over to the store for another host: its state
-    /// parked in an image, its files kept, its hold released, and this host
-    /// no longer lists it. Waits for a run in progress (as long as a busy
-    /// call would). A session this host does not list is only released.
-    pub async fn hand_over(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
-        let interpreter = self.interpreter;
-        let key = (tenant.to_owned(), session_id.to_owned());
-        let listed = interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
-        if let Some(session) = listed {
-            let mut live = tokio::time::timeout(interpreter.config.busy_wait, session.live.lock())
-                .await
-                .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
-            if session.moved.load(Relaxed) {
-                return Ok(());
-            }
-            // Files, then state, then metadata, each kept in the store before
-            // the next: a store that refuses one leaves the session live here
-            // as it was, and the asking host is told no.
-            let kept = session.clone();
-            interpreter.off_workers(move |_| kept.store.persist_files(&kept.tenant, &kept.id, kept.files.dir())).await?;
-            if live.is_live() || live.is_hibernated() {
-                interpreter.hibernation().park(&session, &mut live).await?;
-            }
-            let kept = session.clone();
-            if let Err(error) = interpreter.off_workers(move |_| kept.write_meta()).await {
-                // The state goes on here: the image just kept is not its newest.
-                let stale = session.clone();
-                let _ = interpreter.off_workers(move |_| stale.store.remove_image(&stale.tenant, &stale.id)).await;
-                return Err(error);
-            }
-            // Under the run lock: a call waiting for it sees the move and claims the session again.
-            session.moved.store(true, Relaxed);
-            self.unlist(&session);
-            drop(live);
-        }
-        let (owner, id) = key;
-        interpreter
-            .off_workers(move |i| {
-                i.sessions().release_unused(&owner, &id);
-                Ok(())
-            })
-            .await
     }
 
     /// The session and its run lock, waiting for a run in progress as long
@@ -319,27 +275,6 @@ impl<'a> Sessions<'a> {
             }
         }
         Err(InterpreterError::Busy(session_id.to_owned()))
-    }
-
-    /// The sessions other hosts sharing the store ask this one to hand
-    /// over ([`Self::hand_over`] each); `None` on a store of one host, or
-    /// when taken before.
-    pub fn handover_requests(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>> {
-        self.interpreter.store.handover_requests()
-    }
-
-    /// Hands every listed session over (on a graceful stop, after their
-    /// state was parked): the next host to be asked for one claims it at once.
-    pub async fn hand_over_all(&self) -> usize {
-        let keys: Vec<(String, String)> = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
-        let mut handed = 0;
-        for (tenant, id) in keys {
-            match self.hand_over(&tenant, &id).await {
-                Ok(()) => handed += 1,
-                Err(error) => tracing::warn!(session = %id, %error, "a session was not handed over"),
-            }
-        }
-        handed
     }
 
     /// The session when the table holds it unexpired: no file is touched,
@@ -474,72 +409,12 @@ impl<'a> Sessions<'a> {
         session.store.remove_home(&session.tenant, &session.id);
     }
 
-    /// Lets go of the session's hold unless a call of this host lists it or
-    /// is claiming it (a call that failed, or a hand-over asked for a
-    /// session this host does not list: the asking host asks again).
-    fn release_unused(&self, tenant: &str, session_id: &str) {
-        let key = (tenant.to_owned(), session_id.to_owned());
-        let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
-        let claiming = self.interpreter.claiming.lock().unwrap_or_else(|p| p.into_inner());
-        if !sessions.contains_key(&key) && !claiming.contains_key(&key) {
-            self.interpreter.store.release(tenant, session_id);
-        }
-    }
-
-    /// The session the table lists unexpired while this host's hold on it
-    /// lapsed (see [`Self::unlist_lapsed`]).
-    fn lapsed(&self, tenant: &str, session_id: &str) -> Option<Arc<Session>> {
-        let key = (tenant.to_owned(), session_id.to_owned());
-        let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
-        sessions.get(&key).filter(|s| s.idle() < s.ttl && !s.store.holds(tenant, session_id)).cloned()
-    }
-
-    /// Takes the session out of the table when this host's hold on it
-    /// lapsed (it was paused or cut off past its lease): another host may
-    /// have moved it on, so what this host has of it is stale. A call still
-    /// waiting for its run lock then sees it moved.
-    fn unlist_lapsed(&self, tenant: &str, session_id: &str) {
-        let key = (tenant.to_owned(), session_id.to_owned());
-        let mut sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(session) = sessions.get(&key).filter(|s| !s.store.holds(tenant, session_id)) {
-            session.moved.store(true, Relaxed);
-            sessions.remove(&key);
-        }
-    }
-
     /// Takes the session out of the table (when it is still the one listed).
-    fn unlist(&self, session: &Session) {
+    pub(crate) fn unlist(&self, session: &Session) {
         let key = (session.tenant.clone(), session.id.clone());
         let mut sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
         if sessions.get(&key).is_some_and(|s| std::ptr::eq(Arc::as_ptr(s), session)) {
             sessions.remove(&key);
-        }
-    }
-}
-
-/// A claim of a session in progress on this host, counted in
-/// `Interpreter::claiming` while it lives.
-struct Claiming<'a> {
-    interpreter: &'a Interpreter,
-    key: (String, String),
-}
-
-impl<'a> Claiming<'a> {
-    fn of(interpreter: &'a Interpreter, tenant: &str, session_id: &str) -> Self {
-        let key = (tenant.to_owned(), session_id.to_owned());
-        *interpreter.claiming.lock().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default() += 1;
-        Self { interpreter, key }
-    }
-}
-
-impl Drop for Claiming<'_> {
-    fn drop(&mut self) {
-        let mut claiming = self.interpreter.claiming.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = claiming.get_mut(&self.key) {
-            *count -= 1;
-            if *count == 0 {
-                claiming.remove(&self.key);
-            }
         }
     }
 }
