@@ -48,7 +48,13 @@ impl SharingArgs {
             lease: Duration::from_secs(self.lease_seconds),
         };
         let store = SharedSessionStore::open(&config.root, options).await.context("opening the shared session store")?;
-        Interpreter::with_store(sandboxes, config, store as Arc<dyn anypath_interpreter::SessionStore>).context("starting the code interpreter")
+        // Starting sweeps the homes an earlier process left, asking the
+        // shared store of each: store calls wait on the runtime, so not on it.
+        let store = store as Arc<dyn anypath_interpreter::SessionStore>;
+        tokio::task::spawn_blocking(move || Interpreter::with_store(sandboxes, config, store))
+            .await
+            .context("starting the code interpreter")?
+            .context("starting the code interpreter")
     }
 }
 

@@ -29,9 +29,11 @@ const ALICE: &str = "key-alice";
 /// first, then Redis and the store, then the directory they all use.
 struct Fleet {
     hosts: Vec<Service>,
+    stores: SharedStores,
+    extra: Vec<String>,
     redis: RedisServer,
     store: SeaweedFs,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Fleet {
@@ -55,7 +57,18 @@ impl Fleet {
                 .collect();
             starting.into_iter().map(|h| h.join().expect("a host starts")).collect()
         });
-        Self { hosts, redis, store, _dir: dir }
+        let extra = extra.iter().map(|a| (*a).to_owned()).collect();
+        Self { hosts, stores, extra, redis, store, dir }
+    }
+
+    /// Stops host `index` gracefully (SIGTERM: it hands its sessions to the
+    /// store on the way out) and starts it again over the same directory.
+    fn restart(&mut self, index: usize) {
+        let status = self.hosts[index].process.terminate();
+        assert!(status.success(), "host {index} stops cleanly: {status}");
+        let data_dir = self.dir.path().join(format!("host-{}", ["a", "b", "c"][index]));
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        self.hosts[index] = start_host(&data_dir, &self.stores, &extra);
     }
 
     fn a(&self) -> &Service {
@@ -439,4 +452,52 @@ fn a_jupyter_kernel_is_served_by_every_host() {
         let gone = client().get(format!("{}/api/kernels/{id}", host.base)).header("authorization", format!("token {ALICE}")).send().expect("asked");
         assert_eq!(gone.status().as_u16(), 404, "{} no longer knows the kernel", host.base);
     }
+}
+
+/// Three hundred sessions spread over the three hosts, each host then
+/// stopped gracefully and started again in turn: every session's variable
+/// reads back right afterwards, through a host other than the one that
+/// made it, with no reset. A graceful stop hands every live session to
+/// the store; no call answers `no_such_session` for one that exists.
+#[test]
+fn three_hundred_sessions_outlive_each_host_restarted_in_turn() {
+    const SESSIONS: usize = 300;
+    let mut fleet = Fleet::start("restarts", &[]);
+    // Made from three threads, one per host, as three clients would.
+    std::thread::scope(|scope| {
+        for (index, host) in fleet.hosts.iter().enumerate() {
+            scope.spawn(move || {
+                for i in (index..SESSIONS).step_by(3) {
+                    let id = format!("many-{i}");
+                    open(host, &id);
+                    run(host, &id, &format!("x = {i}"));
+                }
+            });
+        }
+    });
+    for index in 0..3 {
+        fleet.restart(index);
+    }
+    let wrong: Vec<String> = std::thread::scope(|scope| {
+        let reading: Vec<_> = (0..3)
+            .map(|reader| {
+                let fleet = &fleet;
+                scope.spawn(move || {
+                    let mut wrong = Vec::new();
+                    // Each host reads the sessions the next one made.
+                    for i in ((reader + 1) % 3..SESSIONS).step_by(3) {
+                        let id = format!("many-{i}");
+                        let (status, report) = json(&fleet.hosts[reader], ALICE, "POST", &format!("/v1/sessions/{id}/run"), Some(json!({"code": "print(x)"})));
+                        let expected = format!("{i}\n");
+                        if status != 200 || report["stdout"].as_str() != Some(expected.as_str()) || report["state_reset"] != json!(false) {
+                            wrong.push(format!("{id}: {status} {report}"));
+                        }
+                    }
+                    wrong
+                })
+            })
+            .collect();
+        reading.into_iter().flat_map(|r| r.join().expect("a reader")).collect()
+    });
+    assert!(wrong.is_empty(), "{} of {SESSIONS} sessions read wrong after the restarts, e.g. {:?}", wrong.len(), &wrong[..wrong.len().min(3)]);
 }
