@@ -26,25 +26,54 @@ const BUCKET: &str = "anypath-sessions";
 const ALICE: &str = "key-alice";
 
 /// One object store, one Redis and three hosts on them. Dropped hosts
-/// first, then Redis and the store, then the directory they all use.
+/// first, then Redis and the store (when the fleet has its own), then the
+/// directory they all use.
 struct Fleet {
     hosts: Vec<Service>,
     stores: SharedStores,
     extra: Vec<String>,
-    redis: RedisServer,
-    store: SeaweedFs,
+    servers: Servers,
     dir: tempfile::TempDir,
 }
 
+/// Where a fleet's object store and Redis come from.
+enum Servers {
+    /// The test run's (`cargo xtask test` starts one of each for every
+    /// fleet suite: `ANYPATH_FLEET_S3`, `ANYPATH_FLEET_REDIS`); fleets keep
+    /// apart by their prefix, which names their keys on Redis too.
+    Run,
+    /// The fleet's own, which a test may stop, kill and bring back.
+    Own { redis: RedisServer, store: SeaweedFs },
+}
+
 impl Fleet {
-    /// Starts the store (with its bucket), Redis and hosts A, B and C, each
-    /// with `extra` arguments.
+    /// Hosts A, B and C, each with `extra` arguments, on the test run's
+    /// store and Redis (their own when the run has none).
     fn start(name: &str, extra: &[&str]) -> Self {
+        match (std::env::var("ANYPATH_FLEET_S3"), std::env::var("ANYPATH_FLEET_REDIS")) {
+            (Ok(endpoint), Ok(redis_url)) => {
+                let dir = common::scratch(&format!("anypath-shared-{name}-"));
+                // A prefix of its own, on every try of the test.
+                let prefix = format!("{name}-{}", uuid::Uuid::new_v4().simple());
+                let stores = SharedStores { s3_url: format!("s3://{BUCKET}/{prefix}"), endpoint_env: SeaweedFs::env_for(&endpoint), redis_url };
+                Self::on(stores, Servers::Run, dir, extra)
+            }
+            _ => Self::start_own(name, extra),
+        }
+    }
+
+    /// Starts a store (with its bucket) and a Redis of the fleet's own, then
+    /// hosts A, B and C on them.
+    fn start_own(name: &str, extra: &[&str]) -> Self {
         let dir = common::scratch(&format!("anypath-shared-{name}-"));
         let store = SeaweedFs::start(&dir.path().join("seaweedfs"));
         store.create_bucket(BUCKET);
         let redis = RedisServer::start(&dir.path().join("redis"));
         let stores = SharedStores { s3_url: format!("s3://{BUCKET}/{name}"), endpoint_env: store.env(), redis_url: redis.url() };
+        Self::on(stores, Servers::Own { redis, store }, dir, extra)
+    }
+
+    fn on(stores: SharedStores, servers: Servers, dir: tempfile::TempDir, extra: &[&str]) -> Self {
         // Side by side: each host loads its runtime, seconds of work on a busy machine.
         let hosts = std::thread::scope(|scope| {
             let starting: Vec<_> = ["a", "b", "c"]
@@ -58,7 +87,23 @@ impl Fleet {
             starting.into_iter().map(|h| h.join().expect("a host starts")).collect()
         });
         let extra = extra.iter().map(|a| (*a).to_owned()).collect();
-        Self { hosts, stores, extra, redis, store, dir }
+        Self { hosts, stores, extra, servers, dir }
+    }
+
+    /// The fleet's own object store.
+    fn store(&mut self) -> &mut SeaweedFs {
+        match &mut self.servers {
+            Servers::Own { store, .. } => store,
+            Servers::Run => panic!("a test that stops the object store starts its own (Fleet::start_own)"),
+        }
+    }
+
+    /// The fleet's own Redis.
+    fn redis(&mut self) -> &mut RedisServer {
+        match &mut self.servers {
+            Servers::Own { redis, .. } => redis,
+            Servers::Run => panic!("a test that stops Redis starts its own (Fleet::start_own)"),
+        }
     }
 
     /// Stops host `index` gracefully (SIGTERM: it hands its sessions to the
@@ -362,11 +407,11 @@ fn a_paused_host_that_comes_back_cannot_write_its_stale_state() {
 /// next call on B moves it as usual. Nothing acknowledged is lost.
 #[test]
 fn an_object_store_that_goes_away_loses_nothing() {
-    let mut fleet = Fleet::start("store-down", &["--lease-seconds", "2", "--hibernate-after-idle-seconds", "3600"]);
+    let mut fleet = Fleet::start_own("store-down", &["--lease-seconds", "2", "--hibernate-after-idle-seconds", "3600"]);
     let id = "steady";
     open(fleet.a(), id);
     run(fleet.a(), id, "x = 41");
-    fleet.store.kill();
+    fleet.store().kill();
 
     let refused = call(fleet.b(), ALICE, "POST", &format!("/v1/sessions/{id}/run"), Some(json!({"code": "x += 1"})));
     assert_eq!(refused.status().as_u16(), 503, "B cannot take the session over without the store");
@@ -377,7 +422,7 @@ fn an_object_store_that_goes_away_loses_nothing() {
     let on_a = run(fleet.a(), id, "print(x)");
     assert_eq!((on_a["stdout"].as_str(), &on_a["state_reset"]), (Some("41\n"), &json!(false)), "A still holds the session as it was: {on_a}");
 
-    fleet.store.resume();
+    fleet.store().resume();
     let on_b = run(fleet.b(), id, "print(x + 1)");
     assert_eq!((on_b["stdout"].as_str(), &on_b["state_reset"]), (Some("42\n"), &json!(false)), "with the store back, B takes it over whole: {on_b}");
 }
@@ -389,11 +434,11 @@ fn an_object_store_that_goes_away_loses_nothing() {
 /// meanwhile) with the state intact, and another host takes it over whole.
 #[test]
 fn redis_that_goes_away_loses_nothing() {
-    let mut fleet = Fleet::start("redis-down", &["--lease-seconds", "2", "--hibernate-after-idle-seconds", "3600"]);
+    let mut fleet = Fleet::start_own("redis-down", &["--lease-seconds", "2", "--hibernate-after-idle-seconds", "3600"]);
     let id = "steady";
     open(fleet.a(), id);
     run(fleet.a(), id, "x = 41");
-    fleet.redis.kill();
+    fleet.redis().kill();
     // Past the lease: A no longer trusts its hold.
     std::thread::sleep(Duration::from_secs(3));
     for host in [fleet.a(), fleet.b()] {
@@ -404,7 +449,7 @@ fn redis_that_goes_away_loses_nothing() {
         assert_eq!(body["error"]["code"], json!("session_store_unavailable"), "{body}");
     }
 
-    fleet.redis.resume();
+    fleet.redis().resume();
     let on_a = run(fleet.a(), id, "print(x)");
     assert_eq!((on_a["stdout"].as_str(), &on_a["state_reset"]), (Some("41\n"), &json!(false)), "A keeps the live state it held: {on_a}");
     let on_b = run(fleet.b(), id, "print(x + 1)");

@@ -210,8 +210,14 @@ impl SeaweedFs {
     /// The environment that puts an anypath host's S3 client on this store:
     /// the standard AWS variables, with a plain-HTTP endpoint.
     pub fn env(&self) -> Vec<(String, String)> {
+        Self::env_for(&self.endpoint())
+    }
+
+    /// The same environment for the store at `endpoint` (one the test run
+    /// started, for instance).
+    pub fn env_for(endpoint: &str) -> Vec<(String, String)> {
         [
-            ("AWS_ENDPOINT_URL", self.endpoint().as_str()),
+            ("AWS_ENDPOINT_URL", endpoint),
             ("AWS_REGION", "us-east-1"),
             ("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID),
             ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY),

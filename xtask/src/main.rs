@@ -21,6 +21,7 @@ mod chromium;
 mod doc_links;
 mod docs;
 mod flags;
+mod fleet_servers;
 mod frontends;
 mod jupyter_bench;
 mod jupyter_clients;

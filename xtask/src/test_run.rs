@@ -53,6 +53,8 @@ fn test_stages(budget: &Budget, extra: &[String]) -> anyhow::Result<()> {
 fn run_passes(budget: &Budget, built: &Built, tools: &TestTools, extra: &[String]) -> anyhow::Result<()> {
     let model_server = budget.time("model server (load the small model)", || crate::model_server::ModelServer::start(&tools.python, &tools.model))?;
     let llm_address = model_server.address.clone();
+    // One object store and one Redis for every fleet suite of the run.
+    let fleet = budget.time("fleet servers (SeaweedFS, Redis)", || crate::fleet_servers::FleetServers::start(&tools.weed, &tools.redis_server, &std::env::temp_dir()))?;
     let tests = |pass: &[(&str, &std::ffi::OsStr)]| {
         let mut command = cargo_command();
         command
@@ -68,6 +70,7 @@ fn run_passes(budget: &Budget, built: &Built, tools: &TestTools, extra: &[String
             .env("ANYPATH_NODE", &tools.frontends.node)
             .env("ANYPATH_FRONTENDS", &tools.frontends.dir)
             .env("ANYPATH_JUPYTER_PYTHON", &tools.jupyter_python)
+            .envs(fleet.env())
             .envs(pass.iter().copied());
         if let Some(chromium) = &tools.chromium {
             command.env("ANYPATH_CHROMIUM", chromium);
