@@ -183,10 +183,12 @@ pub struct HostOptions {
 
 /// What every host of the fleet is started with.
 pub struct FleetConfig {
-    pub binary: PathBuf,
-    pub runner: PathBuf,
+    /// `anypath`, as built.
+    binary: PathBuf,
+    /// The Python runner component.
+    runner: PathBuf,
     /// Hosts' data directories go under it.
-    pub dir: PathBuf,
+    dir: PathBuf,
     env: Vec<(&'static str, String)>,
     coordination: String,
 }
@@ -207,14 +209,19 @@ impl FleetConfig {
 /// A log line a host wrote, as far as the benchmark reads it.
 #[derive(Clone, Debug)]
 pub struct LogLine {
+    /// The line's `message` (a line that is no JSON: the whole line).
     pub message: String,
+    /// The session it is about, if it names one.
     pub session: Option<String>,
+    /// `elapsed_us`, or `elapsed_ms` in microseconds, if it times something.
     pub elapsed_us: Option<u64>,
+    /// The whole line.
     pub line: Value,
 }
 
 /// One `anypath sandbox serve` of the fleet.
 pub struct Host {
+    /// Its name in the report and its data directory's.
     pub name: String,
     options: HostOptions,
     process: Option<Running>,
@@ -337,7 +344,9 @@ fn read_log(stderr: impl std::io::Read + Send + 'static, kept: Arc<Mutex<Vec<Log
 
 /// A run's answer and how long it took, request to answer.
 pub struct Timed {
+    /// Request sent to answer read.
     pub elapsed: Duration,
+    /// The run's report.
     pub answer: Value,
 }
 
@@ -347,6 +356,7 @@ pub struct Calls {
 }
 
 impl Calls {
+    /// A client whose calls give up after two minutes.
     pub fn new() -> anyhow::Result<Self> {
         Ok(Self { client: reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build()? })
     }
@@ -402,12 +412,14 @@ impl Calls {
 pub struct Latencies(Vec<f64>);
 
 impl Latencies {
+    /// The durations, in milliseconds, sorted.
     pub fn of(durations: &[Duration]) -> Self {
         let mut ms: Vec<f64> = durations.iter().map(|d| d.as_secs_f64() * 1e3).collect();
         ms.sort_by(f64::total_cmp);
         Self(ms)
     }
 
+    /// How many there are.
     pub fn n(&self) -> usize {
         self.0.len()
     }
@@ -421,10 +433,12 @@ impl Latencies {
         self.0[index.min(self.0.len() - 1)]
     }
 
+    /// The median, in milliseconds.
     pub fn p50(&self) -> f64 {
         self.quantile(0.5)
     }
 
+    /// The 99th percentile, in milliseconds.
     pub fn p99(&self) -> f64 {
         self.quantile(0.99)
     }

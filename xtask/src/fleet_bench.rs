@@ -46,6 +46,7 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row named `name` of `durations`, with its goal as printed.
     pub fn new(name: &str, durations: &[Duration], goal: &'static str) -> Self {
         Self { name: name.to_owned(), latencies: Latencies::of(durations), goal }
     }
@@ -58,6 +59,7 @@ impl Row {
 /// What a part of the section hands back for printing.
 #[derive(Default)]
 pub struct Part {
+    /// Its rows of the table, in order.
     pub rows: Vec<Row>,
     /// Lines printed under the table: ratios, where the time goes, counts.
     pub notes: Vec<String>,
@@ -103,7 +105,8 @@ pub fn run_fleet_bench(binary: &Path, runner: &Path, redis_server: &Path, sessio
     println!("{:<56} {:>5} {:>10} {:>10}  goal", "row", "n", "p50", "p99");
     let parts = [&resume, &handover, &checkpoint, &many];
     for row in parts.iter().flat_map(|part| &part.rows) {
-        println!("{:<56} {:>5} {:>8.1}ms {:>8.1}ms  {}", row.name, row.latencies.n(), row.p50(), row.latencies.p99(), row.goal);
+        let line = format!("{:<56} {:>5} {:>8.1}ms {:>8.1}ms  {}", row.name, row.latencies.n(), row.p50(), row.latencies.p99(), row.goal);
+        println!("{}", line.trim_end());
     }
     let p50 = |part: &Part, i: usize| part.rows.get(i).map_or(f64::NAN, Row::p50);
     println!(
@@ -248,7 +251,7 @@ fn handed_over(log: &[LogLine], pick: impl Fn(&str) -> bool) -> Latencies {
 fn breakdown(what: &str, holder_does: &str, holder: &Latencies, whole: &Latencies) -> Option<String> {
     (holder.n() > 0).then(|| {
         format!(
-            "where {what} goes (p50s): {:.1} ms on the holder ({holder_does}; its log, n {}), \
+            "where {what} spends its time (p50s): {:.1} ms on the holder ({holder_does}; its log, n {}), \
              about {:.1} ms on the claimer (the ask on Redis, the claim, the image read and restored, the run, HTTP)",
             holder.p50(),
             holder.n(),
@@ -295,8 +298,8 @@ fn handover_rows(calls: &Calls, a: &Host, b: &Host) -> anyhow::Result<Part> {
     let firsts = handed_over(&log, |s| s.starts_with("handover-") && s != "handover-0");
     let turns = handed_over(&log, |s| s == "alternating");
     let notes = [
-        breakdown("a hand-over of a live 10 MB session, first run on B", holder_does, &firsts, &Latencies::of(&first)),
-        breakdown("a hand-over of a live 10 MB session, alternating", holder_does, &turns, &Latencies::of(&alternating)),
+        breakdown("a hand-over of a live 10 MB session (first run on B)", holder_does, &firsts, &Latencies::of(&first)),
+        breakdown("a hand-over of a live 10 MB session (alternating)", holder_does, &turns, &Latencies::of(&alternating)),
     ];
     let rows = vec![
         Row::new("hand-over: live 10 MB session on A, first run on B", &first, "<= 30 ms"),
