@@ -39,14 +39,14 @@ impl Drop for Running {
 
 /// A Redis server for the benchmark, with production durability
 /// (`appendfsync everysec`); killed when dropped.
-struct BenchRedis {
+pub(crate) struct BenchRedis {
     _server: Running,
-    port: u16,
+    pub(crate) port: u16,
     cli: PathBuf,
 }
 
 impl BenchRedis {
-    fn start(server: &Path, dir: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn start(server: &Path, dir: &Path) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let child = Command::new(server)

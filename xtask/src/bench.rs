@@ -1,6 +1,6 @@
 //! `cargo xtask bench`: build, then the sandbox's in-process benchmark
-//! (`anypath-bench`) and the app's ([`crate::app_bench`]), or only a part
-//! (the options: [`crate::flags::Bench`]).
+//! (`anypath-bench`), the app's ([`crate::app_bench`]) and the fleet's
+//! ([`crate::fleet_bench`]), or only a part (the options: [`crate::flags::Bench`]).
 
 use std::process::Command;
 
@@ -13,14 +13,18 @@ use crate::steps::{Built, build_all, root, run, step};
 
 /// Runs the command.
 pub fn run_bench(options: &Bench) -> anyhow::Result<()> {
-    let (only, passed) = (options.sections(), options.passed());
-    if only.is_some() && !passed.is_empty() {
+    let (only, fleet_only, passed) = (options.sections(), options.fleet_only(), options.passed());
+    if (only.is_some() || fleet_only) && !passed.is_empty() {
         let mut xtask = crate::flags::Xtask::command();
         xtask.build();
         let usage = xtask.find_subcommand_mut("bench").map(|bench| bench.render_long_help().to_string()).unwrap_or_default();
-        bail!("{:?} would go to anypath-bench, which --only app and --only rest skip\n\n{usage}", passed.join(" "));
+        bail!("{:?} would go to anypath-bench, which --only app, --only rest and --only fleet skip\n\n{usage}", passed.join(" "));
     }
     let built = if options.build() { build_all()? } else { prebuilt()? };
+    if fleet_only {
+        let redis_server = crate::redis_server::ensure()?;
+        return crate::fleet_bench::run_fleet_bench(&built.binary, &built.runner, &redis_server, options.fleet_sessions());
+    }
     if only.is_none() {
         step("running the benchmarks");
         run(Command::new(root().join("target/release/anypath-bench"))
@@ -33,7 +37,11 @@ pub fn run_bench(options: &Bench) -> anyhow::Result<()> {
             .args(&passed))?;
     }
     let redis_server = crate::redis_server::ensure()?;
-    crate::app_bench::run_app_bench(&built.binary, &built.runner, &redis_server, only.unwrap_or(AppSections::All))
+    crate::app_bench::run_app_bench(&built.binary, &built.runner, &redis_server, only.unwrap_or(AppSections::All))?;
+    if only.is_none() {
+        crate::fleet_bench::run_fleet_bench(&built.binary, &built.runner, &redis_server, options.fleet_sessions())?;
+    }
+    Ok(())
 }
 
 /// What an earlier build left in `target/`, for `--no-build`.

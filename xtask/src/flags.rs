@@ -64,14 +64,22 @@ pub struct Test {
 ///                  anypath up (SQLite, Redis) and spin up (with SPIN_BIN or spin on
 ///                  PATH), a cached LLM plan against a model stub; then the code
 ///                  interpreter over HTTP, MCP, E2B's SDK and Jupyter, and fair share
+///   fleet          three `anypath sandbox serve` hosts sharing sessions through one
+///                  SeaweedFS and one Redis: a hibernated session resumed on another
+///                  host, a live one handed over, `--checkpoint every-run` against
+///                  `idle`, and many sessions read back after every host restarted
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct Bench {
     /// `app`: only the app section. `rest`: only the app section's REST rows
-    /// (beside json-server) and Redis's round trips per request. Any other
-    /// text goes to anypath-bench (only its scenarios whose name contains it).
-    #[arg(long = "only", value_name = "app|rest|TEXT")]
+    /// (beside json-server) and Redis's round trips per request. `fleet`:
+    /// only the fleet section. Any other text goes to anypath-bench (only
+    /// its scenarios whose name contains it).
+    #[arg(long = "only", value_name = "app|rest|fleet|TEXT")]
     only: Vec<String>,
+    /// Sessions of the fleet section's many-sessions row.
+    #[arg(long, value_name = "N", default_value_t = crate::fleet_bench::DEFAULT_SESSIONS)]
+    fleet_sessions: usize,
     /// Use what the last build left in target/ (target/release/anypath,
     /// target/python-runner/runner.wasm, the Spin components) instead of
     /// building first.
@@ -82,15 +90,35 @@ pub struct Bench {
     args: Vec<String>,
 }
 
+/// The `--only` texts that name a section of this command's own rather
+/// than anypath-bench's scenarios.
+const PARTS: &[&str] = &["app", "rest", "fleet"];
+
 impl Bench {
-    /// The app's sections `--only` chose (the last of `app` and `rest`
-    /// given wins); `None`: every section, the sandbox's included.
+    /// The app's sections `--only` chose (the last of `app`, `rest` and
+    /// `fleet` given wins); `None`: every section, the sandbox's included,
+    /// unless that last was `fleet` ([`Self::fleet_only`]).
     pub fn sections(&self) -> Option<AppSections> {
-        self.resolved().only.iter().rev().find_map(|only| match only.as_str() {
-            "app" => Some(AppSections::All),
-            "rest" => Some(AppSections::Rest),
+        match self.part().as_deref() {
+            Some("app") => Some(AppSections::All),
+            Some("rest") => Some(AppSections::Rest),
             _ => None,
-        })
+        }
+    }
+
+    /// Whether `--only fleet` chose the fleet section alone.
+    pub fn fleet_only(&self) -> bool {
+        self.part().as_deref() == Some("fleet")
+    }
+
+    /// Sessions of the fleet section's many-sessions row.
+    pub fn fleet_sessions(&self) -> usize {
+        self.resolved().fleet_sessions
+    }
+
+    /// The last of `app`, `rest` and `fleet` that `--only` gave.
+    fn part(&self) -> Option<String> {
+        self.resolved().only.into_iter().rev().find(|only| PARTS.contains(&only.as_str()))
     }
 
     /// Whether to build first (`--no-build`: no).
@@ -102,7 +130,7 @@ impl Bench {
     /// app section, then the rest in their order.
     pub fn passed(&self) -> Vec<String> {
         let resolved = self.resolved();
-        let scenarios = resolved.only.iter().filter(|only| !matches!(only.as_str(), "app" | "rest"));
+        let scenarios = resolved.only.iter().filter(|only| !PARTS.contains(&only.as_str()));
         scenarios.flat_map(|only| ["--only".to_owned(), only.clone()]).chain(resolved.args).collect()
     }
 
@@ -111,13 +139,17 @@ impl Bench {
     /// as passed too (`--iterations 10 --no-build`), so they are picked out
     /// of those here.
     fn resolved(&self) -> Bench {
-        let mut resolved = Bench { only: self.only.clone(), no_build: self.no_build, args: Vec::new() };
+        let mut resolved = Bench { only: self.only.clone(), no_build: self.no_build, fleet_sessions: self.fleet_sessions, args: Vec::new() };
         let mut args = self.args.iter();
         while let Some(arg) = args.next() {
             match (arg.as_str(), args.clone().next()) {
                 ("--no-build", _) => resolved.no_build = true,
                 ("--only", Some(text)) => {
                     resolved.only.push(text.clone());
+                    args.next();
+                }
+                ("--fleet-sessions", Some(n)) if n.parse::<usize>().is_ok() => {
+                    resolved.fleet_sessions = n.parse().unwrap_or(resolved.fleet_sessions);
                     args.next();
                 }
                 _ => resolved.args.push(arg.clone()),
@@ -169,6 +201,21 @@ mod tests {
         let scenario = bench("--iterations 10 --only interpreter");
         assert!(scenario.sections().is_none() && scenario.build());
         assert_eq!(scenario.passed(), args("--only interpreter --iterations 10"));
+    }
+
+    #[test]
+    fn the_fleet_section_is_taken_alone_with_its_size() {
+        let fleet = bench("--only fleet --no-build --fleet-sessions 300");
+        assert!(fleet.fleet_only() && fleet.sections().is_none() && !fleet.build() && fleet.passed().is_empty());
+        assert_eq!(fleet.fleet_sessions(), 300);
+        let late = bench("--iterations 10 --only fleet --fleet-sessions 50");
+        assert!(late.fleet_only() && late.fleet_sessions() == 50);
+        assert_eq!(late.passed(), args("--iterations 10"));
+        let last_wins = bench("--only fleet --only app");
+        assert!(!last_wins.fleet_only() && last_wins.sections() == Some(AppSections::All));
+        let everything = bench("");
+        assert!(!everything.fleet_only() && everything.sections().is_none());
+        assert_eq!(everything.fleet_sessions(), crate::fleet_bench::DEFAULT_SESSIONS);
     }
 
     #[test]

@@ -1,0 +1,445 @@
+//! The fleet the fleet benchmark runs on: one SeaweedFS object store, one
+//! Redis and `anypath sandbox serve` hosts sharing them, each host started,
+//! stopped gracefully and started again on demand, its log lines about
+//! hand-overs and stops kept for the report; and the HTTP calls the rows
+//! time.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::app_bench::Running;
+
+/// The bucket and prefix every host keeps its sessions under.
+const BUCKET: &str = "anypath-fleet";
+const PREFIX: &str = "sessions";
+/// Every host signs links with the same key, as a fleet must.
+const SIGNING_KEY: &str = "fleet-bench-signing-key-0123456789abcdef";
+/// Idle hibernation never fires during a run: only the benchmark decides when to hibernate.
+const NEVER_IDLE: &str = "86400";
+/// Long enough for a loaded machine: weed's first start takes a few seconds.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One `weed server -s3` (master, volume server, filer and S3 gateway in one
+/// process) on free loopback ports, over a fresh directory; killed when dropped.
+pub struct ObjectStore {
+    process: Running,
+    endpoint: String,
+}
+
+impl ObjectStore {
+    /// Starts weed in `dir` and waits until a write to the bucket goes through.
+    pub fn start(weed: &Path, dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let listeners = (0..8).map(|_| std::net::TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>()?;
+        let ports = listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<Result<Vec<_>, _>>()?;
+        drop(listeners);
+        let log = std::fs::File::create(dir.join("weed.log"))?;
+        let child = Command::new(weed)
+            .arg("-logtostderr")
+            .arg("server")
+            .arg(format!("-dir={}", dir.display()))
+            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
+            .arg(format!("-master.port={}", ports[0]))
+            .arg(format!("-master.port.grpc={}", ports[1]))
+            .arg(format!("-volume.port={}", ports[2]))
+            .arg(format!("-volume.port.grpc={}", ports[3]))
+            .arg("-filer")
+            .arg(format!("-filer.port={}", ports[4]))
+            .arg(format!("-filer.port.grpc={}", ports[5]))
+            .arg("-s3")
+            .arg(format!("-s3.port={}", ports[6]))
+            .arg(format!("-s3.port.grpc={}", ports[7]))
+            // Its Iceberg and Lance catalogs would take fixed ports; no IAM: any caller.
+            .args(["-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.iam=false", "-master.telemetry=false"])
+            // Volumes of 1 GiB, up to 32 of them (nothing is preallocated):
+            // the section writes some gigabytes of images, and a removed
+            // object's space comes back only when weed compacts its volume.
+            .args(["-master.resumeState=false", "-master.volumeSizeLimitMB=1024", "-volume.max=32", "-volume.preStopSeconds=0"])
+            // With AWS credentials in its environment the gateway would require them.
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_SESSION_TOKEN")
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting weed")?;
+        let mut store = Self { process: Running(child), endpoint: format!("http://127.0.0.1:{}", ports[6]) };
+        store.wait_writable()?;
+        Ok(store)
+    }
+
+    /// Creates the bucket, then writes and removes one object until that
+    /// works: until the master knows the volume server, a write finds no
+    /// volume to grow.
+    fn wait_writable(&mut self) -> anyhow::Result<()> {
+        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build()?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        let mut bucket = false;
+        loop {
+            if let Some(status) = self.process.0.try_wait()? {
+                bail!("weed ended with {status} before it served");
+            }
+            if !bucket {
+                bucket = client.put(format!("{}/{BUCKET}", self.endpoint)).send().is_ok_and(|r| r.status().is_success());
+            }
+            let probe = format!("{}/{BUCKET}/probe", self.endpoint);
+            if bucket && client.put(&probe).body("ready").send().is_ok_and(|r| r.status().is_success()) {
+                let _ = client.delete(&probe).send();
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("SeaweedFS did not take a write within {START_TIMEOUT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Plain `PUT`s and `GET`s of `n` objects of `bytes` pseudo-random
+    /// bytes, one after another on one connection: what the store itself
+    /// costs a hand-over's image, apart from the hosts.
+    pub fn time_plain(&self, bytes: usize, n: usize) -> anyhow::Result<(Latencies, Latencies)> {
+        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build()?;
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let body: Vec<u8> = (0..bytes)
+            .map(|_| {
+                // xorshift64: incompressible enough, and no dependency for it.
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let (mut puts, mut gets) = (Vec::new(), Vec::new());
+        for i in 0..n {
+            let url = format!("{}/{BUCKET}/plain/{i}", self.endpoint);
+            let started = Instant::now();
+            let response = client.put(&url).body(body.clone()).send()?;
+            anyhow::ensure!(response.status().is_success(), "PUT {url}: {}", response.status());
+            puts.push(started.elapsed());
+            let started = Instant::now();
+            let response = client.get(&url).send()?;
+            anyhow::ensure!(response.status().is_success(), "GET {url}: {}", response.status());
+            let got = response.bytes()?.len();
+            gets.push(started.elapsed());
+            anyhow::ensure!(got == bytes, "GET {url} gave {got} bytes, not {bytes}");
+            let _ = client.delete(&url).send();
+        }
+        Ok((Latencies::of(&puts), Latencies::of(&gets)))
+    }
+
+    /// The environment that puts a host's S3 client on this store.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_REGION", "us-east-1".into()),
+            // Any pair does: the store checks none, but a client refuses to sign without one.
+            ("AWS_ACCESS_KEY_ID", "fleet-bench".into()),
+            ("AWS_SECRET_ACCESS_KEY", "fleet-bench-secret".into()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_EC2_METADATA_DISABLED", "true".into()),
+        ]
+    }
+}
+
+/// Reads the fleet's session records on Redis (`redis-cli`), for what no
+/// answer tells: the size of a session's newest image.
+pub struct Records {
+    cli: PathBuf,
+    port: u16,
+}
+
+impl Records {
+    /// The records on the Redis at `port`, read with the `redis-cli` beside `redis_server`.
+    pub fn new(redis_server: &Path, port: u16) -> Self {
+        Self { cli: redis_server.with_file_name("redis-cli"), port }
+    }
+
+    /// The bytes of the session's newest image (of the default tenant,
+    /// the one a call without a key acts for), when it has one.
+    pub fn image_bytes(&self, session: &str) -> Option<u64> {
+        let key = format!("anypath:{BUCKET}:{PREFIX}:record:default:{session}");
+        let output = Command::new(&self.cli).args(["-p", &self.port.to_string(), "HGET", &key, "image_bytes"]).output().ok()?;
+        String::from_utf8_lossy(&output.stdout).trim().parse().ok()
+    }
+}
+
+/// How a host is started beyond what every host of the fleet shares.
+#[derive(Clone, Debug, Default)]
+pub struct HostOptions {
+    /// `--checkpoint every-run` instead of the default `idle`.
+    pub every_run: bool,
+    /// `--session-memory-mb`: a small budget makes one run on a host
+    /// hibernate that host's other sessions.
+    pub session_memory_mb: Option<u64>,
+}
+
+/// What every host of the fleet is started with.
+pub struct FleetConfig {
+    /// `anypath`, as built.
+    binary: PathBuf,
+    /// The Python runner component.
+    runner: PathBuf,
+    /// Hosts' data directories go under it.
+    dir: PathBuf,
+    env: Vec<(&'static str, String)>,
+    coordination: String,
+}
+
+impl FleetConfig {
+    /// The hosts' shared configuration: `store` for images and files, Redis on `redis_port`.
+    pub fn new(binary: &Path, runner: &Path, dir: &Path, store: &ObjectStore, redis_port: u16) -> Self {
+        Self {
+            binary: binary.to_owned(),
+            runner: runner.to_owned(),
+            dir: dir.to_owned(),
+            env: store.env(),
+            coordination: format!("redis://127.0.0.1:{redis_port}"),
+        }
+    }
+}
+
+/// A log line a host wrote, as far as the benchmark reads it.
+#[derive(Clone, Debug)]
+pub struct LogLine {
+    /// The line's `message` (a line that is no JSON: the whole line).
+    pub message: String,
+    /// The session it is about, if it names one.
+    pub session: Option<String>,
+    /// `elapsed_us`, or `elapsed_ms` in microseconds, if it times something.
+    pub elapsed_us: Option<u64>,
+    /// The whole line.
+    pub line: Value,
+}
+
+/// One `anypath sandbox serve` of the fleet.
+pub struct Host {
+    /// Its name in the report and its data directory's.
+    pub name: String,
+    options: HostOptions,
+    process: Option<Running>,
+    /// `http://127.0.0.1:<port>`, as its last start announced.
+    pub base: String,
+    /// Its hand-over, stop and warning lines, over every start.
+    log: Arc<Mutex<Vec<LogLine>>>,
+}
+
+/// The messages kept from a host's log (besides warnings and errors).
+const KEPT: &[&str] = &["session handed over", "sessions hibernated for the stop"];
+
+impl Host {
+    /// Starts a host named `name` and waits until it serves.
+    pub fn start(config: &FleetConfig, name: &str, options: HostOptions) -> anyhow::Result<Self> {
+        let mut host = Self { name: name.to_owned(), options, process: None, base: String::new(), log: Arc::default() };
+        host.start_again(config)?;
+        Ok(host)
+    }
+
+    /// Starts the host (again, after [`Self::stop`]) on a free port over
+    /// its data directory; returns how long it took to serve.
+    pub fn start_again(&mut self, config: &FleetConfig) -> anyhow::Result<Duration> {
+        anyhow::ensure!(self.process.is_none(), "host {} is running", self.name);
+        let started = Instant::now();
+        let mut command = Command::new(&config.binary);
+        command
+            .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--runner"])
+            .arg(&config.runner)
+            .arg("--data-dir")
+            .arg(config.dir.join(format!("host-{}", self.name)))
+            .args(["--session-store", &format!("s3://{BUCKET}/{PREFIX}"), "--coordination", &config.coordination])
+            .args(["--signing-key", SIGNING_KEY, "--hibernate-after-idle-seconds", NEVER_IDLE])
+            .args(["--checkpoint", if self.options.every_run { "every-run" } else { "idle" }])
+            .envs(config.env.iter().map(|(k, v)| (k, v)))
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(mb) = self.options.session_memory_mb {
+            command.args(["--session-memory-mb", &mb.to_string()]);
+        }
+        let mut child = command.spawn().context("starting anypath sandbox serve")?;
+        let stderr = child.stderr.take().context("the host's stderr")?;
+        let running = Running(child);
+        let address = read_log(stderr, self.log.clone())?;
+        self.process = Some(running);
+        self.base = format!("http://{address}");
+        Ok(started.elapsed())
+    }
+
+    /// SIGTERM, and waits for the process to end (a graceful stop hands
+    /// its sessions to the store); returns how long that took.
+    pub fn stop(&mut self) -> anyhow::Result<Duration> {
+        let Some(mut running) = self.process.take() else { bail!("host {} is not running", self.name) };
+        let started = Instant::now();
+        let pid = i32::try_from(running.0.id())?;
+        // SAFETY: kill(2) on our own child's pid; it touches no memory of ours.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = started + Duration::from_secs(300);
+        loop {
+            if let Some(status) = running.0.try_wait()? {
+                anyhow::ensure!(status.success(), "host {} ended with {status} on SIGTERM", self.name);
+                return Ok(started.elapsed());
+            }
+            if Instant::now() > deadline {
+                bail!("host {} did not stop within five minutes of SIGTERM", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The kept log lines so far.
+    pub fn log(&self) -> Vec<LogLine> {
+        self.log.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// Reads the host's log until it announces its address, then keeps reading
+/// it on a thread (so it never writes into a full pipe), keeping the lines
+/// the report reads.
+fn read_log(stderr: impl std::io::Read + Send + 'static, kept: Arc<Mutex<Vec<LogLine>>>) -> anyhow::Result<String> {
+    let (found, address) = std::sync::mpsc::channel();
+    let last: Arc<Mutex<std::collections::VecDeque<String>>> = Arc::default();
+    let tail = last.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            {
+                let mut last = tail.lock().unwrap_or_else(PoisonError::into_inner);
+                if last.len() == 20 {
+                    last.pop_front();
+                }
+                last.push_back(line.clone());
+            }
+            // Most lines are audit lines: only the few that can matter are parsed.
+            let worth = line.contains("sandbox serving") || line.contains("\"WARN\"") || line.contains("\"ERROR\"") || KEPT.iter().any(|m| line.contains(m));
+            if !worth {
+                continue;
+            }
+            let Ok(entry) = serde_json::from_str::<Value>(&line) else {
+                // Not a log line: an error the process printed as it ended.
+                kept.lock().unwrap_or_else(PoisonError::into_inner).push(LogLine { message: line.clone(), session: None, elapsed_us: None, line: Value::String(line) });
+                continue;
+            };
+            let message = entry["message"].as_str().unwrap_or_default().to_owned();
+            if message == "sandbox serving" {
+                let _ = found.send(entry["listen"].as_str().unwrap_or_default().to_owned());
+                continue;
+            }
+            let session = entry["session"].as_str().map(str::to_owned);
+            let elapsed_us = entry["elapsed_us"].as_u64().or_else(|| entry["elapsed_ms"].as_u64().map(|ms| ms * 1000));
+            kept.lock().unwrap_or_else(PoisonError::into_inner).push(LogLine { message, session, elapsed_us, line: entry });
+        }
+    });
+    address.recv_timeout(START_TIMEOUT).with_context(|| {
+        let last = last.lock().unwrap_or_else(PoisonError::into_inner);
+        format!("the host did not announce its address; its last lines:\n{}", Vec::from(last.clone()).join("\n"))
+    })
+}
+
+/// A run's answer and how long it took, request to answer.
+pub struct Timed {
+    /// Request sent to answer read.
+    pub elapsed: Duration,
+    /// The run's report.
+    pub answer: Value,
+}
+
+/// The HTTP calls of the benchmark, one client (kept-alive connections) for all hosts.
+pub struct Calls {
+    client: reqwest::blocking::Client,
+}
+
+impl Calls {
+    /// A client whose calls give up after two minutes.
+    pub fn new() -> anyhow::Result<Self> {
+        Ok(Self { client: reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build()? })
+    }
+
+    /// Opens a `python` session on `host`.
+    pub fn open(&self, host: &str, session: &str) -> anyhow::Result<()> {
+        let response = self.client.post(format!("{host}/v1/sessions")).json(&json!({"session_id": session, "runtime": "python"})).send()?;
+        let status = response.status();
+        anyhow::ensure!(status.is_success(), "opening {session} on {host}: {status} {}", response.text().unwrap_or_default());
+        Ok(())
+    }
+
+    /// Runs `code` in the session on `host`; an error unless it answered
+    /// 200 (a cell that raised answers 200 too: see [`Self::run_ok`]).
+    pub fn run(&self, host: &str, session: &str, code: &str) -> anyhow::Result<Timed> {
+        let started = Instant::now();
+        let response = self.client.post(format!("{host}/v1/sessions/{session}/run")).json(&json!({"code": code})).send()?;
+        let status = response.status();
+        let body = response.bytes()?;
+        let elapsed = started.elapsed();
+        anyhow::ensure!(status.is_success(), "run in {session} on {host}: {status} {}", String::from_utf8_lossy(&body));
+        Ok(Timed { elapsed, answer: serde_json::from_slice(&body).context("a run's answer")? })
+    }
+
+    /// [`Self::run`], and an error unless the cell ran through with its
+    /// state kept (a state reset here would time a fresh session).
+    pub fn run_ok(&self, host: &str, session: &str, code: &str) -> anyhow::Result<Timed> {
+        let timed = self.run(host, session, code)?;
+        if timed.answer["exit_code"] != 0 || timed.answer["state_reset"] == true {
+            bail!("run in {session} on {host} did not keep its state: {}", timed.answer);
+        }
+        Ok(timed)
+    }
+
+    /// Closes the session (its state, files and records go) through `host`.
+    pub fn close(&self, host: &str, session: &str) -> anyhow::Result<()> {
+        let response = self.client.delete(format!("{host}/v1/sessions/{session}")).send()?;
+        let status = response.status();
+        anyhow::ensure!(status.is_success(), "closing {session} on {host}: {status} {}", response.text().unwrap_or_default());
+        Ok(())
+    }
+
+    /// The session as `host` describes it.
+    pub fn describe(&self, host: &str, session: &str) -> anyhow::Result<Value> {
+        let response = self.client.get(format!("{host}/v1/sessions/{session}")).send()?;
+        let status = response.status();
+        anyhow::ensure!(status.is_success(), "describing {session} on {host}: {status}");
+        Ok(response.json()?)
+    }
+}
+
+/// Milliseconds, sorted, with their quantiles.
+pub struct Latencies(Vec<f64>);
+
+impl Latencies {
+    /// The durations, in milliseconds, sorted.
+    pub fn of(durations: &[Duration]) -> Self {
+        let mut ms: Vec<f64> = durations.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        ms.sort_by(f64::total_cmp);
+        Self(ms)
+    }
+
+    /// How many there are.
+    pub fn n(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The `q` quantile (nearest rank), NaN when empty.
+    pub fn quantile(&self, q: f64) -> f64 {
+        if self.0.is_empty() {
+            return f64::NAN;
+        }
+        let index = ((self.0.len() as f64 - 1.0) * q).round() as usize;
+        self.0[index.min(self.0.len() - 1)]
+    }
+
+    /// The median, in milliseconds.
+    pub fn p50(&self) -> f64 {
+        self.quantile(0.5)
+    }
+
+    /// The 99th percentile, in milliseconds.
+    pub fn p99(&self) -> f64 {
+        self.quantile(0.99)
+    }
+}
