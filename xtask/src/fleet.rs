@@ -15,8 +15,9 @@ use serde_json::{Value, json};
 
 use crate::app_bench::Running;
 
-/// The bucket and prefix every host keeps its sessions under.
-const BUCKET: &str = "anypath-fleet";
+/// The bucket and prefix every host keeps its sessions under (the bucket
+/// is the one the fleet test suites use too).
+pub const BUCKET: &str = "anypath-sessions";
 const PREFIX: &str = "sessions";
 /// Every host signs links with the same key, as a fleet must.
 const SIGNING_KEY: &str = "fleet-bench-signing-key-0123456789abcdef";
@@ -133,6 +134,11 @@ impl ObjectStore {
             let _ = client.delete(&url).send();
         }
         Ok((Latencies::of(&puts), Latencies::of(&gets)))
+    }
+
+    /// The S3 endpoint, `http://127.0.0.1:<port>`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
     }
 
     /// The environment that puts a host's S3 client on this store.

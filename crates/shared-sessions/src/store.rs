@@ -210,6 +210,11 @@ impl SessionStore for SharedSessionStore {
     }
 
     fn remove_home(&self, tenant: &str, session_id: &str) -> bool {
+        // A home this host no longer holds is only its copy: the record is
+        // the holder's to remove.
+        if !self.coordination.holds(tenant, session_id) {
+            return self.local.remove_home(tenant, session_id);
+        }
         let forgotten = self.wait(self.coordination.delete_record(tenant, session_id));
         if let Err(error) = &forgotten {
             tracing::warn!(%error, session = %session_id, "a removed session's record stays");
