@@ -35,6 +35,31 @@ fn variables_imports_and_functions_survive_between_runs() {
     assert!(isolated.traceback.as_deref().unwrap_or("").contains("NameError"), "{isolated:?}");
 }
 
+/// As in Jupyter and plain Python run from a folder, on both runtimes: a
+/// module a cell wrote next to the code imports in the next cell, one
+/// written into `src/` between cells (an upload) imports too, a module a
+/// later cell rewrote is what `importlib.reload` gives, and no compiled
+/// copy lands among the session's files.
+#[test]
+fn a_module_next_to_the_code_imports_on_both_runtimes() {
+    for (name, runtime) in [("python", common::python_sessions()), ("python-data", common::data_sandbox())] {
+        let tmp = temp_dir(&format!("modules-{name}"));
+        let dir = tmp.path();
+        let mut session = runtime.live_instance(Some(dir.to_path_buf()), &LimitOverrides::default());
+        let wrote = run(&mut session, "open('calc.py', 'w').write('def add(a, b):\\n    return a + b\\n')");
+        assert_eq!(wrote.exit_code, 0, "{name}: {wrote:?}");
+        let imported = run(&mut session, "from calc import add\nprint(add(2, 3))");
+        assert_eq!((imported.exit_code, imported.output.stdout.as_str()), (0, "5\n"), "{name}: {imported:?}");
+        std::fs::create_dir_all(dir.join("src")).expect("src");
+        std::fs::write(dir.join("src/helpers.py"), "NAME = 'from src'\n").expect("an upload");
+        let from_src = run(&mut session, "import helpers\nprint(helpers.NAME)");
+        assert_eq!(from_src.output.stdout, "from src\n", "{name}: {from_src:?}");
+        let rewritten = run(&mut session, "open('calc.py', 'w').write('def add(a, b):\\n    return a + b + 100\\n')\nimport importlib, calc\nimportlib.reload(calc)\nprint(calc.add(2, 3))");
+        assert_eq!(rewritten.output.stdout, "105\n", "{name}: {rewritten:?}");
+        assert!(!dir.join("__pycache__").exists(), "{name}: no compiled copy among the session's files");
+    }
+}
+
 #[test]
 fn the_session_directory_is_the_working_directory() {
     let tmp = temp_dir("files");

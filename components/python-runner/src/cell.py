@@ -19,6 +19,9 @@ import captured_output
 import rich_output
 
 SESSION_DIR = "/mnt/data"
+# Where a cell's own modules import from, first to last: the session's
+# folder, then its `src/`.
+MODULE_FOLDERS = (SESSION_DIR, SESSION_DIR + "/src")
 # Set by the host, with no code, just before it saves the session's state:
 # open file objects hold host handles that a restored instance would not
 # have, so they are closed first and their names reported on stderr.
@@ -43,6 +46,14 @@ def _session_namespace():
             os.chdir(SESSION_DIR)
         except OSError:
             pass  # a session without files still runs code
+        # As in Jupyter and plain Python run from a folder: a module written
+        # next to the code (or in its `src/`) imports.
+        for folder in reversed(MODULE_FOLDERS):
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+        # Their compiled copies would land beside them, in the session's
+        # files (and among a run's artifacts).
+        sys.dont_write_bytecode = True
         # As in IPython, `display` needs no import, in cells and in the
         # modules they load.
         builtins.display = display
@@ -105,6 +116,14 @@ def run(code, env, stdout_limit, stderr_limit, result_limit=0, figure_formats=("
         closed.write("".join(name + "\n" for name in _close_open_files()))
         return captured_output.CappedStream(stdout_limit), closed, None, []
     _cells_run += 1
+    # A module an earlier cell (or an upload) wrote since the last import
+    # attempt is found: the import system caches its folders' listings.
+    # Only theirs are dropped (`importlib.invalidate_caches()` would also
+    # import `importlib.metadata`, which the runner leaves out).
+    for folder in MODULE_FOLDERS:
+        finder = sys.path_importer_cache.get(folder)
+        if finder is not None:
+            finder.invalidate_caches()
     filename = f"<cell-{_cells_run}>"
     # Kept for the session: tracebacks through functions of earlier cells show their lines.
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
