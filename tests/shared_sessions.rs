@@ -401,6 +401,17 @@ fn a_paused_host_that_comes_back_cannot_write_its_stale_state() {
     assert_eq!(on_c["stdout"].as_str(), Some("3\n"), "{on_c}");
 }
 
+/// A run of `x += 1` in Alice's session `id` on `host` is refused with
+/// `503 session_store_unavailable` and `Retry-After`, as when a store the
+/// fleet needs does not answer.
+fn assert_run_refused_for_a_retry(host: &Service, id: &str) {
+    let refused = call(host, ALICE, "POST", &format!("/v1/sessions/{id}/run"), Some(json!({"code": "x += 1"})));
+    assert_eq!(refused.status().as_u16(), 503, "{} cannot run the session without its stores", host.base);
+    assert!(refused.headers().contains_key("retry-after"), "the answer asks for a retry: {:?}", refused.headers());
+    let body: Value = refused.json().expect("a JSON error");
+    assert_eq!(body["error"]["code"], json!("session_store_unavailable"), "{body}");
+}
+
 /// The object store gone while a session is live on A: a call for it on B
 /// gets a clear `503 session_store_unavailable` asking for a retry, the
 /// session stays live on A with its state, and once the store is back the
@@ -413,11 +424,7 @@ fn an_object_store_that_goes_away_loses_nothing() {
     run(fleet.a(), id, "x = 41");
     fleet.store().kill();
 
-    let refused = call(fleet.b(), ALICE, "POST", &format!("/v1/sessions/{id}/run"), Some(json!({"code": "x += 1"})));
-    assert_eq!(refused.status().as_u16(), 503, "B cannot take the session over without the store");
-    assert!(refused.headers().contains_key("retry-after"), "the answer asks for a retry: {:?}", refused.headers());
-    let body: Value = refused.json().expect("a JSON error");
-    assert_eq!(body["error"]["code"], json!("session_store_unavailable"), "{body}");
+    assert_run_refused_for_a_retry(fleet.b(), id);
 
     let on_a = run(fleet.a(), id, "print(x)");
     assert_eq!((on_a["stdout"].as_str(), &on_a["state_reset"]), (Some("41\n"), &json!(false)), "A still holds the session as it was: {on_a}");
@@ -442,11 +449,7 @@ fn redis_that_goes_away_loses_nothing() {
     // Past the lease: A no longer trusts its hold.
     std::thread::sleep(Duration::from_secs(3));
     for host in [fleet.a(), fleet.b()] {
-        let refused = call(host, ALICE, "POST", &format!("/v1/sessions/{id}/run"), Some(json!({"code": "x += 1"})));
-        assert_eq!(refused.status().as_u16(), 503, "{} cannot run without Redis", host.base);
-        assert!(refused.headers().contains_key("retry-after"), "the answer asks for a retry: {:?}", refused.headers());
-        let body: Value = refused.json().expect("a JSON error");
-        assert_eq!(body["error"]["code"], json!("session_store_unavailable"), "{body}");
+        assert_run_refused_for_a_retry(host, id);
     }
 
     fleet.redis().resume();
