@@ -5,8 +5,9 @@
 //!
 //! Boundaries proved: a sandbox call without the sandbox's access token is
 //! 401 (`a_secure_sandbox_needs_its_token`); another tenant's sandbox is as
-//! absent as one never made (`tenants_see_only_their_sandboxes`); file paths
-//! outside the session directory are refused (`paths_stay_in_the_session`).
+//! absent as one never made (`tenants_see_only_their_sandboxes`); a path,
+//! `..` and all, never leaves the sandbox's own tree, and the host's files
+//! are neither read nor written (`paths_stay_in_the_sandboxs_tree`).
 
 use crate::common;
 
@@ -152,22 +153,59 @@ fn a_secure_sandbox_needs_its_token() {
 }
 
 #[test]
-fn paths_stay_in_the_session() {
+fn paths_stay_in_the_sandboxs_tree() {
     let dir = common::scratch("anypath-e2b-api-");
     let e2b = E2b::start(&dir);
     let sandbox = e2b.create("e2b_a11ce");
-    for path in ["/etc/passwd", "/home/user/../../etc/passwd", "../x", "/tmp/x"] {
+    let host_passwd = std::fs::read("/etc/passwd").expect("the host's file");
+    // `..` stops at the sandbox's root: these name the sandbox's own /etc/passwd, which it does not have.
+    for path in ["/etc/passwd", "/home/user/../../etc/passwd", "../../../../etc/passwd"] {
         let response = e2b.envd("GET", &format!("/files?path={}", urlencode(path)), &sandbox).send().expect("sent");
-        e2b_error(response, 400);
+        assert!(e2b_error(response, 404).contains(path));
         let stat = e2b.envd("POST", "/filesystem.Filesystem/Stat", &sandbox).json(&json!({"path": path})).send().expect("sent");
-        connect_error(stat, 400, "invalid_argument");
+        connect_error(stat, 404, "not_found");
     }
+    let written = e2b.envd("POST", &format!("/files?path={}", urlencode("/home/user/../../../etc/passwd")), &sandbox).header("content-type", "application/octet-stream").body("the sandbox's").send().expect("sent");
+    assert_eq!(written.status(), 200);
+    let written: Value = written.json().expect("the written files");
+    assert_eq!(written[0]["path"], "/etc/passwd", "{written}");
+    let read = e2b.envd("GET", "/files?path=/etc/passwd", &sandbox).send().expect("sent");
+    assert_eq!(read.text().expect("a body"), "the sandbox's");
+    assert_eq!(std::fs::read("/etc/passwd").expect("the host's file"), host_passwd, "the host's file is untouched");
+    let tmp = e2b.envd("POST", "/filesystem.Filesystem/Stat", &sandbox).json(&json!({"path": "/tmp"})).send().expect("sent");
+    assert_eq!(tmp.json::<Value>().expect("an entry")["entry"]["type"], "FILE_TYPE_DIRECTORY");
     let missing = e2b.envd("GET", "/files?path=/home/user/missing.txt", &sandbox).send().expect("sent");
     assert!(e2b_error(missing, 404).contains("/home/user/missing.txt"));
     let stat = e2b.envd("POST", "/filesystem.Filesystem/Stat", &sandbox).json(&json!({"path": "/home/user/missing.txt"})).send().expect("sent");
     connect_error(stat, 404, "not_found");
     connect_error(e2b.envd("POST", "/filesystem.Filesystem/Stat", &sandbox).body("{").send().expect("sent"), 400, "invalid_argument");
     connect_error(e2b.envd("POST", "/filesystem.Filesystem/Frobnicate", &sandbox).json(&json!({})).send().expect("sent"), 501, "unimplemented");
+}
+
+/// What envd 0.6 answers: metadata from `X-Metadata-*` headers, permission
+/// bits as `mode`, a quiet removal of what is not there, envd's version.
+#[test]
+fn envd_answers_as_its_version_does() {
+    let dir = common::scratch("anypath-e2b-api-");
+    let e2b = E2b::start(&dir);
+    let sandbox = e2b.create("e2b_a11ce");
+    assert_eq!(sandbox["envdVersion"], "0.6.4");
+    let upload = e2b
+        .envd("POST", "/files?path=meta.txt", &sandbox)
+        .header("content-type", "application/octet-stream")
+        .header("x-metadata-author", "mish")
+        .body("x")
+        .send()
+        .expect("sent");
+    assert_eq!(upload.status(), 200);
+    let written: Value = upload.json().expect("the written files");
+    assert_eq!(written[0]["metadata"], json!({"author": "mish"}), "{written}");
+    let stat: Value = e2b.envd("POST", "/filesystem.Filesystem/Stat", &sandbox).json(&json!({"path": "meta.txt"})).send().expect("sent").json().expect("an entry");
+    assert_eq!((stat["entry"]["mode"].as_u64(), stat["entry"]["metadata"].clone()), (Some(0o644), json!({"author": "mish"})), "{stat}");
+    let home: Value = e2b.envd("POST", "/filesystem.Filesystem/Stat", &sandbox).json(&json!({"path": "/home/user"})).send().expect("sent").json().expect("an entry");
+    assert_eq!(home["entry"]["mode"].as_u64(), Some(0o755), "{home}");
+    let removed = e2b.envd("POST", "/filesystem.Filesystem/Remove", &sandbox).json(&json!({"path": "/home/user/never.txt"})).send().expect("sent");
+    assert_eq!(removed.status(), 200);
 }
 
 #[test]

@@ -82,3 +82,33 @@ fn python_sdk_against_anypath_up() {
     command.arg(repo().join("tests/support/e2b_sdk_checks.py")).args([&url, "e2b_0", "e2b_1", "basic", "dataframe_data_and_html", "files", "pause_and_connect"]);
     run_checks(command, "the Python SDK's checks against anypath up");
 }
+
+/// The sandbox's files as envd serves them, through the Python SDK
+/// (`tests/support/e2b_files_checks.py`): metadata, permission bits, quiet
+/// removals, envd's words for an expired link, watches (entries, new
+/// subfolders), files served while a cell runs and in parallel, the home,
+/// root's home and absolute paths. Boundary proved there: `..` stops at the
+/// sandbox's own root (`dot_dot_never_leaves_the_sandbox`).
+#[test]
+fn python_sdk_files_as_envd_serves_them() {
+    let dir = common::scratch("anypath-e2b-files-python-");
+    let service = service(&dir);
+    let url = e2b_address(&service.process);
+    let mut command = Command::new(common::venv_python());
+    command.arg(repo().join("tests/support/e2b_files_checks.py")).args([&url, "e2b_a11ce"]);
+    run_checks(command, "the Python SDK's file checks");
+}
+
+/// The same through the JavaScript SDK (`tests/frontends/e2b_files_checks.mjs`).
+#[test]
+fn javascript_sdk_files_as_envd_serves_them() {
+    let (Some(node), Some(frontends)) = (std::env::var_os("ANYPATH_NODE"), std::env::var_os("ANYPATH_FRONTENDS")) else {
+        panic!("ANYPATH_NODE and ANYPATH_FRONTENDS must name node and tests/frontends (cargo xtask test sets them)");
+    };
+    let dir = common::scratch("anypath-e2b-files-js-");
+    let service = service(&dir);
+    let url = e2b_address(&service.process);
+    let mut command = Command::new(node);
+    command.arg(repo().join("tests/frontends/e2b_files_checks.mjs")).args([&url, "e2b_a11ce"]).current_dir(frontends);
+    run_checks(command, "the JavaScript SDK's file checks");
+}

@@ -1,11 +1,15 @@
 //! A session's files as its callers reach them: uploads, listings, reads,
 //! deletes and the tree operations (stat, list, make, write, remove, move),
-//! each within the session's quota and never while a run changes the
-//! directory under it.
+//! each within the session's quota. None waits for, or is refused because
+//! of, a run going on: files and code are independent, and a cell sees a
+//! file a call writes appear as it would on a machine of its own (see
+//! [`crate::files_gate`]).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 use anypath_sandbox::Runtime;
 use anypath_wire::{FileInfo, FileList};
@@ -17,6 +21,10 @@ use crate::names;
 use crate::operation::{CallContext, Described, Operation, OperationKind, blocking};
 use crate::session::{Create, Session};
 use crate::tree::Entry;
+
+/// How often a file call looks a session up again when it was handed over
+/// to another host while the call waited for it.
+const MOVED_RETRIES: usize = 3;
 
 /// The interpreter's session files: see [`Interpreter::files`].
 pub struct Files<'a> {
@@ -39,13 +47,12 @@ impl<'a> Files<'a> {
     /// or the server's default).
     pub fn upload(&self, tenant: &str, session_id: &str, filename: &str, bytes: &[u8], overwrite: bool, runtime: Option<Runtime>) -> Result<FileInfo, InterpreterError> {
         // Checked first, so a refused name creates no session either.
-        names::filename(filename)?;
-        // Under the run lock, so a run cannot write between the check and the upload.
-        let (session, running) = self.interpreter.sessions().locked_now(tenant, session_id, Create::Yes { ttl: None, runtime })?;
         let name = names::filename(filename)?;
-        self.check_write(&session, name, &session.files.dir().join(name), bytes.len() as u64)?;
-        session.forget_seen(&running);
-        session.files.write(filename, bytes, overwrite)
+        self.change(tenant, session_id, Create::Yes { ttl: None, runtime }, |session| {
+            self.check_write(session, name, &session.files.dir().join(name), bytes.len() as u64)?;
+            let written = session.files.write(filename, bytes, overwrite)?;
+            Ok((written, Some(name.to_owned())))
+        })
     }
 
     /// Every file of the session.
@@ -67,12 +74,9 @@ impl<'a> Files<'a> {
         self.interpreter.sessions().get(tenant, session_id, Create::No)?.files.read(path)
     }
 
-    /// Deletes one file, under the run lock: a run or an upload counting the
-    /// session's usage never sees a file vanish halfway.
+    /// Deletes one file.
     pub fn delete(&self, tenant: &str, session_id: &str, path: &str) -> Result<(), InterpreterError> {
-        let (session, running) = self.interpreter.sessions().locked_now(tenant, session_id, Create::No)?;
-        session.forget_seen(&running);
-        session.files.delete(path)
+        self.change(tenant, session_id, Create::No, |session| session.files.delete(path).map(|()| ((), None)))
     }
 
     /// The entry at `path` of the session's tree (`""`: its directory).
@@ -87,38 +91,59 @@ impl<'a> Files<'a> {
 
     /// Makes the directory `path` with its parents; false when it was there.
     pub fn make_dir(&self, tenant: &str, session_id: &str, path: &str) -> Result<bool, InterpreterError> {
-        self.change_tree(tenant, session_id, |session| {
+        self.change(tenant, session_id, Create::No, |session| {
             self.check_write(session, path, &session.files.resolve(path)?, 0)?;
-            session.files.make_dir(path)
+            session.files.make_dir(path).map(|made| (made, None))
         })
     }
 
-    /// Writes `bytes` at `path`, replacing a file there and making its
-    /// directories; within the session's quota.
-    pub fn write_path(&self, tenant: &str, session_id: &str, path: &str, bytes: &[u8]) -> Result<Entry, InterpreterError> {
-        self.change_tree(tenant, session_id, |session| {
+    /// Writes `bytes` at `path` with `metadata`, replacing a file there
+    /// and making its directories; within the session's quota.
+    pub fn write_path(&self, tenant: &str, session_id: &str, path: &str, bytes: &[u8], metadata: &BTreeMap<String, String>) -> Result<Entry, InterpreterError> {
+        self.change(tenant, session_id, Create::No, |session| {
             self.check_write(session, path, &session.files.resolve(path)?, bytes.len() as u64)?;
-            session.files.write_path(path, bytes)
+            let entry = session.files.write_path(path, bytes, metadata)?;
+            let wrote = entry.path.clone();
+            Ok((entry, Some(wrote)))
         })
     }
 
     /// Removes the file or directory at `path`.
     pub fn remove_path(&self, tenant: &str, session_id: &str, path: &str) -> Result<(), InterpreterError> {
-        self.change_tree(tenant, session_id, |session| session.files.remove(path))
+        self.change(tenant, session_id, Create::No, |session| session.files.remove(path).map(|()| ((), None)))
     }
 
     /// Moves `from` to `to` in the session's tree.
     pub fn move_path(&self, tenant: &str, session_id: &str, from: &str, to: &str) -> Result<Entry, InterpreterError> {
-        self.change_tree(tenant, session_id, |session| session.files.move_path(from, to))
+        self.change(tenant, session_id, Create::No, |session| {
+            let entry = session.files.move_path(from, to)?;
+            let wrote = entry.path.clone();
+            Ok((entry, Some(wrote)))
+        })
     }
 
-    /// Changes the session's tree while no run is going (`Busy` otherwise),
-    /// and makes the next run count its directory again.
-    fn change_tree<T>(&self, tenant: &str, session_id: &str, change: impl FnOnce(&Session) -> Result<T, InterpreterError>) -> Result<T, InterpreterError> {
-        let (session, running) = self.interpreter.sessions().locked_now(tenant, session_id, Create::No)?;
-        let changed = change(&session);
-        session.forget_seen(&running);
-        changed
+    /// Changes the session's files beside whatever its runs do, holding
+    /// back only a hand-over (a session handed over meanwhile is looked up,
+    /// and so claimed, again), and makes the next run count its directory
+    /// again. `change` gives its result and the file it left, if any, by
+    /// its path in the directory (not a run's artifact).
+    fn change<T>(&self, tenant: &str, session_id: &str, create: Create, change: impl FnOnce(&Session) -> Result<(T, Option<String>), InterpreterError>) -> Result<T, InterpreterError> {
+        for _ in 0..MOVED_RETRIES {
+            let session = self.interpreter.sessions().get(tenant, session_id, create.clone())?;
+            let _hold = session.gate.enter();
+            if session.moved.load(Relaxed) {
+                continue;
+            }
+            let changed = change(&session);
+            let wrote = match &changed {
+                Ok((_, Some(path))) => session.files.dir().join(path).symlink_metadata().ok().map(|m| (path.as_str(), m.len(), m.modified().unwrap_or(std::time::UNIX_EPOCH))),
+                _ => None,
+            };
+            // Counted again after a failure too: it may have left part of its change.
+            session.gate.changed(&session.seen, wrote);
+            return changed.map(|(result, _)| result);
+        }
+        Err(InterpreterError::Busy(session_id.to_owned()))
     }
 
     /// Whether writing `size` bytes at `path` (named `name` in errors) keeps
@@ -323,6 +348,8 @@ pub struct WritePath {
     pub path: String,
     /// The file's bytes.
     pub bytes: Bytes,
+    /// Its metadata, replacing any the file had.
+    pub metadata: BTreeMap<String, String>,
 }
 
 impl Operation for WritePath {
@@ -333,7 +360,7 @@ impl Operation for WritePath {
     }
 
     fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Entry, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.files().write_path(&c.tenant, &self.session_id, &self.path, &self.bytes))
+        blocking(interpreter, caller, move |i, c| i.files().write_path(&c.tenant, &self.session_id, &self.path, &self.bytes, &self.metadata))
     }
 }
 
@@ -378,5 +405,45 @@ impl Operation for MovePath {
 
     fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Entry, InterpreterError>> + Send {
         blocking(interpreter, caller, move |i, c| i.files().move_path(&c.tenant, &self.session_id, &self.from, &self.to))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+
+    use crate::test_support::interpreter;
+
+    /// A file call made while a cell runs answers at once (it neither waits
+    /// for the cell nor is refused), the cell sees the file appear, and the
+    /// file is not reported as the cell's artifact.
+    #[test]
+    fn file_calls_go_on_beside_a_running_cell() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (runtime, interpreter) = interpreter(dir.path());
+        interpreter.sessions().open("t", "s", None, None).expect("opened");
+        let code = "import os, time\nopen('started', 'w').close()\ndeadline = time.time() + 20\n\
+                    while not os.path.exists('during.txt') and time.time() < deadline:\n    time.sleep(0.05)\n\
+                    print(open('during.txt').read())";
+        let running = {
+            let interpreter = interpreter.clone();
+            runtime.spawn(async move { interpreter.runs().run_python("t", "s", anypath_wire::RunRequest::code(code), "http://h").await })
+        };
+        let started = dir.path().join("sessions/t/s/data/started");
+        let waited = Instant::now();
+        while !started.exists() && waited.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(started.exists(), "the cell started");
+        let answered = Instant::now();
+        interpreter.files().write_path("t", "s", "tree/x.txt", b"x", &BTreeMap::new()).expect("written while the cell runs");
+        assert!(interpreter.files().make_dir("t", "s", "made").expect("made"));
+        interpreter.files().upload("t", "s", "during.txt", b"seen by the cell", false, None).expect("uploaded while the cell runs");
+        assert!(answered.elapsed() < Duration::from_secs(2), "took {:?}", answered.elapsed());
+        let report = runtime.block_on(running).expect("no panic").expect("ran");
+        assert_eq!((report.cell.error, report.cell.output.stdout.as_str()), (None, "seen by the cell\n"));
+        let artifacts: Vec<String> = report.artifacts.into_iter().map(|a| a.filename).collect();
+        assert_eq!(artifacts, ["started"], "what the file calls wrote is not the cell's");
     }
 }

@@ -27,6 +27,9 @@ impl Sessions<'_> {
             if session.moved.load(Relaxed) {
                 return Ok(());
             }
+            // File calls go on beside runs: the ones in progress end first, and
+            // new ones wait, then find the session moved and claim it again.
+            let _files = session.gate.close().await;
             // Files, then state, then metadata, each kept in the store before
             // the next: a store that refuses one leaves the session live here
             // as it was, and the asking host is told no.

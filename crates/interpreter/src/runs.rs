@@ -67,6 +67,8 @@ impl<'a> Runs<'a> {
         // one needs the store, on the blocking pool.
         let (session, mut live) = interpreter.sessions().locked(tenant, session_id, create).await?;
         interpreter.hibernation().take_saved_state(&session, &mut live).await;
+        // File calls go on beside the run: what they change is not its doing.
+        let generation = session.gate.run_started();
         let cached = session.seen.lock().unwrap_or_else(|p| p.into_inner()).take();
         let before = match cached {
             Some(before) => before,
@@ -98,7 +100,7 @@ impl<'a> Runs<'a> {
         let untouched = succeeded && !live.files_touched();
         let (artifacts, artifact_errors) = if untouched && !session.meta_due() {
             session.touch();
-            *session.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(before);
+            session.gate.keep_seen(&session.seen, generation, before);
             (Vec::new(), Vec::new())
         } else {
             let (kept, base_url) = (session.clone(), base_url.to_owned());
@@ -108,12 +110,13 @@ impl<'a> Runs<'a> {
                     // Fail fast: after a failed run nothing is scanned or kept
                     // (and the next run walks the directory itself).
                     let changed_files = if untouched {
-                        *kept.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(before);
+                        kept.gate.keep_seen(&kept.seen, generation, before);
                         Vec::new()
                     } else if succeeded {
                         let after = snapshot(kept.files.dir());
-                        let found = changed(&before, &after);
-                        *kept.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(after);
+                        let mut found = changed(&before, &after);
+                        found.retain(|file| after.get(&file.filename).is_none_or(|state| !kept.gate.written_outside(&file.filename, state)));
+                        kept.gate.keep_seen(&kept.seen, generation, after);
                         found
                     } else {
                         Vec::new()

@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anypath_sandbox::{LiveInstance, Runtime};
+use anypath_sandbox::{FilesLayout, LiveInstance, Runtime};
 
 use crate::error::InterpreterError;
+use crate::files_gate::FilesGate;
 use crate::session_files::SessionFiles;
 use crate::session_store::{SessionMeta, SessionStore};
 
@@ -34,6 +35,10 @@ pub(crate) struct Session {
     /// Where its metadata and state image are kept.
     pub(crate) store: Arc<dyn SessionStore>,
     pub(crate) files: SessionFiles,
+    /// How the code sees its files (kept in its metadata).
+    pub(crate) layout: FilesLayout,
+    /// How file calls go beside its runs.
+    pub(crate) gate: FilesGate,
     /// What the code sees at /data.
     pub(crate) datasets_view: PathBuf,
     /// The staged datasets attached to it (kept in its metadata).
@@ -54,8 +59,8 @@ pub(crate) struct Session {
     /// run lock after the hand-over looks the session up (claims it) again.
     pub(crate) moved: AtomicBool,
     /// The session directory as the last successful run left it, so the
-    /// next run need not walk it again before it starts. Read and written
-    /// only under `live`'s lock; an upload or a delete clears it.
+    /// next run need not walk it again before it starts. Taken and kept by
+    /// runs under `live`'s lock; a file call clears it (`gate`).
     pub(crate) seen: Mutex<Option<Snapshot>>,
     /// When the metadata was last written, and whether it said the session
     /// held state.
@@ -76,14 +81,6 @@ impl Session {
     /// Whether the instance holds Python state now (a running one does).
     pub(crate) fn is_live(&self) -> bool {
         self.live.try_lock().map_or(true, |l| l.is_live())
-    }
-
-    /// The directory changed outside a run: the next run walks it again
-    /// (for its changed files and its quota). `live` is the session's
-    /// instance, whose lock the caller holds.
-    pub(crate) fn forget_seen(&self, live: &LiveInstance) {
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        live.directory_changed();
     }
 
     /// Whether the metadata should be written again: its last use is older
@@ -111,6 +108,7 @@ impl Session {
             runtime: self.runtime,
             had_state: self.had_state.load(Relaxed),
             datasets: self.attached.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            layout: self.layout,
         };
         self.store.write_meta(&self.tenant, &self.id, &meta)?;
         *self.meta_written.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), meta.had_state));
@@ -123,9 +121,22 @@ impl Session {
 pub(crate) enum Create {
     No,
     Yes { ttl: Option<Duration>, runtime: Option<Runtime> },
+    /// As `Yes`, its files laid out as a sandbox's whole tree
+    /// ([`FilesLayout::Root`]): E2B's sandboxes.
+    Sandbox { ttl: Option<Duration>, runtime: Runtime },
     /// A new session whose directory is another session's: the same
     /// files, its own Python state (a second context of one sandbox).
-    Sharing { ttl: Option<Duration>, runtime: Runtime, files: PathBuf },
+    Sharing { ttl: Option<Duration>, runtime: Runtime, files: PathBuf, layout: FilesLayout },
+}
+
+impl Create {
+    /// A new session laid out and run as `session` is, idle for `ttl` (a fork).
+    pub(crate) fn like(session: &Session, ttl: Duration) -> Self {
+        match session.layout {
+            FilesLayout::Root => Self::Sandbox { ttl: Some(ttl), runtime: session.runtime },
+            FilesLayout::MntData => Self::Yes { ttl: Some(ttl), runtime: Some(session.runtime) },
+        }
+    }
 }
 
 /// The table's unexpired session under `key`, touched, when it runs the

@@ -141,19 +141,29 @@ pub(crate) const O_NOFOLLOW: i32 = 0x0100;
 /// Writes `bytes` to `path` (replacing a file there) beside it and renames
 /// it over: a reader never sees half a file.
 pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), InterpreterError> {
+    write_replacing_as(path, bytes, 0o600, |_| Ok(()))
+}
+
+/// [`write_replacing`] with the file's permission bits (whatever the
+/// process's umask), and `finish` done on the new file before it takes
+/// its place (its metadata, so no reader sees it without).
+pub(crate) fn write_replacing_as(path: &Path, bytes: &[u8], mode: u32, finish: impl FnOnce(&Path) -> Result<(), InterpreterError>) -> Result<(), InterpreterError> {
+    use std::os::unix::fs::PermissionsExt;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let partial = path.with_file_name(format!(".{name}.{}.partial", uuid::Uuid::new_v4().simple()));
     let written = (|| {
-        let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&partial)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&partial, path)
+        let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&partial).map_err(|e| InterpreterError::io("writing the file", e))?;
+        let io = |e| InterpreterError::io("writing the file", e);
+        file.set_permissions(fs::Permissions::from_mode(mode)).map_err(io)?;
+        file.write_all(bytes).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        finish(&partial)?;
+        fs::rename(&partial, path).map_err(io)
     })();
-    if let Err(e) = written {
+    if written.is_err() {
         let _ = fs::remove_file(&partial);
-        return Err(InterpreterError::io("writing the file", e));
     }
-    Ok(())
+    written
 }
 
 #[cfg(test)]

@@ -38,6 +38,9 @@ pub struct SessionMeta {
     /// when a later process loads it.
     #[serde(default)]
     pub datasets: Vec<String>,
+    /// How the code sees the files; absent before layouts existed.
+    #[serde(default)]
+    pub layout: anypath_sandbox::FilesLayout,
 }
 
 /// The directories a session's instance is given, on this host.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use anypath_sandbox::{LimitOverrides, Runtime};
+use anypath_sandbox::{FilesLayout, LimitOverrides, Runtime};
 use anypath_wire::{Closed, SessionInfo};
 
 use crate::error::InterpreterError;
@@ -119,11 +119,11 @@ impl<'a> Sessions<'a> {
         } else {
             live.capture().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be copied: {e}")))?
         };
-        let (owner, new, runtime, ttl) = (tenant.to_owned(), new_id.to_owned(), parent.runtime, parent.ttl);
+        let (owner, new, ttl) = (tenant.to_owned(), new_id.to_owned(), parent.ttl);
         let from = parent.clone();
         let child = interpreter
             .off_workers(move |i| {
-                let child = i.sessions().get(&owner, &new, Create::Yes { ttl: Some(ttl), runtime: Some(runtime) })?;
+                let child = i.sessions().get(&owner, &new, Create::like(&from, ttl))?;
                 let attached = from.attached.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 let shown = i.dataset_store.build_view(&i.artifact_store, &owner, &child.datasets_view, &attached);
                 let copied = shown.and_then(|shown| {
@@ -158,7 +158,7 @@ impl<'a> Sessions<'a> {
         if self.get(tenant, context_id, Create::No).is_ok() {
             return Err(InterpreterError::SessionExists(context_id.to_owned()));
         }
-        let create = Create::Sharing { ttl, runtime: parent.runtime, files: parent.files.dir().to_path_buf() };
+        let create = Create::Sharing { ttl, runtime: parent.runtime, files: parent.files.dir().to_path_buf(), layout: parent.layout };
         let context = self.get(tenant, context_id, create)?;
         Ok(info(&context))
     }
@@ -284,7 +284,7 @@ impl<'a> Sessions<'a> {
         let key = (names::tenant(tenant)?.to_owned(), names::session_id(session_id)?.to_owned());
         let asked = match create {
             Create::Yes { runtime, .. } => *runtime,
-            Create::Sharing { runtime, .. } => Some(*runtime),
+            Create::Sandbox { runtime, .. } | Create::Sharing { runtime, .. } => Some(*runtime),
             Create::No => None,
         };
         let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
@@ -302,10 +302,11 @@ impl<'a> Sessions<'a> {
         let tenant = names::tenant(tenant)?;
         let session_id = names::session_id(session_id)?;
         let may_create = !matches!(create, Create::No);
-        let (ttl, asked, shared_files) = match create {
-            Create::Yes { ttl, runtime } => (ttl, runtime, None),
-            Create::Sharing { ttl, runtime, files } => (ttl, Some(runtime), Some(files)),
-            Create::No => (None, None, None),
+        let (ttl, asked, shared_files, asked_layout) = match create {
+            Create::Yes { ttl, runtime } => (ttl, runtime, None, FilesLayout::MntData),
+            Create::Sandbox { ttl, runtime } => (ttl, Some(runtime), None, FilesLayout::Root),
+            Create::Sharing { ttl, runtime, files, layout } => (ttl, Some(runtime), Some(files), layout),
+            Create::No => (None, None, None, FilesLayout::MntData),
         };
         let key = (tenant.to_owned(), session_id.to_owned());
         let _opening = interpreter.opening.enter(&key);
@@ -348,17 +349,20 @@ impl<'a> Sessions<'a> {
             // An expired predecessor: the name is free at once, the tree goes later.
             *discarded = store.discard_home(tenant, session_id);
             Stats::add(&interpreter.stats.sessions_created, 1);
-            if shared_files.is_none() && runtime == Runtime::Python {
+            if shared_files.is_none() && runtime == Runtime::Python && asked_layout == FilesLayout::MntData {
                 adopted = interpreter.ready.as_ref().and_then(|ready| ready.take(&store.home(tenant, session_id)));
             }
         }
         let dirs = store.prepare_home(tenant, session_id, shared_files.as_deref().filter(|_| kept.is_none()))?;
+        let layout = kept.as_ref().map_or(asked_layout, |m| m.layout);
+        layout.prepare(&dirs.files).map_err(|e| InterpreterError::io("laying out the session's files", e))?;
         // Made anew on every load: the mounted datasets and their access
         // list may have changed since an earlier process made it.
         let attached = kept.as_ref().map(|m| m.datasets.clone()).unwrap_or_default();
         let attached = interpreter.dataset_store.build_view(&interpreter.artifact_store, tenant, &dirs.datasets_view, &attached)?;
         let mut live = sandbox
             .live_instance(Some(dirs.files.clone()), &LimitOverrides::default())
+            .with_layout(layout)
             .with_quota(config.quota)
             .with_datasets(dirs.datasets_view.clone());
         if let Some(started) = adopted {
@@ -382,6 +386,8 @@ impl<'a> Sessions<'a> {
             id: session_id.to_owned(),
             store: store.clone(),
             files: SessionFiles::new(dirs.files),
+            layout,
+            gate: crate::files_gate::FilesGate::new(live.change_notice()),
             datasets_view: dirs.datasets_view,
             attached: std::sync::Mutex::new(attached),
             runtime,

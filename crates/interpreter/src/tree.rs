@@ -1,13 +1,17 @@
 //! A session directory as a tree, for clients that address files by path
 //! rather than by flat name (E2B's filesystem API): stat, list to a depth,
-//! make directories, write with parent directories, remove and move.
+//! make directories, write with parent directories and metadata, remove
+//! and move. What it makes has the permissions a Linux user's files have
+//! (0644 for a file, 0755 for a directory), whatever the host's umask.
 //!
 //! Every path is checked with [`names::relative_path`] before anything
 //! touches the disk, and no component of it may be a symlink (code in the
 //! session may have made one pointing anywhere), so a call never leaves the
 //! session directory.
 
+use std::collections::BTreeMap;
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -34,7 +38,14 @@ pub struct Entry {
     /// Permission bits, as `ls -l` shows them.
     pub mode: u32,
     pub modified: SystemTime,
+    /// A file's metadata (see [`crate::file_metadata`]); empty for a directory.
+    pub metadata: BTreeMap<String, String>,
 }
+
+/// What a file written by path is made with.
+pub const FILE_MODE: u32 = 0o644;
+/// What a directory made by path is made with.
+pub const DIR_MODE: u32 = 0o755;
 
 /// The most entries one listing returns.
 pub const MAX_LISTED: usize = 10_000;
@@ -110,20 +121,22 @@ impl SessionFiles {
             Ok(_) => return Err(InterpreterError::Exists(relative.to_owned())),
             Err(_) => {}
         }
-        fs::create_dir_all(&path).map_err(|e| InterpreterError::io("making a directory", e))?;
+        make_dirs(self.dir(), &path)?;
         Ok(true)
     }
 
-    /// Writes `bytes` at `relative`, replacing a file there and making the
-    /// parent directories, as an upload is written.
-    pub fn write_path(&self, relative: &str, bytes: &[u8]) -> Result<Entry, InterpreterError> {
+    /// Writes `bytes` at `relative` with `metadata`, replacing a file there
+    /// (and its metadata) and making the parent directories, as an upload
+    /// is written.
+    pub fn write_path(&self, relative: &str, bytes: &[u8], metadata: &BTreeMap<String, String>) -> Result<Entry, InterpreterError> {
+        crate::file_metadata::check(metadata)?;
         let path = self.resolve(relative)?;
         if path == self.dir() || fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
             return Err(InterpreterError::NotAFile(relative.to_owned()));
         }
         let parent = path.parent().unwrap_or(self.dir());
-        fs::create_dir_all(parent).map_err(|e| InterpreterError::io("making a file's directory", e))?;
-        crate::session_files::write_replacing(&path, bytes)?;
+        make_dirs(self.dir(), parent)?;
+        crate::session_files::write_replacing_as(&path, bytes, FILE_MODE, |new| crate::file_metadata::write(new, metadata))?;
         self.stat(relative)
     }
 
@@ -148,7 +161,7 @@ impl SessionFiles {
         }
         fs::symlink_metadata(&source).map_err(|_| InterpreterError::NoSuchFile(from.to_owned()))?;
         if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent).map_err(|e| InterpreterError::io("making a directory", e))?;
+            make_dirs(self.dir(), parent)?;
         }
         fs::rename(&source, &target).map_err(|e| InterpreterError::io("moving", e))?;
         self.stat(to)
@@ -157,7 +170,6 @@ impl SessionFiles {
     /// The entry at a host path inside the directory; None for a symlink,
     /// a special file or a path that is gone.
     fn entry(&self, path: &Path) -> Option<Entry> {
-        use std::os::unix::fs::PermissionsExt;
         let meta = fs::symlink_metadata(path).ok()?;
         let kind = if meta.is_dir() {
             EntryKind::Directory
@@ -176,8 +188,33 @@ impl SessionFiles {
             size: meta.len(),
             mode: meta.permissions().mode() & 0o777,
             modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            metadata: if kind == EntryKind::File { crate::file_metadata::read(path) } else { BTreeMap::new() },
         })
     }
+}
+
+/// Makes `path` and the directories above it, up to `root`, each missing
+/// one with [`DIR_MODE`].
+fn make_dirs(root: &Path, path: &Path) -> Result<(), InterpreterError> {
+    let io = |e| InterpreterError::io("making a directory", e);
+    let mut missing = Vec::new();
+    let mut at = path;
+    while at != root && fs::symlink_metadata(at).is_err() {
+        missing.push(at);
+        match at.parent() {
+            Some(parent) => at = parent,
+            None => break,
+        }
+    }
+    for dir in missing.into_iter().rev() {
+        match fs::create_dir(dir) {
+            Ok(()) => fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE)).map_err(io)?,
+            // Made by someone else (a cell, another call) in between.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -193,7 +230,7 @@ mod tests {
     #[test]
     fn a_tree_is_written_listed_moved_and_removed_by_path() {
         let (_dir, files) = files();
-        files.write_path("src/app/main.py", b"print(1)").expect("written with parents");
+        files.write_path("src/app/main.py", b"print(1)", &BTreeMap::new()).expect("written with parents");
         assert!(files.make_dir("docs").expect("made"));
         assert!(!files.make_dir("docs").expect("already there"));
         let shallow: Vec<String> = files.list_dir("", 1).expect("listed").into_iter().map(|e| e.path).collect();
@@ -207,6 +244,25 @@ mod tests {
         assert_eq!(files.stat("").expect("the root").kind, EntryKind::Directory);
     }
 
+    /// What a write makes has a user's permissions whatever the umask, and
+    /// its metadata: kept on a move, gone when the file is written again.
+    #[test]
+    fn writes_make_user_modes_and_keep_metadata_until_rewritten() {
+        let (_dir, files) = files();
+        let metadata: BTreeMap<String, String> = [("author".to_owned(), "mish".to_owned())].into();
+        let written = files.write_path("a/b/c.txt", b"x", &metadata).expect("written");
+        assert_eq!((written.mode, written.metadata.clone()), (FILE_MODE, metadata.clone()));
+        for dir in ["a", "a/b"] {
+            assert_eq!(files.stat(dir).expect("a folder").mode, DIR_MODE, "{dir}");
+        }
+        assert!(files.make_dir("m/n").expect("made"));
+        assert_eq!(files.stat("m").expect("a folder").mode, DIR_MODE);
+        assert_eq!(files.move_path("a/b/c.txt", "d.txt").expect("moved").metadata, metadata);
+        let listed = files.list_dir("", 1).expect("listed");
+        assert_eq!(listed.iter().find(|e| e.path == "d.txt").map(|e| e.metadata.clone()), Some(metadata));
+        assert!(files.write_path("d.txt", b"y", &BTreeMap::new()).expect("rewritten").metadata.is_empty());
+    }
+
     /// Boundary: a client path never leaves the session directory, through
     /// `..` or through a symlink the session's code made.
     #[test]
@@ -217,7 +273,7 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), dir.path().join("escape")).expect("a symlink");
         for path in ["../x", "a/../../x", "/etc/passwd", "escape/secret", "escape"] {
             assert!(files.stat(path).is_err(), "{path}");
-            assert!(files.write_path(path, b"x").is_err(), "{path}");
+            assert!(files.write_path(path, b"x", &BTreeMap::new()).is_err(), "{path}");
             assert!(files.remove(path).is_err(), "{path}");
         }
         assert!(files.list_dir("escape", 1).is_err());

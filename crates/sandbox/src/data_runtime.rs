@@ -17,11 +17,16 @@
 //!   when it has no session);
 //! - `/data`, read-only: the session's datasets (an empty directory of the
 //!   instance's own when it has none);
+//! - `/`: the session's whole tree in the sandbox layout
+//!   ([`FilesLayout::Root`], where `/mnt/data` is its `home/user` and `/tmp`
+//!   its `tmp/`), else an empty read-only directory of the instance's own;
 //! - the door `host.call`, answered "no host" on every call.
 //!
-//! The five directories are always there, in that order: a pre-initialised
-//! image ([`preinit`]) has wasi-libc's table of them baked in by descriptor
-//! number, and the adapter numbers them by the order they are given.
+//! The six directories are always there, in that order: a pre-initialised
+//! image ([`preinit`]) has wasi-libc's table of them, names included, baked
+//! in by descriptor number, and the adapter numbers them by the order they
+//! are given. That is why `/` is always preopened: a table without it could
+//! not reach the sandbox layout's paths, whatever the host gave later.
 //!
 //! A run is one `turn` of the reactor that calls the default runtime's own
 //! cell code (`cell.py`), loaded into the instance at start (or already in
@@ -42,6 +47,7 @@ use crate::bindings::anypath::runner::types as wit;
 use crate::drain_pipe::DrainPipe;
 use crate::live_frames::GuestResult;
 use crate::guest::{DATASETS_DIR, GuestState, SESSION_DIR};
+use crate::layout::FilesLayout;
 use crate::quota_fs::QuotaState;
 
 mod bindings {
@@ -68,6 +74,8 @@ const STDLIB_ZIP: &str = "python315.zip";
 const MPL_DATA_GUEST: &str = "/usr/local/lib/python315.zip/matplotlib/mpl-data";
 /// The instance's private temporary directory in the guest.
 const TMP_GUEST: &str = "/tmp";
+/// The root of the guest's tree: served below the other directories.
+const ROOT_GUEST: &str = "/";
 /// The program name the reactor expects (its prefix finds the stdlib zip).
 const ARGV0: &str = "/usr/local/bin/python.wasm";
 /// Environment every run starts from; a run's own variables follow and may replace them.
@@ -78,9 +86,9 @@ const BASE_ENV: [(&str, &str); 5] = [
     ("MPLBACKEND", "Agg"),
     ("PYTHONTZPATH", ""),
 ];
-/// The first descriptor after stdio and the five directories: a
+/// The first descriptor after stdio and the six directories: a
 /// pre-initialised image must hold no open descriptor from here on.
-pub(crate) const FIRST_FREE_FD: u32 = 8;
+pub(crate) const FIRST_FREE_FD: u32 = 9;
 /// Run at every instance's start: what must differ between instances made
 /// from one image (random state) is made anew (`cell_report.py`), and
 /// SIGINT raises `KeyboardInterrupt`, so that an interrupt keeps the state
@@ -137,18 +145,22 @@ pub(crate) struct GuestDirs<'a> {
     pub(crate) data: &'a Path,
     /// What the instance sees at `/data`, read-only.
     pub(crate) datasets: &'a Path,
+    /// What the instance sees at `/`, and whether it may write there (the
+    /// sandbox layout's tree).
+    pub(crate) root: (&'a Path, FsPerms),
 }
 
 impl GuestDirs<'_> {
-    /// Preopens the five directories, always all of them and in this order
-    /// (descriptors 3 to 7), and gives the base environment and program name.
+    /// Preopens the six directories, always all of them and in this order
+    /// (descriptors 3 to 8), and gives the base environment and program name.
     pub(crate) fn configure(&self, builder: &mut WasiCtxBuilder) -> wasmtime::Result<()> {
         builder
             .preopened_dir(self.library, LIBRARY_GUEST, FsPerms::ReadOnly)?
             .preopened_dir(self.mpl_data, MPL_DATA_GUEST, FsPerms::ReadOnly)?
             .preopened_dir(self.tmp, TMP_GUEST, FsPerms::ReadWrite)?
             .preopened_dir(self.data, SESSION_DIR, FsPerms::ReadWrite)?
-            .preopened_dir(self.datasets, DATASETS_DIR, FsPerms::ReadOnly)?;
+            .preopened_dir(self.datasets, DATASETS_DIR, FsPerms::ReadOnly)?
+            .preopened_dir(self.root.0, ROOT_GUEST, self.root.1)?;
         builder.arg(ARGV0).envs(&BASE_ENV);
         Ok(())
     }
@@ -197,42 +209,63 @@ pub(crate) struct DataGuest {
     dirs: PrivateDirs,
 }
 
-/// The instance's own directories on the host, removed with the instance:
-/// its `/tmp`, and for an instance without a session (or datasets), an
-/// empty `/mnt/data` (or `/data`).
+/// The directories an instance is given on the host: its own `/tmp`
+/// (removed with the instance), or in the sandbox layout the tree's `tmp/`
+/// (which stays); the session's directories, or for an instance without a
+/// session (or datasets) an empty `/mnt/data` (or `/data`) of its own; and
+/// what it sees at `/`.
 struct PrivateDirs {
     tmp: PathBuf,
-    /// The session directory, or a scratch directory's path.
+    /// `tmp` is the instance's own, removed when it ends.
+    own_tmp: bool,
+    /// What the guest sees at `/mnt/data`.
     data: PathBuf,
     /// The session's datasets directory, or a scratch directory's path.
     datasets: PathBuf,
+    /// What the guest sees at `/`, and whether it may write there.
+    root: (PathBuf, FsPerms),
     _scratch: Vec<tempfile::TempDir>,
 }
 
 impl PrivateDirs {
-    fn new(session_dir: Option<&Path>, datasets: Option<&Path>) -> std::io::Result<Self> {
-        let tmp = private_tmp_dir(session_dir)?;
+    fn new(session_dir: Option<&Path>, layout: FilesLayout, datasets: Option<&Path>) -> std::io::Result<Self> {
         let mut scratch = Vec::new();
-        let mut own_or_scratch = |given: Option<&Path>, prefix: &str| -> std::io::Result<PathBuf> {
-            match given {
-                Some(dir) => Ok(dir.to_path_buf()),
-                None => {
-                    let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
-                    let path = dir.path().to_path_buf();
-                    scratch.push(dir);
-                    Ok(path)
-                }
-            }
+        let mut scratch_dir = |prefix: &str| -> std::io::Result<PathBuf> {
+            let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
+            let path = dir.path().to_path_buf();
+            scratch.push(dir);
+            Ok(path)
         };
-        let data = own_or_scratch(session_dir, "anypath-data-")?;
-        let datasets = own_or_scratch(datasets, "anypath-datasets-")?;
-        Ok(Self { tmp, data, datasets, _scratch: scratch })
+        let guest = session_dir.map(|dir| layout.guest_dirs(dir));
+        let (tmp, own_tmp) = match (session_dir, guest.as_ref().and_then(|g| g.root.as_ref())) {
+            (Some(_), Some(root)) => {
+                let tmp = root.join("tmp");
+                std::fs::create_dir_all(tmp.join("matplotlib"))?;
+                (tmp, false)
+            }
+            _ => (private_tmp_dir(session_dir)?, true),
+        };
+        let data = match &guest {
+            Some(guest) => guest.mnt_data.clone(),
+            None => scratch_dir("anypath-data-")?,
+        };
+        let datasets = match datasets {
+            Some(dir) => dir.to_path_buf(),
+            None => scratch_dir("anypath-datasets-")?,
+        };
+        let root = match guest.and_then(|g| g.root) {
+            Some(root) => (root, FsPerms::ReadWrite),
+            None => (scratch_dir("anypath-root-")?, FsPerms::ReadOnly),
+        };
+        Ok(Self { tmp, own_tmp, data, datasets, root, _scratch: scratch })
     }
 }
 
 impl Drop for PrivateDirs {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.tmp);
+        if self.own_tmp {
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
     }
 }
 
@@ -274,12 +307,14 @@ impl DataImage {
         Ok(Self { pre, library, mpl_data, preinitialised })
     }
 
-    /// Starts an instance seeing `dir` at /mnt/data and `datasets` at /data, and loads the cell code
+    /// Starts an instance seeing `dir` at /mnt/data (or as its tree, in the
+    /// sandbox `layout`) and `datasets` at /data, and loads the cell code
     /// into it unless the image already holds it; a `bare` instance is only
     /// instantiated (its memory is the image's).
     pub(crate) async fn start(
         &self,
         dir: Option<&Path>,
+        layout: FilesLayout,
         datasets: Option<&Path>,
         quota: Option<Arc<QuotaState>>,
         memory_cap: u64,
@@ -287,11 +322,12 @@ impl DataImage {
         bare: bool,
         new_store: impl FnOnce(GuestState) -> wasmtime::Result<Store<GuestState>>,
     ) -> wasmtime::Result<(Store<GuestState>, DataGuest, wasmtime::component::Instance)> {
-        let dirs = PrivateDirs::new(dir, datasets)?;
+        let dirs = PrivateDirs::new(dir, layout, datasets)?;
         let stdout = DrainPipe::new(PIPE_SLACK);
         let stderr = DrainPipe::new(PIPE_SLACK);
         let mut builder = WasiCtxBuilder::new();
-        GuestDirs { library: &self.library, mpl_data: &self.mpl_data, tmp: &dirs.tmp, data: &dirs.data, datasets: &dirs.datasets }.configure(&mut builder)?;
+        let root = (dirs.root.0.as_path(), dirs.root.1);
+        GuestDirs { library: &self.library, mpl_data: &self.mpl_data, tmp: &dirs.tmp, data: &dirs.data, datasets: &dirs.datasets, root }.configure(&mut builder)?;
         builder.stdout(stdout.clone()).stderr(stderr.clone());
         let mut state = GuestState::from_builder(builder, memory_cap, deadline);
         state.quota = quota;
@@ -318,9 +354,11 @@ impl DataGuest {
         &self.stdout
     }
 
-    /// The instance's `/tmp` on the host: it counts toward the session's quota.
-    pub(crate) fn private_tmp(&self) -> &Path {
-        &self.dirs.tmp
+    /// The instance's own `/tmp` on the host, which counts toward the
+    /// session's quota beside its directory; `None` in the sandbox layout,
+    /// whose `/tmp` is in the session's tree.
+    pub(crate) fn private_tmp(&self) -> Option<&Path> {
+        self.dirs.own_tmp.then_some(self.dirs.tmp.as_path())
     }
 
     /// Runs one cell as a reactor turn. Output caps: those of `input`, kept

@@ -15,6 +15,7 @@ use crate::drain_pipe::DrainPipe;
 use crate::host_store::{HostStoreCtx, HostStoreView, RequestStore};
 use crate::interrupt::Interrupt;
 use crate::keyboard_interrupt::{KeyboardCtx, KeyboardTrip, KeyboardView};
+use crate::layout::FilesLayout;
 use crate::quota_fs::{QuotaFsView, QuotaState};
 
 /// Where a session's directory appears inside the guest.
@@ -59,18 +60,23 @@ impl GuestState {
     }
 
     /// A code-interpreter session's instance: the same, plus the directory
-    /// (when given) the guest sees at `/mnt/data`, read and write (nothing
-    /// above it is reachable), the datasets directory (when given) at
+    /// (when given) the guest sees at `/mnt/data` (or as its whole tree, in
+    /// the sandbox `layout`), read and write (nothing above it is reachable), the datasets directory (when given) at
     /// `/data`, read-only, and a stdout the host drains (live frames).
-    pub(crate) fn for_session(memory_cap: u64, deadline: Instant, dir: Option<&Path>, datasets: Option<&Path>, stdout: DrainPipe) -> wasmtime::Result<Self> {
+    pub(crate) fn for_session(memory_cap: u64, deadline: Instant, dir: Option<&Path>, layout: FilesLayout, datasets: Option<&Path>, stdout: DrainPipe) -> wasmtime::Result<Self> {
         let mut builder = WasiCtxBuilder::new();
+        let dirs = dir.map(|dir| layout.guest_dirs(dir));
         // Always in this order: a saved state refers to the preopens by the
-        // handles they were given.
-        if let Some(dir) = dir {
-            builder.preopened_dir(dir, SESSION_DIR, FsPerms::ReadWrite)?;
+        // handles they were given. The sandbox layout's `/` comes last: its
+        // sessions' images were all taken with it.
+        if let Some(dirs) = &dirs {
+            builder.preopened_dir(&dirs.mnt_data, SESSION_DIR, FsPerms::ReadWrite)?;
         }
         if let Some(datasets) = datasets {
             builder.preopened_dir(datasets, DATASETS_DIR, FsPerms::ReadOnly)?;
+        }
+        if let Some(root) = dirs.as_ref().and_then(|d| d.root.as_ref()) {
+            builder.preopened_dir(root, "/", FsPerms::ReadWrite)?;
         }
         builder.stdout(stdout);
         Ok(Self::from_builder(builder, memory_cap, deadline))

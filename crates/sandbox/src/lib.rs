@@ -28,6 +28,7 @@ mod interrupt;
 #[cfg(test)]
 mod interrupt_tests;
 mod keyboard_interrupt;
+pub mod layout;
 pub mod limits;
 pub mod live;
 mod live_frames;
@@ -48,8 +49,9 @@ pub use config::{DataVariant, PREIMPORTED_SUMMARY, PythonDataConfig, RunnerConfi
 pub use engine::StartError;
 pub use guest::{DATASETS_DIR, SESSION_DIR};
 pub use interrupt::Interrupt;
+pub use layout::FilesLayout;
 pub use limits::{LimitOverrides, Limits, Policy, PolicyError};
-pub use live::{CellReport, CellRequest, LiveInstance, PreStarted, StateOrigin};
+pub use live::{CellReport, ChangeNotice, CellRequest, LiveInstance, PreStarted, StateOrigin};
 pub use live_frames::LiveSink;
 pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
 pub use quota_fs::{FileQuota, Usage, directory_usage};

@@ -33,6 +33,7 @@ use crate::outcome::{ExecError, Metrics, Output};
 use crate::quota_fs::{FileQuota, QuotaState, Usage};
 use crate::engine::{self, Instance, internal, output_of};
 use crate::interrupt::Interrupt;
+use crate::layout::FilesLayout;
 use crate::live_frames::{LiveSink, result_of};
 use crate::session::{Guest, SessionGuest, SessionRuntime};
 use crate::state_image::StateError;
@@ -82,6 +83,8 @@ pub struct CellRequest {
 pub struct LiveInstance {
     runtime: SessionRuntime,
     dir: Option<PathBuf>,
+    /// How the code sees `dir`.
+    layout: FilesLayout,
     /// What the code sees at `/data`, read-only.
     datasets: Option<PathBuf>,
     limits: Limits,
@@ -105,6 +108,20 @@ pub struct LiveInstance {
     /// after it were lost with the host that made them): the run that
     /// resumes it says so, as a reset.
     older_image: Option<String>,
+}
+
+/// Tells a session's instances that its directory changed from outside
+/// them: the next run recounts the quota. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct ChangeNotice(Option<Arc<QuotaState>>);
+
+impl ChangeNotice {
+    /// The directory changed (an upload, a delete, a move).
+    pub fn changed(&self) {
+        if let Some(quota) = &self.0 {
+            quota.invalidate();
+        }
+    }
 }
 
 /// An instance started ahead of the session it will serve, on directories
@@ -142,7 +159,7 @@ impl SessionRuntime {
     /// under `limits` (narrowed to the runtime's own). Nothing starts yet.
     pub fn live_instance(&self, dir: Option<PathBuf>, limits: &LimitOverrides) -> LiveInstance {
         let limits = self.limits().narrowed_by(limits);
-        LiveInstance { runtime: self.clone(), dir, datasets: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, away: false, quota: None, adopted: false, older_image: None }
+        LiveInstance { runtime: self.clone(), dir, layout: FilesLayout::MntData, datasets: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, away: false, quota: None, adopted: false, older_image: None }
     }
 }
 
@@ -153,6 +170,15 @@ impl LiveInstance {
     pub fn with_quota(mut self, quota: FileQuota) -> Self {
         self.reset();
         self.quota = Some(Arc::new(QuotaState::new(quota)));
+        self
+    }
+
+    /// Shows the code its directory as `layout` says, in this and every
+    /// later instance of the session. An instance already running is reset,
+    /// so that its preopens match.
+    pub fn with_layout(mut self, layout: FilesLayout) -> Self {
+        self.reset();
+        self.layout = layout;
         self
     }
 
@@ -191,6 +217,13 @@ impl LiveInstance {
         if let Some(quota) = &self.quota {
             quota.invalidate();
         }
+    }
+
+    /// A handle that says the session's directory changed from outside the
+    /// guest ([`Self::directory_changed`]) without holding this instance:
+    /// file calls that run beside a cell use it.
+    pub fn change_notice(&self) -> ChangeNotice {
+        ChangeNotice(self.quota.clone())
     }
 
     /// Whether code has tried to change a file or directory since the
@@ -454,7 +487,7 @@ impl LiveInstance {
         let decoding = tokio::task::spawn_blocking(move || crate::state_image::image::decode(&image));
         let quota = self.quota.clone();
         self.directory_changed();
-        let instance = start(self.runtime.clone(), self.dir.clone(), self.datasets.clone(), quota, self.limits.memory_bytes)
+        let instance = start(self.runtime.clone(), self.dir.clone(), self.layout, self.datasets.clone(), quota, self.limits.memory_bytes)
             .await
             .map_err(|e| StateError::Start(e.to_string()))?;
         self.instance = Some(instance);
@@ -492,7 +525,15 @@ impl LiveInstance {
             let quota = self.quota.clone();
             // A new instance: a fresh private /tmp, no files held open.
             self.directory_changed();
-            self.instance = Some(start(self.runtime.clone(), self.dir.clone(), self.datasets.clone(), quota, self.limits.memory_bytes).await?);
+            self.instance = Some(start(self.runtime.clone(), self.dir.clone(), self.layout, self.datasets.clone(), quota, self.limits.memory_bytes).await?);
+            if let Some(setup) = self.layout.setup_cell() {
+                // The layout's working directory, before the session's first code.
+                let entered = self.call_cell(setup, Vec::new()).await;
+                if !entered.as_ref().is_ok_and(|output| output.error.is_none()) {
+                    self.instance = None;
+                    return Err(ExecError::Internal { message: format!("entering the sandbox's working directory: {entered:?}") });
+                }
+            }
         }
         let Some(instance) = self.instance.as_mut() else {
             return Err(ExecError::Internal { message: "no instance after start".into() });
@@ -507,7 +548,10 @@ impl LiveInstance {
             // `max_files` entries, and a hop to the blocking pool would cost
             // more than a small directory's walk.
             match &instance.guest.exports {
-                Guest::Data(data) => quota.recount(&[dir, data.private_tmp()]),
+                Guest::Data(data) => match data.private_tmp() {
+                    Some(tmp) => quota.recount(&[dir, tmp]),
+                    None => quota.recount(&[dir]),
+                },
                 Guest::Runner(_) => quota.recount(&[dir]),
             }
         }
@@ -616,17 +660,18 @@ fn live_budget(limits: &Limits) -> usize {
     content.saturating_mul(6).saturating_add(1 << 20)
 }
 
-/// Starts an instance seeing `dir` at /mnt/data and `datasets` at /data,
-/// under `quota` and `memory_cap`.
+/// Starts an instance seeing `dir` at /mnt/data (or as its tree, in the
+/// sandbox `layout`) and `datasets` at /data, under `quota` and `memory_cap`.
 async fn start(
     runtime: SessionRuntime,
     dir: Option<PathBuf>,
+    layout: FilesLayout,
     datasets: Option<PathBuf>,
     quota: Option<Arc<QuotaState>>,
     memory_cap: u64,
 ) -> Result<Instance<SessionGuest>, ExecError> {
     runtime
-        .start_instance(dir.as_deref(), datasets.as_deref(), quota, memory_cap, false)
+        .start_instance(dir.as_deref(), layout, datasets.as_deref(), quota, memory_cap, false)
         .await
         .map_err(|e| internal("starting a session instance", &e))
 }

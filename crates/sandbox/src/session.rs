@@ -20,6 +20,7 @@ use crate::engine::{self, EpochTicker, Instance, StartError};
 use crate::guest::GuestState;
 use crate::interrupt::Interrupt;
 use crate::keyboard_interrupt::{self as keyboard, CalibrationError, FirstScan, KeyboardTrip, Probed, SignalLayout};
+use crate::layout::FilesLayout;
 use crate::limits::Limits;
 use crate::profile::{ImageDescription, Profile, component_name};
 use crate::quota_fs::QuotaState;
@@ -161,12 +162,13 @@ impl SessionRuntime {
     }
 
     /// Starts a session's instance: it sees `dir` (when given) at
-    /// `/mnt/data` and `datasets` (when given) at `/data`, writes under
-    /// `quota`, and grows to `memory_cap`.
+    /// `/mnt/data` (or as its tree, in the sandbox `layout`) and `datasets`
+    /// (when given) at `/data`, writes under `quota`, and grows to `memory_cap`.
     /// A `bare` instance runs nothing after instantiation (the baseline).
     pub(crate) async fn start_instance(
         &self,
         dir: Option<&Path>,
+        layout: FilesLayout,
         datasets: Option<&Path>,
         quota: Option<Arc<QuotaState>>,
         memory_cap: u64,
@@ -177,7 +179,7 @@ impl SessionRuntime {
             Image::Python(image) => {
                 // Only live frames matter on it: what else reaches it is dropped each run.
                 let stdout = DrainPipe::new(RUNNER_STDOUT_KEPT);
-                let mut state = GuestState::for_session(memory_cap, deadline, dir, datasets, stdout.clone())?;
+                let mut state = GuestState::for_session(memory_cap, deadline, dir, layout, datasets, stdout.clone())?;
                 state.quota = quota;
                 let mut store = engine::new_store(image.pre.engine(), state)?;
                 let handle = image.pre.instance_pre().instantiate_async(&mut store).await?;
@@ -186,7 +188,7 @@ impl SessionRuntime {
             }
             Image::Data(data) => {
                 let wasm = data.image.pre.engine().clone();
-                let (store, guest, handle) = data.image.start(dir, datasets, quota, memory_cap, deadline, bare, |state| engine::new_store(&wasm, state)).await?;
+                let (store, guest, handle) = data.image.start(dir, layout, datasets, quota, memory_cap, deadline, bare, |state| engine::new_store(&wasm, state)).await?;
                 let stdout = guest.stdout().clone();
                 Ok(Instance { store, guest: SessionGuest { exports: Guest::Data(guest), handle, stdout } })
             }
@@ -199,7 +201,7 @@ impl SessionRuntime {
         self.states
             .baseline
             .get_or_try_init(|| async {
-                let mut bare = self.start_instance(None, None, None, self.limits().memory_bytes, true).await?;
+                let mut bare = self.start_instance(None, FilesLayout::MntData, None, None, self.limits().memory_bytes, true).await?;
                 engine::arm_for_host(&mut bare.store, STATE_BUDGET)?;
                 let baseline = Baseline::read(&self.states.access, &mut bare.store, &bare.guest.handle).await?;
                 Ok::<_, StateError>(Arc::new(baseline))
@@ -294,7 +296,7 @@ impl SessionRuntime {
     async fn calibrate(&self) -> Result<SignalLayout, CalibrationError> {
         let limits = self.limits();
         let memory_error = |e: wasmtime::Error| CalibrationError::Memory(format!("{e:#}"));
-        let mut probe = self.start_instance(None, None, None, limits.memory_bytes, false).await.map_err(|e| CalibrationError::Probe(format!("{e:#}")))?;
+        let mut probe = self.start_instance(None, FilesLayout::MntData, None, None, limits.memory_bytes, false).await.map_err(|e| CalibrationError::Probe(format!("{e:#}")))?;
         let handle = probe.guest.handle;
         let memories = &self.states.access.memories;
         let probed = Probed::parse(&probe_cell(&mut probe, &limits, &keyboard::first_probe()).await?.output.stdout)?;

@@ -6,12 +6,12 @@
 //! A session's instance then starts with all of that done.
 //!
 //! The scratch instance runs on wasmtime's own WASI preview 1 with the same
-//! five directories, in the same order, as every session's instance
+//! six directories, in the same order, as every session's instance
 //! ([`GuestDirs`]): wasi-libc keeps its table of preopened directories by
 //! descriptor number, and the image carries that table, so the numbers
-//! must mean the same directories later. Its `/tmp`, `/mnt/data` and
-//! `/data` are empty scratch directories, its environment is the base one, and the build
-//! refuses an image that still holds an open descriptor past the five
+//! must mean the same directories later. Its `/tmp`, `/mnt/data`, `/data`
+//! and `/` are empty scratch directories, its environment is the base one, and the build
+//! refuses an image that still holds an open descriptor past the six
 //! directories (the font cache's font files are closed first), so nothing of
 //! the build machine or of a session is in it. What instances must not
 //! share (random state) is made anew when each one starts.
@@ -102,8 +102,8 @@ pub async fn preinitialise(core: &Path, layout: &Path) -> Result<Preinitialised,
     let wasm = std::fs::read(core).map_err(|source| PreinitError::Read { path: core.display().to_string(), source })?;
     let (library, mpl_data) = layout_dirs(layout).map_err(PreinitError::Layout)?;
     let scratch = tempfile::Builder::new().prefix("anypath-preinit-").tempdir().map_err(PreinitError::Scratch)?;
-    let (tmp, data, datasets) = (scratch.path().join("tmp"), scratch.path().join("data"), scratch.path().join("datasets"));
-    for dir in [tmp.join("matplotlib"), data.clone(), datasets.clone()] {
+    let (tmp, data, datasets, root) = (scratch.path().join("tmp"), scratch.path().join("data"), scratch.path().join("datasets"), scratch.path().join("root"));
+    for dir in [tmp.join("matplotlib"), data.clone(), datasets.clone(), root.clone()] {
         std::fs::create_dir_all(dir).map_err(PreinitError::Scratch)?;
     }
 
@@ -120,7 +120,7 @@ pub async fn preinitialise(core: &Path, layout: &Path) -> Result<Preinitialised,
     let stdout = DrainPipe::new(OUTPUT_CAP);
     let stderr = DrainPipe::new(OUTPUT_CAP);
     let mut builder = WasiCtxBuilder::new();
-    GuestDirs { library: &library, mpl_data: &mpl_data, tmp: &tmp, data: &data, datasets: &datasets }
+    GuestDirs { library: &library, mpl_data: &mpl_data, tmp: &tmp, data: &data, datasets: &datasets, root: (&root, wasmtime_wasi::FsPerms::ReadOnly) }
         .configure(&mut builder)
         .map_err(PreinitError::Start)?;
     builder.stdout(stdout.clone()).stderr(stderr.clone());

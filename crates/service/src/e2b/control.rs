@@ -20,15 +20,18 @@ use super::E2b;
 use super::call::ControlCall;
 use super::error::E2bError;
 use super::registry::{self, Lifecycle, Part, Sandbox, SandboxState};
-use crate::interpreter_service::{Caller, OpenSession};
+use crate::interpreter_service::Caller;
 
 /// The templates this server offers: each gives the data runtime (pandas,
 /// numpy, matplotlib) when the server has it.
 pub(crate) const TEMPLATES: &[&str] = &["code-interpreter-v1", "base"];
 
-/// The envd version reported: octet-stream and gzip uploads (0.5.7), the
-/// default user (0.4.0), recursive watches (0.1.4).
-pub(crate) const ENVD_VERSION: &str = "0.5.7";
+/// The envd version reported, whose every feature the SDKs gate on is
+/// served: watches that allow network mounts (0.6.4, every folder here is
+/// local), watch events with their entry (0.6.3), file metadata (0.6.2),
+/// octet-stream and gzip uploads (0.5.7), the default user (0.4.0),
+/// recursive watches (0.1.4).
+pub(crate) const ENVD_VERSION: &str = "0.6.4";
 
 /// E2B's default sandbox timeout, in seconds.
 const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
@@ -221,7 +224,8 @@ impl E2b {
             )));
         }
         let id = registry::new_sandbox_id();
-        let open = OpenSession { session_id: id.clone(), ttl: Some(self.max_ttl), runtime: Some(self.runtime()) };
+        // Laid out as a sandbox: its files are the code's whole tree, its home /home/user.
+        let open = anypath_interpreter::sandbox_open::OpenSandbox { session_id: id.clone(), ttl: Some(self.max_ttl), runtime: self.runtime() };
         self.service.call(caller, open).await.map_err(E2bError::from)?;
         let now = SystemTime::now();
         let timeout = self.clamp_timeout(new.timeout);

@@ -1,10 +1,12 @@
 //! envd, E2B's in-sandbox daemon, as far as files go: `/health`, and
 //! `/files` to download (`GET`) and upload (`POST`: multipart with one part
 //! per file, or one file as `application/octet-stream`, optionally gzip)
-//! by path. A signed link (`signature` in the query, made by the SDK from
+//! by path, with the metadata of `X-Metadata-*` headers on every file
+//! written. A signed link (`signature` in the query, made by the SDK from
 //! the sandbox's access token) stands in for the token, so a browser can
 //! follow it.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::Arc;
 
@@ -39,7 +41,12 @@ struct WriteInfo {
     #[serde(rename = "type")]
     kind: &'static str,
     path: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    metadata: BTreeMap<String, String>,
 }
+
+/// Where an upload's metadata travels: one header per key.
+const METADATA_HEADER: &str = "x-metadata-";
 
 /// The operation a signature allows.
 #[derive(Clone, Copy)]
@@ -83,9 +90,6 @@ impl E2b {
         operation: Operation,
     ) -> Result<(Arc<Sandbox>, Caller), E2bError> {
         if let Some(signature) = &query.signature {
-            if query.signature_expiration.is_some_and(|at| at < unix_now()) {
-                return Err(E2bError::new(StatusCode::UNAUTHORIZED, "the signed link has expired"));
-            }
             let candidates = match super::sandbox_header(headers) {
                 Some(id) => self.registry.get(id).await?.into_iter().collect(),
                 None => self.registry.all().await?,
@@ -94,7 +98,11 @@ impl E2b {
             let signed = candidates.into_iter().find(|s| {
                 s.access_token.as_deref().is_some_and(|token| signature_of(path, operation, user, token, query.signature_expiration) == *signature)
             });
-            let sandbox = signed.ok_or_else(|| E2bError::new(StatusCode::UNAUTHORIZED, "the link's signature does not match a sandbox"))?;
+            // envd's words, in envd's order: the signature, then its expiry.
+            let sandbox = signed.ok_or_else(|| E2bError::new(StatusCode::UNAUTHORIZED, "invalid signature"))?;
+            if query.signature_expiration.is_some_and(|at| at < unix_now()) {
+                return Err(E2bError::new(StatusCode::UNAUTHORIZED, "signature is already expired"));
+            }
             if sandbox.life().state != SandboxState::Running {
                 return Err(E2bError::not_running(&sandbox.id));
             }
@@ -130,7 +138,7 @@ pub(crate) async fn download(
     let query = parse_query(query.0.as_deref())?;
     let path = query.path.clone().ok_or_else(|| E2bError::bad_request("path is required"))?;
     let (sandbox, caller) = e2b.files_caller(&headers, request_id, &query, &path, Operation::Read).await?;
-    let relative = paths::to_session(&path)?;
+    let relative = paths::to_session(&path, query.username.as_deref())?;
     let entry = e2b.service.call(&caller, files::StatPath { session_id: sandbox.id.clone(), path: relative.clone() }).await.map_err(|e| E2bError::from(e).for_path(&path))?;
     if entry.kind != anypath_interpreter::EntryKind::File {
         return Err(E2bError::bad_request(format!("{path} is a directory, not a file")));
@@ -139,21 +147,39 @@ pub(crate) async fn download(
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes))
 }
 
-/// `POST /files`: each file written, made with its directories, answered
-/// as `[{name, type, path}]`.
+/// `POST /files`: each file written, made with its directories and given
+/// the request's metadata, answered as `[{name, type, path, metadata}]`.
 pub(crate) async fn upload(State(e2b): State<Arc<E2b>>, request_id: RequestId, request: Request) -> Result<impl IntoResponse, E2bError> {
     let query = parse_query(request.uri().query())?;
     let signed_path = query.path.clone().unwrap_or_default();
     let (sandbox, caller) = e2b.files_caller(request.headers(), request_id, &query, &signed_path, Operation::Write).await?;
+    let metadata = metadata_of(request.headers())?;
     let files = received_files(request, query.path.as_deref()).await?;
+    let user = query.username.as_deref();
+    // Every path is checked before the first file is written.
+    let files = files.into_iter().map(|(path, bytes)| Ok((paths::to_session(&path, user)?, path, bytes))).collect::<Result<Vec<_>, E2bError>>()?;
     let mut written = Vec::new();
-    for (path, bytes) in files {
-        let relative = paths::to_session(&path)?;
-        let entry = e2b.service.call(&caller, files::WritePath { session_id: sandbox.id.clone(), path: relative, bytes }).await.map_err(|e| E2bError::from(e).for_path(&path))?;
-        written.push(WriteInfo { name: entry.name, kind: "file", path: paths::to_client(&entry.path) });
+    for (relative, path, bytes) in files {
+        let write = files::WritePath { session_id: sandbox.id.clone(), path: relative, bytes, metadata: metadata.clone() };
+        let entry = e2b.service.call(&caller, write).await.map_err(|e| E2bError::from(e).for_path(&path))?;
+        e2b.watchers.publish(&sandbox.id, super::watch::Change::Wrote(&entry));
+        written.push(WriteInfo { name: entry.name, kind: "file", path: paths::to_client(&entry.path), metadata: entry.metadata });
     }
     tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, files = written.len(), "e2b upload");
     Ok(Json(written))
+}
+
+/// The metadata of an upload: each `X-Metadata-<key>` header, its key in
+/// lower case (as envd keeps it), checked before anything is written.
+fn metadata_of(headers: &HeaderMap) -> Result<BTreeMap<String, String>, E2bError> {
+    let mut metadata = BTreeMap::new();
+    for (name, value) in headers {
+        let Some(key) = name.as_str().strip_prefix(METADATA_HEADER) else { continue };
+        let value = value.to_str().map_err(|_| E2bError::bad_request(format!("the value of metadata key {key:?} must be printable ASCII")))?;
+        metadata.insert(key.to_owned(), value.to_owned());
+    }
+    anypath_interpreter::file_metadata::check(&metadata).map_err(|e| E2bError::bad_request(e.to_string()))?;
+    Ok(metadata)
 }
 
 fn parse_query(raw: Option<&str>) -> Result<FilesQuery, E2bError> {

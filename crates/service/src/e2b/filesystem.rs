@@ -1,14 +1,13 @@
 //! envd's `filesystem.Filesystem` Connect service, in Connect's JSON form:
 //! `Stat`, `ListDir`, `MakeDir`, `Remove`, `Move`, the unary watch calls
 //! (`CreateWatcher`, `GetWatcherEvents`, `RemoveWatcher`) and the streamed
-//! `WatchDir`. Paths are E2B's (`/home/user/...`), mapped onto the session
-//! directory. A watch compares the tree with what it last saw: the session
-//! directory changes only through this service and the session's own runs.
+//! `WatchDir` ([`super::watch`]). Paths are E2B's (`/home/user/...`, any
+//! absolute path of the sandbox's tree), resolved for the user the call
+//! names in its `Authorization` header, as envd resolves them.
 
-use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anypath_interpreter::{Entry, EntryKind, files};
 use axum::body::{Body, Bytes};
@@ -20,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::call::SandboxCall;
 use super::error::{ConnectError, E2bError};
+use super::watch::{Change, Watch, tree_of};
 use super::{E2b, paths};
 use crate::interpreter_service::Caller;
 
@@ -27,6 +27,8 @@ use crate::interpreter_service::Caller;
 const WATCH_EVERY: Duration = Duration::from_millis(250);
 /// How often a streamed watch says it is still there.
 const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
+/// How often a watch lists the tree again when a change was told while it listed.
+const LIST_TRIES: usize = 3;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -34,6 +36,7 @@ struct PathRequest {
     path: String,
     depth: Option<u32>,
     recursive: bool,
+    include_entry: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -50,53 +53,30 @@ struct WatcherRequest {
     watcher_id: String,
 }
 
-/// A unary watch: what it saw last time it was asked.
-pub(crate) struct Watcher {
-    sandbox_id: String,
-    tenant: String,
-    /// The watched directory, relative to the session's.
-    root: String,
-    recursive: bool,
-    seen: Tree,
-}
-
-/// Each entry under a watched directory, by its path relative to it.
-type Tree = BTreeMap<String, (EntryKind, u64, SystemTime)>;
-
-/// The unary watches of every sandbox, by id.
-#[derive(Default)]
-pub(crate) struct Watchers {
-    watchers: Mutex<HashMap<String, Watcher>>,
-}
-
-impl Watchers {
-    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Watcher>> {
-        self.watchers.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Forgets the watches of a sandbox that is gone.
-    pub(crate) fn forget_sandbox(&self, sandbox_id: &str) {
-        self.table().retain(|_, w| w.sandbox_id != sandbox_id);
-    }
-}
-
-/// An entry as envd's `EntryInfo` in Connect's JSON.
-fn entry_json(entry: &Entry) -> Value {
-    let (kind, mode_kind, letter) = match entry.kind {
-        EntryKind::File => ("FILE_TYPE_FILE", 0o100000, '-'),
-        EntryKind::Directory => ("FILE_TYPE_DIRECTORY", 0o040000, 'd'),
+/// An entry as envd's `EntryInfo` in Connect's JSON: `mode` holds the
+/// permission bits (as envd gives them), `metadata` the file's pairs.
+pub(crate) fn entry_json(entry: &Entry) -> Value {
+    let (kind, letter) = match entry.kind {
+        EntryKind::File => ("FILE_TYPE_FILE", '-'),
+        EntryKind::Directory => ("FILE_TYPE_DIRECTORY", 'd'),
     };
-    json!({
+    // Nobody but root owns what is in root's home.
+    let owner = if entry.path == "root" || entry.path.starts_with("root/") { "root" } else { "user" };
+    let mut value = json!({
         "name": entry.name,
         "type": kind,
         "path": paths::to_client(&entry.path),
         "size": entry.size.to_string(),
-        "mode": mode_kind | entry.mode,
+        "mode": entry.mode,
         "permissions": permissions(letter, entry.mode),
-        "owner": "user",
-        "group": "user",
+        "owner": owner,
+        "group": owner,
         "modifiedTime": super::control::rfc3339(entry.modified),
-    })
+    });
+    if !entry.metadata.is_empty() {
+        value["metadata"] = json!(entry.metadata);
+    }
+    value
 }
 
 /// `ls -l`'s permission string.
@@ -111,6 +91,18 @@ fn permissions(kind: char, mode: u32) -> String {
     text
 }
 
+/// The user a Connect call acts as: `Authorization: Basic base64(user:)`,
+/// as E2B's SDKs send it; `None` for the sandbox's default user.
+fn user_of(headers: &HeaderMap) -> Option<String> {
+    use base64::Engine;
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let encoded = value.strip_prefix("Basic ").or_else(|| value.strip_prefix("basic "))?;
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let user = text.split(':').next().unwrap_or("");
+    (!user.is_empty()).then(|| user.to_owned())
+}
+
 fn parse<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ConnectError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
@@ -123,16 +115,18 @@ pub(crate) async fn call(
     State(e2b): State<Arc<E2b>>,
     SandboxCall { sandbox, caller, .. }: SandboxCall<ConnectError>,
     Path(method): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ConnectError> {
+    let user = user_of(&headers);
     if method == "WatchDir" {
-        return watch_stream(e2b, caller, sandbox.id.clone(), &body);
+        return watch_stream(e2b, caller, sandbox.id.clone(), user.as_deref(), &body).await;
     }
-    let value = unary(&e2b, &caller, &sandbox.id, &method, &body).await?;
+    let value = unary(&e2b, &caller, &sandbox.id, user.as_deref(), &method, &body).await?;
     Ok((StatusCode::OK, axum::Json(value)).into_response())
 }
 
-async fn unary(e2b: &E2b, caller: &Caller, session: &str, method: &str, body: &[u8]) -> Result<Value, ConnectError> {
+async fn unary(e2b: &E2b, caller: &Caller, session: &str, user: Option<&str>, method: &str, body: &[u8]) -> Result<Value, ConnectError> {
     let session = session.to_owned();
     let service = &e2b.service;
     fn on_path(path: &str) -> impl Fn(crate::interpreter_service::ServiceError) -> ConnectError + '_ {
@@ -141,104 +135,100 @@ async fn unary(e2b: &E2b, caller: &Caller, session: &str, method: &str, body: &[
     match method {
         "Stat" => {
             let request: PathRequest = parse(body)?;
-            let relative = paths::to_session(&request.path)?;
+            let relative = paths::to_session(&request.path, user)?;
             let entry = service.call(caller, files::StatPath { session_id: session, path: relative }).await.map_err(on_path(&request.path))?;
             Ok(json!({ "entry": entry_json(&entry) }))
         }
         "ListDir" => {
             let request: PathRequest = parse(body)?;
-            let relative = paths::to_session(&request.path)?;
+            let relative = paths::to_session(&request.path, user)?;
             let depth = request.depth.unwrap_or(1).max(1);
             let entries = service.call(caller, files::ListDir { session_id: session, path: relative, depth }).await.map_err(on_path(&request.path))?;
             Ok(json!({ "entries": entries.iter().map(entry_json).collect::<Vec<_>>() }))
         }
         "MakeDir" => {
             let request: PathRequest = parse(body)?;
-            let relative = paths::to_session(&request.path)?;
+            let relative = paths::to_session(&request.path, user)?;
             let made = service.call(caller, files::MakeDir { session_id: session.clone(), path: relative.clone() }).await.map_err(on_path(&request.path))?;
             if !made {
                 return Err(ConnectError::new("already_exists", format!("directory '{}' already exists", request.path)));
             }
-            let entry = service.call(caller, files::StatPath { session_id: session, path: relative }).await.map_err(on_path(&request.path))?;
+            let entry = service.call(caller, files::StatPath { session_id: session.clone(), path: relative }).await.map_err(on_path(&request.path))?;
+            e2b.watchers.publish(&session, Change::MadeDir(&entry));
             Ok(json!({ "entry": entry_json(&entry) }))
         }
         "Remove" => {
             let request: PathRequest = parse(body)?;
-            let relative = paths::to_session(&request.path)?;
-            service.call(caller, files::RemovePath { session_id: session, path: relative }).await.map_err(on_path(&request.path))?;
+            let relative = paths::to_session(&request.path, user)?;
+            match service.call(caller, files::RemovePath { session_id: session.clone(), path: relative.clone() }).await {
+                Ok(()) => e2b.watchers.publish(&session, Change::Removed(&relative)),
+                // Removing what is not there leaves it not there: envd answers as for a removal.
+                Err(error) if error.status() == StatusCode::NOT_FOUND && !matches!(error, crate::interpreter_service::ServiceError::Interpreter(anypath_interpreter::InterpreterError::NoSuchSession(_))) => {}
+                Err(error) => return Err(on_path(&request.path)(error)),
+            }
             Ok(json!({}))
         }
         "Move" => {
             let request: MoveRequest = parse(body)?;
-            let (from, to) = (paths::to_session(&request.source)?, paths::to_session(&request.destination)?);
-            let entry = service.call(caller, files::MovePath { session_id: session, from, to }).await.map_err(on_path(&request.source))?;
+            let (from, to) = (paths::to_session(&request.source, user)?, paths::to_session(&request.destination, user)?);
+            let entry = service.call(caller, files::MovePath { session_id: session.clone(), from: from.clone(), to }).await.map_err(on_path(&request.source))?;
+            e2b.watchers.publish(&session, Change::Moved { from: &from, to: &entry });
             Ok(json!({ "entry": entry_json(&entry) }))
         }
         "CreateWatcher" => {
             let request: PathRequest = parse(body)?;
-            let root = paths::to_session(&request.path)?;
-            let seen = snapshot(e2b, caller, &session, &root, request.recursive).await.map_err(on_path(&request.path))?;
-            let id = uuid::Uuid::new_v4().simple().to_string();
-            let watcher = Watcher { sandbox_id: session, tenant: caller.tenant.clone(), root, recursive: request.recursive, seen };
-            e2b.watchers.table().insert(id.clone(), watcher);
+            let root = paths::to_session(&request.path, user)?;
+            let watch = new_watch(e2b, caller, &session, root, &request).await.map_err(|e| e.for_path(&request.path))?;
+            let (id, _) = e2b.watchers.add(watch);
             Ok(json!({ "watcherId": id }))
         }
         "GetWatcherEvents" => {
             let request: WatcherRequest = parse(body)?;
-            let (root, recursive, seen) = {
-                let table = e2b.watchers.table();
-                let watcher = table
-                    .get(&request.watcher_id)
-                    .filter(|w| w.sandbox_id == session && w.tenant == caller.tenant)
-                    .ok_or_else(|| ConnectError::new("not_found", format!("watcher {} not found", request.watcher_id)))?;
-                (watcher.root.clone(), watcher.recursive, watcher.seen.clone())
-            };
-            let now = snapshot(e2b, caller, &session, &root, recursive).await.map_err(on_path(&root))?;
-            let events = changes(&seen, &now);
-            if let Some(watcher) = e2b.watchers.table().get_mut(&request.watcher_id) {
-                watcher.seen = now;
-            }
+            let watch = e2b
+                .watchers
+                .get(&request.watcher_id, &session, &caller.tenant)
+                .ok_or_else(|| ConnectError::new("not_found", format!("watcher {} not found", request.watcher_id)))?;
+            let events = look(e2b, caller, &watch).await.map_err(|e| ConnectError::from(E2bError::from(e)))?;
             Ok(json!({ "events": events }))
         }
         "RemoveWatcher" => {
             let request: WatcherRequest = parse(body)?;
-            let mut table = e2b.watchers.table();
-            let owned = table.get(&request.watcher_id).is_some_and(|w| w.sandbox_id == session && w.tenant == caller.tenant);
-            if owned {
-                table.remove(&request.watcher_id);
-            }
+            e2b.watchers.remove(&request.watcher_id, &session, &caller.tenant);
             Ok(json!({}))
         }
         other => Err(ConnectError::new("unimplemented", format!("filesystem.Filesystem/{other} is not a method this sandbox serves"))),
     }
 }
 
-/// The tree under `root`, one level or all of it.
-async fn snapshot(e2b: &E2b, caller: &Caller, session: &str, root: &str, recursive: bool) -> Result<Tree, crate::interpreter_service::ServiceError> {
-    let depth = if recursive { u32::MAX } else { 1 };
-    let entries = e2b.service.call(caller, files::ListDir { session_id: session.to_owned(), path: root.to_owned(), depth }).await?;
-    let prefix = if root.is_empty() { String::new() } else { format!("{root}/") };
-    Ok(entries
-        .into_iter()
-        .map(|e| (e.path.strip_prefix(&prefix).unwrap_or(&e.path).to_owned(), (e.kind, e.size, e.modified)))
-        .collect())
+/// A watch of the directory `root`, with what is there now; refused when
+/// `root` is not a directory.
+async fn new_watch(e2b: &E2b, caller: &Caller, session: &str, root: String, request: &PathRequest) -> Result<Watch, E2bError> {
+    let stat = e2b.service.call(caller, files::StatPath { session_id: session.to_owned(), path: root.clone() }).await?;
+    if stat.kind != EntryKind::Directory {
+        return Err(E2bError::bad_request(format!("path {} is not a directory", request.path)));
+    }
+    let seen = tree_of(&root, list(e2b, caller, session, &root, request.recursive).await?);
+    Ok(Watch::new(session, &caller.tenant, root, request.recursive, request.include_entry, seen))
 }
 
-/// The events that turn `before` into `after`, as envd's `FilesystemEvent`s.
-fn changes(before: &Tree, after: &Tree) -> Vec<Value> {
-    let event = |name: &str, kind: &str| json!({ "name": name, "type": kind });
-    let mut events = Vec::new();
-    for (name, now) in after {
-        match before.get(name) {
-            None => events.push(event(name, "EVENT_TYPE_CREATE")),
-            Some(was) if was != now && now.0 == EntryKind::File => events.push(event(name, "EVENT_TYPE_WRITE")),
-            _ => {}
+/// The entries under `root`, one level or all of them.
+async fn list(e2b: &E2b, caller: &Caller, session: &str, root: &str, recursive: bool) -> Result<Vec<Entry>, crate::interpreter_service::ServiceError> {
+    let depth = if recursive { u32::MAX } else { 1 };
+    e2b.service.call(caller, files::ListDir { session_id: session.to_owned(), path: root.to_owned(), depth }).await
+}
+
+/// The watch's events since it last looked: what it was told, and what
+/// listing the tree again finds the code changed.
+async fn look(e2b: &E2b, caller: &Caller, watch: &Watch) -> Result<Vec<Value>, crate::interpreter_service::ServiceError> {
+    for _ in 0..LIST_TRIES {
+        let told = watch.told();
+        let entries = list(e2b, caller, &watch.sandbox_id, &watch.root, watch.recursive).await?;
+        if let Some(found) = watch.poll(told, tree_of(&watch.root, entries)) {
+            return Ok(found);
         }
     }
-    for name in before.keys().filter(|name| !after.contains_key(*name)) {
-        events.push(event(name, "EVENT_TYPE_REMOVE"));
-    }
-    events
+    // Told of changes all along: the events wait for the next look.
+    Ok(Vec::new())
 }
 
 /// One Connect stream envelope: a flag byte, the length, the message.
@@ -261,58 +251,43 @@ fn unenvelope(body: &[u8]) -> &[u8] {
 
 /// `WatchDir`: a `start` message, then the events as they are seen, with
 /// a keepalive now and then, until the client goes or the sandbox ends.
-fn watch_stream(e2b: Arc<E2b>, caller: Caller, session: String, body: &[u8]) -> Result<Response, ConnectError> {
+async fn watch_stream(e2b: Arc<E2b>, caller: Caller, session: String, user: Option<&str>, body: &[u8]) -> Result<Response, ConnectError> {
     let request: PathRequest = parse(unenvelope(body))?;
-    let root = paths::to_session(&request.path)?;
-    struct Watch {
+    let root = paths::to_session(&request.path, user)?;
+    let watch = new_watch(&e2b, &caller, &session, root, &request).await.map_err(|e| ConnectError::from(e.for_path(&request.path)))?;
+    let (id, watch) = e2b.watchers.add(watch);
+    /// The stream's state; its watch ends with it.
+    struct Streamed {
         e2b: Arc<E2b>,
         caller: Caller,
-        session: String,
-        root: String,
-        recursive: bool,
-        seen: Option<Tree>,
+        id: String,
+        watch: Arc<Watch>,
+        started: bool,
         pending: std::collections::VecDeque<Value>,
         quiet_since: tokio::time::Instant,
         done: bool,
     }
-    let watch = Watch {
-        e2b,
-        caller,
-        session,
-        root,
-        recursive: request.recursive,
-        seen: None,
-        pending: Default::default(),
-        quiet_since: tokio::time::Instant::now(),
-        done: false,
-    };
-    let stream = futures_util::stream::unfold(watch, |mut w| async move {
+    impl Drop for Streamed {
+        fn drop(&mut self) {
+            self.e2b.watchers.drop_stream(&self.id);
+        }
+    }
+    let streamed = Streamed { e2b, caller, id, watch, started: false, pending: Default::default(), quiet_since: tokio::time::Instant::now(), done: false };
+    let stream = futures_util::stream::unfold(streamed, |mut w| async move {
         if w.done {
             return None;
         }
+        if !w.started {
+            w.started = true;
+            return Some((Ok::<_, Infallible>(envelope(0, &json!({ "start": {} }))), w));
+        }
         loop {
             if let Some(event) = w.pending.pop_front() {
-                return Some((Ok::<_, Infallible>(envelope(0, &json!({ "filesystem": event }))), w));
+                return Some((Ok(envelope(0, &json!({ "filesystem": event }))), w));
             }
-            let Some(seen) = &w.seen else {
-                match snapshot(&w.e2b, &w.caller, &w.session, &w.root, w.recursive).await {
-                    Ok(tree) => {
-                        w.seen = Some(tree);
-                        return Some((Ok(envelope(0, &json!({ "start": {} }))), w));
-                    }
-                    Err(e) => {
-                        w.done = true;
-                        let error = ConnectError::from(E2bError::from(e));
-                        return Some((Ok(envelope(2, &json!({ "error": error.body() }))), w));
-                    }
-                }
-            };
             tokio::time::sleep(WATCH_EVERY).await;
-            match snapshot(&w.e2b, &w.caller, &w.session, &w.root, w.recursive).await {
-                Ok(now) => {
-                    w.pending.extend(changes(seen, &now));
-                    w.seen = Some(now);
-                }
+            match look(&w.e2b, &w.caller, &w.watch).await {
+                Ok(events) => w.pending.extend(events),
                 // The directory or the sandbox is gone: the stream ends.
                 Err(_) => {
                     w.done = true;
@@ -355,22 +330,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn changes_name_what_was_made_written_and_removed() {
-        let at = SystemTime::UNIX_EPOCH;
-        let later = at + Duration::from_secs(1);
-        let before: Tree = [("a".to_owned(), (EntryKind::File, 1, at)), ("gone".to_owned(), (EntryKind::File, 1, at))].into();
-        let after: Tree = [("a".to_owned(), (EntryKind::File, 2, later)), ("new".to_owned(), (EntryKind::Directory, 0, later))].into();
-        let events = changes(&before, &after);
-        let kinds: Vec<(&str, &str)> = events.iter().filter_map(|e| Some((e.get("name")?.as_str()?, e.get("type")?.as_str()?))).collect();
-        assert_eq!(kinds, [("a", "EVENT_TYPE_WRITE"), ("new", "EVENT_TYPE_CREATE"), ("gone", "EVENT_TYPE_REMOVE")]);
-    }
-
-    #[test]
     fn envelopes_round_trip() {
         let framed = envelope(0, &json!({ "path": "/home/user" }));
         assert_eq!(framed[0], 0);
         assert_eq!(unenvelope(&framed), br#"{"path":"/home/user"}"#);
         assert_eq!(unenvelope(br#"{"path":"x"}"#), br#"{"path":"x"}"#, "a plain body is read as it is");
         assert_eq!(permissions('d', 0o755), "drwxr-xr-x");
+    }
+
+    #[test]
+    fn entries_carry_permission_bits_and_the_user_is_read_from_basic_auth() {
+        let entry = Entry {
+            name: "a.txt".into(),
+            path: "home/user/a.txt".into(),
+            kind: EntryKind::File,
+            size: 4,
+            mode: 0o644,
+            modified: std::time::SystemTime::UNIX_EPOCH,
+            metadata: [("author".to_owned(), "mish".to_owned())].into(),
+        };
+        let json = entry_json(&entry);
+        assert_eq!((json["mode"].as_u64(), json["permissions"].as_str()), (Some(0o644), Some("-rw-r--r--")));
+        assert_eq!(json["metadata"], json!({ "author": "mish" }));
+        assert_eq!(json["path"], "/home/user/a.txt");
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, header::HeaderValue::from_static("Basic cm9vdDo="));
+        assert_eq!(user_of(&headers).as_deref(), Some("root"));
+        assert_eq!(user_of(&HeaderMap::new()), None);
     }
 }

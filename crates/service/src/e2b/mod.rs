@@ -5,7 +5,7 @@
 //! One address serves what E2B spreads over three: the control plane
 //! ([`control`]: `/sandboxes`, `/v2/sandboxes`), envd's files ([`envd`],
 //! [`filesystem`]) and the code interpreter's `/execute` and `/contexts`
-//! ([`execute`]). Calls to a sandbox name it in `E2b-Sandbox-Id`, and carry
+//! ([`execute`]), with the watches of [`watch`]. Calls to a sandbox name it in `E2b-Sandbox-Id`, and carry
 //! its access token in `X-Access-Token` when it has one. An E2B sandbox is
 //! an interpreter session ([`registry`]): this is a transport over the
 //! service facade, like `/v1` and MCP, never a second session flow.
@@ -18,6 +18,7 @@ mod execute;
 mod filesystem;
 mod paths;
 mod registry;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,7 +49,7 @@ pub(crate) struct E2b {
     service: InterpreterService,
     registry: Registry,
     runs: execute::Runs,
-    watchers: filesystem::Watchers,
+    watchers: watch::Watchers,
     /// Names this process in `clientID`.
     client_id: String,
     /// The longest a session (and so a sandbox) may live.
@@ -68,7 +69,7 @@ pub fn router(state: &Arc<AppState>) -> Option<Router> {
             None => Registry::load(config.root.join(SANDBOXES_FILE)),
         },
         runs: execute::Runs::default(),
-        watchers: filesystem::Watchers::default(),
+        watchers: watch::Watchers::default(),
         client_id: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
         max_ttl,
     });
