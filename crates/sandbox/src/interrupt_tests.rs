@@ -29,7 +29,7 @@ fn generous(base: Limits) -> Limits {
     Limits { fuel: 1_000_000_000_000, timeout_ms: 120_000, ..base }
 }
 
-fn runtime() -> &'static tokio::runtime::Runtime {
+pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime"))
 }
@@ -51,7 +51,7 @@ fn python_data_dir() -> PathBuf {
 }
 
 /// `python` sessions, from a block runner kept alongside them.
-fn python() -> &'static SessionRuntime {
+pub(crate) fn python() -> &'static SessionRuntime {
     static SESSIONS: OnceLock<(BlockRunner, SessionRuntime)> = OnceLock::new();
     &SESSIONS
         .get_or_init(|| {
@@ -66,7 +66,7 @@ fn python() -> &'static SessionRuntime {
 }
 
 /// `python-data` sessions (the pre-initialised reactor).
-fn python_data() -> &'static SessionRuntime {
+pub(crate) fn python_data() -> &'static SessionRuntime {
     static SESSIONS: OnceLock<SessionRuntime> = OnceLock::new();
     SESSIONS.get_or_init(|| {
         let config = PythonDataConfig::new(&python_data_dir(), DataVariant::Preimported);

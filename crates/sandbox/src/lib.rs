@@ -29,6 +29,8 @@ mod interrupt;
 mod interrupt_tests;
 mod keyboard_interrupt;
 pub mod layout;
+#[cfg(test)]
+mod layout_tests;
 pub mod limits;
 pub mod live;
 mod live_frames;
