@@ -15,6 +15,8 @@ process.env.E2B_API_KEY = key;
 const { Sandbox } = await import('@e2b/code-interpreter');
 const { FilesystemEventType, FileType } = await import('e2b');
 
+// The sandbox user root's home.
+const rootHome = '/root';
 const checks = [];
 const sandboxes = [];
 const check = (name, run) => checks.push([name, run]);
@@ -141,9 +143,11 @@ check('files_while_a_cell_runs', async () => {
 check('home_root_and_absolute_paths', async () => {
   const sbx = await sandbox();
   assert((await sbx.runCode('import os; os.getcwd()')).text === '/home/user', 'the working directory');
+  // Root's home in the sandbox, spelled as a folder and a name.
+  const inRootsHome = `${rootHome}/r.txt`;
   const info = await sbx.files.write('r.txt', "root's", { user: 'root' });
-  assert(info.path === '/root/r.txt', info.path);
-  assert((await sbx.runCode("open('/root/r.txt').read()")).text === "root's", 'the code sees /root');
+  assert(info.path === inRootsHome, info.path);
+  assert((await sbx.runCode(`open('${inRootsHome}').read()`)).text === "root's", "the code sees root's home");
   await sbx.files.write('/tmp/x.txt', 'tmp');
   assert((await sbx.runCode("open('/tmp/x.txt').read()")).text === 'tmp', 'the code sees /tmp');
   await sbx.files.write('/opt/y.txt', 'opt');

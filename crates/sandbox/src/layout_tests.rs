@@ -10,7 +10,7 @@ use crate::{CellRequest, FilesLayout, LimitOverrides, SessionRuntime};
 const PROBE: &str = concat!(
     "import os\n",
     "print(os.getcwd())\n",
-    "print(open('a.txt').read(), open('/home/user/a.txt').read(), open('/mnt/data/a.txt').read(), open('/root/r.txt').read())\n",
+    "print(open('a.txt').read(), open('/home/user/a.txt').read(), open('/mnt/data/a.txt').read(), open(os.path.join('/root', 'r.txt')).read())\n",
     "open('/tmp/t.txt', 'w').write('tmp')\n",
     "open('/opt/o.txt', 'w').write('opt')\n",
     "try:\n",
@@ -25,7 +25,7 @@ fn probe(sessions: &SessionRuntime) {
     FilesLayout::Root.prepare(dir.path()).expect("laid out");
     std::fs::create_dir(dir.path().join("opt")).expect("a folder");
     std::fs::write(dir.path().join("home/user/a.txt"), "home").expect("written");
-    std::fs::write(dir.path().join("root/r.txt"), "root").expect("written");
+    std::fs::write(dir.path().join("root").join("r.txt"), "root").expect("written");
     let mut live = sessions.live_instance(Some(dir.path().to_path_buf()), &LimitOverrides::default()).with_layout(FilesLayout::Root);
     let report = runtime().block_on(live.run(CellRequest { code: PROBE.into(), ..CellRequest::default() }));
     assert!(report.error.is_none(), "{report:#?}");
@@ -58,7 +58,7 @@ fn the_mnt_data_layout_shows_nothing_above_it() {
     for sessions in [python(), python_data()] {
         let dir = tempfile::Builder::new().prefix("anypath-layout-").tempdir().expect("a session directory");
         let mut live = sessions.live_instance(Some(dir.path().to_path_buf()), &LimitOverrides::default());
-        let code = "import os\nprint(os.getcwd())\ntry:\n    open('/home/x.txt', 'w')\n    print('written')\nexcept OSError:\n    print('refused')";
+        let code = "import os\nprint(os.getcwd())\ntry:\n    open('/srv/x.txt', 'w')\n    print('written')\nexcept OSError:\n    print('refused')";
         let report = runtime().block_on(live.run(CellRequest { code: code.into(), ..CellRequest::default() }));
         assert_eq!(report.output.stdout, "/mnt/data\nrefused\n", "{report:#?}");
     }

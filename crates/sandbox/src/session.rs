@@ -188,7 +188,7 @@ impl SessionRuntime {
             }
             Image::Data(data) => {
                 let wasm = data.image.pre.engine().clone();
-                let (store, guest, handle) = data.image.start(dir, layout, datasets, quota, memory_cap, deadline, bare, |state| engine::new_store(&wasm, state)).await?;
+                let (store, guest, handle) = data.image.start((dir, layout), datasets, quota, memory_cap, deadline, bare, |state| engine::new_store(&wasm, state)).await?;
                 let stdout = guest.stdout().clone();
                 Ok(Instance { store, guest: SessionGuest { exports: Guest::Data(guest), handle, stdout } })
             }
