@@ -154,7 +154,7 @@ fn the_boundary_holds_for_the_data_runtime() {
         ("open('../../etc/passwd').read()", "FileNotFoundError|PermissionError", "a relative path upward"),
         ("open('/mnt/data/../secret.txt').read()", "FileNotFoundError|PermissionError", "dot-dot from the session directory"),
         ("open('../secret.txt').read()", "FileNotFoundError|PermissionError", "the session's parent, relatively"),
-        ("import os\nos.listdir('/')", "FileNotFoundError", "the root"),
+        ("open('/x.txt', 'w')", "Read-only file system|PermissionError", "the root, for writing"),
         ("open('/usr/local/lib/python315.zip', 'ab').write(b'x')", "Read-only file system", "the runtime's library, for writing"),
         ("import socket\nsocket.socket().connect(('127.0.0.1', 80))", "OSError", "a TCP socket"),
         ("import socket\nsocket.getaddrinfo('example.com', 80)", "OSError|AttributeError", "name resolution"),
@@ -180,6 +180,9 @@ fn the_boundary_holds_for_the_data_runtime() {
     );
     let listing = run(&mut session, "import os\nprint(sorted(os.listdir('/mnt/data')), sorted(os.listdir('/tmp')))");
     assert_eq!(listing.output.stdout, "[] ['matplotlib']\n", "{listing:?}");
+    // The root a sandbox's session sees as its tree is, for this one, an empty folder of its own.
+    let root = run(&mut session, "import os\nprint(os.listdir('/'))");
+    assert_eq!(root.output.stdout, "[]\n", "{root:?}");
 }
 
 /// Boundary: the limits. A memory bomb ends at the memory cap, a busy loop
