@@ -257,6 +257,15 @@ pub struct InterpreterArgs {
     /// Megabytes of artifacts one tenant may hold.
     #[arg(long, default_value_t = 1024)]
     artifact_quota_mb: u64,
+    /// Seconds a snapshot lives after it was taken (default: 7 days).
+    #[arg(long, default_value_t = 7 * 24 * 3600)]
+    snapshot_retention_seconds: u64,
+    /// Megabytes of snapshots (saved state and files) one tenant may hold.
+    #[arg(long, default_value_t = 2048)]
+    snapshot_quota_mb: u64,
+    /// Snapshots one tenant may hold.
+    #[arg(long, default_value_t = 100)]
+    max_snapshots: usize,
     /// Largest artifact returned inline as base64, in KiB; larger ones are fetched by link.
     #[arg(long, default_value_t = 5120)]
     read_cap_kib: u64,
@@ -369,6 +378,11 @@ impl InterpreterArgs {
         };
         config.artifacts.retention = std::time::Duration::from_secs(self.artifact_retention_hours * 3600);
         config.artifacts.tenant_quota_bytes = self.artifact_quota_mb << 20;
+        config.snapshots = anypath_interpreter::SnapshotConfig {
+            retention: std::time::Duration::from_secs(self.snapshot_retention_seconds),
+            tenant_quota_bytes: self.snapshot_quota_mb << 20,
+            max_per_tenant: self.max_snapshots,
+        };
         config.read_cap_bytes = self.read_cap_kib << 10;
         config.signing_key = self.signing_key.as_ref().map(|key| key.as_bytes().to_vec());
         config.public_url = self.public_url.clone();

@@ -37,6 +37,7 @@ mod rest_contract;
 mod rest_flows;
 mod sandbox_attacks;
 mod sandbox_pool;
+mod session_snapshots;
 mod session_state;
 mod shared_sessions;
 mod small_model;

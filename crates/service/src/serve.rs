@@ -106,6 +106,7 @@ pub fn routers(sandbox: BlockRunner, options: &ServeOptions) -> Routers {
         .merge(crate::health::routes())
         .merge(crate::interpreter_api::routes(&state))
         .merge(crate::dataset_api::routes())
+        .merge(crate::snapshot_api::routes())
         .merge(crate::mcp::http::routes(&state, &options.mcp_allowed_hosts))
         .fallback(crate::envelope::not_found)
         .layer(from_fn(crate::envelope::every_error_an_envelope))
