@@ -124,11 +124,15 @@ impl<'a> Sessions<'a> {
             .await?;
         drop(parent);
         let (parent, mut live) = self.locked(tenant, session_id, Create::No).await?;
+        // A parked parent's image is copied in the store (a link where the
+        // store can make one), never read into memory here.
         let image = if parent.hibernated.load(Relaxed) && !live.is_live() {
-            let read = parent.clone();
-            Some(interpreter.off_workers(move |_| read.store.read_image(&read.tenant, &read.id)).await?)
+            Carried::Stored
         } else {
-            live.capture().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be copied: {e}")))?
+            match live.capture().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be copied: {e}")))? {
+                Some(image) => Carried::Image(image),
+                None => Carried::Nothing,
+            }
         };
         let (owner, new, runtime, ttl) = (tenant.to_owned(), new_id.to_owned(), parent.runtime, ttl.unwrap_or(parent.ttl));
         let from = parent.clone();
@@ -142,14 +146,15 @@ impl<'a> Sessions<'a> {
                     copy_tree(from.files.dir(), child.files.dir())
                 });
                 let copied = copied.and_then(|()| match &image {
-                    Some(image) => i.hibernation().save_image(&child, image),
-                    None => Ok(()),
+                    Carried::Image(image) => i.hibernation().save_image(&child, image),
+                    Carried::Stored => i.hibernation().copy_image(&from, &child),
+                    Carried::Nothing => Ok(()),
                 });
                 if let Err(error) = copied {
                     i.sessions().forget(&child);
                     return Err(error);
                 }
-                if image.is_some() {
+                if !matches!(image, Carried::Nothing) {
                     child.hibernated.store(true, Relaxed);
                     child.had_state.store(true, Relaxed);
                 }
@@ -463,6 +468,16 @@ pub(crate) fn sweep_store(interpreter: &Interpreter) -> usize {
     }
     store.forget_old_expired_notes();
     removed
+}
+
+/// The state a copy of a session takes along.
+enum Carried {
+    /// None: the parent never ran, or its state was lost.
+    Nothing,
+    /// The live instance's state, captured.
+    Image(Vec<u8>),
+    /// The parent's stored image (it is parked).
+    Stored,
 }
 
 /// Copies the files and directories under `from` into `to` (a copy-on-write

@@ -54,6 +54,10 @@ impl Default for SnapshotConfig {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Record {
     tenant: String,
+    /// When it was taken, in nanoseconds: the list's order, also for
+    /// snapshots taken within one second.
+    #[serde(default)]
+    created_nanos: u128,
     #[serde(flatten)]
     info: SnapshotInfo,
 }
@@ -95,7 +99,9 @@ impl Snapshots<'_> {
             self.remove_stored(tenant, &stored).await;
             return Err(quota_error(held_bytes + size_bytes, config.tenant_quota_bytes));
         }
-        let created = unix_seconds(SystemTime::now());
+        let now = SystemTime::now();
+        let created = unix_seconds(now);
+        let created_nanos = now.duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let info = SnapshotInfo {
             snapshot_id: id,
             names: name.iter().map(|n| (*n).to_owned()).collect(),
@@ -111,7 +117,7 @@ impl Snapshots<'_> {
                 self.write(&other).await?;
             }
         }
-        let record = Record { tenant: tenant.to_owned(), info };
+        let record = Record { tenant: tenant.to_owned(), created_nanos, info };
         if let Err(error) = self.write(&record).await {
             self.remove_stored(tenant, &stored).await;
             return Err(error);
@@ -194,7 +200,7 @@ impl Snapshots<'_> {
             .filter_map(|(_, fields)| parse(fields))
             .filter(|r| r.tenant == tenant && r.info.expires_unix > now)
             .collect();
-        found.sort_by(|a, b| b.info.created_unix.cmp(&a.info.created_unix).then_with(|| b.info.snapshot_id.cmp(&a.info.snapshot_id)));
+        found.sort_by(|a, b| (b.info.created_unix, b.created_nanos, &b.info.snapshot_id).cmp(&(a.info.created_unix, a.created_nanos, &a.info.snapshot_id)));
         Ok(found)
     }
 
