@@ -53,6 +53,8 @@ pub(crate) struct Jupyter {
     session_ttl: Duration,
     /// Where kernels keep their files.
     kernel_files: KernelFiles,
+    /// When each tenant's shared kernel files were last marked used.
+    files_kept: files::Kept,
     /// The Python version of each kernelspec's runtime, once a kernel told it.
     versions: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
@@ -66,6 +68,7 @@ pub fn router(state: &Arc<AppState>, kernel_files: KernelFiles) -> Option<Router
     let shared_records = state.interpreter.as_ref().and_then(|i| i.shared_records());
     let jupyter = Arc::new(Jupyter {
         kernel_files: files::effective(kernel_files, shared_records.is_some()),
+        files_kept: files::Kept::default(),
         // A fleet's hosts share their kernels; one host keeps them in a file.
         kernels: match shared_records {
             Some(records) => Kernels::shared(records),
