@@ -81,6 +81,11 @@ struct UpArgs {
     /// Do not serve E2B's API.
     #[arg(long)]
     no_e2b: bool,
+    /// Where Jupyter kernels keep their files: `shared` (every kernel of a
+    /// tenant works in one directory that outlives the kernels, as on a
+    /// Jupyter server) or `per-kernel` (each kernel's own, removed with it).
+    #[arg(long, env = "ANYPATH_JUPYTER_KERNEL_FILES", value_enum, default_value_t = KernelFilesArg::Shared)]
+    jupyter_kernel_files: KernelFilesArg,
     #[command(flatten)]
     admission: AdmissionArgs,
     #[command(flatten)]
@@ -173,6 +178,13 @@ struct ServeArgs {
     /// Also serve E2B's API (for E2B's SDKs) on this address.
     #[arg(long)]
     e2b_listen: Option<SocketAddr>,
+    /// Where Jupyter kernels keep their files: `shared` (every kernel of a
+    /// tenant works in one directory that outlives the kernels, as on a
+    /// Jupyter server; a fleet sharing `--session-store` keeps them per
+    /// kernel all the same) or `per-kernel` (each kernel's own, removed
+    /// with it).
+    #[arg(long, env = "ANYPATH_JUPYTER_KERNEL_FILES", value_enum, default_value_t = KernelFilesArg::Shared)]
+    jupyter_kernel_files: KernelFilesArg,
     #[command(flatten)]
     interpreter: InterpreterArgs,
     #[command(flatten)]
@@ -338,6 +350,21 @@ impl From<DataVariant> for anypath_sandbox::DataVariant {
             DataVariant::Preimported => Self::Preimported,
             DataVariant::Snapshot => Self::Snapshot,
             DataVariant::Plain => Self::Plain,
+        }
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum KernelFilesArg {
+    Shared,
+    PerKernel,
+}
+
+impl From<KernelFilesArg> for anypath_service::jupyter::KernelFiles {
+    fn from(files: KernelFilesArg) -> Self {
+        match files {
+            KernelFilesArg::Shared => Self::Shared,
+            KernelFilesArg::PerKernel => Self::PerKernel,
         }
     }
 }
@@ -519,6 +546,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 e2b_listen: args.e2b_listen,
                 exec_like_every_route: false,
                 run_env: args.interpreter.run_env()?,
+                jupyter_kernel_files: args.jupyter_kernel_files.into(),
             };
             anypath_service::serve::serve(sandbox, options).await?;
             Ok(ExitCode::SUCCESS)
@@ -549,6 +577,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
                 cors: args.interpreter.cors(std::env::var("SPIN_VARIABLE_CORS_ALLOWED_ORIGINS").ok())?,
                 run_env: args.interpreter.run_env()?,
+                jupyter_kernel_files: args.jupyter_kernel_files.into(),
             };
             crate::up::up(options, &args.runner).await?;
             Ok(ExitCode::SUCCESS)
@@ -572,6 +601,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 e2b_listen: None,
                 exec_like_every_route: false,
                 run_env: args.interpreter.run_env()?,
+                jupyter_kernel_files: anypath_service::jupyter::KernelFiles::default(),
             };
             let state = anypath_service::state::AppState::new(sandbox, &options);
             anypath_service::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;

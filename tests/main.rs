@@ -31,6 +31,7 @@ mod kubernetes_manifests;
 mod kv_group_commit;
 mod llm_planner;
 mod mcp_clients;
+mod open_webui_client;
 mod partial_loads;
 mod redis_scale_out;
 mod rest_contract;

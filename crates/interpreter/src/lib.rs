@@ -34,6 +34,7 @@ pub mod runs;
 mod session;
 pub mod session_files;
 pub mod session_store;
+pub mod shared_files;
 pub mod sessions;
 pub mod shared_records;
 pub mod signing;

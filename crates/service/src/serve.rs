@@ -112,7 +112,7 @@ pub fn routers(sandbox: BlockRunner, options: &ServeOptions) -> Routers {
         .layer(from_fn(crate::envelope::every_error_an_envelope))
         .with_state(state.clone());
     // Jupyter's routes answer in Jupyter's error shape, outside the envelope layer.
-    let router = match crate::jupyter::router(&state) {
+    let router = match crate::jupyter::router(&state, options.jupyter_kernel_files) {
         Some(jupyter) => router.merge(jupyter),
         None => router,
     };
