@@ -96,6 +96,31 @@ def ipython_display_objects():
 
 
 @check
+def libraries_work_with_ipython_imported():
+    sbx = sandbox()
+    # Libraries that look at IPython once it is imported: matplotlib's
+    # canvases (its version), patsy's reprs (its pretty printer), tqdm's
+    # notebook detection (its shell).
+    code = """
+import IPython.display
+import matplotlib.pyplot as plt
+import patsy
+from tqdm.auto import tqdm
+fig, ax = plt.subplots()
+ax.plot([1, 2])
+fig.savefig("line.svg")
+plt.close(fig)
+print(sum(tqdm(range(3), disable=True)), any(kind.__module__ == "tqdm.notebook" for kind in tqdm.__mro__))
+patsy.dmatrix("x", {"x": [1.0, 2.0, 3.0]})
+"""
+    execution = run(sbx, code)
+    assert execution.logs.stdout == ["3 False\n"], "tqdm found no notebook kernel: %s" % execution.logs.stdout
+    assert sbx.files.read("line.svg").lstrip().startswith("<?xml"), "the SVG was written"
+    [matrix] = execution.results
+    assert matrix.text.startswith("DesignMatrix with shape (3, 2)") and "Intercept" in matrix.text, matrix.text
+
+
+@check
 def repr_methods_and_mime_bundles():
     sbx = sandbox()
     code = """

@@ -9,12 +9,15 @@ Neither runtime ships IPython: its kernel machinery has no use in a
 sandbox, and without a kernel its `display` only prints. `install` puts this
 module in its place: `import IPython` finds `get_ipython()`, which gives
 None as in plain Python (so libraries that look for a notebook kernel,
-matplotlib's, pandas' or tqdm's, find none), and Pillow's `Image.show()`
-displays the image, as in a notebook, through the viewer it registers when
-`IPython.display` imports.
+matplotlib's, pandas' or tqdm's, find none), a `version_info` and, for
+libraries that use it once IPython is imported, `IPython.lib.pretty`; and
+Pillow's `Image.show()` displays the image, as in a notebook, through the
+viewer it registers when `IPython.display` imports.
 """
 
 import base64
+import contextlib
+import io
 import json
 import os
 import sys
@@ -243,9 +246,87 @@ display_javascript = _display_as("javascript", "application/javascript")
 display_pretty = _display_as("pretty", "text/plain")
 
 
+class RepresentationPrinter:
+    """IPython's pretty printer (`IPython.lib.pretty`) as far as objects'
+    `_repr_pretty_` methods call it, for libraries that use it whenever
+    IPython is imported (patsy's reprs): it never wraps lines itself; a
+    `breakable` writes its separator, a group its brackets, and
+    `indentation` counts what the open groups indent."""
+
+    def __init__(self, output=None, verbose=False, max_width=79, newline="\n", max_seq_length=1000):
+        self.output = io.StringIO() if output is None else output
+        self.max_width, self.newline, self.max_seq_length = max_width, newline, max_seq_length
+        self.indentation = 0
+        self._open = set()
+
+    def text(self, obj):
+        self.output.write(obj)
+
+    def breakable(self, sep=" "):
+        self.output.write(sep)
+
+    def break_(self):
+        self.output.write(self.newline + " " * self.indentation)
+
+    def begin_group(self, indent=0, open=""):
+        self.output.write(open)
+        self.indentation += indent
+
+    def end_group(self, dedent=0, close=""):
+        self.indentation -= dedent
+        self.output.write(close)
+
+    @contextlib.contextmanager
+    def group(self, indent=0, open="", close=""):
+        self.begin_group(indent, open)
+        try:
+            yield
+        finally:
+            self.end_group(indent, close)
+
+    @contextlib.contextmanager
+    def indent(self, indent):
+        self.indentation += indent
+        try:
+            yield
+        finally:
+            self.indentation -= indent
+
+    def flush(self):
+        pass
+
+    def pretty(self, obj):
+        """Writes `obj`: through its `_repr_pretty_` (told when it is inside
+        itself), else its repr."""
+        method = getattr(type(obj), "_repr_pretty_", None)
+        if isinstance(obj, type) or not callable(method):
+            self.text(repr(obj))
+            return
+        cycle = id(obj) in self._open
+        self._open.add(id(obj))
+        try:
+            method(obj, self, cycle)
+        finally:
+            if not cycle:
+                self._open.discard(id(obj))
+
+
+def pretty(obj, verbose=False, max_width=79, newline="\n", max_seq_length=1000):
+    """`obj`'s text as IPython's `pretty` gives it, on one line."""
+    printer = RepresentationPrinter()
+    printer.pretty(obj)
+    return printer.output.getvalue()
+
+
 def get_ipython():
     """None: no IPython shell runs the cell."""
     return None
+
+
+# The IPython release whose display API this follows. Libraries compare it:
+# matplotlib skips its workarounds for releases before 8.24.
+version_info = (9, 0, 0, "anypath")
+__version__ = "9.0.0+anypath"
 
 
 def install(cell_display):
@@ -257,17 +338,23 @@ def install(cell_display):
     shown = types.ModuleType("IPython.display", __doc__)
     for name in __all__:
         setattr(shown, name, globals()[name])
+    printing = types.ModuleType("IPython.lib.pretty", RepresentationPrinter.__doc__)
+    printing.pretty, printing.RepresentationPrinter, printing.PrettyPrinter = pretty, RepresentationPrinter, RepresentationPrinter
     package = types.ModuleType("IPython", "IPython's display API for cells (no IPython shell runs them).")
-    core = types.ModuleType("IPython.core")
+    core, lib = types.ModuleType("IPython.core"), types.ModuleType("IPython.lib")
     # Packages without a folder: any other IPython module fails to import
     # as a missing one would (ModuleNotFoundError).
-    package.__path__, core.__path__ = [], []
-    package.display, package.get_ipython, package.core = shown, get_ipython, core
+    package.__path__, core.__path__, lib.__path__ = [], [], []
+    package.display, package.get_ipython, package.core, package.lib = shown, get_ipython, core, lib
+    package.version_info, package.__version__ = version_info, __version__
     core.display = core.display_functions = shown
+    lib.pretty = printing
     sys.modules.update({
         "IPython": package,
         "IPython.display": shown,
         "IPython.core": core,
         "IPython.core.display": shown,
         "IPython.core.display_functions": shown,
+        "IPython.lib": lib,
+        "IPython.lib.pretty": printing,
     })
