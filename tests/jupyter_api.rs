@@ -435,3 +435,18 @@ fn a_busy_kernel_is_shut_down_at_once() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// IPython's display API in a kernel: a raw MIME bundle and
+/// `IPython.display`'s objects come with their own MIME types, JSON as JSON.
+#[test]
+fn display_data_carries_ipythons_mime_types() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let service = Service::start_with(dir.path(), &[]);
+    let model = start_kernel(&service, "key-alice", "python3-stdlib");
+    let mut socket = Socket::open(&service, kernel_id(&model), "key-alice");
+    let shown = socket.execute("from IPython.display import Math, display\ndisplay({'text/latex': r'\\alpha', 'application/json': {'k': [1]}}, raw=True)\nMath('x^2')");
+    assert_eq!(shown.reply["content"]["status"], "ok", "{}", shown.reply);
+    let displayed = shown.of_type("display_data");
+    assert_eq!(displayed[0]["content"]["data"], json!({ "text/latex": "\\alpha", "application/json": { "k": [1] } }));
+    assert_eq!(shown.of_type("execute_result")[0]["content"]["data"]["text/latex"], "$\\displaystyle x^2$");
+}
