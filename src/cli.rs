@@ -81,6 +81,11 @@ struct UpArgs {
     /// Do not serve E2B's API.
     #[arg(long)]
     no_e2b: bool,
+    /// Where Jupyter kernels keep their files: `shared` (every kernel of a
+    /// tenant works in one directory that outlives the kernels, as on a
+    /// Jupyter server) or `per-kernel` (each kernel's own, removed with it).
+    #[arg(long, env = "ANYPATH_JUPYTER_KERNEL_FILES", value_enum, default_value_t = KernelFilesArg::Shared)]
+    jupyter_kernel_files: KernelFilesArg,
     #[command(flatten)]
     admission: AdmissionArgs,
     #[command(flatten)]
@@ -173,6 +178,13 @@ struct ServeArgs {
     /// Also serve E2B's API (for E2B's SDKs) on this address.
     #[arg(long)]
     e2b_listen: Option<SocketAddr>,
+    /// Where Jupyter kernels keep their files: `shared` (every kernel of a
+    /// tenant works in one directory that outlives the kernels, as on a
+    /// Jupyter server; a fleet sharing `--session-store` keeps them per
+    /// kernel all the same) or `per-kernel` (each kernel's own, removed
+    /// with it).
+    #[arg(long, env = "ANYPATH_JUPYTER_KERNEL_FILES", value_enum, default_value_t = KernelFilesArg::Shared)]
+    jupyter_kernel_files: KernelFilesArg,
     #[command(flatten)]
     interpreter: InterpreterArgs,
     #[command(flatten)]
@@ -257,6 +269,15 @@ pub struct InterpreterArgs {
     /// Megabytes of artifacts one tenant may hold.
     #[arg(long, default_value_t = 1024)]
     artifact_quota_mb: u64,
+    /// Seconds a snapshot lives after it was taken (default: 7 days).
+    #[arg(long, default_value_t = 7 * 24 * 3600)]
+    snapshot_retention_seconds: u64,
+    /// Megabytes of snapshots (saved state and files) one tenant may hold.
+    #[arg(long, default_value_t = 2048)]
+    snapshot_quota_mb: u64,
+    /// Snapshots one tenant may hold.
+    #[arg(long, default_value_t = 100)]
+    max_snapshots: usize,
     /// Largest artifact returned inline as base64, in KiB; larger ones are fetched by link.
     #[arg(long, default_value_t = 5120)]
     read_cap_kib: u64,
@@ -334,6 +355,21 @@ impl From<DataVariant> for anypath_sandbox::DataVariant {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum KernelFilesArg {
+    Shared,
+    PerKernel,
+}
+
+impl From<KernelFilesArg> for anypath_service::jupyter::KernelFiles {
+    fn from(files: KernelFilesArg) -> Self {
+        match files {
+            KernelFilesArg::Shared => Self::Shared,
+            KernelFilesArg::PerKernel => Self::PerKernel,
+        }
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum CheckpointArg {
     Idle,
     EveryRun,
@@ -369,6 +405,11 @@ impl InterpreterArgs {
         };
         config.artifacts.retention = std::time::Duration::from_secs(self.artifact_retention_hours * 3600);
         config.artifacts.tenant_quota_bytes = self.artifact_quota_mb << 20;
+        config.snapshots = anypath_interpreter::SnapshotConfig {
+            retention: std::time::Duration::from_secs(self.snapshot_retention_seconds),
+            tenant_quota_bytes: self.snapshot_quota_mb << 20,
+            max_per_tenant: self.max_snapshots,
+        };
         config.read_cap_bytes = self.read_cap_kib << 10;
         config.signing_key = self.signing_key.as_ref().map(|key| key.as_bytes().to_vec());
         config.public_url = self.public_url.clone();
@@ -505,6 +546,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 e2b_listen: args.e2b_listen,
                 exec_like_every_route: false,
                 run_env: args.interpreter.run_env()?,
+                jupyter_kernel_files: args.jupyter_kernel_files.into(),
             };
             anypath_service::serve::serve(sandbox, options).await?;
             Ok(ExitCode::SUCCESS)
@@ -535,6 +577,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
                 cors: args.interpreter.cors(std::env::var("SPIN_VARIABLE_CORS_ALLOWED_ORIGINS").ok())?,
                 run_env: args.interpreter.run_env()?,
+                jupyter_kernel_files: args.jupyter_kernel_files.into(),
             };
             crate::up::up(options, &args.runner).await?;
             Ok(ExitCode::SUCCESS)
@@ -558,6 +601,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 e2b_listen: None,
                 exec_like_every_route: false,
                 run_env: args.interpreter.run_env()?,
+                jupyter_kernel_files: anypath_service::jupyter::KernelFiles::default(),
             };
             let state = anypath_service::state::AppState::new(sandbox, &options);
             anypath_service::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;

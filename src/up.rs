@@ -46,6 +46,8 @@ pub struct UpOptions {
     pub api_keys: Vec<(String, String)>,
     /// Which environment variable names a run may set.
     pub run_env: anypath_service::run_env::RunEnvPolicy,
+    /// Where Jupyter's kernels keep their files.
+    pub jupyter_kernel_files: anypath_service::jupyter::KernelFiles,
     /// Execution slots and queue places of the sandbox service.
     pub admission: anypath_service::admission::AdmissionConfig,
     pub interpreter: anypath_interpreter::InterpreterConfig,
@@ -111,6 +113,7 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         e2b_listen: None,
         exec_like_every_route: true,
         run_env: options.run_env,
+        jupyter_kernel_files: options.jupyter_kernel_files,
     };
     // One state, so in-process calls and outside callers (E2B's too) share one admission.
     let routers = routers(sandbox, &sandbox_options);

@@ -112,3 +112,17 @@ fn javascript_sdk_files_as_envd_serves_them() {
     command.arg(repo().join("tests/frontends/e2b_files_checks.mjs")).args([&url, "e2b_a11ce"]).current_dir(frontends);
     run_checks(command, "the JavaScript SDK's file checks");
 }
+
+/// Cell results as E2B's SDK reads them: raw MIME bundles and
+/// `IPython.display`'s objects, PIL images shown, displayed and saved, a
+/// box-and-whiskers chart's numbers, lists' and dicts' JSON, DataFrames and
+/// several results of one cell (`tests/support/e2b_results_checks.py`).
+#[test]
+fn python_sdk_reads_cell_results() {
+    let dir = common::scratch("anypath-e2b-results-");
+    let service = service(&dir);
+    let url = e2b_address(&service.process);
+    let mut command = Command::new(common::venv_python());
+    command.arg(repo().join("tests/support/e2b_results_checks.py")).args([&url, "e2b_a11ce"]);
+    run_checks(command, "the Python SDK's result checks");
+}

@@ -5,8 +5,10 @@
 //!
 //! Boundaries proved: without the token nothing is served, REST or
 //! websocket (`every_route_needs_the_token`); another tenant's kernel is as
-//! absent as one never started (`tenants_see_only_their_kernels`); a cell
-//! reading stdin fails at once instead of hanging the kernel
+//! absent as one never started (`tenants_see_only_their_kernels`), and so
+//! are the files another tenant's kernels share
+//! (`a_tenants_kernels_share_files_that_outlive_them`); a cell reading
+//! stdin fails at once instead of hanging the kernel
 //! (`a_kernel_socket_speaks_the_protocol`).
 
 use std::net::TcpStream;
@@ -343,4 +345,108 @@ fn interrupt_keeps_the_namespace_and_restart_clears_it() {
     assert_eq!(after.stdout(), "kept\n", "the files stay");
     assert_eq!(after.reply["content"]["ename"], "NameError", "the namespace starts afresh");
     assert_eq!(after.reply["content"]["execution_count"], 1, "the count starts afresh");
+}
+
+/// Runs `code` in a new kernel of `spec` for the holder of `token`, then
+/// deletes the kernel, as Open WebUI does for each code block.
+fn run_in_a_new_kernel(service: &Service, token: &str, spec: &str, code: &str) -> Answer {
+    let model = start_kernel(service, token, spec);
+    let id = kernel_id(&model);
+    let answer = Socket::open(service, id, token).execute(code);
+    let deleted = client().delete(format!("{}/api/kernels/{id}", service.base)).header("authorization", format!("token {token}")).send().expect("sent");
+    assert_eq!(deleted.status(), 204);
+    answer
+}
+
+/// Boundary: tenants. A tenant's kernels work in one directory that
+/// outlives them, as a Jupyter server's kernels share its root directory:
+/// a file written by a kernel since deleted is read by the next, on either
+/// kernelspec. Another tenant's kernels never see it, and what they write
+/// under the same name is their own.
+#[test]
+fn a_tenants_kernels_share_files_that_outlive_them() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let python_data = common::python_data_dir().display().to_string();
+    let service = Service::start_with(dir.path(), &["--python-data", &python_data]);
+    let written = run_in_a_new_kernel(&service, "key-alice", "python3-stdlib", "open('notes.txt', 'w').write('alice wrote this')");
+    assert_eq!(written.reply["content"]["status"], "ok", "{}", written.reply);
+    let read = run_in_a_new_kernel(&service, "key-alice", "python3", "print(open('/mnt/data/notes.txt').read())");
+    assert_eq!(read.stdout(), "alice wrote this\n", "the next kernel, on the data runtime, reads it: {}", read.reply);
+
+    let unseen = run_in_a_new_kernel(&service, "key-bob", "python3-stdlib", "import os\nprint(os.path.exists('notes.txt'), os.listdir('/mnt/data'))");
+    assert_eq!(unseen.stdout(), "False []\n", "another tenant's kernel sees none of it: {}", unseen.reply);
+    run_in_a_new_kernel(&service, "key-bob", "python3-stdlib", "open('notes.txt', 'w').write('bob wrote this')");
+    let still = run_in_a_new_kernel(&service, "key-alice", "python3-stdlib", "print(open('notes.txt').read())");
+    assert_eq!(still.stdout(), "alice wrote this\n", "bob's file of the same name is his own");
+}
+
+/// `--jupyter-kernel-files per-kernel`: each kernel's files are its own,
+/// even while both kernels live.
+#[test]
+fn per_kernel_files_are_each_kernels_own() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let service = Service::start_with(dir.path(), &["--jupyter-kernel-files", "per-kernel"]);
+    let first = start_kernel(&service, "key-alice", "python3-stdlib");
+    let mut socket = Socket::open(&service, kernel_id(&first), "key-alice");
+    assert_eq!(socket.execute("open('mine.txt', 'w').write('first kernel')").reply["content"]["status"], "ok");
+    let second = start_kernel(&service, "key-alice", "python3-stdlib");
+    let seen = Socket::open(&service, kernel_id(&second), "key-alice").execute("import os\nprint(os.listdir('.'))");
+    assert_eq!(seen.stdout(), "[]\n", "{}", seen.reply);
+    assert_eq!(socket.execute("print(open('mine.txt').read())").stdout(), "first kernel\n");
+}
+
+/// `DELETE` of a kernel running a cell answers at once, as a Jupyter
+/// server's does: the kernel is gone, its socket closes with 1000, and its
+/// session (its Python state) follows once the interrupted cell let go.
+#[test]
+fn a_busy_kernel_is_shut_down_at_once() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let service = Service::start_with(dir.path(), &[]);
+    let model = start_kernel(&service, "key-alice", "python3-stdlib");
+    let id = kernel_id(&model).to_owned();
+    let mut socket = Socket::open(&service, &id, "key-alice");
+    let running = socket.send("execute_request", Some("shell"), json!({ "code": "import time\nprint('running', flush=True)\nwhile True:\n    time.sleep(0.01)" }));
+    loop {
+        let frame = socket.next();
+        if frame["parent_header"]["msg_id"] == running && frame["msg_type"] == "stream" {
+            break;
+        }
+    }
+    let asked = Instant::now();
+    let deleted = client().delete(format!("{}/api/kernels/{id}", service.base)).header("authorization", "token key-alice").send().expect("sent");
+    let took = asked.elapsed();
+    println!("DELETE of a busy kernel answered in {took:?}");
+    assert_eq!(deleted.status(), 204);
+    assert!(took < Duration::from_secs(2), "DELETE answered {took:?} after it was asked");
+    let gone = client().get(format!("{}/api/kernels/{id}", service.base)).header("authorization", "token key-alice").send().expect("sent");
+    assert_eq!(gone.status(), 404);
+    let code = loop {
+        match socket.ws.read() {
+            Ok(Message::Close(frame)) => break frame.map(|f| u16::from(f.code)),
+            Ok(_) => continue,
+            Err(error) => panic!("the socket ended without a close frame: {error}"),
+        }
+    };
+    assert_eq!(code, Some(1000), "the kernel's socket is closed as shut down");
+    let session = format!("/v1/sessions/jupyter-{}", id.replace('-', ""));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while service.call("key-alice", "GET", &session, None).status() != 404 {
+        assert!(Instant::now() < deadline, "the shut-down kernel's session was never removed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// IPython's display API in a kernel: a raw MIME bundle and
+/// `IPython.display`'s objects come with their own MIME types, JSON as JSON.
+#[test]
+fn display_data_carries_ipythons_mime_types() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let service = Service::start_with(dir.path(), &[]);
+    let model = start_kernel(&service, "key-alice", "python3-stdlib");
+    let mut socket = Socket::open(&service, kernel_id(&model), "key-alice");
+    let shown = socket.execute("from IPython.display import Math, display\ndisplay({'text/latex': r'\\alpha', 'application/json': {'k': [1]}}, raw=True)\nMath('x^2')");
+    assert_eq!(shown.reply["content"]["status"], "ok", "{}", shown.reply);
+    let displayed = shown.of_type("display_data");
+    assert_eq!(displayed[0]["content"]["data"], json!({ "text/latex": "\\alpha", "application/json": { "k": [1] } }));
+    assert_eq!(shown.of_type("execute_result")[0]["content"]["data"]["text/latex"], "$\\displaystyle x^2$");
 }

@@ -1,9 +1,9 @@
 //! Jupyter's own clients, unchanged, run notebooks and code on anypath's
 //! kernels: JupyterLab's client code (`@jupyterlab/services`, from
 //! `tests/frontends`' lockfile) through `jupyter server --gateway-url`,
-//! nbclient through jupyter_server's `GatewayKernelManager`, and AutoGen's
-//! `DockerJupyterCodeExecutor` (both from `.venv-jupyter`, pinned by
-//! `cargo xtask test`). The behaviours live in
+//! nbclient through jupyter_server's `GatewayKernelManager`, AutoGen's
+//! `DockerJupyterCodeExecutor`, and `websockets` closing kernel sockets
+//! (all from `.venv-jupyter`, pinned by `cargo xtask test`). The behaviours live in
 //! `tests/frontends/jupyter_services_checks.mjs` and
 //! `tests/support/jupyter_client_checks.py`; each test passes when every
 //! check of its client passed.
@@ -89,6 +89,18 @@ fn autogen_runs_code_blocks_on_an_anypath_kernel() {
     let mut command = Command::new(common::jupyter_python());
     command.arg(repo().join("tests/support/jupyter_client_checks.py")).args(["autogen", host, port, TOKEN]).arg(output.path());
     run_checks(command, "AutoGen's checks");
+}
+
+/// A socket closed by its client (idle, or during a cell) gets its close
+/// frame answered with 1000 at once, the cell going on; a kernel shut down
+/// closes its sockets with 1000 (`websockets`, Open WebUI's library).
+#[test]
+fn kernel_sockets_close_as_a_jupyter_servers_do() {
+    let dir = common::scratch("anypath-jupyter-closing-");
+    let service = service(&dir);
+    let mut command = Command::new(common::jupyter_python());
+    command.arg(repo().join("tests/support/jupyter_client_checks.py")).args(["closing", &service.base, TOKEN]);
+    run_checks(command, "the closing checks");
 }
 
 /// The notebook the browser opens: one cell drawing a figure.

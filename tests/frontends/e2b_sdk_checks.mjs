@@ -19,8 +19,9 @@ const check = (name, run) => checks.push([name, run]);
 const assert = (condition, message) => {
   if (!condition) throw new Error(`assertion failed: ${message}`);
 };
-const sandbox = async (opts = {}) => {
-  const created = await Sandbox.create({ timeoutMs: 120_000, metadata: { suite: 'e2b_sdk_checks' }, ...opts });
+const sandbox = async (opts = {}, template = undefined) => {
+  const options = { timeoutMs: 120_000, metadata: { suite: 'e2b_sdk_checks' }, ...opts };
+  const created = template ? await Sandbox.create(template, options) : await Sandbox.create(options);
   sandboxes.push(created);
   return created;
 };
@@ -109,6 +110,38 @@ check('lifecycle', async () => {
   assert(!theirs.some((s) => s.sandboxId === sbx.sandboxId), 'another tenant does not see it');
   await resumed.kill();
   assert(!(await resumed.isRunning()), 'killed');
+});
+
+check('snapshots', async () => {
+  const source = await sandbox();
+  await source.runCode('state = 41');
+  await source.files.write('/home/user/snap.txt', 'kept');
+  const name = `js-snap-${Date.now()}`;
+  const snapshot = await source.createSnapshot({ name });
+  assert(snapshot.snapshotId && snapshot.names.includes(name), `created: ${JSON.stringify(snapshot)}`);
+  await source.runCode('state = 0');
+  const started = await sandbox({}, snapshot.snapshotId);
+  assert((await started.runCode('state + 1')).text === '42', 'the live state came along');
+  assert((await started.files.read('/home/user/snap.txt')) === 'kept', 'the files came along');
+  const byName = await sandbox({}, name);
+  assert((await byName.runCode('state')).text === '41', 'started by name');
+  const listed = await Sandbox.listSnapshots({ sandboxId: source.sandboxId }).nextItems();
+  assert(listed.length === 1 && listed[0].snapshotId === snapshot.snapshotId, `listed: ${JSON.stringify(listed)}`);
+  const theirs = await Sandbox.listSnapshots({ apiKey: otherKey }).nextItems();
+  assert(!theirs.some((s) => s.snapshotId === snapshot.snapshotId), 'another tenant does not see it');
+  assert((await Sandbox.deleteSnapshot(snapshot.snapshotId)) === true, 'deleted');
+  assert((await Sandbox.deleteSnapshot(snapshot.snapshotId)) === false, 'deleted once');
+});
+
+check('list_newest_first', async () => {
+  const owner = `js-order-${Date.now()}`;
+  const older = await sandbox({ metadata: { owner } });
+  const newer = await sandbox({ metadata: { owner } });
+  const paginator = Sandbox.list({ query: { metadata: { owner } }, limit: 1 });
+  const first = await paginator.nextItems();
+  const second = await paginator.nextItems();
+  assert(first[0].sandboxId === newer.sandboxId && second[0].sandboxId === older.sandboxId, 'newest first, paged');
+  assert(!paginator.hasNext, 'two pages');
 });
 
 check('shell_and_other_languages_are_refused', async () => {

@@ -20,7 +20,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-const TOOLS = ['attach_dataset', 'close_session', 'fork_session', 'list_files', 'load_artifact', 'read_artifact', 'run_python', 'upload_file'];
+const TOOLS = [
+  'attach_dataset', 'close_session', 'delete_snapshot', 'fork_session', 'list_files', 'list_snapshots', 'load_artifact', 'read_artifact',
+  'run_python', 'snapshot_session', 'start_from_snapshot', 'upload_file',
+];
 
 const assert = (condition, message) => {
   if (!condition) throw new Error(`assertion failed: ${typeof message === 'function' ? message() : message}`);
@@ -147,6 +150,10 @@ async function tools(transport, key) {
     fork_session: ['session_id', 'new_session_id'],
     load_artifact: ['session_id', 'artifact_id'],
     attach_dataset: ['session_id', 'name'],
+    snapshot_session: ['session_id'],
+    list_snapshots: [],
+    start_from_snapshot: ['snapshot', 'new_session_id'],
+    delete_snapshot: ['snapshot'],
   };
   const outputs = {
     upload_file: ['path'],
@@ -157,6 +164,10 @@ async function tools(transport, key) {
     fork_session: ['session_id', 'hibernated'],
     load_artifact: ['path', 'size_bytes'],
     attach_dataset: ['name', 'path', 'files'],
+    snapshot_session: ['snapshot_id', 'names', 'session_id', 'expires_unix'],
+    list_snapshots: ['snapshots'],
+    start_from_snapshot: ['session_id', 'hibernated'],
+    delete_snapshot: ['deleted'],
   };
   await using([await connect(transport, key)], async (_client, listedTools) => {
     const listed = Object.fromEntries(listedTools.map((t) => [t.name, t]));

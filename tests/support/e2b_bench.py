@@ -1,7 +1,9 @@
-"""`cargo xtask bench`'s E2B row: a new sandbox and its first result, through
+"""`cargo xtask bench`'s E2B rows: a new sandbox and its first result, through
 E2B's Python SDK (`Sandbox.create()` + `run_code`), beside the same through
 anypath's own HTTP API (open a data-runtime session + its first run), from
-one Python process over kept-alive connections.
+one Python process over kept-alive connections; then snapshots through the
+SDK: `create_snapshot()` of a sandbox holding a DataFrame, and a sandbox
+made from that snapshot to its first result.
 
 Usage: e2b_bench.py E2B_URL SANDBOX_URL E2B_KEY SANDBOX_KEY RUNS
 Prints one JSON object: each path's latencies in milliseconds.
@@ -41,6 +43,31 @@ def through_http(client):
     return took
 
 
+def snapshots():
+    """Each run snapshots a source sandbox holding a DataFrame and a file,
+    then makes a sandbox from the snapshot and reads a value of its state."""
+    source = Sandbox.create()
+    source.run_code("import pandas as pd\nframe = pd.DataFrame({'x': range(1000)})")
+    source.files.write("/home/user/data.csv", "x\n" + "\n".join(map(str, range(1000))))
+    taken, started = [], []
+    for _ in range(RUNS + 1):
+        began = time.perf_counter()
+        snapshot = source.create_snapshot()
+        took = time.perf_counter() - began
+        began = time.perf_counter()
+        sandbox = Sandbox.create(snapshot.snapshot_id)
+        text = sandbox.run_code("int(frame.x.sum())").text
+        first = time.perf_counter() - began
+        assert text == str(sum(range(1000))), text
+        sandbox.kill()
+        Sandbox.delete_snapshot(snapshot.snapshot_id)
+        taken.append(took * 1e3)
+        started.append(first * 1e3)
+    source.kill()
+    # The first of each is the warm-up.
+    return taken[1:], started[1:]
+
+
 def main():
     with httpx.Client(headers={"x-api-key": SANDBOX_KEY}) as client:
         through_sdk(), through_http(client)  # warm both paths once
@@ -48,7 +75,8 @@ def main():
         for _ in range(RUNS):
             sdk.append(through_sdk() * 1e3)
             http.append(through_http(client) * 1e3)
-    print(json.dumps({"sdk_ms": sdk, "http_ms": http}))
+    snapshot, from_snapshot = snapshots()
+    print(json.dumps({"sdk_ms": sdk, "http_ms": http, "snapshot_ms": snapshot, "from_snapshot_ms": from_snapshot}))
 
 
 main()

@@ -290,6 +290,99 @@ def timeout_info_and_list():
 
 
 @check
+def list_order_paging_and_filters():
+    tag = f"order-{time.time_ns()}"
+    older = sandbox(metadata={"owner": tag})
+    newer = sandbox(metadata={"owner": tag})
+    query = SandboxQuery(metadata={"owner": tag})
+    # E2B lists newest first, and pages go on from where the last one ended.
+    paginator = Sandbox.list(query=query, limit=1)
+    first = paginator.next_items()
+    assert [s.sandbox_id for s in first] == [newer.sandbox_id] and paginator.has_next, first
+    second = paginator.next_items()
+    assert [s.sandbox_id for s in second] == [older.sandbox_id] and not paginator.has_next, second
+    ascending = Sandbox.list(query=query, order="asc").next_items()
+    assert [s.sandbox_id for s in ascending] == [older.sandbox_id, newer.sandbox_id], ascending
+    older.pause()
+    paused = Sandbox.list(query=SandboxQuery(metadata={"owner": tag}, state=[SandboxState.PAUSED])).next_items()
+    assert [(s.sandbox_id, s.state) for s in paused] == [(older.sandbox_id, SandboxState.PAUSED)], paused
+    running = Sandbox.list(query=SandboxQuery(metadata={"owner": tag}, state=[SandboxState.RUNNING])).next_items()
+    assert [s.sandbox_id for s in running] == [newer.sandbox_id], running
+    both = Sandbox.list(query=SandboxQuery(metadata={"owner": tag}, state=[SandboxState.RUNNING, SandboxState.PAUSED]), limit=1)
+    assert [s.sandbox_id for s in both.next_items()] == [newer.sandbox_id]
+    assert [s.sandbox_id for s in both.next_items()] == [older.sandbox_id] and not both.has_next
+    info = newer.get_info()
+    later = Sandbox.list(query=SandboxQuery(metadata={"owner": tag}, started_after=info.started_at)).next_items()
+    assert [s.sandbox_id for s in later] == [newer.sandbox_id], later
+    assert Sandbox.list(query=SandboxQuery(metadata={"owner": tag}, template="unknown-template")).next_items() == []
+
+
+@check
+def snapshots():
+    source = sandbox()
+    source.run_code("state = {'n': 41}")
+    source.files.make_dir("/home/user/app")
+    source.files.write("/home/user/app/config.json", '{"env": "test"}')
+    snapshot = source.create_snapshot()
+    assert snapshot.snapshot_id and snapshot.names == [], snapshot
+    # The source runs on, and what it does next is not in the snapshot.
+    assert source.is_running() and source.run_code("state['n']").text == "41"
+    source.run_code("state['n'] = 0")
+    source.files.write("/home/user/app/config.json", "changed")
+    one, two = sandbox(template=snapshot.snapshot_id), sandbox(template=snapshot.snapshot_id)
+    assert one.sandbox_id != two.sandbox_id
+    assert one.run_code("state['n'] + 1").text == "42", "the live state came along"
+    assert one.files.exists("/home/user/app")
+    assert one.files.read("/home/user/app/config.json") == '{"env": "test"}'
+    one.files.write("/home/user/app/config.json", "one's")
+    one.run_code("state['n'] = 1")
+    assert two.files.read("/home/user/app/config.json") == '{"env": "test"}', "each sandbox has its own copy"
+    assert two.run_code("state['n']").text == "41"
+    mine = [s.snapshot_id for s in Sandbox.list_snapshots(sandbox_id=source.sandbox_id).next_items()]
+    assert mine == [snapshot.snapshot_id], mine
+    # Named, by the class method: the name finds it, and a sandbox starts from the name.
+    name = f"snap-{time.time_ns()}"
+    named = Sandbox.create_snapshot(source.sandbox_id, name=name)
+    assert name in named.names, named
+    assert [s.snapshot_id for s in Sandbox.list_snapshots(name=name).next_items()] == [named.snapshot_id]
+    assert Sandbox.list_snapshots(name=f"{name}-does-not-exist").next_items() == []
+    assert sandbox(template=name).run_code("state['n']").text == "0"
+    # Newest first, paged.
+    paginator = Sandbox.list_snapshots(sandbox_id=source.sandbox_id, limit=1)
+    pages = [paginator.next_items()]
+    assert paginator.has_next
+    pages.append(paginator.next_items())
+    assert [[s.snapshot_id for s in page] for page in pages] == [[named.snapshot_id], [snapshot.snapshot_id]], pages
+    assert not paginator.has_next
+    # A name moves to a later snapshot given it.
+    renamed = source.create_snapshot(name=name)
+    assert [s.snapshot_id for s in Sandbox.list_snapshots(name=name).next_items()] == [renamed.snapshot_id]
+    # Boundary: another tenant neither lists, starts from nor deletes it.
+    theirs = Sandbox.list_snapshots(api_key=OTHER_KEY).next_items()
+    assert snapshot.snapshot_id not in [s.snapshot_id for s in theirs]
+    try:
+        Sandbox.create(snapshot.snapshot_id, api_key=OTHER_KEY)
+    except SandboxException:
+        pass
+    else:
+        raise AssertionError("another tenant started a sandbox from the snapshot")
+    assert Sandbox.delete_snapshot(snapshot.snapshot_id, api_key=OTHER_KEY) is False
+    # Snapshots outlive their sandbox; deleted, they are gone.
+    source.kill()
+    assert sandbox(template=snapshot.snapshot_id).run_code("state['n']").text == "41"
+    assert Sandbox.delete_snapshot(snapshot.snapshot_id) is True
+    assert Sandbox.delete_snapshot(snapshot.snapshot_id) is False
+    try:
+        Sandbox.create(snapshot.snapshot_id)
+    except SandboxException:
+        pass
+    else:
+        raise AssertionError("a deleted snapshot made a sandbox")
+    for kept in (named, renamed):
+        assert Sandbox.delete_snapshot(kept.snapshot_id) is True
+
+
+@check
 def expiry():
     sbx = Sandbox.create(timeout=2)
     time.sleep(3.5)

@@ -3,11 +3,15 @@ test`) against anypath's kernels, unchanged, as their users run them.
 
 Usage: jupyter_client_checks.py nbclient GATEWAY_URL TOKEN
        jupyter_client_checks.py autogen HOST PORT TOKEN OUTPUT_DIR
+       jupyter_client_checks.py closing BASE_URL TOKEN
 
 `nbclient` executes a notebook through jupyter_server's
 `GatewayKernelManager` (what papermill and `jupyter nbconvert --execute`
 do with `--gateway-url`); `autogen` runs code blocks with AutoGen's
-`DockerJupyterCodeExecutor` pointed at anypath instead of a container.
+`DockerJupyterCodeExecutor` pointed at anypath instead of a container;
+`closing` closes kernel websockets with `websockets` (the library Open
+WebUI's client uses) idle, during a cell and by deleting the kernel, and
+checks the close handshake a Jupyter server gives.
 Every check runs, failed or not; each prints `PASS name` or `FAIL name`
 with its traceback; the last line is `N checks passed` when all did, and
 the exit status is 1 when any failed.
@@ -15,9 +19,14 @@ the exit status is 1 when any failed.
 
 import asyncio
 import base64
+import json
 import pathlib
 import sys
+import time
 import traceback
+import urllib.error
+import urllib.request
+import uuid
 
 CHECKS = []
 
@@ -144,10 +153,117 @@ def autogen_checks(host, port, token, output_dir):
     run_checks()
 
 
+# How soon a close frame must be answered: a Jupyter server answers at
+# once; a client that gets no answer waits for its own close timeout (10 s
+# for `websockets`) and reports 1006.
+CLOSE_ANSWERED_WITHIN = 2.0
+
+
+def closing_checks(base_url, token):
+    import websockets
+
+    def rest(method, path):
+        request = urllib.request.Request(f"{base_url}{path}?token={token}", method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                body = response.read()
+                return response.status, json.loads(body) if body else None
+        except urllib.error.HTTPError as error:
+            return error.code, None
+
+    def start_kernel():
+        request = urllib.request.Request(f"{base_url}/api/kernels?token={token}", data=json.dumps({"name": "python3-stdlib"}).encode(), method="POST")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)["id"]
+
+    def message(msg_type, content):
+        header = {"msg_id": uuid.uuid4().hex, "msg_type": msg_type, "username": "checks", "session": uuid.uuid4().hex, "date": "", "version": "5.3"}
+        return header["msg_id"], json.dumps({"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "shell"})
+
+    async def until(ws, msg_id, done):
+        while True:
+            frame = json.loads(await ws.recv())
+            if frame["parent_header"].get("msg_id") == msg_id and done(frame):
+                return frame
+
+    async def closed_by_client(kernel, during_cell):
+        url = f"{base_url.replace('http', 'ws', 1)}/api/kernels/{kernel}/channels?token={token}"
+        async with websockets.connect(url, close_timeout=10) as ws:
+            if during_cell:
+                msg_id, frame = message("execute_request", {"code": "import time\nprint('running', flush=True)\ntime.sleep(30)", "silent": False})
+                await ws.send(frame)
+                await until(ws, msg_id, lambda f: f["msg_type"] == "stream")
+            else:
+                msg_id, frame = message("kernel_info_request", {})
+                await ws.send(frame)
+                await until(ws, msg_id, lambda f: f["msg_type"] == "kernel_info_reply")
+            started = time.monotonic()
+            await ws.close()
+            return time.monotonic() - started, ws.close_code
+
+    def assert_answered(name, elapsed, received):
+        print(f"TIME {name} {elapsed:.3f}", flush=True)
+        assert received == 1000, f"the close code the server answered with: {received} (1006: no close frame)"
+        assert elapsed < CLOSE_ANSWERED_WITHIN, f"answered {elapsed:.2f} s after the client closed"
+
+    @check
+    def an_idle_socket_closed_by_the_client_is_answered_with_1000():
+        kernel = start_kernel()
+        elapsed, received = asyncio.run(closed_by_client(kernel, during_cell=False))
+        assert_answered("idle_close", elapsed, received)
+        assert rest("DELETE", f"/api/kernels/{kernel}")[0] == 204
+
+    @check
+    def a_socket_closed_during_a_cell_is_answered_at_once_and_the_cell_goes_on():
+        kernel = start_kernel()
+        elapsed, received = asyncio.run(closed_by_client(kernel, during_cell=True))
+        assert_answered("close_during_cell", elapsed, received)
+        status, model = rest("GET", f"/api/kernels/{kernel}")
+        assert status == 200 and model["execution_state"] == "busy", ("the cell goes on, as on a Jupyter server", model)
+        assert rest("DELETE", f"/api/kernels/{kernel}")[0] == 204
+
+    @check
+    def a_kernel_shut_down_closes_its_sockets_with_1000():
+        kernel = start_kernel()
+
+        async def open_then_delete():
+            url = f"{base_url.replace('http', 'ws', 1)}/api/kernels/{kernel}/channels?token={token}"
+            async with websockets.connect(url, close_timeout=10) as ws:
+                msg_id, frame = message("execute_request", {"code": "import time\nprint('running', flush=True)\ntime.sleep(30)", "silent": False})
+                await ws.send(frame)
+                await until(ws, msg_id, lambda f: f["msg_type"] == "stream")
+                started = time.monotonic()
+                status = await asyncio.to_thread(lambda: rest("DELETE", f"/api/kernels/{kernel}")[0])
+                async def drain():
+                    try:
+                        while True:
+                            await ws.recv()
+                    except websockets.ConnectionClosed:
+                        pass
+
+                # Bounded: a socket left open fails the check instead of hanging it.
+                try:
+                    await asyncio.wait_for(drain(), 15)
+                except asyncio.TimeoutError:
+                    pass
+                return status, time.monotonic() - started, ws.close_code
+
+        status, elapsed, received = asyncio.run(open_then_delete())
+        print(f"TIME delete_busy_kernel_closes_socket {elapsed:.3f}", flush=True)
+        assert status == 204, status
+        assert received == 1000, f"the close code the server sent: {received} (1006: no close frame)"
+        assert elapsed < CLOSE_ANSWERED_WITHIN, f"closed {elapsed:.2f} s after the DELETE"
+        assert rest("GET", f"/api/kernels/{kernel}")[0] == 404
+
+    run_checks()
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["nbclient"]:
         nbclient_checks(*sys.argv[2:4])
     elif sys.argv[1:2] == ["autogen"]:
         autogen_checks(*sys.argv[2:6])
+    elif sys.argv[1:2] == ["closing"]:
+        closing_checks(*sys.argv[2:4])
     else:
         sys.exit(__doc__)

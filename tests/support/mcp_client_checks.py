@@ -21,7 +21,8 @@ import httpx2
 import mcp
 from mcp.client.streamable_http import streamable_http_client
 
-TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files", "fork_session", "load_artifact", "attach_dataset"}
+TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files", "fork_session", "load_artifact", "attach_dataset",
+         "snapshot_session", "list_snapshots", "start_from_snapshot", "delete_snapshot"}
 
 
 def connect(transport, key=None):
@@ -78,6 +79,10 @@ async def tools(transport, key, _other):
         "fork_session": {"session_id", "new_session_id"},
         "load_artifact": {"session_id", "artifact_id"},
         "attach_dataset": {"session_id", "name"},
+        "snapshot_session": {"session_id"},
+        "list_snapshots": set(),
+        "start_from_snapshot": {"snapshot", "new_session_id"},
+        "delete_snapshot": {"snapshot"},
     }
     outputs = {
         "upload_file": {"path"},
@@ -88,6 +93,10 @@ async def tools(transport, key, _other):
         "fork_session": {"session_id", "hibernated"},
         "load_artifact": {"path", "size_bytes"},
         "attach_dataset": {"name", "path", "files"},
+        "snapshot_session": {"snapshot_id", "names", "session_id", "expires_unix"},
+        "list_snapshots": {"snapshots"},
+        "start_from_snapshot": {"session_id", "hibernated"},
+        "delete_snapshot": {"deleted"},
     }
     async with connect(transport, key) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
@@ -300,6 +309,22 @@ async def state(transport, key, _other):
         assert parent["stdout"].strip() == "41", parent
         tool_error(await client.call_tool("fork_session", {"session_id": session, "new_session_id": fork}), "fork_session", "session_exists")
         ok(await client.call_tool("close_session", {"session_id": fork}), "close_session")
+
+        # A snapshot keeps the state; sessions start from it by name.
+        name = session + "-snap"
+        snap = ok(await client.call_tool("snapshot_session", {"session_id": session, "name": name}), "snapshot_session")
+        assert snap["names"] == [name] and snap["session_id"] == session, snap
+        ok(await client.call_tool("run_python", {"session_id": session, "code": "x = 0"}), "run_python")
+        started = session + "-started"
+        ok(await client.call_tool("start_from_snapshot", {"snapshot": name, "new_session_id": started}), "start_from_snapshot")
+        again = ok(await client.call_tool("run_python", {"session_id": started, "code": "print(double(x))"}), "run_python")
+        assert again["stdout"].strip() == "82", again
+        listed = ok(await client.call_tool("list_snapshots", {"session_id": session}), "list_snapshots")
+        assert [s["snapshot_id"] for s in listed["snapshots"]] == [snap["snapshot_id"]], listed
+        assert ok(await client.call_tool("delete_snapshot", {"snapshot": name}), "delete_snapshot")["deleted"] is True
+        tool_error(await client.call_tool("start_from_snapshot", {"snapshot": name, "new_session_id": session + "-late"}),
+                   "start_from_snapshot", "no_such_snapshot")
+        ok(await client.call_tool("close_session", {"session_id": started}), "close_session")
         ok(await client.call_tool("close_session", {"session_id": session}), "close_session")
 
 

@@ -34,6 +34,7 @@ mod machine;
 mod model;
 mod model_server;
 mod nextest;
+mod open_webui;
 mod python_data;
 mod python_runner;
 mod reactor_component;

@@ -55,6 +55,7 @@ const PREINIT_INPUTS: &[&str] = &[
     "components/python-runner/src/rich_output.py",
     "components/python-runner/src/structured_output.py",
     "components/python-runner/src/cell_loop.py",
+    "components/python-runner/src/ipython_display.py",
 ];
 
 /// Builds `target/python-data/` unless it is already built from the pinned wheel.

@@ -70,6 +70,7 @@ fn run_passes(budget: &Budget, built: &Built, tools: &TestTools, extra: &[String
             .env("ANYPATH_NODE", &tools.frontends.node)
             .env("ANYPATH_FRONTENDS", &tools.frontends.dir)
             .env("ANYPATH_JUPYTER_PYTHON", &tools.jupyter_python)
+            .env("ANYPATH_OPEN_WEBUI", &tools.open_webui)
             .envs(fleet.env())
             .envs(pass.iter().copied());
         if let Some(chromium) = &tools.chromium {
@@ -155,6 +156,8 @@ struct TestTools {
     frontends: crate::frontends::Frontends,
     /// The Jupyter clients' venv's Python.
     jupyter_python: PathBuf,
+    /// Where Open WebUI's Jupyter client module is (`open_webui/utils/`).
+    open_webui: PathBuf,
     mdbook: PathBuf,
 }
 
@@ -174,9 +177,10 @@ impl TestTools {
         let model = budget.time_beside("install: small model (1.1 GB)", crate::model::ensure_small_model)?;
         let frontends = budget.time_beside("install: Node packages (npm ci)", crate::frontends::ensure)?;
         let jupyter_python = budget.time_beside("install: Jupyter clients (jupyter_server, nbclient, AutoGen)", crate::jupyter_clients::ensure)?;
+        let open_webui = budget.time_beside(&format!("install: Open WebUI's Jupyter client (open-webui {})", crate::open_webui::VERSION), crate::open_webui::ensure)?;
         let chromium = budget.time_beside("install: chromium", || Ok(crate::chromium::ensure()))?;
         let mdbook = budget.time_beside("install: mdbook", crate::docs::ensure_mdbook)?;
-        Ok(Self { schemathesis, python, model, redis_server, weed, chromium, frontends, jupyter_python, mdbook })
+        Ok(Self { schemathesis, python, model, redis_server, weed, chromium, frontends, jupyter_python, open_webui, mdbook })
     }
 }
 

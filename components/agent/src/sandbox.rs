@@ -66,7 +66,7 @@ impl<'a> SandboxSession<'a> {
         let pool = config.sandbox_pool.as_ref().map_err(|e| OpenError::Unconfigured(e.to_string()))?;
         let bearer = format!("Bearer {}", config.sandbox_token);
         let headers = config.sandbox_headers(tenant, request_id, &bearer);
-        let open = OpenSessionRequest { session_id: session_id.to_owned(), ttl_seconds: None, runtime };
+        let open = OpenSessionRequest { session_id: session_id.to_owned(), ttl_seconds: None, runtime, from_snapshot: None };
         let body = serde_json::to_vec(&open).map_err(|e| OpenError::Unconfigured(format!("the session request could not be encoded: {e}")))?;
         let opened = pool.first_answer(&session_key(tenant, session_id), |host| -> Result<Answer, CallError> {
             call(&format!("http://{host}/v1/sessions"), Some(&body), &headers, config.call_timeout)

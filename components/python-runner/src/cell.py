@@ -16,6 +16,7 @@ import sys
 import traceback
 
 import captured_output
+import ipython_display
 import rich_output
 
 SESSION_DIR = "/mnt/data"
@@ -55,8 +56,9 @@ def _session_namespace():
         # files (and among a run's artifacts).
         sys.dont_write_bytecode = True
         # As in IPython, `display` needs no import, in cells and in the
-        # modules they load.
+        # modules they load; `IPython.display` imports too.
         builtins.display = display
+        ipython_display.install(display)
         # No one can type into a sandbox: input() says so at once, instead
         # of reading an empty stdin or waiting for a line that never comes.
         builtins.input = _no_input
@@ -78,12 +80,21 @@ def _no_input(prompt=""):
     raise StdinNotImplementedError("input() is not available: this session has no stdin; pass values in the code, a file or an environment variable")
 
 
-def display(*objects, **_options):
-    """Shows each object as a result of the run, in order (IPython's display)."""
-    if _results is None:
-        return
-    for obj in objects:
-        _results.show(obj, "display")
+def display(*objects, include=None, exclude=None, metadata=None, transient=None, display_id=None, raw=False, clear=False, **_options):
+    """Shows each object as a result of the run, in order, as IPython's
+    `display`: in the MIME types `include` names (all when None) but those
+    `exclude` names; with `raw`, each object is a MIME bundle (a dict of MIME
+    type to data) shown as it is. With a `display_id`, returns a handle to
+    show more under it."""
+    if _results is not None:
+        for obj in objects:
+            if raw:
+                _results.show_raw(obj, "display")
+            else:
+                _results.show(obj, "display", include, exclude)
+    if display_id:
+        return ipython_display.DisplayHandle(None if display_id is True else display_id)
+    return None
 
 
 def _show_figures(*_args, **_kwargs):
@@ -136,7 +147,7 @@ def run(code, env, stdout_limit, stderr_limit, result_limit=0, figure_formats=("
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = stdout, stderr
     _results = results
-    _take_over_show()
+    _take_over_libraries()
     error = None
     try:
         value = _execute(code, filename, namespace)
@@ -205,11 +216,58 @@ def _silenced(code, node):
     return any(";" in line.split("#", 1)[0] for line in rest)
 
 
-def _take_over_show():
-    """Points pyplot's `show` at the cell's own, once pyplot is imported."""
+def _take_over_libraries():
+    """Once their modules are imported: points pyplot's `show` at the cell's
+    own, shows a PIL image saved to a path when the run's results ask for
+    it (E2B's sandbox does), and lets `boxplot` take the name its tick
+    labels had until matplotlib 3.11 (`labels`), which code written for
+    earlier releases (E2B's sandbox has 3.10) passes."""
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None and pyplot.show is not _show_figures:
         pyplot.show = _show_figures
+    pil_image = sys.modules.get("PIL.Image")
+    if pil_image is not None and not getattr(pil_image.Image.save, "_anypath_shows", False):
+        pil_image.Image.save = _showing_save(pil_image.Image.save)
+    axes = sys.modules.get("matplotlib.axes")
+    for owner in (axes and axes.Axes, pyplot):
+        if owner is not None and not getattr(owner.boxplot, "_anypath_labels", False):
+            owner.boxplot = _old_boxplot_labels(owner.boxplot)
+
+
+def _showing_save(save):
+    """PIL's `Image.save`, showing the image first when saved to a path
+    given as text, as E2B's sandbox does, if the run's results ask for it."""
+
+    def showing_save(image, fp, format=None, **params):
+        if isinstance(fp, str) and _results is not None and _results.shows_saved_images:
+            _results.show(image, "display")
+        return save(image, fp, format, **params)
+
+    showing_save.__doc__, showing_save.__wrapped__, showing_save._anypath_shows = save.__doc__, save, True
+    return showing_save
+
+
+def _old_boxplot_labels(boxplot):
+    """`boxplot` also taking its tick labels as `labels`, unless the
+    installed matplotlib still takes that name itself."""
+    import inspect
+
+    try:
+        if "labels" in inspect.signature(boxplot).parameters:
+            return boxplot
+    except (TypeError, ValueError):
+        return boxplot
+
+    def renamed(*args, labels=None, **kwargs):
+        if labels is not None:
+            if kwargs.get("tick_labels") is not None:
+                raise TypeError("boxplot() takes the tick labels once: as tick_labels or as labels, not both")
+            kwargs["tick_labels"] = labels
+        return boxplot(*args, **kwargs)
+
+    renamed.__name__, renamed.__qualname__, renamed.__doc__ = boxplot.__name__, boxplot.__qualname__, boxplot.__doc__
+    renamed.__wrapped__, renamed._anypath_labels = boxplot, True
+    return renamed
 
 
 class UnsupportedMagic(SyntaxError):
@@ -258,7 +316,7 @@ def _magic_refusal(exc, code):
 def _available_packages():
     """The importable packages beyond the standard library."""
     import pkgutil
-    own = {"app", "cell", "cell_loop", "cell_stdlib", "captured_output", "rich_output", "structured_output", "anypath_cell_report",
+    own = {"app", "cell", "cell_loop", "cell_stdlib", "captured_output", "ipython_display", "rich_output", "structured_output", "anypath_cell_report",
            "policy_gate", "reply", "resource_store", "restricted_env", "document_ids", "json_depth", "preimport",
            "componentize_py_runtime", "componentize_py_types", "componentize_py_async_support", "poll_loop", "wit_world"}
     found = set()

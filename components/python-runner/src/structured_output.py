@@ -1,7 +1,8 @@
 """Results' data as JSON, for clients that read data rather than pictures
-(the E2B face asks for it with the `data` form): a DataFrame's columns, and
-what a matplotlib figure plots, in the shape E2B's chart data extractor
-gives (`type`, `title`, `elements`, axis labels and units, ticks and scales),
+(the E2B face asks for it with the `data` form): a DataFrame's columns, a
+list's or dict's JSON (as E2B's JSON formatter gives it), and what a
+matplotlib figure plots, in the shape E2B's chart data extractor gives
+(`type`, `title`, `elements`, axis labels and units, ticks and scales),
 which E2B's SDKs read as `Result.chart`.
 
 It never imports pandas or matplotlib for a cell that did not: a DataFrame
@@ -9,15 +10,21 @@ is recognised through `sys.modules`, and the matplotlib parts are imported
 only for a figure, which matplotlib made.
 """
 
+import dataclasses
 import datetime
+import enum
 import json
 import math
 import numbers
 import re
 import sys
+import uuid
 
 COLUMNS_MIME = "application/vnd.anypath.columns+json"
 CHART_MIME = "application/vnd.anypath.chart+json"
+
+# The deepest nesting a list's or dict's JSON is made for (as orjson's).
+_JSON_DEPTH = 254
 
 # A unit in an axis label: "Time (s)" or "Power [W]".
 _UNIT = re.compile(r"\s\((.*?)\)|\[(.*?)\]")
@@ -37,6 +44,77 @@ def columns(obj, room=math.inf):
         raise TooLarge
     table = obj.to_dict(orient="list")
     return json.dumps({str(name): [_plain(value) for value in values] for name, values in table.items()}, allow_nan=False)
+
+
+def json_of(obj, room=math.inf):
+    """A list's or dict's JSON text, as E2B's JSON formatter makes it (orjson
+    with numpy values and keys that are not text): None for anything else,
+    or for one holding what that makes no JSON of. Raises TooLarge for one
+    surely bigger than `room`."""
+    if not isinstance(obj, (list, dict)):
+        return None
+    if 2 * len(obj) > room:  # each item takes 2 bytes at least ("1,")
+        raise TooLarge
+    try:
+        return json.dumps(_json_value(obj, 0), allow_nan=False)
+    except _NoJson:
+        return None
+
+
+class _NoJson(Exception):
+    """A value E2B's JSON formatter makes no JSON of."""
+
+
+def _json_value(value, depth):
+    """`value` as orjson serialises it: NaN and infinities as None, times as
+    ISO text, numpy's arrays and scalars, dataclasses, enums and UUIDs."""
+    if depth > _JSON_DEPTH:
+        raise _NoJson
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**64:
+            raise _NoJson
+        return int(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, (list, tuple)):
+        return [_json_value(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {_json_key(key): _json_value(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return _json_value(value.value, depth + 1)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: _json_value(getattr(value, field.name), depth + 1) for field in dataclasses.fields(value)}
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic)):
+        kind = value.dtype.kind
+        if kind == "M":  # times, as datetimes (NaT as None) whatever their unit
+            return _json_value(value.astype("datetime64[us]").tolist(), depth + 1)
+        if kind in "biuf":  # numbers and booleans; orjson takes no other
+            return _json_value(value.tolist(), depth + 1)
+    raise _NoJson
+
+
+def _json_key(key):
+    """A key as orjson's non-text keys option writes it."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool) or key is None:
+        return json.dumps(key)
+    if isinstance(key, (int, float)):
+        return str(key)
+    if isinstance(key, (datetime.date, datetime.time)):
+        return key.isoformat()
+    if isinstance(key, enum.Enum):
+        return _json_key(key.value)
+    if isinstance(key, uuid.UUID):
+        return str(key)
+    raise _NoJson
 
 
 def _plain(value):

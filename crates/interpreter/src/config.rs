@@ -75,6 +75,8 @@ pub struct InterpreterConfig {
     pub default_runtime: Option<Runtime>,
     /// Mounted datasets and the staged datasets' quota.
     pub datasets: DatasetConfig,
+    /// Retention and quota of snapshots.
+    pub snapshots: crate::snapshots::SnapshotConfig,
 }
 
 impl InterpreterConfig {
@@ -97,6 +99,7 @@ impl InterpreterConfig {
             public_url: None,
             default_runtime: None,
             datasets: DatasetConfig::default(),
+            snapshots: crate::snapshots::SnapshotConfig::default(),
         }
     }
 

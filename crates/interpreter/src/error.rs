@@ -25,6 +25,10 @@ pub enum InterpreterError {
     NoSuchDataset(String),
     #[error("no artifact {0:?} (it expired or never existed)")]
     NoSuchArtifact(String),
+    #[error("no snapshot {0:?} (it was deleted, expired or never taken)")]
+    NoSuchSnapshot(String),
+    #[error("the snapshot was not kept: {0}")]
+    SnapshotQuota(String),
     #[error("{filename:?} was not kept as an artifact: the tenant holds {held} bytes of artifacts, and the quota is {quota}")]
     ArtifactQuota { filename: String, held: u64, quota: u64 },
     #[error("{path} is {size} bytes, over the {cap}-byte read cap; fetch it from {download_url}")]
@@ -68,10 +72,10 @@ impl InterpreterError {
         match self {
             Self::Name(_) | Self::Invalid(_) | Self::NotAFile(_) | Self::RuntimeUnavailable(_) | Self::InvalidBase64(_) => 400,
             Self::Forbidden => 403,
-            Self::NoSuchSession(_) | Self::NoSuchFile(_) | Self::NoSuchArtifact(_) | Self::NoSuchDataset(_) => 404,
+            Self::NoSuchSession(_) | Self::NoSuchFile(_) | Self::NoSuchArtifact(_) | Self::NoSuchDataset(_) | Self::NoSuchSnapshot(_) => 404,
             Self::Exists(_) | Self::SessionExists(_) | Self::Busy(_) | Self::RuntimeMismatch { .. } => 409,
             Self::TooLarge { .. } => 413,
-            Self::ArtifactQuota { .. } | Self::Quota(_) => 507,
+            Self::ArtifactQuota { .. } | Self::Quota(_) | Self::SnapshotQuota(_) => 507,
             Self::Io { .. } | Self::Index(_) | Self::Unfinished(_) => 500,
             Self::SharedStore(_) => 503,
         }
@@ -90,6 +94,8 @@ impl InterpreterError {
             Self::Busy(_) => "session_busy",
             Self::NoSuchArtifact(_) => "no_such_artifact",
             Self::NoSuchDataset(_) => "no_such_dataset",
+            Self::NoSuchSnapshot(_) => "no_such_snapshot",
+            Self::SnapshotQuota(_) => "snapshot_quota_exceeded",
             Self::ArtifactQuota { .. } => "artifact_quota_exceeded",
             Self::Quota(_) => "quota_exceeded",
             Self::TooLarge { .. } => "over_read_cap",

@@ -179,6 +179,21 @@ impl<'a> Hibernation<'a> {
         session.store.save_image(&session.tenant, &session.id, image)
     }
 
+    /// Gives `to` a copy of `from`'s stored image, if it fits `to`'s quota
+    /// beside its files.
+    pub(crate) fn copy_image(&self, from: &Session, to: &Session) -> Result<(), InterpreterError> {
+        let quota = self.interpreter.config.quota;
+        let image = from.store.image_bytes(&from.tenant, &from.id);
+        let usage = anypath_sandbox::directory_usage(to.files.dir());
+        if usage.bytes.saturating_add(image) > quota.max_session_bytes {
+            return Err(InterpreterError::Quota(format!(
+                "the state image ({image} bytes) and the files ({} bytes) exceed the session's {} bytes",
+                usage.bytes, quota.max_session_bytes
+            )));
+        }
+        from.store.copy_image(&from.tenant, &from.id, &to.id)
+    }
+
     /// Before a run: a hibernated session's image goes to its instance (and
     /// out of the store: from here on the state lives in the instance).
     ///

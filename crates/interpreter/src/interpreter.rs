@@ -35,6 +35,8 @@ pub struct Interpreter {
     pub(crate) claiming: Mutex<HashMap<(String, String), usize>>,
     /// Sessions being opened from the store: one opening of each at a time.
     pub(crate) opening: crate::opening_gate::OpeningGate,
+    /// Where snapshots are recorded: the fleet's records, or this host's.
+    pub(crate) snapshot_records: Arc<dyn crate::shared_records::SharedRecords>,
     pub(crate) stats: Stats,
 }
 

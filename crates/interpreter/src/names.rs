@@ -15,6 +15,8 @@ pub enum NameError {
     Tenant(String),
     #[error("filename {name:?} is refused: {reason}")]
     Filename { name: String, reason: &'static str },
+    #[error("session ids starting with \"{HIDDEN_PREFIX}\" are kept for the service's own sessions (snapshots), not {0:?}")]
+    Reserved(String),
     #[error("dataset name must be 1 to 128 characters of A-Z, a-z, 0-9, '-', '_' and '.', not starting with '.', not {0:?}")]
     Dataset(String),
 }
@@ -26,6 +28,23 @@ fn small_alphabet(value: &str, max: usize) -> bool {
 /// A session id: `[A-Za-z0-9_-]{1,64}`.
 pub fn session_id(value: &str) -> Result<&str, NameError> {
     if small_alphabet(value, MAX_SESSION_ID) { Ok(value) } else { Err(NameError::SessionId(value.to_owned())) }
+}
+
+/// Session ids the service keeps for sessions of its own, which no client
+/// opens, runs in or names as a fork's target: a snapshot's stored state is
+/// the session `__snapshot_<id>` of its tenant.
+pub const HIDDEN_PREFIX: &str = "__";
+
+/// Whether `session_id` names one of the service's own sessions.
+pub fn is_hidden(session_id: &str) -> bool {
+    session_id.starts_with(HIDDEN_PREFIX)
+}
+
+/// A session id a client may use: a [`session_id`] outside the service's
+/// own ([`is_hidden`]).
+pub fn client_session_id(value: &str) -> Result<&str, NameError> {
+    let value = session_id(value)?;
+    if is_hidden(value) { Err(NameError::Reserved(value.to_owned())) } else { Ok(value) }
 }
 
 /// A tenant name, as the API key maps it: the same alphabet.
@@ -92,6 +111,14 @@ mod tests {
         for bad in ["", "a b", "../x", "a/b", "é", &"x".repeat(65)] {
             assert!(session_id(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_services_own_session_ids_are_not_a_clients() {
+        assert!(client_session_id("agent-7_a").is_ok());
+        assert!(session_id("__snapshot_abc").is_ok());
+        assert_eq!(client_session_id("__snapshot_abc"), Err(NameError::Reserved("__snapshot_abc".to_owned())));
+        assert!(client_session_id("a__b").is_ok());
     }
 
     #[test]

@@ -55,8 +55,23 @@ impl Interpreter {
             ready.fill();
         }
         tracing::info!(storage = ?config.storage, root = %config.root.display(), "interpreter storage");
-        let interpreter =
-            Self { sandboxes, config, artifact_store, dataset_store, ready, store, table: Mutex::new(HashMap::new()), claiming: Mutex::new(HashMap::new()), opening: Default::default(), stats: Stats::default() };
+        let snapshot_records: Arc<dyn crate::shared_records::SharedRecords> = match store.shared_records() {
+            Some(shared) => shared,
+            None => Arc::new(crate::local_records::LocalRecords::open(&config.root.join("records"))?),
+        };
+        let interpreter = Self {
+            sandboxes,
+            config,
+            artifact_store,
+            dataset_store,
+            ready,
+            store,
+            table: Mutex::new(HashMap::new()),
+            claiming: Mutex::new(HashMap::new()),
+            opening: Default::default(),
+            snapshot_records,
+            stats: Stats::default(),
+        };
         crate::sessions::sweep_store(&interpreter);
         Ok(interpreter)
     }

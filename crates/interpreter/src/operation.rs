@@ -113,6 +113,11 @@ pub enum OperationKind {
     StageDataset,
     RemoveDataset,
     AttachDataset,
+    /// A session's state and files kept as a snapshot.
+    Snapshot,
+    ListSnapshots,
+    DescribeSnapshot,
+    DeleteSnapshot,
 }
 
 impl OperationKind {
@@ -146,6 +151,10 @@ impl OperationKind {
             Self::ListDatasets => "list_datasets",
             Self::StageDataset => "stage_dataset",
             Self::RemoveDataset => "remove_dataset",
+            Self::Snapshot => "snapshot",
+            Self::ListSnapshots => "list_snapshots",
+            Self::DescribeSnapshot => "describe_snapshot",
+            Self::DeleteSnapshot => "delete_snapshot",
             Self::AttachDataset => "attach_dataset",
         }
     }

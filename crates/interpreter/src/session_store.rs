@@ -103,6 +103,15 @@ pub trait SessionStore: Send + Sync {
     /// Removes the session's state image.
     fn remove_image(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError>;
 
+    /// Gives session `to` of the tenant a copy of `from`'s state image (a
+    /// fork of a parked session, a session started from a snapshot). By
+    /// default read and saved again; a store may share the bytes instead,
+    /// since a saved image is never changed in place.
+    fn copy_image(&self, tenant: &str, from: &str, to: &str) -> Result<(), InterpreterError> {
+        let image = self.read_image(tenant, from)?;
+        self.save_image(tenant, to, &image)
+    }
+
     /// Moves the session's home out of its place at once, so a new session
     /// may take it; `None` when there was nothing to move (or it was
     /// removed in place).

@@ -26,6 +26,10 @@ use crate::session_store::{DiscardedHome, SessionMeta};
 use crate::stats::Stats;
 
 /// What the first run of a session opened in place of an expired one says.
+/// The idle TTL of the service's own sessions ([`names::is_hidden`]): a
+/// snapshot's stored session is removed with its record, never for idling.
+const HIDDEN_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
 fn expired_reason(ttl_seconds: u64) -> String {
     format!("the session expired (idle past its TTL of {ttl_seconds} s) and was removed with its state and files; it starts afresh")
 }
@@ -99,6 +103,13 @@ impl<'a> Sessions<'a> {
     /// files and live state, so each can go its own way. The copy counts
     /// toward the new session's quota; the parent's open files are closed.
     pub async fn fork(&self, tenant: &str, session_id: &str, new_id: &str) -> Result<SessionInfo, InterpreterError> {
+        self.copy_session(tenant, session_id, new_id, None).await
+    }
+
+    /// [`Self::fork`], the copy idle for `ttl` before it expires (`None`:
+    /// as long as the parent). A snapshot is taken, and a session started
+    /// from one, by this same copy.
+    pub(crate) async fn copy_session(&self, tenant: &str, session_id: &str, new_id: &str, ttl: Option<Duration>) -> Result<SessionInfo, InterpreterError> {
         names::session_id(new_id)?;
         let interpreter = self.interpreter;
         let (owner, id, new) = (tenant.to_owned(), session_id.to_owned(), new_id.to_owned());
@@ -113,13 +124,17 @@ impl<'a> Sessions<'a> {
             .await?;
         drop(parent);
         let (parent, mut live) = self.locked(tenant, session_id, Create::No).await?;
+        // A parked parent's image is copied in the store (a link where the
+        // store can make one), never read into memory here.
         let image = if parent.hibernated.load(Relaxed) && !live.is_live() {
-            let read = parent.clone();
-            Some(interpreter.off_workers(move |_| read.store.read_image(&read.tenant, &read.id)).await?)
+            Carried::Stored
         } else {
-            live.capture().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be copied: {e}")))?
+            match live.capture().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be copied: {e}")))? {
+                Some(image) => Carried::Image(image),
+                None => Carried::Nothing,
+            }
         };
-        let (owner, new, ttl) = (tenant.to_owned(), new_id.to_owned(), parent.ttl);
+        let (owner, new, ttl) = (tenant.to_owned(), new_id.to_owned(), ttl.unwrap_or(parent.ttl));
         let from = parent.clone();
         let child = interpreter
             .off_workers(move |i| {
@@ -131,14 +146,15 @@ impl<'a> Sessions<'a> {
                     copy_tree(from.files.dir(), child.files.dir())
                 });
                 let copied = copied.and_then(|()| match &image {
-                    Some(image) => i.hibernation().save_image(&child, image),
-                    None => Ok(()),
+                    Carried::Image(image) => i.hibernation().save_image(&child, image),
+                    Carried::Stored => i.hibernation().copy_image(&from, &child),
+                    Carried::Nothing => Ok(()),
                 });
                 if let Err(error) = copied {
                     i.sessions().forget(&child);
                     return Err(error);
                 }
-                if image.is_some() {
+                if !matches!(image, Carried::Nothing) {
                     child.hibernated.store(true, Relaxed);
                     child.had_state.store(true, Relaxed);
                 }
@@ -339,11 +355,12 @@ impl<'a> Sessions<'a> {
             None => asked.unwrap_or_else(|| interpreter.default_runtime()),
         };
         let sandbox = interpreter.sandbox_for(runtime)?;
-        let ttl = ttl
-            .or(kept.as_ref().map(|m| Duration::from_secs(m.ttl_seconds)))
-            .unwrap_or(config.default_ttl)
-            .min(config.max_ttl)
-            .max(Duration::from_secs(1));
+        let ttl = if names::is_hidden(session_id) {
+            // The service's own sessions (snapshots) end when their record does.
+            HIDDEN_TTL
+        } else {
+            ttl.or(kept.as_ref().map(|m| Duration::from_secs(m.ttl_seconds))).unwrap_or(config.default_ttl).min(config.max_ttl).max(Duration::from_secs(1))
+        };
         let mut adopted = None;
         if kept.is_none() {
             // An expired predecessor: the name is free at once, the tree goes later.
@@ -457,6 +474,16 @@ pub(crate) fn sweep_store(interpreter: &Interpreter) -> usize {
     }
     store.forget_old_expired_notes();
     removed
+}
+
+/// The state a copy of a session takes along.
+enum Carried {
+    /// None: the parent never ran, or its state was lost.
+    Nothing,
+    /// The live instance's state, captured.
+    Image(Vec<u8>),
+    /// The parent's stored image (it is parked).
+    Stored,
 }
 
 /// Copies the files and directories under `from` into `to` (a copy-on-write

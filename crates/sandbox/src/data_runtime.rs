@@ -118,6 +118,7 @@ pub(crate) fn bootstrap_source() -> String {
         ("structured_output", include_str!("../../../components/python-runner/src/structured_output.py")),
         ("rich_output", include_str!("../../../components/python-runner/src/rich_output.py")),
         ("cell_loop", include_str!("../../../components/python-runner/src/cell_loop.py")),
+        ("ipython_display", include_str!("../../../components/python-runner/src/ipython_display.py")),
         ("cell", include_str!("../../../components/python-runner/src/cell.py")),
         ("anypath_cell_report", include_str!("data_runtime/cell_report.py")),
     ];

@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anypath_interpreter::{Artifact, InterpreterError, LinkQuery, LoadArtifactRequest, RunRequest, artifacts, files, runs, sessions};
+use anypath_interpreter::{Artifact, InterpreterError, LinkQuery, LoadArtifactRequest, RunRequest, artifacts, files, runs, sessions, snapshots};
 use anypath_wire::{OpenSessionRequest, UploadRequest};
 use anypath_sandbox::Runtime;
 use axum::body::Bytes;
@@ -90,7 +90,12 @@ fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ServiceError
 
 async fn open_session(c: Call, body: Bytes) -> Answer<impl IntoResponse> {
     let open = parse::<OpenSessionRequest>(&body)?;
-    let open = OpenSession { session_id: open.session_id, ttl: open.ttl_seconds.map(Duration::from_secs), runtime: open.runtime };
+    let ttl = open.ttl_seconds.map(Duration::from_secs);
+    if let Some(snapshot) = open.from_snapshot {
+        let start = snapshots::StartFromSnapshot { session_id: open.session_id, snapshot, ttl, runtime: open.runtime };
+        return Ok((StatusCode::CREATED, Json(c.service.call(&c.caller, start).await?)));
+    }
+    let open = OpenSession { session_id: open.session_id, ttl, runtime: open.runtime };
     Ok((StatusCode::CREATED, Json(c.service.call(&c.caller, open).await?)))
 }
 

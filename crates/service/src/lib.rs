@@ -30,6 +30,7 @@ pub mod run_env;
 pub mod run_events;
 pub mod serve;
 mod shutdown;
+mod snapshot_api;
 pub mod state;
 mod sweeper;
 mod v1_call;

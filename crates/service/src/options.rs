@@ -35,4 +35,6 @@ pub struct ServeOptions {
     pub exec_like_every_route: bool,
     /// Which environment variable names a run may set.
     pub run_env: crate::run_env::RunEnvPolicy,
+    /// Where Jupyter's kernels keep their files ([`crate::jupyter`]).
+    pub jupyter_kernel_files: crate::jupyter::KernelFiles,
 }

@@ -106,12 +106,13 @@ pub fn routers(sandbox: BlockRunner, options: &ServeOptions) -> Routers {
         .merge(crate::health::routes())
         .merge(crate::interpreter_api::routes(&state))
         .merge(crate::dataset_api::routes())
+        .merge(crate::snapshot_api::routes())
         .merge(crate::mcp::http::routes(&state, &options.mcp_allowed_hosts))
         .fallback(crate::envelope::not_found)
         .layer(from_fn(crate::envelope::every_error_an_envelope))
         .with_state(state.clone());
     // Jupyter's routes answer in Jupyter's error shape, outside the envelope layer.
-    let router = match crate::jupyter::router(&state) {
+    let router = match crate::jupyter::router(&state, options.jupyter_kernel_files) {
         Some(jupyter) => router.merge(jupyter),
         None => router,
     };

@@ -1,5 +1,5 @@
 //! The interpreter's housekeeping while the service runs: idle sessions
-//! hibernated, expired ones removed, and sessions handed over when another
+//! hibernated, expired ones (and expired snapshots) removed, and sessions handed over when another
 //! host sharing the session store asks for them.
 
 use std::time::Duration;
@@ -31,6 +31,11 @@ pub fn spawn_sweeper(interpreter: std::sync::Weak<Interpreter>) {
                 continue;
             }
             swept = tokio::time::Instant::now();
+            match interpreter.snapshots().sweep().await {
+                Ok(0) => {}
+                Ok(removed) => tracing::info!(removed, "expired snapshots removed"),
+                Err(error) => tracing::warn!(%error, "expired snapshots were not swept"),
+            }
             let removed = tokio::task::spawn_blocking(move || interpreter.sessions().sweep()).await.unwrap_or(0);
             if removed > 0 {
                 tracing::info!(removed, "expired sessions removed");

@@ -20,7 +20,8 @@
 //!   [`UploadRequest`], [`RunRequest`] and what they answer
 //!   ([`SessionInfo`], [`FileList`], [`RunReport`] with its [`CellReport`]
 //!   and [`Artifact`]s), on the [`Runtime`] a session runs, and the
-//!   datasets it reads at `/data` ([`DatasetInfo`], [`AttachDatasetRequest`]).
+//!   datasets it reads at `/data` ([`DatasetInfo`], [`AttachDatasetRequest`]),
+//!   and the snapshots new sessions start from ([`SnapshotInfo`]).
 
 mod datasets;
 mod envelope;
@@ -30,6 +31,7 @@ mod loaded;
 mod planner;
 mod runtime;
 mod session;
+mod snapshots;
 mod store;
 
 pub use datasets::{AttachDatasetRequest, DatasetFile, DatasetInfo, DatasetList, DatasetSource};
@@ -43,4 +45,5 @@ pub use session::{
     Artifact, ArtifactContent, ArtifactFailure, ArtifactList, CellReport, CellResult, Closed, FigureFormat, FileInfo, FileList, ForkRequest, OpenSessionRequest, RunReport,
     LiveEvent, LoadArtifactRequest, Readiness, ReadinessCheck, ResultKind, ResultOrigin, RunRequest, SessionInfo, StateOrigin, UploadRequest,
 };
+pub use snapshots::{SnapshotInfo, SnapshotList, SnapshotRequest};
 pub use store::{Change, CommitAnswer, CommitRequest, LoadAnswer, LoadRequest, LoadSpec, LoadedCollection, ReadCheck};

@@ -21,6 +21,10 @@ pub struct OpenSessionRequest {
     /// The runtime, when the call creates the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<Runtime>,
+    /// A snapshot (its id or name) the new session starts from: its files
+    /// and Python state. The session must not exist yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_snapshot: Option<String>,
 }
 
 /// `POST /v1/sessions/{id}/files`: a file to write, as base64.

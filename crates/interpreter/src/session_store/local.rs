@@ -111,6 +111,17 @@ impl SessionStore for LocalSessionStore {
         std::fs::read(&path).map_err(|e| InterpreterError::io("reading a state image", e))
     }
 
+    /// A hard link: images are written beside their place and renamed
+    /// over it, never changed in place, so the two names share the bytes
+    /// safely. Copied where a link cannot be made.
+    fn copy_image(&self, tenant: &str, from: &str, to: &str) -> Result<(), InterpreterError> {
+        let (source, target) = (self.image(tenant, from), self.image(tenant, to));
+        let partial = self.home(tenant, to).join(format!("{STATE_IMAGE}.partial"));
+        let _ = std::fs::remove_file(&partial);
+        let linked = std::fs::hard_link(&source, &partial).or_else(|_| std::fs::copy(&source, &partial).map(|_| ()));
+        linked.and_then(|()| std::fs::rename(&partial, &target)).map_err(|e| InterpreterError::io("copying a state image", e))
+    }
+
     fn remove_image(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
         std::fs::remove_file(self.image(tenant, session_id)).map_err(|e| InterpreterError::io("removing a resumed state image", e))
     }

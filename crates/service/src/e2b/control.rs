@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use anypath_interpreter::{hibernation, sessions};
+use anypath_interpreter::{InterpreterError, hibernation, sessions, snapshots};
 use anypath_sandbox::Runtime;
 use axum::body::Bytes;
 use axum::Json;
@@ -20,7 +20,7 @@ use super::E2b;
 use super::call::ControlCall;
 use super::error::E2bError;
 use super::registry::{self, Lifecycle, Part, Sandbox, SandboxState};
-use crate::interpreter_service::Caller;
+use crate::interpreter_service::{Caller, ServiceError};
 
 /// The templates this server offers: each gives the data runtime (pandas,
 /// numpy, matplotlib) when the server has it.
@@ -157,7 +157,7 @@ impl E2b {
     }
 
     /// The caller's sandbox `id` (another tenant's is not found).
-    async fn owned(&self, caller: &Caller, id: &str) -> Result<Arc<Sandbox>, E2bError> {
+    pub(crate) async fn owned(&self, caller: &Caller, id: &str) -> Result<Arc<Sandbox>, E2bError> {
         self.registry.owned(&caller.tenant, id).await?.ok_or_else(|| E2bError::not_found(format!("sandbox \"{id}\" doesn't exist or you don't have access to it")))
     }
 
@@ -216,17 +216,23 @@ impl E2b {
 
     /// Creates a sandbox of `template` for `caller`.
     async fn create(&self, caller: &Caller, new: NewSandbox, secure: bool) -> Result<Arc<Sandbox>, E2bError> {
-        if !TEMPLATES.contains(&new.template_id.as_str()) {
-            return Err(E2bError::not_found(format!(
-                "template '{}' not found: this server offers {} (Python with pandas, numpy and matplotlib)",
-                new.template_id,
-                TEMPLATES.join(" and ")
-            )));
-        }
         let id = registry::new_sandbox_id();
-        // Laid out as a sandbox: its files are the code's whole tree, its home /home/user.
-        let open = anypath_interpreter::sandbox_open::OpenSandbox { session_id: id.clone(), ttl: Some(self.max_ttl), runtime: self.runtime() };
-        self.service.call(caller, open).await.map_err(E2bError::from)?;
+        if TEMPLATES.contains(&new.template_id.as_str()) {
+            // Laid out as a sandbox: its files are the code's whole tree, its home /home/user.
+            let open = anypath_interpreter::sandbox_open::OpenSandbox { session_id: id.clone(), ttl: Some(self.max_ttl), runtime: self.runtime() };
+            self.service.call(caller, open).await.map_err(E2bError::from)?;
+        } else {
+            // Any other template is one of the caller's snapshots, by id or name.
+            let start = snapshots::StartFromSnapshot { session_id: id.clone(), snapshot: new.template_id.clone(), ttl: Some(self.max_ttl), runtime: None };
+            self.service.call(caller, start).await.map_err(|error| match error {
+                ServiceError::Interpreter(InterpreterError::NoSuchSnapshot(_)) => E2bError::not_found(format!(
+                    "template '{}' not found: this server offers {} (Python with pandas, numpy and matplotlib) and your snapshots",
+                    new.template_id,
+                    TEMPLATES.join(" and ")
+                )),
+                other => E2bError::from(other),
+            })?;
+        }
         let now = SystemTime::now();
         let timeout = self.clamp_timeout(new.timeout);
         let sandbox = Sandbox {
@@ -273,7 +279,7 @@ impl E2b {
 }
 
 /// Parses a JSON body (an empty one is the default).
-fn body<T: serde::de::DeserializeOwned + Default>(bytes: &Bytes) -> Result<T, E2bError> {
+pub(crate) fn body<T: serde::de::DeserializeOwned + Default>(bytes: &Bytes) -> Result<T, E2bError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
@@ -401,8 +407,37 @@ struct ListQuery {
     states: Vec<SandboxState>,
     metadata: Vec<(String, String)>,
     limit: Option<usize>,
-    next_token: Option<String>,
-    descending: bool,
+    /// Where the previous page ended.
+    after: Option<Cursor>,
+    /// Oldest first; E2B lists newest first unless asked.
+    ascending: bool,
+    started_after: Option<SystemTime>,
+    template: Option<String>,
+}
+
+/// A place in a sandbox list: the start time and id of the last sandbox a
+/// page held (the next page starts after it, even when that one has ended).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Cursor {
+    started_nanos: u128,
+    id: String,
+}
+
+impl Cursor {
+    fn of(sandbox: &Sandbox) -> Self {
+        let started_nanos = sandbox.started_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        Self { started_nanos, id: sandbox.id.clone() }
+    }
+
+    fn token(&self) -> String {
+        format!("{}.{}", self.started_nanos, self.id)
+    }
+
+    fn parse(token: &str) -> Result<Self, E2bError> {
+        let bad = || E2bError::bad_request("nextToken is not one this server gave");
+        let (nanos, id) = token.split_once('.').ok_or_else(bad)?;
+        Ok(Self { started_nanos: nanos.parse().map_err(|_| bad())?, id: id.to_owned() })
+    }
 }
 
 impl ListQuery {
@@ -422,12 +457,30 @@ impl ListQuery {
                 // `k=v&k2=v2`, each part quoted once more by the SDK.
                 "metadata" => query.metadata.extend(url::form_urlencoded::parse(value.as_bytes()).map(|(k, v)| (unquote(&k), unquote(&v)))),
                 "limit" => query.limit = Some(value.parse().map_err(|_| E2bError::bad_request("limit must be a positive number"))?),
-                "nextToken" => query.next_token = Some(value.into_owned()),
-                "order" => query.descending = value == "desc",
+                "nextToken" => query.after = Some(Cursor::parse(&value)?),
+                "order" => {
+                    query.ascending = match value.as_ref() {
+                        "asc" => true,
+                        "desc" => false,
+                        other => return Err(E2bError::bad_request(format!("order {other:?} is not asc or desc"))),
+                    }
+                }
+                "startedAfter" => {
+                    let time = chrono::DateTime::parse_from_rfc3339(&value).map_err(|_| E2bError::bad_request("startedAfter must be an RFC 3339 time"))?;
+                    query.started_after = Some(SystemTime::from(time));
+                }
+                "template" => query.template = Some(value.into_owned()),
                 _ => {}
             }
         }
         Ok(query)
+    }
+
+    /// Whether `sandbox` is one the query asks for (its state aside).
+    fn admits(&self, sandbox: &Sandbox) -> bool {
+        self.metadata.iter().all(|(k, v)| sandbox.metadata.get(k) == Some(v))
+            && self.started_after.is_none_or(|after| sandbox.started_at >= after)
+            && self.template.as_ref().is_none_or(|template| &sandbox.template == template)
     }
 }
 
@@ -436,7 +489,7 @@ fn unquote(text: &str) -> String {
 }
 
 /// `GET /v2/sandboxes` (running and paused unless filtered) and the first
-/// API's `GET /sandboxes` (running only), paged with `x-next-token`.
+/// API's `GET /sandboxes` (running only), newest first, paged with `x-next-token`.
 pub(crate) async fn list_v2(State(e2b): State<Arc<E2b>>, ControlCall(caller): ControlCall, RawQuery(raw): RawQuery) -> Result<Response, E2bError> {
     list(&e2b, &caller, raw, &[SandboxState::Running, SandboxState::Paused]).await
 }
@@ -448,26 +501,21 @@ pub(crate) async fn list_v1(State(e2b): State<Arc<E2b>>, ControlCall(caller): Co
 async fn list(e2b: &E2b, caller: &Caller, raw: Option<String>, default_states: &[SandboxState]) -> Result<Response, E2bError> {
     let query = ListQuery::parse(raw.as_deref())?;
     let states = if query.states.is_empty() { default_states.to_vec() } else { query.states.clone() };
-    let mut found: Vec<SandboxDetail> = e2b
+    let mut found: Vec<(Cursor, Arc<Sandbox>)> = e2b
         .registry
         .of_tenant(&caller.tenant)
         .await?
-        .iter()
-        .filter(|s| states.contains(&s.life().state))
-        .filter(|s| query.metadata.iter().all(|(k, v)| s.metadata.get(k) == Some(v)))
-        .map(|s| e2b.detail(s))
+        .into_iter()
+        .filter(|s| states.contains(&s.life().state) && query.admits(s))
+        .map(|s| (Cursor::of(&s), s))
         .collect();
-    if query.descending {
-        found.reverse();
+    found.sort_by(|a, b| if query.ascending { a.0.cmp(&b.0) } else { b.0.cmp(&a.0) });
+    if let Some(after) = &query.after {
+        found.retain(|(cursor, _)| if query.ascending { cursor > after } else { cursor < after });
     }
-    let start = match &query.next_token {
-        Some(token) => found.iter().position(|s| &s.sandbox_id == token).ok_or_else(|| E2bError::bad_request("nextToken is not one this server gave"))?,
-        None => 0,
-    };
     let limit = query.limit.unwrap_or(usize::MAX).max(1);
-    let mut page: Vec<SandboxDetail> = found.into_iter().skip(start).collect();
-    let next = page.get(limit).map(|s| s.sandbox_id.clone());
-    page.truncate(limit);
+    let next = (found.len() > limit).then(|| found[limit - 1].0.token());
+    let page: Vec<SandboxDetail> = found.iter().take(limit).map(|(_, s)| e2b.detail(s)).collect();
     let mut response = Json(page).into_response();
     if let Some(value) = next.as_deref().and_then(super::error::header_value) {
         response.headers_mut().insert("x-next-token", value);

@@ -18,6 +18,7 @@ mod execute;
 mod filesystem;
 mod paths;
 mod registry;
+mod snapshots;
 mod watch;
 
 use std::sync::Arc;
@@ -85,6 +86,9 @@ pub fn router(state: &Arc<AppState>) -> Option<Router> {
         .route("/sandboxes/{id}/resume", post(control::resume))
         .route("/sandboxes/{id}/fork", post(control::fork))
         .route("/sandboxes/{id}/metrics", get(control::metrics))
+        .route("/sandboxes/{id}/snapshots", post(snapshots::create))
+        .route("/snapshots", get(snapshots::list))
+        .route("/templates/{id}", delete(snapshots::delete))
         .route("/health", get(envd::health))
         .route("/files", get(envd::download).post(envd::upload))
         .route("/filesystem.Filesystem/{method}", post(filesystem::call))

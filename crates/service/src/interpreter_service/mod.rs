@@ -92,7 +92,12 @@ impl InterpreterService {
     /// slots bound `/v1/exec`, the HTTP API and MCP); its limit breaches and
     /// metrics are counted, and its line carries its facts, refused or not.
     pub async fn call<O: Operation>(&self, caller: &Caller, op: O) -> Result<O::Output, ServiceError> {
-        let audit = Audit::described(caller, op.describe());
+        let described = op.describe();
+        let reserved = reserved_session(&described);
+        let audit = Audit::described(caller, described);
+        if let Some(refused) = reserved {
+            return audit.finish(Err(ServiceError::from(refused)));
+        }
         let Some(request) = op.run_request() else {
             let done = op.call(self.interpreter.clone(), &caller.context()).await;
             return audit.finish(done.map_err(ServiceError::from));
@@ -197,4 +202,14 @@ impl InterpreterService {
         let interpreter = self.interpreter.clone();
         tokio::task::spawn_blocking(move || work(&interpreter)).await?.map_err(Into::into)
     }
+}
+
+/// A session the service keeps for itself (a snapshot's state) named by a
+/// client, as the session an operation is on or the one a fork or a second
+/// context makes: refused, so such sessions are reached only through the
+/// operations made for them.
+fn reserved_session(described: &anypath_interpreter::Described) -> Option<anypath_interpreter::InterpreterError> {
+    let makes_session = matches!(described.kind, OperationKind::Fork | OperationKind::OpenContext);
+    let named = described.session.iter().chain(described.subject.iter().filter(|_| makes_session));
+    named.map(|id| anypath_interpreter::names::client_session_id(id)).find_map(Result::err).map(anypath_interpreter::InterpreterError::from)
 }

@@ -9,15 +9,18 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code, rejection::WebSocketUpgradeRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
 
 use super::error::JupyterError;
 use super::kernels::Kernel;
@@ -25,6 +28,10 @@ use super::message::Incoming;
 use super::{Jupyter, JupyterCaller, shell};
 use crate::interpreter_service::Caller;
 use crate::request_id::RequestId;
+
+/// How long a closing socket may take to send what is left and its close
+/// frame (a client that stopped reading must not keep it longer).
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// `GET /api/kernels/{id}/channels`: the websocket, once the caller and the kernel are known.
 pub(crate) async fn connect(
@@ -57,54 +64,85 @@ async fn open(jupyter: Arc<Jupyter>, caller: Caller, id: &str, upgrade: Result<W
     Ok(upgrade.on_upgrade(move |socket| serve(jupyter, caller, kernel, iopub, socket)))
 }
 
-/// Serves one socket until the client closes it. A cell it started goes
-/// on running; its replies are dropped, its iopub reaches the other sockets.
-async fn serve(jupyter: Arc<Jupyter>, caller: Caller, kernel: Arc<Kernel>, mut iopub: broadcast::Receiver<Arc<String>>, socket: WebSocket) {
+/// Serves one socket until the client closes it or the kernel is shut
+/// down. A client's close frame is answered at once, as a Jupyter server
+/// answers it: a cell the socket started goes on running (its iopub
+/// reaches the other sockets), and is never waited for.
+async fn serve(jupyter: Arc<Jupyter>, caller: Caller, kernel: Arc<Kernel>, iopub: broadcast::Receiver<Arc<String>>, socket: WebSocket) {
     kernel.connections.fetch_add(1, Ordering::SeqCst);
-    let (mut sink, mut stream) = socket.split();
-    let (replies, mut replies_out) = mpsc::unbounded_channel::<String>();
-    let writer = tokio::spawn(async move {
-        loop {
-            let frame = tokio::select! {
-                // iopub first: a reply never overtakes the output before it.
-                biased;
-                published = iopub.recv() => match published {
-                    Ok(frame) => frame.as_str().to_owned(),
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::warn!(missed, "a slow kernel socket missed iopub messages");
-                        continue;
-                    }
-                    Err(broadcast::error::RecvError::Closed) => break,
-                },
-                reply = replies_out.recv() => match reply {
-                    Some(frame) => frame,
-                    None => break,
-                },
-            };
-            if sink.send(Message::Text(frame.into())).await.is_err() {
-                break;
-            }
-        }
-    });
+    let (sink, mut stream) = socket.split();
+    let (replies, replies_out) = mpsc::unbounded_channel::<String>();
+    let closing = CancellationToken::new();
+    let writer = tokio::spawn(write(sink, iopub, replies_out, closing.clone()));
     let (queue, queued) = mpsc::unbounded_channel();
-    let worker = tokio::spawn(shell::work(jupyter.clone(), caller.clone(), kernel.clone(), queued, replies.clone()));
+    // Detached: the cells queued here run to their end on their own.
+    tokio::spawn(shell::work(jupyter.clone(), caller.clone(), kernel.clone(), queued, replies.clone()));
     let session = Session { jupyter, caller, kernel: kernel.clone(), replies, queue };
-    while let Some(Ok(message)) = stream.next().await {
+    loop {
+        let message = tokio::select! {
+            message = stream.next() => message,
+            () = kernel.gone() => break,
+        };
         match message {
-            Message::Text(text) => match Incoming::parse(text.as_str()) {
+            Some(Ok(Message::Text(text))) => match Incoming::parse(text.as_str()) {
                 Ok(request) => session.dispatch(request).await,
                 Err(e) => tracing::warn!(error = %e, kernel = %kernel.record.id, "an unreadable kernel message was ignored"),
             },
-            Message::Close(_) => break,
+            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
             // Pings are answered by the server; the legacy protocol has no binary frames.
-            _ => {}
+            Some(Ok(_)) => {}
         }
     }
     drop(session);
-    // Queued cells still run (their output reaches the other sockets).
-    let _ = worker.await;
-    writer.abort();
+    closing.cancel();
+    let stopping = writer.abort_handle();
+    if tokio::time::timeout(CLOSE_WAIT, writer).await.is_err() {
+        stopping.abort();
+    }
     kernel.connections.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Sends the socket's frames (iopub, and the replies to its own requests)
+/// until `closing`, then closes it: the close frame answering the client's
+/// (queued when it was read, sent by the flush), or one of the server's
+/// own (1000) when the kernel was shut down. What is left of the replies
+/// goes out first (a `shutdown_reply` before the close).
+async fn write(
+    mut sink: SplitSink<WebSocket, Message>,
+    mut iopub: broadcast::Receiver<Arc<String>>,
+    mut replies: mpsc::UnboundedReceiver<String>,
+    closing: CancellationToken,
+) {
+    loop {
+        let frame = tokio::select! {
+            // iopub first: a reply never overtakes the output before it.
+            biased;
+            () = closing.cancelled() => break,
+            published = iopub.recv() => match published {
+                Ok(frame) => frame.as_str().to_owned(),
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "a slow kernel socket missed iopub messages");
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+            reply = replies.recv() => match reply {
+                Some(frame) => frame,
+                None => break,
+            },
+        };
+        if sink.send(Message::Text(frame.into())).await.is_err() {
+            break;
+        }
+    }
+    while let Ok(frame) = replies.try_recv() {
+        if sink.send(Message::Text(frame.into())).await.is_err() {
+            break;
+        }
+    }
+    // Refused once the client has closed: its close frame's answer is queued already.
+    let _ = sink.send(Message::Close(Some(CloseFrame { code: close_code::NORMAL, reason: "".into() }))).await;
+    let _ = sink.close().await;
 }
 
 /// One socket's side of the kernel.

@@ -20,6 +20,7 @@ use anypath_interpreter::InterpreterError;
 use anypath_interpreter::shared_records::{Fields, SharedRecords};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
 use super::message::Sender;
 
@@ -73,6 +74,8 @@ pub(crate) struct Kernel {
     /// Requests with a ticket below this are aborted (an earlier cell failed
     /// with `stop_on_error`).
     abort_below: AtomicU64,
+    /// Cancelled when the kernel is shut down: its sockets close.
+    gone: CancellationToken,
 }
 
 impl Kernel {
@@ -93,7 +96,24 @@ impl Kernel {
             queue: tokio::sync::Mutex::new(()),
             next_ticket: AtomicU64::new(0),
             abort_below: AtomicU64::new(0),
+            gone: CancellationToken::new(),
         }
+    }
+
+    /// Marks the kernel shut down: what is queued is aborted, its sockets close.
+    pub(crate) fn shut(&self) {
+        self.abort_queued();
+        self.gone.cancel();
+    }
+
+    /// Whether the kernel was shut down (through this host).
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.is_cancelled()
+    }
+
+    /// Resolves once the kernel is shut down.
+    pub(crate) async fn gone(&self) {
+        self.gone.cancelled().await;
     }
 
     /// Its changing state, touched now.

@@ -7,12 +7,14 @@
 //! [`rest`] serves `/api/kernelspecs` and `/api/kernels`; [`channels`]
 //! the kernel's websocket (`/api/kernels/{id}/channels`, JSON text frames,
 //! protocol 5.3), whose shell requests [`shell`] answers. A kernel is one
-//! interpreter session ([`kernels`]) with its files, limits, hibernation
-//! and tenant: this is a transport over the service facade, like `/v1`,
-//! MCP and E2B's API, never a second session flow.
+//! interpreter session ([`kernels`]) with its limits, hibernation and
+//! tenant, working in files its tenant's kernels share ([`files`]): this
+//! is a transport over the service facade, like `/v1`, MCP and E2B's API,
+//! never a second session flow.
 
 mod channels;
 mod error;
+mod files;
 mod kernels;
 mod message;
 mod rest;
@@ -27,6 +29,8 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use axum::routing::{get, post};
+
+pub use self::files::KernelFiles;
 
 use self::error::JupyterError;
 use self::kernels::{Kernel, Kernels};
@@ -47,18 +51,26 @@ pub(crate) struct Jupyter {
     specs: Vec<specs::Spec>,
     /// A kernel's session lives this long idle (hibernated, never culled, before that).
     session_ttl: Duration,
+    /// Where kernels keep their files.
+    kernel_files: KernelFiles,
+    /// When each tenant's shared kernel files were last marked used.
+    files_kept: files::Kept,
     /// The Python version of each kernelspec's runtime, once a kernel told it.
     versions: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
-/// The kernel gateway API over the service of `state`; None without a code interpreter.
-pub fn router(state: &Arc<AppState>) -> Option<Router> {
+/// The kernel gateway API over the service of `state`, its kernels keeping
+/// their files as `kernel_files` says; None without a code interpreter.
+pub fn router(state: &Arc<AppState>, kernel_files: KernelFiles) -> Option<Router> {
     let service = InterpreterService::of(state).ok()?;
     let config = state.interpreter.as_ref()?.config();
     let runtimes: Vec<_> = service.limits().runtimes.iter().map(|(runtime, _)| *runtime).collect();
+    let shared_records = state.interpreter.as_ref().and_then(|i| i.shared_records());
     let jupyter = Arc::new(Jupyter {
+        kernel_files: files::effective(kernel_files, shared_records.is_some()),
+        files_kept: files::Kept::default(),
         // A fleet's hosts share their kernels; one host keeps them in a file.
-        kernels: match state.interpreter.as_ref().and_then(|i| i.shared_records()) {
+        kernels: match shared_records {
             Some(records) => Kernels::shared(records),
             None => Kernels::load(config.root.join(KERNELS_FILE)),
         },

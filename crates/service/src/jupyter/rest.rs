@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -16,7 +17,10 @@ use serde::{Deserialize, Serialize};
 use super::error::JupyterError;
 use super::kernels::{Kernel, Record};
 use super::{Jupyter, JupyterCaller, specs};
-use crate::interpreter_service::OpenSession;
+use crate::interpreter_service::{Caller, ServiceError};
+
+/// How often a shut-down kernel's cell is interrupted until it lets go.
+const INTERRUPT_EVERY: Duration = Duration::from_millis(200);
 
 /// A kernel as `/api/kernels` shows it.
 #[derive(Debug, Serialize)]
@@ -86,8 +90,7 @@ pub(crate) async fn start_kernel(State(jupyter): State<Arc<Jupyter>>, JupyterCal
     let spec = jupyter.specs.iter().find(|s| s.name == name).ok_or_else(|| JupyterError::new(StatusCode::NOT_FOUND, format!("No such kernel named {name}")))?;
     let id = uuid::Uuid::new_v4().to_string();
     let session_id = format!("jupyter-{}", id.replace('-', ""));
-    let open = OpenSession { session_id: session_id.clone(), ttl: Some(jupyter.session_ttl), runtime: Some(spec.runtime) };
-    jupyter.service.call(&caller, open).await?;
+    jupyter.open_kernel_session(&caller, &session_id, spec.runtime).await?;
     // Enterprise Gateway's convention: the client's KERNEL_* variables reach the kernel.
     let env = asked.env.into_iter().filter(|(k, _)| k.starts_with("KERNEL_")).collect();
     let record = Record { id: id.clone(), tenant: caller.tenant.clone(), spec: spec.name.to_owned(), session_id, env };
@@ -109,7 +112,9 @@ pub(crate) async fn get_kernel(State(jupyter): State<Arc<Jupyter>>, JupyterCalle
     Ok(Json(KernelModel::of(&kernel)))
 }
 
-/// `DELETE /api/kernels/{id}`: the run stopped, the session and its files removed.
+/// `DELETE /api/kernels/{id}`: answered at once, busy or not, as a Jupyter
+/// server answers it: the running cell is interrupted, the kernel is gone
+/// and its sockets close; its session follows as soon as the cell lets go.
 pub(crate) async fn shut_down(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(caller): JupyterCaller, Path(id): Path<String>) -> Result<StatusCode, JupyterError> {
     let kernel = jupyter.kernel(&caller, &id).await?;
     jupyter.shut_down(&caller, &kernel).await?;
@@ -131,20 +136,44 @@ pub(crate) async fn restart(State(jupyter): State<Arc<Jupyter>>, JupyterCaller(c
 }
 
 impl Jupyter {
-    /// Stops the kernel's run and removes it with its session.
-    pub(crate) async fn shut_down(&self, caller: &crate::interpreter_service::Caller, kernel: &Kernel) -> Result<(), JupyterError> {
+    /// Stops the kernel's run and forgets it (its sockets close); its
+    /// session is removed in the background, never waited for here.
+    pub(crate) async fn shut_down(&self, caller: &Caller, kernel: &Kernel) -> Result<(), JupyterError> {
         self.service.interrupt(caller, &kernel.record.session_id);
-        kernel.abort_queued();
         self.kernels.remove(&kernel.record.id).await?;
-        self.service.call(caller, anypath_interpreter::sessions::CloseSession { session_id: kernel.record.session_id.clone() }).await?;
+        kernel.shut();
+        self.close_session(caller.next_request(), kernel.record.session_id.clone());
         tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, kernel = %kernel.record.id, "kernel shut down");
         Ok(())
+    }
+
+    /// Removes a shut-down kernel's session (its Python state; its files
+    /// too when they are its own) once its cell has let go of it. The cell
+    /// is interrupted until then: one that had not yet started when the
+    /// kernel was shut down is stopped as well.
+    fn close_session(&self, caller: Caller, session_id: String) {
+        let service = self.service.clone();
+        tokio::spawn(async move {
+            let close = service.call(&caller, anypath_interpreter::sessions::CloseSession { session_id: session_id.clone() });
+            tokio::pin!(close);
+            let mut every = tokio::time::interval(INTERRUPT_EVERY);
+            let closed = loop {
+                tokio::select! {
+                    closed = &mut close => break closed,
+                    _ = every.tick() => service.interrupt(&caller, &session_id),
+                }
+            };
+            match closed {
+                Ok(_) | Err(ServiceError::Interpreter(anypath_interpreter::InterpreterError::NoSuchSession(_))) => {}
+                Err(error) => tracing::warn!(tenant = %caller.tenant, session = %session_id, %error, "a shut-down kernel's session stays until its TTL"),
+            }
+        });
     }
 
     /// Stops the kernel's run and starts its namespace afresh, telling
     /// every socket `idle` under the new header session. (A `restarting`
     /// status from the kernel itself would read as an automatic restart.)
-    pub(crate) async fn restart(&self, caller: &crate::interpreter_service::Caller, kernel: &Kernel) -> Result<(), JupyterError> {
+    pub(crate) async fn restart(&self, caller: &Caller, kernel: &Kernel) -> Result<(), JupyterError> {
         self.service.interrupt(caller, &kernel.record.session_id);
         kernel.abort_queued();
         // The interrupted cell lets go of the session before it restarts.

@@ -79,7 +79,8 @@ pub(crate) async fn work(jupyter: Arc<Jupyter>, caller: Caller, kernel: Arc<Kern
         let _turn = kernel.queue.lock().await;
         let shell = Shell { jupyter: &jupyter, caller: caller.next_request(), kernel: &kernel, request: &request, replies: &replies, parent: request.parent_header() };
         shell.publish("status", json!({ "execution_state": "busy" }));
-        let content = if kernel.aborted(ticket) {
+        // A kernel shut down runs nothing more: its session is on its way out.
+        let content = if kernel.aborted(ticket) || kernel.is_gone() {
             json!({ "status": "aborted" })
         } else {
             match request.msg_type() {
@@ -156,6 +157,7 @@ impl Shell<'_> {
 
     /// The run with its events published; the failure it ended with, if any.
     async fn run_live(&self, asked: &Execute, count: u64) -> Result<Option<Failure>, Failure> {
+        self.jupyter.keep_kernel_files(&self.caller).await;
         let request = RunRequest { code: dedent(&asked.code), env: self.kernel.record.env.clone(), ..RunRequest::default() };
         let mut run = LiveRun::start(self.jupyter.service.clone(), self.caller.clone(), self.kernel.record.session_id.clone(), request);
         let mut lines = Lines::default();

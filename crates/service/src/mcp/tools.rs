@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anypath_interpreter::{ArtifactContent, FileInfo, LoadArtifactRequest, RunReport, RunRequest, SessionInfo, artifacts, datasets, files, runs, sessions};
+use anypath_interpreter::{ArtifactContent, FileInfo, LoadArtifactRequest, RunReport, RunRequest, SessionInfo, artifacts, datasets, files, runs, sessions, snapshots};
 use anypath_sandbox::{LimitOverrides, Runtime};
-use anypath_wire::{DatasetInfo, FigureFormat};
+use anypath_wire::{DatasetInfo, FigureFormat, SnapshotInfo, SnapshotList};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Json;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -139,6 +139,54 @@ pub struct AttachDataset {
     pub name: String,
 }
 
+/// `snapshot_session`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotArguments {
+    /// The session to keep.
+    pub session_id: String,
+    /// A name to find the snapshot by besides its id (a later snapshot given the same name takes it over).
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// `list_snapshots`' arguments.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListSnapshotArguments {
+    /// Only the snapshots taken from this session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Only the snapshot with this name.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// `start_from_snapshot`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartArguments {
+    /// The snapshot's id or name.
+    pub snapshot: String,
+    /// The new session's id (it must not exist yet).
+    pub new_session_id: String,
+}
+
+/// Arguments naming only a snapshot.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotOnly {
+    /// The snapshot's id or name.
+    pub snapshot: String,
+}
+
+/// `delete_snapshot`'s answer.
+#[derive(Debug, serde::Serialize, JsonSchema)]
+pub struct Deleted {
+    /// Whether there was such a snapshot.
+    pub deleted: bool,
+}
+
 #[tool_router]
 impl CodeInterpreterTools {
     /// Tools for HTTP callers: each request's caller is the [`Caller`] the
@@ -248,6 +296,54 @@ the other. Files the code held open are closed first.",
         let args = args.0?;
         let caller = self.caller(&ctx)?;
         Ok(Json(self.service.call(&caller, sessions::ForkSession { session_id: args.session_id, new_session_id: args.new_session_id }).await?))
+    }
+
+    #[tool(
+        description = "Keep the session's files and live Python state as a snapshot, taken in about the time a \
+fork takes; the session goes on unchanged. Start any number of new sessions from it with start_from_snapshot. \
+Snapshots expire after a retention period and count toward a per-tenant quota.",
+        input_schema = input_schema::<SnapshotArguments>(),
+        annotations(title = "Snapshot a session", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn snapshot_session(&self, ctx: RequestContext<RoleServer>, args: Arguments<SnapshotArguments>) -> Result<Json<SnapshotInfo>, ToolError> {
+        let SnapshotArguments { session_id, name } = args.0?;
+        let caller = self.caller(&ctx)?;
+        Ok(Json(self.service.call(&caller, snapshots::CreateSnapshot { session_id, name }).await?))
+    }
+
+    #[tool(
+        description = "List your snapshots, newest first: all, those taken from one session, or the one with a name.",
+        input_schema = input_schema::<ListSnapshotArguments>(),
+        annotations(title = "List snapshots", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn list_snapshots(&self, ctx: RequestContext<RoleServer>, args: Arguments<ListSnapshotArguments>) -> Result<Json<SnapshotList>, ToolError> {
+        let ListSnapshotArguments { session_id, name } = args.0?;
+        let caller = self.caller(&ctx)?;
+        Ok(Json(SnapshotList { snapshots: self.service.call(&caller, snapshots::ListSnapshots { session_id, name }).await? }))
+    }
+
+    #[tool(
+        description = "Start a new session from a snapshot (its id or name): the snapshot's files and live Python \
+state, from which the new session goes its own way.",
+        input_schema = input_schema::<StartArguments>(),
+        annotations(title = "Start from a snapshot", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn start_from_snapshot(&self, ctx: RequestContext<RoleServer>, args: Arguments<StartArguments>) -> Result<Json<SessionInfo>, ToolError> {
+        let StartArguments { snapshot, new_session_id } = args.0?;
+        let caller = self.caller(&ctx)?;
+        let start = snapshots::StartFromSnapshot { session_id: new_session_id, snapshot, ttl: None, runtime: None };
+        Ok(Json(self.service.call(&caller, start).await?))
+    }
+
+    #[tool(
+        description = "Delete a snapshot (its id or name); sessions started from it are not touched.",
+        input_schema = input_schema::<SnapshotOnly>(),
+        annotations(title = "Delete a snapshot", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn delete_snapshot(&self, ctx: RequestContext<RoleServer>, args: Arguments<SnapshotOnly>) -> Result<Json<Deleted>, ToolError> {
+        let SnapshotOnly { snapshot } = args.0?;
+        let caller = self.caller(&ctx)?;
+        Ok(Json(Deleted { deleted: self.service.call(&caller, snapshots::DeleteSnapshot { snapshot }).await? }))
     }
 
     #[tool(
