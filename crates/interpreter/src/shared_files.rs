@@ -46,7 +46,7 @@ impl Sessions<'_> {
             return Err(InterpreterError::SessionExists(session_id.to_owned()));
         }
         let runtime = runtime.unwrap_or_else(|| self.interpreter.default_runtime());
-        let create = Create::Sharing { ttl, runtime, files: owner.files.dir().to_path_buf() };
+        let create = Create::Sharing { ttl, runtime, files: owner.files.dir().to_path_buf(), layout: owner.layout };
         let session = self.get(tenant, session_id, create)?;
         Ok(info(&session))
     }
