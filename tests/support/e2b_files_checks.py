@@ -14,7 +14,6 @@ import os
 import sys
 import threading
 import time
-import traceback
 import urllib.error
 import urllib.request
 
@@ -27,16 +26,10 @@ os.environ["E2B_API_KEY"] = KEY
 from e2b import FilesystemEventType, FileType, NotFoundException  # noqa: E402
 from e2b.sandbox.filesystem.filesystem import WriteEntry  # noqa: E402
 from e2b_code_interpreter import Sandbox  # noqa: E402
+from sdk_checks import SANDBOXES, check, run_checks  # noqa: E402
 
-CHECKS = {}
 # The sandbox user root's home.
 ROOT_HOME = "/root"
-SANDBOXES = []
-
-
-def check(function):
-    CHECKS[function.__name__] = function
-    return function
 
 
 def sandbox(**options):
@@ -301,22 +294,6 @@ def dot_dot_never_leaves_the_sandbox():
 
 
 def main():
-    wanted = sys.argv[3:] or list(CHECKS)
-    failed = []
-    for name in wanted:
-        try:
-            CHECKS[name]()
-            print(f"PASS {name}", flush=True)
-        except Exception:
-            failed.append(name)
-            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
-    for created in SANDBOXES:
-        try:
-            created.kill()
-        except Exception:
-            pass
-    print(f"{len(wanted) - len(failed)} of {len(wanted)} checks passed", flush=True)
-    sys.exit(1 if failed else 0)
-
+    run_checks(sys.argv[3:])
 
 main()

@@ -18,7 +18,6 @@ import random
 import statistics
 import struct
 import sys
-import traceback
 
 API_URL, KEY = sys.argv[1], sys.argv[2]
 os.environ["E2B_API_URL"] = API_URL
@@ -27,14 +26,7 @@ os.environ["E2B_API_KEY"] = KEY
 
 from e2b_code_interpreter import Sandbox  # noqa: E402
 from e2b_code_interpreter.charts import BoxAndWhiskerChart, ChartType  # noqa: E402
-
-CHECKS = {}
-SANDBOXES = []
-
-
-def check(function):
-    CHECKS[function.__name__] = function
-    return function
+from sdk_checks import SANDBOXES, check, run_checks  # noqa: E402
 
 
 def sandbox():
@@ -293,22 +285,6 @@ frame.describe()
 
 
 def main():
-    wanted = sys.argv[3:] or list(CHECKS)
-    failed = []
-    for name in wanted:
-        try:
-            CHECKS[name]()
-            print(f"PASS {name}", flush=True)
-        except Exception:
-            failed.append(name)
-            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
-    for created in SANDBOXES:
-        try:
-            created.kill()
-        except Exception:
-            pass
-    print(f"{len(wanted) - len(failed)} of {len(wanted)} checks passed", flush=True)
-    sys.exit(1 if failed else 0)
-
+    run_checks(sys.argv[3:])
 
 main()

@@ -16,7 +16,6 @@ import gzip
 import sys
 import threading
 import time
-import traceback
 
 import httpx
 
@@ -31,14 +30,7 @@ os.environ["E2B_API_KEY"] = KEY
 from e2b import FileType, NotFoundException, SandboxQuery, SandboxState, TimeoutException  # noqa: E402
 from e2b.exceptions import AuthenticationException, SandboxException  # noqa: E402
 from e2b_code_interpreter import Sandbox  # noqa: E402
-
-CHECKS = {}
-SANDBOXES = []
-
-
-def check(function):
-    CHECKS[function.__name__] = function
-    return function
+from sdk_checks import SANDBOXES, check, run_checks  # noqa: E402
 
 
 def sandbox(**options):
@@ -514,22 +506,6 @@ def unknown_template():
 
 
 def main():
-    wanted = sys.argv[4:] or list(CHECKS)
-    failed = []
-    for name in wanted:
-        try:
-            CHECKS[name]()
-            print(f"PASS {name}", flush=True)
-        except Exception:
-            failed.append(name)
-            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
-    for created in SANDBOXES:
-        try:
-            created.kill()
-        except Exception:
-            pass
-    print(f"{len(wanted) - len(failed)} of {len(wanted)} checks passed", flush=True)
-    sys.exit(1 if failed else 0)
-
+    run_checks(sys.argv[4:])
 
 main()
