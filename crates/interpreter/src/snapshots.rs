@@ -278,19 +278,7 @@ fn unix_seconds(time: SystemTime) -> u64 {
 fn stored_bytes(interpreter: &Interpreter, tenant: &str, session_id: &str) -> u64 {
     let image = interpreter.store.image_bytes(tenant, session_id);
     let files = interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).get(&(tenant.to_owned(), session_id.to_owned())).map(|s| s.files.dir().to_owned());
-    image + files.map(|dir| tree_bytes(&dir)).unwrap_or(0)
-}
-
-fn tree_bytes(dir: &std::path::Path) -> u64 {
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        match entry.file_type() {
-            Ok(kind) if kind.is_dir() => total += tree_bytes(&entry.path()),
-            Ok(kind) if kind.is_file() => total += entry.metadata().map(|m| m.len()).unwrap_or(0),
-            _ => {}
-        }
-    }
-    total
+    image + files.map(|dir| anypath_sandbox::directory_usage(&dir).bytes).unwrap_or(0)
 }
 
 /// Keeps the session's state and files as a snapshot.
