@@ -373,6 +373,22 @@ fn a_tenants_kernels_share_files_that_outlive_them() {
     let read = run_in_a_new_kernel(&service, "key-alice", "python3", "print(open('/mnt/data/notes.txt').read())");
     assert_eq!(read.stdout(), "alice wrote this\n", "the next kernel, on the data runtime, reads it: {}", read.reply);
 
+    // The same directory over `/v1`, as the tenant's session `jupyter-files`:
+    // what the kernels wrote downloads, and an upload is read by the next kernel.
+    let downloaded = service.call("key-alice", "GET", "/v1/sessions/jupyter-files/files/notes.txt", None);
+    assert_eq!(downloaded.status(), 200);
+    assert_eq!(downloaded.text().expect("a body"), "alice wrote this");
+    let uploaded = client()
+        .put(format!("{}/v1/sessions/jupyter-files/files/sales.csv?overwrite=true", service.base))
+        .header("x-api-key", "key-alice")
+        .body("region,total\nnorth,7\n")
+        .send()
+        .expect("sent");
+    assert!(uploaded.status().is_success(), "the upload: {}", uploaded.status());
+    let totals = run_in_a_new_kernel(&service, "key-alice", "python3-stdlib", "import csv\nprint([row['total'] for row in csv.DictReader(open('sales.csv'))])");
+    assert_eq!(totals.stdout(), "['7']\n", "a kernel reads the upload: {}", totals.reply);
+    assert_eq!(service.call("key-bob", "GET", "/v1/sessions/jupyter-files/files/sales.csv", None).status(), 404, "bob's kernel files are his own");
+
     let unseen = run_in_a_new_kernel(&service, "key-bob", "python3-stdlib", "import os\nprint(os.path.exists('notes.txt'), os.listdir('/mnt/data'))");
     assert_eq!(unseen.stdout(), "False []\n", "another tenant's kernel sees none of it: {}", unseen.reply);
     run_in_a_new_kernel(&service, "key-bob", "python3-stdlib", "open('notes.txt', 'w').write('bob wrote this')");

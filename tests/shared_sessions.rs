@@ -462,8 +462,10 @@ fn redis_that_goes_away_loses_nothing() {
 /// E2B's own Python SDK over the fleet: a sandbox created through A runs
 /// code and writes a file through B, is paused through A, listed paused by
 /// C, connected (resumed) through C with its state and file, and killed
-/// through B, after which no host lists it. The sandboxes' records are
-/// shared like the sessions behind them.
+/// through B, after which no host lists it. A snapshot taken through A
+/// starts sandboxes with its state and files on B and C, is listed by C,
+/// and once deleted through B starts nothing on any host. The sandboxes'
+/// and snapshots' records are shared like the sessions behind them.
 #[test]
 fn an_e2b_sandbox_is_served_by_every_host() {
     let fleet = Fleet::start("e2b", &["--e2b-listen", "127.0.0.1:0"]);

@@ -118,6 +118,18 @@ check('watch_with_entry_and_new_subfolders', async () => {
   await recursive.stop();
 });
 
+check('watching_a_missing_folder_is_not_found', async () => {
+  const sbx = await sandbox();
+  const { FileNotFoundError } = await import('e2b');
+  try {
+    await sbx.files.watchDir('/home/user/no_such_watch_dir', () => {});
+  } catch (error) {
+    assert(error instanceof FileNotFoundError, `a FileNotFoundError, not ${error?.constructor?.name}: ${error}`);
+    return;
+  }
+  throw new Error('a watch of a missing folder started');
+});
+
 check('files_while_a_cell_runs', async () => {
   const sbx = await sandbox();
   const code = [

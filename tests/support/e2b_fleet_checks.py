@@ -28,6 +28,27 @@ sandbox_id = created.sandbox_id
 try:
     created.run_code("x = 41")
 
+    # A snapshot taken through A starts sandboxes on B and C, is listed on
+    # every host, and once deleted through B starts nothing anywhere.
+    created.files.write("snapshotted.txt", "in the snapshot")
+    snapshot = created.create_snapshot()
+    for url in (B, C):
+        started = Sandbox.create(snapshot.snapshot_id, **through(url))
+        answer = started.run_code("x + 1")
+        assert answer.error is None and answer.text == "42", f"the snapshot's state on {url}: {answer}"
+        assert started.files.read("snapshotted.txt") == "in the snapshot", f"the snapshot's files on {url}"
+        started.kill()
+    listed = [s.snapshot_id for s in Sandbox.list_snapshots(sandbox_id=sandbox_id, **through(C)).next_items()]
+    assert listed == [snapshot.snapshot_id], f"C lists the snapshot taken on A: {listed}"
+    assert Sandbox.delete_snapshot(snapshot.snapshot_id, **through(B)) is True, "B deletes A's snapshot"
+    for url in (A, C):
+        try:
+            Sandbox.create(snapshot.snapshot_id, **through(url))
+        except Exception:
+            pass
+        else:
+            raise AssertionError(f"{url} started a sandbox from a snapshot deleted through B")
+
     on_b = Sandbox.connect(sandbox_id, **through(B))
     answer = on_b.run_code("x + 1")
     assert answer.error is None and answer.text == "42", f"A's state answers on B: {answer}"

@@ -403,6 +403,64 @@ def pause_and_connect():
     assert again.run_code("len(kept)").text == "3", "connecting to a running sandbox keeps it as it is"
 
 
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+@check
+def pause_keeping_only_the_files():
+    """E2B's filesystem-only pause: the files stay, the Python state does
+    not, and the sandbox boots afresh (a new boot id, which a pause that
+    keeps the memory leaves as it was)."""
+    sbx = sandbox()
+    sbx.run_code("kept = 42")
+    sbx.files.write("/home/user/marker.txt", "persisted")
+    booted = sbx.files.read(BOOT_ID).strip()
+    assert len(booted) == 36 and booted == sbx.run_code(f"open({BOOT_ID!r}).read().strip()").text, booted
+    sbx.pause()
+    same = Sandbox.connect(sbx.sandbox_id)
+    assert same.files.read(BOOT_ID).strip() == booted, "a pause that kept the memory is no new boot"
+    assert same.run_code("kept").text == "42"
+    assert same.pause(keep_memory=False)
+    assert not same.is_running()
+    rebooted = Sandbox.connect(sbx.sandbox_id)
+    assert rebooted.files.read("/home/user/marker.txt") == "persisted"
+    assert rebooted.files.read(BOOT_ID).strip() != booted, "a filesystem-only pause boots afresh"
+    assert rebooted.run_code("kept").error.name == "NameError", "the Python state is gone"
+
+
+@check
+def auto_pause_keeping_only_the_files():
+    sbx = sandbox(timeout=2, lifecycle={"on_timeout": {"action": "pause", "keep_memory": False}})
+    sbx.run_code("kept = 42")
+    booted = sbx.files.read(BOOT_ID)
+    time.sleep(3.5)
+    assert sbx.get_info().state == SandboxState.PAUSED
+    resumed = sbx.connect()
+    assert resumed.files.read(BOOT_ID) != booted
+    assert resumed.run_code("kept").error.name == "NameError"
+
+
+@check
+def metrics():
+    began = time.time()
+    sbx = sandbox()
+    sbx.run_code("import pandas as pd\nframe = pd.DataFrame({'x': range(10_000)})")
+    sbx.files.write("/home/user/data.csv", "x" * 5000)
+    samples = sbx.get_metrics()
+    assert len(samples) == 1, samples
+    sample = samples[0]
+    assert sample.cpu_count == 1 and sample.cpu_used_pct == 0, sample
+    assert 0 < sample.mem_used <= sample.mem_total, sample
+    assert 5000 <= sample.disk_used <= sample.disk_total, sample
+    assert began - 1 <= sample.timestamp.timestamp() <= time.time() + 1, sample
+    import datetime
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    assert len(sbx.get_metrics(start=now - datetime.timedelta(seconds=5), end=now)) == 1
+    before = sbx.get_metrics(start=now - datetime.timedelta(hours=1), end=now - datetime.timedelta(minutes=30))
+    assert before == [], "nothing is made up for a window before the sandbox"
+
+
 @check
 def fork():
     sbx = sandbox()

@@ -25,6 +25,15 @@ fn small_alphabet(value: &str, max: usize) -> bool {
     (1..=max).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// A new random id of 20 lowercase letters and digits (about 103 bits), in
+/// the form E2B gives its sandboxes' and snapshots' ids: every id the
+/// service makes up for a client (sandboxes, snapshots) is one of these.
+pub fn new_short_id() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let (a, b) = (uuid::Uuid::new_v4().into_bytes(), uuid::Uuid::new_v4().into_bytes());
+    a.iter().chain(b.iter()).take(20).map(|byte| ALPHABET[usize::from(*byte) % ALPHABET.len()] as char).collect()
+}
+
 /// A session id: `[A-Za-z0-9_-]{1,64}`.
 pub fn session_id(value: &str) -> Result<&str, NameError> {
     if small_alphabet(value, MAX_SESSION_ID) { Ok(value) } else { Err(NameError::SessionId(value.to_owned())) }

@@ -83,6 +83,7 @@ impl<'a> Sessions<'a> {
             live: false,
             hibernated: store.has_image(tenant, session_id),
             runtime: meta.runtime,
+            memory_bytes: 0,
         })
     }
 
@@ -451,6 +452,7 @@ pub(crate) fn info(session: &Session) -> SessionInfo {
         live: session.is_live(),
         hibernated: session.hibernated.load(Relaxed),
         runtime: session.runtime,
+        memory_bytes: if session.is_live() { session.memory_bytes.load(Relaxed) } else { 0 },
     }
 }
 

@@ -90,7 +90,7 @@ impl Snapshots<'_> {
         if held_bytes >= config.tenant_quota_bytes {
             return Err(quota_error(held_bytes, config.tenant_quota_bytes));
         }
-        let id = new_snapshot_id();
+        let id = crate::names::new_short_id();
         let stored = stored_session(&id);
         let copied = self.interpreter.sessions().copy_session(tenant, session_id, &stored, None).await?;
         let (owner, kept) = (tenant.to_owned(), stored.clone());
@@ -264,12 +264,6 @@ fn parse(fields: &Fields) -> Option<Record> {
 }
 
 /// A new snapshot id: 20 lowercase letters and digits.
-fn new_snapshot_id() -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let (a, b) = (uuid::Uuid::new_v4().into_bytes(), uuid::Uuid::new_v4().into_bytes());
-    a.iter().chain(b.iter()).take(20).map(|byte| ALPHABET[usize::from(*byte) % ALPHABET.len()] as char).collect()
-}
-
 fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
@@ -404,7 +398,7 @@ mod tests {
         for bad in ["", "a b", "é", &"x".repeat(129)] {
             assert!(snapshot_name(bad).is_err(), "{bad:?}");
         }
-        let id = new_snapshot_id();
+        let id = crate::names::new_short_id();
         assert_eq!(id.len(), 20);
         let stored = stored_session(&id);
         assert!(names::session_id(&stored).is_ok() && names::is_hidden(&stored), "{stored}");

@@ -48,6 +48,7 @@ use crate::drain_pipe::DrainPipe;
 use crate::live_frames::GuestResult;
 use crate::guest::{DATASETS_DIR, GuestState, SESSION_DIR};
 use crate::layout::FilesLayout;
+use crate::session::StartFor;
 use crate::quota_fs::QuotaState;
 
 mod bindings {
@@ -308,10 +309,18 @@ impl DataImage {
         Ok(Self { pre, library, mpl_data, preinitialised })
     }
 
+    /// Whether instances start with the cell code already imported (and
+    /// the preview-1 adapter's state allocated).
+    pub(crate) fn preinitialised(&self) -> bool {
+        self.preinitialised
+    }
+
     /// Starts an instance seeing `dir` at /mnt/data (or as its tree, in the
-    /// sandbox `layout`) and `datasets` at /data, and loads the cell code
-    /// into it unless the image already holds it; a `bare` instance is only
-    /// instantiated (its memory is the image's).
+    /// sandbox `layout`) and `datasets` at /data. For runs, it loads the
+    /// cell code into it unless the image already holds it, and runs the
+    /// instance-start code and the layout's set-up in one turn; an instance
+    /// for the baseline, or for a restore on the pre-initialised image, is
+    /// only instantiated (its memory is the image's).
     pub(crate) async fn start(
         &self,
         (dir, layout): (Option<&Path>, FilesLayout),
@@ -319,7 +328,7 @@ impl DataImage {
         quota: Option<Arc<QuotaState>>,
         memory_cap: u64,
         deadline: Instant,
-        bare: bool,
+        start_for: StartFor,
         new_store: impl FnOnce(GuestState) -> wasmtime::Result<Store<GuestState>>,
     ) -> wasmtime::Result<(Store<GuestState>, DataGuest, wasmtime::component::Instance)> {
         let dirs = PrivateDirs::new(dir, layout, datasets)?;
@@ -334,10 +343,21 @@ impl DataImage {
         let mut store = new_store(state)?;
         let handle = self.pre.instance_pre().instantiate_async(&mut store).await?;
         let bindings = PythonData::new(&mut store, &handle)?;
+        let bare = match start_for {
+            StartFor::Baseline => true,
+            StartFor::Restore => self.preinitialised,
+            StartFor::Runs => false,
+        };
         if bare {
             return Ok((store, DataGuest { bindings, stdout, stderr, dirs }, handle));
         }
-        let source = if self.preinitialised { INSTANCE_START.to_owned() } else { bootstrap_source() + INSTANCE_START };
+        let mut source = if self.preinitialised { INSTANCE_START.to_owned() } else { bootstrap_source() + INSTANCE_START };
+        if start_for == StartFor::Runs
+            && let Some(setup) = layout.setup_cell()
+        {
+            // In the start turn: a cell of its own would cost a second turn.
+            source.push_str(&setup);
+        }
         let status = bindings.call_turn(&mut store, &source).await?;
         let (_, _) = stdout.drain();
         let (errors, _) = stderr.drain();

@@ -59,13 +59,18 @@ impl FilesLayout {
     }
 
     /// The code the layout runs in a fresh instance before any of the
-    /// session's own: the working directory. `None` for `/mnt/data`, which
-    /// the cell code enters by itself.
+    /// session's own (in the data runtime's start turn, or as a first cell
+    /// of the runner's): the working directory. `None` for `/mnt/data`,
+    /// which the cell code enters by itself.
     pub(crate) fn setup_cell(self) -> Option<String> {
         match self {
             Self::MntData => None,
-            // The cell counter goes back, so the session's first cell is still `<cell-1>`.
-            Self::Root => Some(format!("__import__('os').chdir({SANDBOX_HOME:?})\nsetattr(__import__('cell'), '_cells_run', 0)")),
+            // The session's globals are made first (which enters
+            // /mnt/data), the home after; the cell counter goes back, so
+            // the session's first cell is still `<cell-1>`.
+            Self::Root => Some(format!(
+                "__import__('cell')._session_namespace()\n__import__('os').chdir({SANDBOX_HOME:?})\nsetattr(__import__('cell'), '_cells_run', 0)\n"
+            )),
         }
     }
 }

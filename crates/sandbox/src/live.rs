@@ -35,7 +35,7 @@ use crate::engine::{self, Instance, internal, output_of};
 use crate::interrupt::Interrupt;
 use crate::layout::FilesLayout;
 use crate::live_frames::{LiveSink, result_of};
-use crate::session::{Guest, SessionGuest, SessionRuntime};
+use crate::session::{Guest, SessionGuest, SessionRuntime, StartFor};
 use crate::state_image::StateError;
 
 /// Asks the cell code, with no code to run, to close the file objects it
@@ -487,14 +487,18 @@ impl LiveInstance {
         let decoding = tokio::task::spawn_blocking(move || crate::state_image::image::decode(&image));
         let quota = self.quota.clone();
         self.directory_changed();
-        let instance = start(self.runtime.clone(), self.dir.clone(), self.layout, self.datasets.clone(), quota, self.limits.memory_bytes)
+        let instance = start(self.runtime.clone(), self.dir.clone(), self.layout, self.datasets.clone(), quota, self.limits.memory_bytes, StartFor::Restore)
             .await
             .map_err(|e| StateError::Start(e.to_string()))?;
         self.instance = Some(instance);
-        // A first, empty run takes the host handles every session holds
-        // (its preopened directory) in the order the saved instance took
-        // them; the restored memory refers to them by number.
-        let mut prologue = self.call_cell(String::new(), Vec::new()).await.map(drop);
+        // Unless the image's instances hold it from the start, a first,
+        // empty run takes the host handles every session holds (its
+        // preopened directory) in the order the saved instance took them;
+        // the restored memory refers to them by number.
+        let mut prologue = match self.runtime.restores_without_prologue() {
+            true => Ok(()),
+            false => self.call_cell(String::new(), Vec::new()).await.map(drop),
+        };
         // Where the image's chunks go is known before the image is checked:
         // their pages are made ready while it is still being decoded.
         if let (Ok(()), Ok(plan), Some(instance)) = (&prologue, &plan, self.instance.as_mut()) {
@@ -525,8 +529,8 @@ impl LiveInstance {
             let quota = self.quota.clone();
             // A new instance: a fresh private /tmp, no files held open.
             self.directory_changed();
-            self.instance = Some(start(self.runtime.clone(), self.dir.clone(), self.layout, self.datasets.clone(), quota, self.limits.memory_bytes).await?);
-            if let Some(setup) = self.layout.setup_cell() {
+            self.instance = Some(start(self.runtime.clone(), self.dir.clone(), self.layout, self.datasets.clone(), quota, self.limits.memory_bytes, StartFor::Runs).await?);
+            if let Some(setup) = self.layout.setup_cell().filter(|_| !self.runtime.enters_layout_at_start()) {
                 // The layout's working directory, before the session's first code.
                 let entered = self.call_cell(setup, Vec::new()).await;
                 if !entered.as_ref().is_ok_and(|output| output.error.is_none()) {
@@ -669,9 +673,10 @@ async fn start(
     datasets: Option<PathBuf>,
     quota: Option<Arc<QuotaState>>,
     memory_cap: u64,
+    start_for: StartFor,
 ) -> Result<Instance<SessionGuest>, ExecError> {
     runtime
-        .start_instance(dir.as_deref(), layout, datasets.as_deref(), quota, memory_cap, false)
+        .start_instance(dir.as_deref(), layout, datasets.as_deref(), quota, memory_cap, start_for)
         .await
         .map_err(|e| internal("starting a session instance", &e))
 }

@@ -87,6 +87,20 @@ pub(crate) struct SessionGuest {
     pub(crate) stdout: DrainPipe,
 }
 
+/// What a session instance runs between its instantiation and its use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StartFor {
+    /// Nothing: the baseline state images are taken against.
+    Baseline,
+    /// A session's runs from a fresh state: the instance-start code (new
+    /// random state), and for the data runtime the layout's working
+    /// directory, in the same turn.
+    Runs,
+    /// A saved image about to be restored: only what the image's memory
+    /// cannot bring (see [`SessionRuntime::restores_without_prologue`]).
+    Restore,
+}
+
 /// Bytes the `python` runtime's stdout keeps between runs: the cell code
 /// captures `print`, so only what is written to the descriptor itself lands
 /// there, and it is not reported.
@@ -161,10 +175,28 @@ impl SessionRuntime {
         self.profile().describe()
     }
 
+    /// Whether this runtime's instances start in their layout's working
+    /// directory: the data runtime enters it in its start turn; the
+    /// runner's instances need a first cell for it.
+    pub(crate) fn enters_layout_at_start(&self) -> bool {
+        matches!(self.image, Image::Data(_))
+    }
+
+    /// Whether an image can be restored into an instance that ran nothing
+    /// yet. The restore keeps the fresh instance's preview-1 adapter state
+    /// (its descriptors name this store's host handles): the pre-initialised
+    /// data image's instances hold that state from instantiation on, so
+    /// nothing needs to run first, and the instance-start code would only
+    /// change memory the image overwrites. Other instances allocate it on
+    /// their first run, which must then come before the restore.
+    pub(crate) fn restores_without_prologue(&self) -> bool {
+        matches!(&self.image, Image::Data(data) if data.image.preinitialised())
+    }
+
     /// Starts a session's instance: it sees `dir` (when given) at
     /// `/mnt/data` (or as its tree, in the sandbox `layout`) and `datasets`
     /// (when given) at `/data`, writes under `quota`, and grows to `memory_cap`.
-    /// A `bare` instance runs nothing after instantiation (the baseline).
+    /// What it runs before it is handed out depends on what it is `for`.
     pub(crate) async fn start_instance(
         &self,
         dir: Option<&Path>,
@@ -172,7 +204,7 @@ impl SessionRuntime {
         datasets: Option<&Path>,
         quota: Option<Arc<QuotaState>>,
         memory_cap: u64,
-        bare: bool,
+        start_for: StartFor,
     ) -> wasmtime::Result<Instance<SessionGuest>> {
         let deadline = Instant::now() + SESSION_START_BUDGET;
         match &self.image {
@@ -188,7 +220,7 @@ impl SessionRuntime {
             }
             Image::Data(data) => {
                 let wasm = data.image.pre.engine().clone();
-                let (store, guest, handle) = data.image.start((dir, layout), datasets, quota, memory_cap, deadline, bare, |state| engine::new_store(&wasm, state)).await?;
+                let (store, guest, handle) = data.image.start((dir, layout), datasets, quota, memory_cap, deadline, start_for, |state| engine::new_store(&wasm, state)).await?;
                 let stdout = guest.stdout().clone();
                 Ok(Instance { store, guest: SessionGuest { exports: Guest::Data(guest), handle, stdout } })
             }
@@ -201,7 +233,7 @@ impl SessionRuntime {
         self.states
             .baseline
             .get_or_try_init(|| async {
-                let mut bare = self.start_instance(None, FilesLayout::MntData, None, None, self.limits().memory_bytes, true).await?;
+                let mut bare = self.start_instance(None, FilesLayout::MntData, None, None, self.limits().memory_bytes, StartFor::Baseline).await?;
                 engine::arm_for_host(&mut bare.store, STATE_BUDGET)?;
                 let baseline = Baseline::read(&self.states.access, &mut bare.store, &bare.guest.handle).await?;
                 Ok::<_, StateError>(Arc::new(baseline))
@@ -296,7 +328,7 @@ impl SessionRuntime {
     async fn calibrate(&self) -> Result<SignalLayout, CalibrationError> {
         let limits = self.limits();
         let memory_error = |e: wasmtime::Error| CalibrationError::Memory(format!("{e:#}"));
-        let mut probe = self.start_instance(None, FilesLayout::MntData, None, None, limits.memory_bytes, false).await.map_err(|e| CalibrationError::Probe(format!("{e:#}")))?;
+        let mut probe = self.start_instance(None, FilesLayout::MntData, None, None, limits.memory_bytes, StartFor::Runs).await.map_err(|e| CalibrationError::Probe(format!("{e:#}")))?;
         let handle = probe.guest.handle;
         let memories = &self.states.access.memories;
         let probed = Probed::parse(&probe_cell(&mut probe, &limits, &keyboard::first_probe()).await?.output.stdout)?;

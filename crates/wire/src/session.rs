@@ -113,6 +113,9 @@ pub struct SessionInfo {
     pub hibernated: bool,
     /// The Python the session runs.
     pub runtime: Runtime,
+    /// Linear memory its live instance holds, in bytes (0 when none is live).
+    #[serde(default)]
+    pub memory_bytes: u64,
 }
 
 /// One file of a session.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use anypath_interpreter::{InterpreterError, hibernation, sessions, snapshots};
+use anypath_interpreter::{InterpreterError, files, hibernation, sessions, snapshots};
 use anypath_sandbox::Runtime;
 use axum::body::Bytes;
 use axum::Json;
@@ -44,6 +44,8 @@ struct NewSandbox {
     template_id: String,
     timeout: Option<u64>,
     auto_pause: Option<bool>,
+    /// Whether the timeout's pause keeps the Python state (the default).
+    auto_pause_memory: Option<bool>,
     #[serde(default)]
     metadata: Option<BTreeMap<String, String>>,
     #[serde(default)]
@@ -51,6 +53,17 @@ struct NewSandbox {
     /// The first API's opt-in to access tokens; the second always has them.
     secure: Option<bool>,
 }
+
+/// `/pause`'s body: `memory: false` keeps only the files (E2B's
+/// filesystem-only snapshot: the sandbox boots afresh when resumed).
+#[derive(Debug, Default, Deserialize)]
+struct PauseBody {
+    memory: Option<bool>,
+}
+
+/// Where the sandbox's kernel boot id is, as on Linux: a new one for each
+/// boot, the same across a pause that kept the memory.
+const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
 
 /// A timeout, as `/timeout`, `/connect`, `/resume` and `/fork` take it.
 #[derive(Debug, Default, Deserialize)]
@@ -189,8 +202,20 @@ impl E2b {
         Ok(())
     }
 
-    /// Pauses a running sandbox: every context's live state is hibernated.
-    async fn pause(&self, caller: &Caller, sandbox: &Sandbox) -> Result<(), E2bError> {
+    /// Boots the sandbox's tree: a new kernel boot id, which the code and
+    /// envd's file calls read where Linux keeps it.
+    async fn boot(&self, caller: &Caller, session_id: &str) -> Result<(), E2bError> {
+        let boot_id = format!("{}\n", uuid::Uuid::new_v4().hyphenated());
+        let path = super::paths::to_session(BOOT_ID_PATH, None)?;
+        let write = files::WritePath { session_id: session_id.to_owned(), path, bytes: boot_id.into(), metadata: BTreeMap::new() };
+        self.service.call(caller, write).await.map_err(E2bError::from)?;
+        Ok(())
+    }
+
+    /// Pauses a running sandbox: every context's live state is hibernated,
+    /// or, without `keep_memory`, dropped: the files stay, and the sandbox
+    /// is booted afresh (a new boot id) for its resume.
+    async fn pause(&self, caller: &Caller, sandbox: &Sandbox, keep_memory: bool) -> Result<(), E2bError> {
         {
             let mut life = sandbox.life();
             if life.state == SandboxState::Paused {
@@ -208,9 +233,15 @@ impl E2b {
             self.interrupt_run(caller, session);
         }
         for session in sessions {
-            self.service.call(caller, hibernation::HibernateSession { session_id: session }).await.map_err(E2bError::from)?;
+            match keep_memory {
+                true => drop(self.service.call(caller, hibernation::HibernateSession { session_id: session }).await.map_err(E2bError::from)?),
+                false => self.service.call(caller, sessions::RestartSession { session_id: session }).await.map_err(E2bError::from)?,
+            }
         }
-        tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, "e2b sandbox paused");
+        if !keep_memory {
+            self.boot(caller, &sandbox.id).await?;
+        }
+        tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, keep_memory, "e2b sandbox paused");
         Ok(())
     }
 
@@ -221,6 +252,7 @@ impl E2b {
             // Laid out as a sandbox: its files are the code's whole tree, its home /home/user.
             let open = anypath_interpreter::sandbox_open::OpenSandbox { session_id: id.clone(), ttl: Some(self.max_ttl), runtime: self.runtime() };
             self.service.call(caller, open).await.map_err(E2bError::from)?;
+            self.boot(caller, &id).await?;
         } else {
             // Any other template is one of the caller's snapshots, by id or name.
             let start = snapshots::StartFromSnapshot { session_id: id.clone(), snapshot: new.template_id.clone(), ttl: Some(self.max_ttl), runtime: None };
@@ -245,6 +277,7 @@ impl E2b {
             env_vars: new.env_vars.unwrap_or_default(),
             started_at: now,
             auto_pause: new.auto_pause.unwrap_or(false),
+            auto_pause_memory: new.auto_pause_memory.unwrap_or(true),
             life: std::sync::Mutex::new(Lifecycle { state: SandboxState::Running, end_at: registry::after(now, timeout), contexts: Vec::new(), executions: 0 }),
         };
         let sandbox = self.registry.insert(sandbox).await?;
@@ -267,6 +300,7 @@ impl E2b {
             env_vars: parent.env_vars.clone(),
             started_at: now,
             auto_pause: parent.auto_pause,
+            auto_pause_memory: parent.auto_pause_memory,
             life: std::sync::Mutex::new(Lifecycle {
                 state: SandboxState::Running,
                 end_at: registry::after(now, self.clamp_timeout(timeout)),
@@ -327,9 +361,15 @@ pub(crate) async fn set_timeout(
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub(crate) async fn pause(State(e2b): State<Arc<E2b>>, ControlCall(caller): ControlCall, Path(id): Path<String>) -> Result<impl IntoResponse, E2bError> {
+pub(crate) async fn pause(
+    State(e2b): State<Arc<E2b>>,
+    ControlCall(caller): ControlCall,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> Result<impl IntoResponse, E2bError> {
     let sandbox = e2b.owned(&caller, &id).await?;
-    e2b.pause(&caller, &sandbox).await?;
+    let asked: PauseBody = body(&bytes)?;
+    e2b.pause(&caller, &sandbox, asked.memory.unwrap_or(true)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -523,12 +563,6 @@ async fn list(e2b: &E2b, caller: &Caller, raw: Option<String>, default_states: &
     Ok(response)
 }
 
-/// `GET /sandboxes/{id}/metrics`: none are kept, an empty list.
-pub(crate) async fn metrics(State(e2b): State<Arc<E2b>>, ControlCall(caller): ControlCall, Path(id): Path<String>) -> Result<impl IntoResponse, E2bError> {
-    e2b.owned(&caller, &id).await?;
-    Ok(Json(Vec::<()>::new()))
-}
-
 /// Keeps the sandboxes' file up to date and ends every running sandbox
 /// past its timeout (pausing those created with `autoPause`), once a
 /// second, while the service lives.
@@ -550,7 +584,7 @@ pub(crate) fn spawn_reaper(e2b: std::sync::Weak<E2b>) {
             for sandbox in expired {
                 let caller = e2b.service.tenant_caller(sandbox.tenant.clone(), &HeaderMap::new(), uuid::Uuid::new_v4().to_string());
                 if sandbox.auto_pause {
-                    if let Err(e) = e2b.pause(&caller, &sandbox).await {
+                    if let Err(e) = e2b.pause(&caller, &sandbox, sandbox.auto_pause_memory).await {
                         tracing::warn!(sandbox = %sandbox.id, error = %e.message, "an expired sandbox could not be paused");
                     }
                 } else if let Err(e) = e2b.kill(&caller, &sandbox).await {

@@ -75,6 +75,11 @@ impl Runs {
     }
 
     /// Ends every stream of the sandbox's runs (its connections are cut).
+    /// Whether a cell of `sandbox_id` runs now (through this process).
+    pub(crate) fn running(&self, sandbox_id: &str) -> bool {
+        self.table().values().any(|(id, _)| id == sandbox_id)
+    }
+
     pub(crate) fn interrupt_sandbox(&self, sandbox_id: &str) {
         for (id, token) in self.table().values() {
             if id == sandbox_id {

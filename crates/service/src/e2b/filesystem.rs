@@ -22,6 +22,7 @@ use super::error::{ConnectError, E2bError};
 use super::watch::{Change, Watch, tree_of};
 use super::{E2b, paths};
 use crate::interpreter_service::Caller;
+use crate::request_id::RequestId;
 
 /// How often a streamed watch looks at the tree.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
@@ -120,7 +121,7 @@ pub(crate) async fn call(
 ) -> Result<Response, ConnectError> {
     let user = user_of(&headers);
     if method == "WatchDir" {
-        return watch_stream(e2b, caller, sandbox.id.clone(), user.as_deref(), &body).await;
+        return Ok(watch_stream(e2b, caller, sandbox.id.clone(), user.as_deref(), &body).await.unwrap_or_else(|error| stream_error(&error)));
     }
     let value = unary(&e2b, &caller, &sandbox.id, user.as_deref(), &method, &body).await?;
     Ok((StatusCode::OK, axum::Json(value)).into_response())
@@ -317,12 +318,19 @@ pub(crate) async fn process(headers: HeaderMap, Path(method): Path<String>) -> R
     let error = ConnectError::new("unimplemented", message);
     let streamed = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/connect+"));
     if streamed {
-        // A streaming call's error is its end-of-stream message, with 200.
-        let mut response = Response::new(Body::from(envelope(2, &json!({ "error": error.body() }))));
-        response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/connect+json"));
-        return Ok(response);
+        return Ok(stream_error(&error));
     }
     Err(error)
+}
+
+/// A streaming call's error, as Connect sends one before any message: a
+/// 200 answer holding only the end-of-stream message with the error
+/// (Connect's clients take a non-200 stream for a transport failure).
+fn stream_error(error: &ConnectError) -> Response {
+    let mut response = Response::new(Body::from(envelope(2, &json!({ "error": error.body() }))));
+    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/connect+json"));
+    RequestId::current().stamp(&mut response);
+    response
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod envd;
 mod error;
 mod execute;
 mod filesystem;
+mod metrics;
 mod paths;
 mod registry;
 mod snapshots;
@@ -85,7 +86,7 @@ pub fn router(state: &Arc<AppState>) -> Option<Router> {
         .route("/v2/sandboxes/{id}/connect", post(control::connect))
         .route("/sandboxes/{id}/resume", post(control::resume))
         .route("/sandboxes/{id}/fork", post(control::fork))
-        .route("/sandboxes/{id}/metrics", get(control::metrics))
+        .route("/sandboxes/{id}/metrics", get(metrics::metrics))
         .route("/sandboxes/{id}/snapshots", post(snapshots::create))
         .route("/snapshots", get(snapshots::list))
         .route("/templates/{id}", delete(snapshots::delete))

@@ -92,6 +92,9 @@ pub(crate) struct Sandbox {
     pub started_at: SystemTime,
     /// Pause instead of ending when the timeout passes.
     pub auto_pause: bool,
+    /// Whether that pause keeps the Python state (E2B's `autoPauseMemory`);
+    /// without it the sandbox boots afresh over its files when resumed.
+    pub auto_pause_memory: bool,
     pub life: Mutex<Lifecycle>,
 }
 
@@ -156,7 +159,14 @@ struct Saved {
     env_vars: BTreeMap<String, String>,
     started_at: SystemTime,
     auto_pause: bool,
+    /// Absent in records written before it existed: pauses kept the state.
+    #[serde(default = "keeps_memory")]
+    auto_pause_memory: bool,
     life: Lifecycle,
+}
+
+fn keeps_memory() -> bool {
+    true
 }
 
 impl From<&Sandbox> for Saved {
@@ -171,6 +181,7 @@ impl From<&Sandbox> for Saved {
             env_vars: s.env_vars.clone(),
             started_at: s.started_at,
             auto_pause: s.auto_pause,
+            auto_pause_memory: s.auto_pause_memory,
             life: s.life().clone(),
         }
     }
@@ -188,6 +199,7 @@ impl From<Saved> for Sandbox {
             env_vars: s.env_vars,
             started_at: s.started_at,
             auto_pause: s.auto_pause,
+            auto_pause_memory: s.auto_pause_memory,
             life: Mutex::new(s.life),
         }
     }
@@ -400,10 +412,7 @@ fn json<T: Serialize>(value: &T) -> Result<String, InterpreterError> {
 /// A new sandbox id: 20 lowercase letters and digits, like E2B's (and a
 /// valid session id).
 pub(crate) fn new_sandbox_id() -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let bytes = uuid::Uuid::new_v4().into_bytes();
-    let more = uuid::Uuid::new_v4().into_bytes();
-    bytes.iter().chain(more.iter()).take(20).map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char).collect()
+    anypath_interpreter::names::new_short_id()
 }
 
 /// A new access token (hex, 256 bits).
