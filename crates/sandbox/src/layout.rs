@@ -18,6 +18,16 @@ pub const SANDBOX_HOME: &str = "/home/user";
 /// The home of the sandbox's `root` user, inside its tree.
 pub const ROOT_HOME: &str = "/root";
 
+/// Where a sandbox's kernel boot id is, as on Linux: written when the
+/// sandbox's tree is first laid out, and anew when it boots without its
+/// memory (E2B's filesystem-only pause).
+pub const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+/// A new boot id, in the kernel's form (a UUID and a newline).
+pub fn new_boot_id() -> String {
+    format!("{}\n", uuid::Uuid::new_v4().hyphenated())
+}
+
 /// What a session's code sees of its files directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -41,18 +51,23 @@ impl FilesLayout {
     }
 
     /// Makes the folders the layout needs in the session directory `dir`
-    /// (the sandbox's `home/user`, `root` and `tmp`); they are the guest's
-    /// preopens, so they must exist before an instance starts.
+    /// (the sandbox's `home/user`, `root` and `tmp`; they are the guest's
+    /// preopens, so they must exist before an instance starts), and the
+    /// sandbox's first boot id.
     pub fn prepare(self, dir: &Path) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         if self == Self::Root {
-            for folder in ["/home", SANDBOX_HOME, ROOT_HOME, "/tmp"] {
+            for folder in ["/home", SANDBOX_HOME, ROOT_HOME, "/tmp", "/proc", "/proc/sys", "/proc/sys/kernel", "/proc/sys/kernel/random"] {
                 let path = dir.join(folder.trim_start_matches('/'));
                 if !path.is_dir() {
                     std::fs::create_dir_all(&path)?;
                     // As a Linux user's folders are, whatever the host's umask.
                     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
                 }
+            }
+            let boot_id = dir.join(BOOT_ID.trim_start_matches('/'));
+            if !boot_id.exists() {
+                std::fs::write(&boot_id, new_boot_id())?;
             }
         }
         Ok(())

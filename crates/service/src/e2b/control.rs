@@ -61,10 +61,6 @@ struct PauseBody {
     memory: Option<bool>,
 }
 
-/// Where the sandbox's kernel boot id is, as on Linux: a new one for each
-/// boot, the same across a pause that kept the memory.
-const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
-
 /// A timeout, as `/timeout`, `/connect`, `/resume` and `/fork` take it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -202,11 +198,12 @@ impl E2b {
         Ok(())
     }
 
-    /// Boots the sandbox's tree: a new kernel boot id, which the code and
-    /// envd's file calls read where Linux keeps it.
-    async fn boot(&self, caller: &Caller, session_id: &str) -> Result<(), E2bError> {
-        let boot_id = format!("{}\n", uuid::Uuid::new_v4().hyphenated());
-        let path = super::paths::to_session(BOOT_ID_PATH, None)?;
+    /// Boots the sandbox's tree afresh: a new kernel boot id, which the
+    /// code and envd's file calls read where Linux keeps it (the first was
+    /// written when the tree was laid out).
+    async fn reboot(&self, caller: &Caller, session_id: &str) -> Result<(), E2bError> {
+        let boot_id = anypath_sandbox::layout::new_boot_id();
+        let path = super::paths::to_session(anypath_sandbox::layout::BOOT_ID, None)?;
         let write = files::WritePath { session_id: session_id.to_owned(), path, bytes: boot_id.into(), metadata: BTreeMap::new() };
         self.service.call(caller, write).await.map_err(E2bError::from)?;
         Ok(())
@@ -239,7 +236,7 @@ impl E2b {
             }
         }
         if !keep_memory {
-            self.boot(caller, &sandbox.id).await?;
+            self.reboot(caller, &sandbox.id).await?;
         }
         tracing::info!(request_id = %caller.request_id, tenant = %caller.tenant, sandbox = %sandbox.id, keep_memory, "e2b sandbox paused");
         Ok(())
@@ -252,7 +249,6 @@ impl E2b {
             // Laid out as a sandbox: its files are the code's whole tree, its home /home/user.
             let open = anypath_interpreter::sandbox_open::OpenSandbox { session_id: id.clone(), ttl: Some(self.max_ttl), runtime: self.runtime() };
             self.service.call(caller, open).await.map_err(E2bError::from)?;
-            self.boot(caller, &id).await?;
         } else {
             // Any other template is one of the caller's snapshots, by id or name.
             let start = snapshots::StartFromSnapshot { session_id: id.clone(), snapshot: new.template_id.clone(), ttl: Some(self.max_ttl), runtime: None };
