@@ -287,7 +287,16 @@ impl SessionRuntime {
             .states
             .signals
             .get_or_init(|| async {
-                match self.calibrate().await {
+                // Once more on failure: the end-to-end check is timed, and a
+                // host busy enough to miss it once seldom misses it twice.
+                let calibrated = match self.calibrate().await {
+                    Ok(layout) => Ok(layout),
+                    Err(error) => {
+                        tracing::debug!(%error, runtime = %self.runtime(), "CPython's signal state was not found at the first try");
+                        self.calibrate().await
+                    }
+                };
+                match calibrated {
                     Ok(layout) => {
                         tracing::debug!(?layout, runtime = %self.runtime(), "CPython's signal state found: an interrupt raises KeyboardInterrupt");
                         Some(layout)
