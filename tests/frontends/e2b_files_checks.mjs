@@ -17,18 +17,12 @@ const { FilesystemEventType, FileType } = await import('e2b');
 
 // The sandbox user root's home.
 const rootHome = '/root';
-const checks = [];
-const sandboxes = [];
-const check = (name, run) => checks.push([name, run]);
-const assert = (condition, message) => {
-  if (!condition) throw new Error(`assertion failed: ${message}`);
-};
+const { assert, check, runChecks, sandboxes, sleep } = await import('./sdk_checks.mjs');
 const sandbox = async (opts = {}) => {
   const created = await Sandbox.create({ timeoutMs: 120_000, ...opts });
   sandboxes.push(created);
   return created;
 };
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
 /// Resolves with the first event `wanted` picks, or rejects after `ms`.
@@ -168,22 +162,4 @@ check('home_root_and_absolute_paths', async () => {
   assert((await sbx.runCode("open('a.txt').read() + open('/home/user/a.txt').read()")).text === 'relativerelative', 'both spellings');
 });
 
-let failed = 0;
-for (const [name, run] of checks) {
-  try {
-    await run();
-    console.log(`PASS ${name}`);
-  } catch (error) {
-    failed += 1;
-    console.log(`FAIL ${name}\n${error && error.stack ? error.stack : error}`);
-  }
-}
-for (const created of sandboxes) {
-  try {
-    await created.kill();
-  } catch {
-    // already gone
-  }
-}
-console.log(`${checks.length - failed} of ${checks.length} checks passed`);
-process.exit(failed ? 1 : 0);
+await runChecks();

@@ -13,19 +13,13 @@ process.env.E2B_API_KEY = key;
 
 const { Sandbox } = await import('@e2b/code-interpreter');
 
-const checks = [];
-const sandboxes = [];
-const check = (name, run) => checks.push([name, run]);
-const assert = (condition, message) => {
-  if (!condition) throw new Error(`assertion failed: ${message}`);
-};
+const { assert, check, runChecks, sandboxes, sleep } = await import('./sdk_checks.mjs');
 const sandbox = async (opts = {}, template = undefined) => {
   const options = { timeoutMs: 120_000, metadata: { suite: 'e2b_sdk_checks' }, ...opts };
   const created = template ? await Sandbox.create(template, options) : await Sandbox.create(options);
   sandboxes.push(created);
   return created;
 };
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 check('basic_state_and_callbacks', async () => {
   const sbx = await sandbox();
@@ -162,22 +156,4 @@ check('shell_and_other_languages_are_refused', async () => {
   assert(refused && String(refused.message).includes('Python only'), `language: ${refused}`);
 });
 
-let failed = 0;
-for (const [name, run] of checks) {
-  try {
-    await run();
-    console.log(`PASS ${name}`);
-  } catch (error) {
-    failed += 1;
-    console.log(`FAIL ${name}\n${error && error.stack ? error.stack : error}`);
-  }
-}
-for (const created of sandboxes) {
-  try {
-    await created.kill();
-  } catch {
-    // already gone
-  }
-}
-console.log(`${checks.length - failed} of ${checks.length} checks passed`);
-process.exit(failed ? 1 : 0);
+await runChecks();
