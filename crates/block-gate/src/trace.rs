@@ -3,8 +3,9 @@
 //! each file (class, position, the gate's message for the node) and the
 //! ignored test here walks Ruff's tree the same way and reports every
 //! difference. The corpus proves the gate's verdicts; this proves the view
-//! of the tree they rest on, on far more code than the corpus holds (the
-//! standard library, say):
+//! of the tree they rest on, on far more code than the corpus holds. When
+//! this was written it found no difference on CPython 3.13's standard
+//! library and test suite (1707 files, some 2.5 million nodes):
 //!
 //! ```text
 //! python3.13 crates/block-gate/tests/trace.py /usr/lib/python3.13 > trace.json

@@ -51,7 +51,9 @@ def main(paths):
     for root in map(pathlib.Path, paths):
         for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
             try:
-                source = path.read_text(encoding="utf-8")
+                # Line breaks as they are: CPython counts a lone `\r` as one.
+                with open(path, encoding="utf-8", newline="") as file:
+                    source = file.read()
                 tree = ast.parse(source)
             except (SyntaxError, UnicodeDecodeError, ValueError, RecursionError, MemoryError):
                 continue
