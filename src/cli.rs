@@ -236,9 +236,10 @@ pub struct InterpreterArgs {
     #[arg(long, default_value_t = 240)]
     max_session_ttl_minutes: u64,
     /// Memory the live Python instances of all sessions may hold together,
-    /// in MiB; beyond it the least recently used idle sessions are
-    /// hibernated (their state saved beside their files, restored on their
-    /// next run).
+    /// in MiB, counted as the pages each has made its own (not the runtime
+    /// image's pages, which they share); beyond it the least recently used
+    /// idle sessions are hibernated (their state saved beside their files,
+    /// restored on their next run).
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(64..))]
     session_memory_mb: u64,
     /// Seconds a session may sit idle before its state is hibernated.

@@ -159,8 +159,9 @@ fn the_least_recently_used_session_is_hibernated_and_resumes_with_its_state() {
     use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest, StateOrigin};
     let dir = temp_dir("lru");
     let mut config = InterpreterConfig::new(dir.path());
-    // Room for two live instances of the default runtime, not three.
-    config.session_memory_bytes = 50 << 20;
+    // Room for two live instances of the default runtime, not three: the
+    // budget counts what each holds of its own, measured here first.
+    config.session_memory_bytes = one_session_bytes() * 5 / 2;
     let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], config).expect("interpreter"));
     let run_in = |session: &str, code: &str| {
         common::block_on(interpreter.runs().run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")
@@ -176,6 +177,65 @@ fn the_least_recently_used_session_is_hibernated_and_resumes_with_its_state() {
     assert_eq!(third.cell.output.stdout, "3\n", "a recently used session kept its state");
 }
 
+/// What one live `python` session holding a variable costs: the pages
+/// its instance made its own, as the interpreter measures them.
+fn one_session_bytes() -> u64 {
+    use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
+    let dir = temp_dir("one-session");
+    let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], InterpreterConfig::new(dir.path())).expect("interpreter"));
+    let report =
+        common::block_on(interpreter.runs().run_python("t", "s", RunRequest { code: "v = 1".into(), ..RunRequest::default() }, "http://127.0.0.1:3001"))
+            .expect("run");
+    assert_eq!(report.cell.exit_code, 0, "{report:?}");
+    let stats = interpreter.stats();
+    assert_eq!(stats.sessions_live, 1);
+    stats.sessions_live_bytes
+}
+
+/// The budget counts the pages each live instance made its own, not its
+/// linear memory (nearly all of it the runtime's image, shared by every
+/// instance): a budget of fewer linear memories than sessions keeps them all
+/// live; and a session that really grows pushes the others out.
+#[test]
+fn the_budget_counts_real_memory_and_a_growing_session_still_pushes_others_out() {
+    use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
+    const SMALL: u64 = 16;
+    let dir = temp_dir("real-bytes");
+    let mut config = InterpreterConfig::new(dir.path());
+    let one = one_session_bytes();
+    let run_in = |interpreter: &std::sync::Arc<Interpreter>, session: &str, code: &str| {
+        let report =
+            common::block_on(interpreter.runs().run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001"))
+                .expect("run");
+        assert_eq!(report.cell.exit_code, 0, "{report:?}");
+        report
+    };
+    // A session's linear memory: what the budget counted per session before.
+    let mut probe = common::python_sessions().live_instance(None, &anypath_sandbox::LimitOverrides::default());
+    let ran = common::block_on(probe.run(anypath_sandbox::CellRequest { code: "v = 1".into(), ..Default::default() }));
+    assert_eq!(ran.error, None);
+    let linear = probe.memory_bytes();
+    drop(probe);
+    assert!(one * 4 <= linear, "a live session holds {one} bytes of its own: far less than its linear memory's {linear}");
+    let budget = one * (SMALL + SMALL / 2);
+    assert!(budget < SMALL * linear / 2, "{SMALL} sessions' real bytes fit where half as many linear memories do not");
+    config.session_memory_bytes = budget;
+    let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], config).expect("interpreter"));
+    for i in 0..SMALL {
+        run_in(&interpreter, &format!("s{i}"), &format!("v = {i}"));
+    }
+    let stats = interpreter.stats();
+    assert_eq!(stats.sessions_live, SMALL, "every small session fits the budget ({one} bytes each): {stats:?}");
+    assert!(stats.sessions_live_bytes <= budget, "{stats:?}");
+    // One session writes the whole budget's worth of pages.
+    run_in(&interpreter, "big", &format!("blob = b'x' * {budget}"));
+    let stats = interpreter.stats();
+    assert!(stats.sessions_hibernated >= SMALL, "every idle session was pushed out for the one that grew: {stats:?}");
+    assert!(interpreter.sessions().info("t", "big").expect("big").memory_bytes >= budget, "the big session counts what it wrote");
+    let back = run_in(&interpreter, "s0", "print(v)");
+    assert_eq!((back.cell.output.stdout.as_str(), back.cell.state_reset), ("0\n", false), "{back:?}");
+}
+
 /// Many more sessions than fit in memory at once: each keeps its variable
 /// through hibernation, read back in a shuffled order, none reset.
 #[test]
@@ -183,7 +243,8 @@ fn two_hundred_sessions_each_keep_their_variable_under_a_small_memory_budget() {
     use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
     let dir = temp_dir("many");
     let mut config = InterpreterConfig::new(dir.path());
-    config.session_memory_bytes = 200 << 20;
+    // About a tenth of the sessions' real memory together.
+    config.session_memory_bytes = one_session_bytes() * 20;
     let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], config).expect("interpreter"));
     let run_in = |session: &str, code: &str| {
         common::block_on(interpreter.runs().run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001")).expect("run")

@@ -450,6 +450,10 @@ fn metrics_count_runs_sessions_and_artifacts_for_a_scraper() {
     assert_eq!(value("anypath_run_duration_seconds_count", &[("kind", "session")]), Some(3.0), "{text}");
     assert_eq!(value("anypath_sessions_created_total", &[]), Some(2.0), "{text}");
     assert_eq!(value("anypath_sessions_live", &[]), Some(2.0), "{text}");
+    // Two live sessions hold some pages of their own, far fewer than their
+    // linear memories (tens of MiB each, nearly all the shared image's).
+    let live_bytes = value("anypath_sessions_live_bytes", &[]).unwrap_or(0.0);
+    assert!(live_bytes > 0.0 && live_bytes < 2.0 * 24.0 * 1048576.0, "{live_bytes} bytes live: {text}");
     assert_eq!(value("anypath_artifacts_kept_total", &[]), Some(1.0), "{text}");
     assert_eq!(value("anypath_artifact_bytes_kept_total", &[]), Some(3.0), "{text}");
     assert!(value("anypath_running", &[]).is_some(), "{text}");

@@ -56,24 +56,26 @@ class _Failed(Exception):
         self.kind = kind
 
 
-def _run(code, ctx_json, names, limits, gated):
+def _run(code, ctx_json, names, limits, gated, checked):
     """Runs one block. What it changed and read is the host's record, and so
     are the verdicts that depend on it (a partial load, the result cap)."""
     stdout = captured_output.CappedStream(limits.stdout_bytes)
     stderr = captured_output.CappedStream(limits.stderr_bytes)
     try:
         store = resource_store.Store(names, host_store.call)
-        result = _execute(code, ctx_json, store, gated, stdout, stderr)
+        result = _execute(code, ctx_json, store, gated, checked, stdout, stderr)
         return wit.Success(reply=result, output=_output(stdout, stderr))
     except _Failed as failed:
         raise Err(wit.Failure(kind=failed.kind, output=_output(stdout, stderr)))
 
 
-def _execute(code, ctx_json, store, gated, stdout, stderr):
+def _gate(code, gated):
+    """The checked tree of `code`; a refusal or a parse error fails the block."""
     try:
         tree = ast.parse(code, filename=_BLOCK_FILENAME, mode="exec")
         if gated:
             policy_gate.check(tree)
+        return tree
     except policy_gate.PolicyError as refused:
         raise _Failed(wit.FailureKind_Policy(wit.PolicyViolation(
             node=refused.node_type, line=refused.line, column=refused.column, message=refused.message)))
@@ -82,12 +84,32 @@ def _execute(code, ctx_json, store, gated, stdout, stderr):
             node="SyntaxError", line=bad.lineno or 0, column=max((bad.offset or 1) - 1, 0),
             message=f"syntax error: {bad.msg}")))
 
+
+def _execute(code, ctx_json, store, gated, checked, stdout, stderr):
+    # Gated by the host already (`checked`), the source is compiled at once,
+    # without the tree as Python objects; otherwise the guest's own gate
+    # walks the tree first and the tree is compiled.
+    tree = None if checked else _gate(code, gated)
     namespace = restricted_env.block_globals(store, json.loads(ctx_json), gated)
     linecache.cache[_BLOCK_FILENAME] = (len(code), None, code.splitlines(True), _BLOCK_FILENAME)
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = stdout, stderr
     try:
-        exec(compile(tree, _BLOCK_FILENAME, "exec"), namespace)
+        if tree is not None:
+            program = compile(tree, _BLOCK_FILENAME, "exec")
+        else:
+            try:
+                program = compile(code, _BLOCK_FILENAME, "exec")
+            except SyntaxError:
+                # The verdict the guest's gate gives it: a parse error fails
+                # the block as refused (raised from here); an error only
+                # compiling finds (`return` outside a function) is the
+                # block's exception, as when the checked tree is compiled.
+                _gate(code, gated)
+                raise
+        exec(program, namespace)
+    except _Failed:
+        raise
     except BaseException as exc:  # the block's failure is data, reported to the caller
         raise _Failed(wit.FailureKind_Exception(_exception_info(exc))) from None
     finally:
@@ -129,7 +151,8 @@ class WitWorld(wit_world.WitWorld):
 
     def execute(self, input):
         try:
-            return _run(input.code, input.ctx_json, input.collections, input.limits, input.policy_gate)
+            return _run(input.code, input.ctx_json, input.collections, input.limits, input.policy_gate,
+                        input.policy_gate and input.gate_checked)
         except Err:
             raise
         except Exception as exc:  # a runner bug must come back as data, not a trap
@@ -163,7 +186,9 @@ def _result(entry):
 
 def _warm_up(block, names):
     limits = wit.OutputLimits(stdout_bytes=1024, stderr_bytes=1024)
-    _run(block, json.dumps({"path": "/warm"}), names, limits, True)
+    # Both ways a block is compiled: gated here, and gated by the host.
+    for checked in (False, True):
+        _run(block, json.dumps({"path": "/warm"}), names, limits, True, checked)
 
 
 # Exercise the parser, compiler, gate and reply now, so the snapshot holds

@@ -42,8 +42,44 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
     })
     .await?;
     row("fork, ~10 MB of objects (files + state image)", &fork);
-
+    // What the forks added on disk, each file counted once however many
+    // links it has: forks of one state share its image.
+    let parent = disk_bytes(&root.path().join("sessions/bench/parent"));
+    let all = disk_bytes(&root.path().join("sessions/bench"));
+    println!(
+        "{:<48} {:>10.1} KiB each ({} forks; the parent {:.1} MiB)",
+        "fork: disk added per fork, links counted once",
+        all.saturating_sub(parent) as f64 / iterations as f64 / 1024.0,
+        iterations,
+        parent as f64 / (1 << 20) as f64
+    );
     Ok(())
+}
+
+/// Bytes allocated on disk under `dir`, each file counted once whatever
+/// its number of links.
+fn disk_bytes(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&at) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                pending.push(entry.path());
+            }
+            if seen.insert((meta.dev(), meta.ino())) {
+                total += meta.blocks() * 512;
+            }
+        }
+    }
+    total
 }
 
 /// `iterations` times: hibernate `session`, then resume it with a run of

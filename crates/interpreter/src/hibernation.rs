@@ -48,7 +48,9 @@ impl<'a> Hibernation<'a> {
         };
         let mut hibernated = 0;
         for session in idle {
-            let Ok(mut live) = session.live.try_lock() else { continue };
+            let Ok(mut live) = session.live.try_lock() else {
+                continue;
+            };
             if live.is_live() && self.hibernate(&session, &mut live).await {
                 hibernated += 1;
             }
@@ -63,7 +65,9 @@ impl<'a> Hibernation<'a> {
         let all: Vec<Arc<Session>> = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
         let mut hibernated = 0;
         for session in all {
-            let Ok(mut live) = tokio::time::timeout(self.interpreter.config.busy_wait, session.live.lock()).await else { continue };
+            let Ok(mut live) = tokio::time::timeout(self.interpreter.config.busy_wait, session.live.lock()).await else {
+                continue;
+            };
             if (live.is_live() || live.is_hibernated()) && self.hibernate(&session, &mut live).await {
                 hibernated += 1;
             }
@@ -79,7 +83,9 @@ impl<'a> Hibernation<'a> {
             let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
             sessions.values().filter(|s| !std::ptr::eq(Arc::as_ptr(s), current)).cloned().collect()
         };
-        let held = |s: &Session| if s.is_live() { s.memory_bytes.load(Relaxed) } else { 0 };
+        let held = |s: &Session| {
+            if s.is_live() { s.memory_bytes.load(Relaxed) } else { 0 }
+        };
         let mut total: u64 = held(current) + candidates.iter().map(|s| held(s)).sum::<u64>();
         if total <= budget {
             return;
@@ -88,7 +94,9 @@ impl<'a> Hibernation<'a> {
             if total <= budget {
                 break;
             }
-            let Ok(mut live) = session.live.try_lock() else { continue };
+            let Ok(mut live) = session.live.try_lock() else {
+                continue;
+            };
             if live.is_live() {
                 total = total.saturating_sub(session.memory_bytes.load(Relaxed));
                 self.hibernate(&session, &mut live).await;
@@ -177,6 +185,22 @@ impl<'a> Hibernation<'a> {
             )));
         }
         session.store.save_image(&session.tenant, &session.id, image)
+    }
+
+    /// Gives `to` the stored image of its sibling `from` (a session of the
+    /// same tenant, `bytes` long), shared where the store can (a link), if
+    /// it fits `to`'s quota beside its files. Fails when `from` has no image
+    /// any more (it resumed): the caller then saves the image itself.
+    pub(crate) fn share_image(&self, from: &str, to: &Session, bytes: u64) -> Result<(), InterpreterError> {
+        let quota = self.interpreter.config.quota;
+        let usage = anypath_sandbox::directory_usage(to.files.dir());
+        if usage.bytes.saturating_add(bytes) > quota.max_session_bytes {
+            return Err(InterpreterError::Quota(format!(
+                "the state image ({bytes} bytes) and the files ({} bytes) exceed the session's {} bytes",
+                usage.bytes, quota.max_session_bytes
+            )));
+        }
+        to.store.copy_image(&to.tenant, from, &to.id)
     }
 
     /// Gives `to` a copy of `from`'s stored image, if it fits `to`'s quota

@@ -87,9 +87,16 @@ impl Interpreter {
         use std::sync::atomic::Ordering::Relaxed;
         let sessions: Vec<_> = self.table.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
         // A session whose lock is held is running, so live.
-        let live = sessions.iter().filter(|s| s.is_live()).count() as u64;
+        let live: Vec<_> = sessions.iter().filter(|s| s.is_live()).collect();
+        let live_bytes = live.iter().map(|s| s.memory_bytes.load(Relaxed)).sum();
         let hibernated = sessions.iter().filter(|s| s.hibernated.load(Relaxed)).count() as u64;
-        self.stats.snapshot(live, hibernated, sessions.len() as u64)
+        self.stats.snapshot(live.len() as u64, live_bytes, hibernated, sessions.len() as u64)
+    }
+
+    /// The memory the live sessions' instances may hold of their own
+    /// before the least recently used are hibernated.
+    pub fn memory_budget(&self) -> u64 {
+        self.config.session_memory_bytes
     }
 
     /// Live instances held now.

@@ -22,6 +22,7 @@ pub mod error;
 pub mod file_metadata;
 pub mod files;
 mod files_gate;
+mod footprint;
 mod handover;
 pub mod hibernation;
 mod interpreter;
@@ -37,8 +38,8 @@ pub mod sandbox_open;
 mod session;
 pub mod session_files;
 pub mod session_store;
-pub mod shared_files;
 pub mod sessions;
+pub mod shared_files;
 pub mod shared_records;
 pub mod signing;
 pub mod snapshots;
@@ -47,9 +48,14 @@ mod stats;
 mod test_support;
 pub mod tree;
 
-pub use anypath_wire::{ArtifactContent, ArtifactFailure, LoadArtifactRequest, ReadinessCheck, RunReport, RunRequest, SessionInfo, StateOrigin};
+pub use anypath_wire::{
+    ArtifactContent, ArtifactFailure, LoadArtifactRequest, ReadinessCheck, RunReport, RunRequest,
+    SessionInfo, StateOrigin,
+};
 pub use artifact_share::ArtifactShare;
-pub use artifact_store::{Artifact, ArtifactConfig, ArtifactStore, DEFAULT_MAX_ARTIFACTS_PER_RUN, LinkQuery};
+pub use artifact_store::{
+    Artifact, ArtifactConfig, ArtifactStore, DEFAULT_MAX_ARTIFACTS_PER_RUN, LinkQuery,
+};
 pub use config::{Checkpoint, InterpreterConfig, Storage};
 pub use dataset_store::{AccessListError, DatasetAccess, DatasetConfig, ReceivedFile};
 pub use error::InterpreterError;

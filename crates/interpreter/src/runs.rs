@@ -93,7 +93,7 @@ impl<'a> Runs<'a> {
             .await;
         *session.running.lock().unwrap_or_else(|p| p.into_inner()) = None;
         session.had_state.store(live.is_live(), Relaxed);
-        session.memory_bytes.store(live.memory_bytes(), Relaxed);
+        interpreter.measure_memory(&session, &mut live).await;
         let succeeded = cell.error.is_none();
         // The filesystem layer saw every change the code tried: when it saw
         // none, the directory is as the run found it, and nothing is walked.
@@ -142,7 +142,9 @@ impl<'a> Runs<'a> {
     pub fn interrupt(&self, tenant: &str, session_id: &str) -> Result<bool, InterpreterError> {
         let key = (names::tenant(tenant)?.to_owned(), names::session_id(session_id)?.to_owned());
         let session = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
-        let Some(session) = session else { return Ok(false) };
+        let Some(session) = session else {
+            return Ok(false);
+        };
         let running = session.running.lock().unwrap_or_else(|p| p.into_inner());
         match running.as_ref() {
             Some(interrupt) => {

@@ -50,7 +50,8 @@ pub(crate) struct Session {
     pub(crate) had_state: AtomicBool,
     /// The state waits in the store's image (read under `live`'s lock).
     pub(crate) hibernated: AtomicBool,
-    /// Linear memory the live instance held after its last run.
+    /// What the live instance held of its own after its last run: the
+    /// pages of its memories it wrote (see `crate::footprint`).
     pub(crate) memory_bytes: AtomicU64,
     /// The live instance behind the run lock (shared, so a lock can be
     /// held apart from a borrow of the session: [`crate::sessions::Sessions::locked`]).
@@ -67,6 +68,10 @@ pub(crate) struct Session {
     pub(crate) meta_written: Mutex<Option<(Instant, bool)>>,
     /// Stops the run going on now, if there is one.
     pub(crate) running: Mutex<Option<anypath_sandbox::Interrupt>>,
+    /// The image its last fork was given (held weakly: the live instance
+    /// keeps it while its state is unchanged), and that fork's id: a fork
+    /// of the same state shares the fork's stored image instead of writing it.
+    pub(crate) last_fork: Mutex<Option<(std::sync::Weak<[u8]>, String)>>,
 }
 
 impl Session {

@@ -147,7 +147,20 @@ impl<'a> Sessions<'a> {
                     copy_tree(from.files.dir(), child.files.dir())
                 });
                 let copied = copied.and_then(|()| match &image {
-                    Carried::Image(image) => i.hibernation().save_image(&child, image),
+                    Carried::Image(image) => {
+                        // The same state forked again: its image is shared
+                        // with the last fork's (a link where the store can
+                        // make one) rather than written once more.
+                        let sibling = from.last_fork.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                        let shared = sibling
+                            .filter(|(base, _)| std::ptr::addr_eq(base.as_ptr(), Arc::as_ptr(image)) && base.strong_count() > 0)
+                            .is_some_and(|(_, sibling)| i.hibernation().share_image(&sibling, &child, image.len() as u64).is_ok());
+                        let kept = if shared { Ok(()) } else { i.hibernation().save_image(&child, image) };
+                        if kept.is_ok() {
+                            *from.last_fork.lock().unwrap_or_else(|p| p.into_inner()) = Some((Arc::downgrade(image), child.id.clone()));
+                        }
+                        kept
+                    }
                     Carried::Stored => i.hibernation().copy_image(&from, &child),
                     Carried::Nothing => Ok(()),
                 });
@@ -421,6 +434,7 @@ impl<'a> Sessions<'a> {
             seen: std::sync::Mutex::new((kept.is_none() && shared_files.is_none()).then(Snapshot::new)),
             meta_written: std::sync::Mutex::new(None),
             running: std::sync::Mutex::new(None),
+            last_fork: std::sync::Mutex::new(None),
         });
         session.write_meta()?;
         interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).insert(key, session.clone());
@@ -482,8 +496,9 @@ pub(crate) fn sweep_store(interpreter: &Interpreter) -> usize {
 enum Carried {
     /// None: the parent never ran, or its state was lost.
     Nothing,
-    /// The live instance's state, captured.
-    Image(Vec<u8>),
+    /// The live instance's state, captured (or its last capture, when it
+    /// has run nothing since).
+    Image(Arc<[u8]>),
     /// The parent's stored image (it is parked).
     Stored,
 }

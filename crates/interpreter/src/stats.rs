@@ -25,6 +25,10 @@ impl Stats {
 pub struct StatsSnapshot {
     /// Sessions whose instance holds Python state now.
     pub sessions_live: u64,
+    /// What the live sessions' instances hold of their own, together: the
+    /// pages they wrote, as measured after each one's last run (what the
+    /// memory budget counts).
+    pub sessions_live_bytes: u64,
     /// Sessions whose state waits in a saved image.
     pub sessions_hibernated: u64,
     /// Sessions in the table (live, hibernated or not started).
@@ -40,10 +44,11 @@ pub struct StatsSnapshot {
 }
 
 impl Stats {
-    pub(crate) fn snapshot(&self, sessions_live: u64, sessions_hibernated: u64, sessions_open: u64) -> StatsSnapshot {
+    pub(crate) fn snapshot(&self, sessions_live: u64, sessions_live_bytes: u64, sessions_hibernated: u64, sessions_open: u64) -> StatsSnapshot {
         let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         StatsSnapshot {
             sessions_live,
+            sessions_live_bytes,
             sessions_hibernated,
             sessions_open,
             sessions_created: read(&self.sessions_created),

@@ -136,6 +136,7 @@ impl BlockInner {
     async fn run(&self, request: ExecRequest, gate: PolicyGate, limits: Limits, metrics: &mut Metrics) -> Result<Success, Failure> {
         let fail = |error| Failure { error, output: Output::default() };
         check_request(&request, &limits).map_err(fail)?;
+        let gate = host_gate(&request.code, gate).map_err(fail)?;
         let (instance, warm) = match self.pool.get().and_then(WarmPool::take) {
             Some(instance) => (instance, true),
             None => (self.start_instance(false).await.map_err(|e| fail(internal("starting an instance", &e)))?, false),
@@ -193,6 +194,25 @@ impl BlockInner {
     }
 }
 
+/// What the guest still does of the gate once the host has walked the
+/// code's tree: nothing but compile it (`Checked`), or all of it when the
+/// host's parser could not settle the code (`Enforced`: the guest parses
+/// it with CPython, so a syntax error reads as CPython's). Code the host
+/// refuses fails here, with the guest's own verdict, before any instance
+/// is taken.
+fn host_gate(code: &str, gate: PolicyGate) -> Result<PolicyGate, ExecError> {
+    if gate != PolicyGate::Enforced {
+        return Ok(gate);
+    }
+    match anypath_block_gate::check(code) {
+        anypath_block_gate::Verdict::Allowed => Ok(PolicyGate::Checked),
+        anypath_block_gate::Verdict::Unparsed => Ok(PolicyGate::Enforced),
+        anypath_block_gate::Verdict::Refused(refusal) => {
+            Err(ExecError::Policy { node: refusal.node, line: refusal.line, column: refusal.column, message: refusal.message })
+        }
+    }
+}
+
 fn check_request(request: &ExecRequest, limits: &Limits) -> Result<(), ExecError> {
     let code = request.code.len() as u64;
     if code > limits.max_code_bytes {
@@ -239,7 +259,8 @@ fn wit_input(request: ExecRequest, gate: PolicyGate, limits: &Limits) -> (wit::E
         })
         .collect();
     let input = wit::ExecInput {
-        policy_gate: gate == PolicyGate::Enforced,
+        policy_gate: gate.applies(),
+        gate_checked: gate == PolicyGate::Checked,
         code: request.code,
         ctx_json: raw(request.ctx),
         collections: names,

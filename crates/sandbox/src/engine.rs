@@ -91,6 +91,11 @@ pub(crate) fn runner_engine_config(instance_slots: u32, memory_cap: u64) -> Conf
         // unmapping them: fresh copy-on-write faults cost a TLB shootdown each.
         .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
         .table_keep_resident(1 << 20)
+        // And find the touched pages with the kernel's page-table scan
+        // (Linux 6.7+) rather than copying the whole resident prefix back
+        // (tens of MiB of the image for a one-line block): a slot's reset
+        // then costs what the block wrote.
+        .pagemap_scan(wasmtime::Enabled::Auto)
         .max_memory_size(memory_cap.next_multiple_of(1 << 16) as usize);
     wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
     wasm

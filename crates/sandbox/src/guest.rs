@@ -123,11 +123,14 @@ pub(crate) struct MemoryGuard {
     /// Largest size granted over the instance's life (memory never shrinks).
     pub(crate) largest: u64,
     pub(crate) refused: bool,
+    /// Growths granted over the instance's life: where its memories end
+    /// changes only when this does.
+    pub(crate) growths: u64,
 }
 
 impl MemoryGuard {
     fn new(cap: u64) -> Self {
-        Self { cap, peak: 0, largest: 0, refused: false }
+        Self { cap, peak: 0, largest: 0, refused: false, growths: 0 }
     }
 
     /// Starts a new accounting period under `cap`; the memory already held counts toward the peak.
@@ -148,6 +151,7 @@ impl ResourceLimiter for MemoryGuard {
         let size = desired.max(current as u64);
         self.peak = self.peak.max(size);
         self.largest = self.largest.max(size);
+        self.growths += 1;
         Ok(true)
     }
 

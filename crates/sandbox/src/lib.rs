@@ -20,7 +20,10 @@ mod config;
 mod data_runtime;
 mod drain_pipe;
 mod engine;
+mod footprint;
 mod guest;
+#[cfg(test)]
+mod host_gate_tests;
 mod host_store;
 #[cfg(test)]
 mod host_store_tests;
@@ -41,23 +44,26 @@ mod quota_fs;
 mod recycler;
 pub mod request;
 mod session;
+pub mod state_image;
 #[cfg(test)]
 mod wasm_layer_tests;
-pub mod state_image;
 
+pub use anypath_wire::{Runtime, UnknownRuntime};
 pub use artifact::ArtifactError;
 pub use block::BlockRunner;
 pub use config::{DataVariant, PREIMPORTED_SUMMARY, PythonDataConfig, RunnerConfig};
+pub use data_runtime::preinit;
 pub use engine::StartError;
+pub use footprint::MemoryRegions;
 pub use guest::{DATASETS_DIR, SESSION_DIR};
 pub use interrupt::Interrupt;
 pub use layout::FilesLayout;
 pub use limits::{LimitOverrides, Limits, Policy, PolicyError};
-pub use live::{CellReport, ChangeNotice, CellRequest, LiveInstance, PreStarted, StateOrigin};
+pub use live::{CellReport, CellRequest, ChangeNotice, LiveInstance, PreStarted, StateOrigin};
 pub use live_frames::LiveSink;
-pub use outcome::{ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success};
+pub use outcome::{
+    ExecError, Failure, Metrics, Mutation, MutationOp, Output, ReadSet, Reply, Report, Success,
+};
 pub use quota_fs::{FileQuota, Usage, directory_usage};
 pub use request::{CollectionInput, ExecRequest};
-pub use anypath_wire::{Runtime, UnknownRuntime};
-pub use data_runtime::preinit;
 pub use session::SessionRuntime;

@@ -32,6 +32,7 @@ use crate::limits::{LimitOverrides, Limits};
 use crate::outcome::{ExecError, Metrics, Output};
 use crate::quota_fs::{FileQuota, QuotaState, Usage};
 use crate::engine::{self, Instance, internal, output_of};
+use crate::footprint::MemoryRegions;
 use crate::interrupt::Interrupt;
 use crate::layout::FilesLayout;
 use crate::live_frames::{LiveSink, result_of};
@@ -239,9 +240,26 @@ impl LiveInstance {
         self.instance.is_some() && !self.adopted
     }
 
-    /// Linear memory the instance holds now, in bytes (0 when none is live).
+    /// The largest linear memory the instance holds now, in bytes (0 when
+    /// none is live): what it could touch, not what it costs
+    /// ([`Self::memory_regions`]).
     pub fn memory_bytes(&self) -> u64 {
         self.instance.as_ref().map_or(0, |i| i.store.data().memory.largest)
+    }
+
+    /// Where the live instance's memories lie, to count the pages it made
+    /// its own ([`MemoryRegions::private_bytes`]); `None` without a live
+    /// instance, or when the runtime cannot say.
+    pub async fn memory_regions(&mut self) -> Option<MemoryRegions> {
+        let runtime = self.runtime.clone();
+        let instance = self.instance.as_mut()?;
+        match runtime.memory_regions(instance).await {
+            Ok(regions) => Some(regions),
+            Err(error) => {
+                tracing::debug!(%error, "a live instance's memories could not be found");
+                None
+            }
+        }
     }
 
     /// Marks the session as having had state this instance does not hold
@@ -316,16 +334,25 @@ impl LiveInstance {
     }
 
     /// The state image of the live instance, which keeps running (a fork's
-    /// copy); the saved image when hibernated; `None` without state.
-    pub async fn capture(&mut self) -> Result<Option<Vec<u8>>, StateError> {
+    /// copy); the saved image when hibernated; `None` without state. An
+    /// instance that has run nothing since its last capture gives that
+    /// image again: a hundred forks of one state capture it once.
+    pub async fn capture(&mut self) -> Result<Option<Arc<[u8]>>, StateError> {
         if self.adopted {
             return Ok(None);
+        }
+        if let Some(image) = self.instance.as_ref().and_then(|instance| instance.guest.captured.clone()) {
+            return Ok(Some(image));
         }
         let runtime = self.runtime.clone();
         let closed = self.park().await?;
         match (self.instance.as_mut(), &self.saved) {
-            (Some(instance), _) => runtime.capture(instance, closed).await.map(Some),
-            (None, Some(saved)) => Ok(Some(saved.clone())),
+            (Some(instance), _) => {
+                let image: Arc<[u8]> = runtime.capture(instance, closed).await?.into();
+                instance.guest.captured = Some(image.clone());
+                Ok(Some(image))
+            }
+            (None, Some(saved)) => Ok(Some(saved.as_slice().into())),
             (None, None) => Ok(None),
         }
     }
@@ -394,6 +421,8 @@ impl LiveInstance {
             return Err(StateError::Unsupported("no live instance".into()));
         };
         engine::arm(&mut instance.store, &limits).map_err(|e| StateError::Unsupported(e.to_string()))?;
+        // Code runs: the state may change, and an image of it before is stale.
+        instance.guest.captured = None;
         let input = wit::CellInput {
             code,
             env,
@@ -569,6 +598,8 @@ impl LiveInstance {
             runtime.arm_keyboard(instance).await;
         }
         engine::arm(&mut instance.store, limits)?;
+        // Code runs: the state may change, and an image of it before is stale.
+        instance.guest.captured = None;
         let graceful = instance.store.data().keyboard.is_some();
         instance.store.data_mut().interrupt = request.interrupt.clone();
         let input = wit::CellInput {

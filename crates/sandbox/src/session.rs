@@ -17,6 +17,7 @@ use crate::data_runtime::preinit::ImageSummary;
 use crate::data_runtime::{self, DataGuest, DataImage, PythonDataPre};
 use crate::drain_pipe::DrainPipe;
 use crate::engine::{self, EpochTicker, Instance, StartError};
+use crate::footprint::MemoryRegions;
 use crate::guest::GuestState;
 use crate::interrupt::Interrupt;
 use crate::keyboard_interrupt::{self as keyboard, CalibrationError, FirstScan, KeyboardTrip, Probed, SignalLayout};
@@ -85,6 +86,12 @@ pub(crate) struct SessionGuest {
     pub(crate) exports: Guest,
     pub(crate) handle: Handle,
     pub(crate) stdout: DrainPipe,
+    /// Where its memories lie, as last found, with the memory guard's
+    /// growth count then: found again only after a memory grew.
+    pub(crate) regions: Option<(u64, MemoryRegions)>,
+    /// The state image captured since its last run, if one was: the state
+    /// has not changed since, so a second fork or snapshot reuses it.
+    pub(crate) captured: Option<Arc<[u8]>>,
 }
 
 /// What a session instance runs between its instantiation and its use.
@@ -216,13 +223,13 @@ impl SessionRuntime {
                 let mut store = engine::new_store(image.pre.engine(), state)?;
                 let handle = image.pre.instance_pre().instantiate_async(&mut store).await?;
                 let runner = Runner::new(&mut store, &handle)?;
-                Ok(Instance { store, guest: SessionGuest { exports: Guest::Runner(runner), handle, stdout } })
+                Ok(Instance { store, guest: SessionGuest { exports: Guest::Runner(runner), handle, stdout, regions: None, captured: None } })
             }
             Image::Data(data) => {
                 let wasm = data.image.pre.engine().clone();
                 let (store, guest, handle) = data.image.start((dir, layout), datasets, quota, memory_cap, deadline, start_for, |state| engine::new_store(&wasm, state)).await?;
                 let stdout = guest.stdout().clone();
-                Ok(Instance { store, guest: SessionGuest { exports: Guest::Data(guest), handle, stdout } })
+                Ok(Instance { store, guest: SessionGuest { exports: Guest::Data(guest), handle, stdout, regions: None, captured: None } })
             }
         }
     }
@@ -249,6 +256,28 @@ impl SessionRuntime {
         engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
         let handle = instance.guest.handle;
         engine::on_own_thread(state::capture(&self.states.access, &self.states.component, &baseline, &mut instance.store, &handle, closed_files)).await
+    }
+
+    /// Where `instance`'s memories lie now: found through the state
+    /// accessors once, and again only after a memory grew (they never move:
+    /// the engine reserves each one's whole reach).
+    pub(crate) async fn memory_regions(&self, instance: &mut Instance<SessionGuest>) -> Result<MemoryRegions, StateError> {
+        let growths = instance.store.data().memory.growths;
+        if let Some((seen, regions)) = &instance.guest.regions
+            && *seen == growths
+        {
+            return Ok(regions.clone());
+        }
+        engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
+        let handle = instance.guest.handle;
+        let mut found = Vec::with_capacity(self.states.access.memories.len());
+        for memory in &self.states.access.memories {
+            let bytes = memory.read(&mut instance.store, &handle).await?;
+            found.push((bytes.as_ptr() as usize, bytes.len()));
+        }
+        let regions = MemoryRegions::new(found);
+        instance.guest.regions = Some((growths, regions.clone()));
+        Ok(regions)
     }
 
     /// Makes `instance` (just started and past its first run) ready for an
@@ -317,7 +346,9 @@ impl SessionRuntime {
         if !cfg!(target_pointer_width = "64") {
             return;
         }
-        let Some(memory) = self.states.access.memories.get(layout.memory) else { return };
+        let Some(memory) = self.states.access.memories.get(layout.memory) else {
+            return;
+        };
         if engine::arm_for_host(&mut instance.store, STATE_BUDGET).is_err() {
             return;
         }
@@ -355,7 +386,9 @@ impl SessionRuntime {
                 (funcs, _) if funcs.is_empty() => {}
                 (funcs, limits) => match (&funcs[..], &limits[..]) {
                     ([func], [limit]) => found.push((index, *func, keyboard::breaker_window(bytes, *limit))),
-                    _ => return Err(CalibrationError::NotFound(format!("{} handler slots and {} thread states in memory {index}", funcs.len(), limits.len()))),
+                    _ => {
+                        return Err(CalibrationError::NotFound(format!("{} handler slots and {} thread states in memory {index}", funcs.len(), limits.len())));
+                    }
                 },
             }
         }

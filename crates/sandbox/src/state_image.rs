@@ -15,3 +15,5 @@ mod pagemap;
 
 pub use image::StateError;
 pub use instrument::InstrumentError;
+#[cfg(target_os = "linux")]
+pub(crate) use pagemap::private_bytes;

@@ -42,6 +42,7 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
         },
         "tenants": tenants,
         "runtimes": runtimes(&state),
+        "sessions": sessions(&state),
     });
     axum::Json(body).into_response()
 }
@@ -79,6 +80,24 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let readiness = anypath_wire::Readiness::of(checks);
     let status = if readiness.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, axum::Json(readiness)).into_response()
+}
+
+/// The sessions held now against the memory budget: how many are live and
+/// what their instances hold of their own together (the pages they wrote,
+/// which the budget counts), how many wait in saved images, how many are
+/// open; `null` without the code interpreter.
+fn sessions(state: &AppState) -> serde_json::Value {
+    let Some(interpreter) = &state.interpreter else {
+        return serde_json::Value::Null;
+    };
+    let stats = interpreter.stats();
+    json!({
+        "live": stats.sessions_live,
+        "live_bytes": stats.sessions_live_bytes,
+        "memory_budget_bytes": interpreter.memory_budget(),
+        "hibernated": stats.sessions_hibernated,
+        "open": stats.sessions_open,
+    })
 }
 
 /// What each runtime is: the REST runtime, and those sessions may ask for

@@ -162,6 +162,11 @@ impl Collector for Scraped {
             let stats = interpreter.stats();
             let gauges = [
                 ("sessions_live", "Sessions whose instance holds Python state now", stats.sessions_live),
+                (
+                    "sessions_live_bytes",
+                    "Memory the live sessions' instances hold of their own (the pages they wrote), which the memory budget counts",
+                    stats.sessions_live_bytes,
+                ),
                 ("sessions_hibernated", "Sessions whose state waits in a saved image", stats.sessions_hibernated),
                 ("sessions_open", "Sessions the service holds (live, hibernated or not started)", stats.sessions_open),
             ];

@@ -7,8 +7,12 @@ use std::path::Path;
 /// runs to the next such line, without its last line break; `=== NAME json`
 /// takes the next line as a JSON string.
 pub fn corpus() -> Vec<(String, String)> {
-    let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
-    let mut paths: Vec<_> = std::fs::read_dir(&directory)
+    corpus_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus"))
+}
+
+/// [`corpus`], read from `directory` (the sandbox's tests read it too).
+pub fn corpus_in(directory: &Path) -> Vec<(String, String)> {
+    let mut paths: Vec<_> = std::fs::read_dir(directory)
         .expect("tests/corpus is readable")
         .map(|entry| entry.expect("a corpus entry").path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "txt"))

@@ -19,6 +19,9 @@ const PAGE: usize = 4096;
 const PRESENT: u64 = 1 << 63;
 const SWAPPED: u64 = 1 << 62;
 const FILE_OR_SHARED: u64 = 1 << 61;
+/// The page is mapped here only (not the shared zero page, not a page
+/// another mapping holds too).
+const EXCLUSIVE: u64 = 1 << 56;
 
 /// Byte ranges of `memory` (page aligned) whose pages may differ from the
 /// mapping's source: the whole of it when the page tables cannot be read.
@@ -26,9 +29,60 @@ pub(crate) fn possibly_written(memory: &[u8]) -> Vec<(usize, usize)> {
     read(memory).unwrap_or_else(|| vec![(0, memory.len())])
 }
 
-fn read(memory: &[u8]) -> Option<Vec<(usize, usize)>> {
+/// Bytes of the pages in `[at, at + length)` that are the process's own
+/// (written since they were mapped, or swapped out), counted from the page
+/// tables; `None` when they cannot be read. Nothing in the range is
+/// dereferenced: a range unmapped meanwhile counts as nothing.
+pub(crate) fn private_bytes(at: usize, length: usize) -> Option<u64> {
+    /// Entries read per call: 512 KiB of address space per KiB of buffer.
+    const BATCH: usize = 8192;
+    if !at.is_multiple_of(PAGE) {
+        return None;
+    }
+    let pagemap = pagemap()?;
+    let pages = length.div_ceil(PAGE);
+    let mut entries = vec![0u8; BATCH.min(pages) * 8];
+    let mut private = 0u64;
+    let mut page = 0;
+    while page < pages {
+        let batch = BATCH.min(pages - page);
+        let bytes = &mut entries[..batch * 8];
+        pagemap.read_exact_at(bytes, ((at / PAGE + page) * 8) as u64).ok()?;
+        private += bytes.chunks_exact(8).filter(|entry| is_own(entry)).count() as u64;
+        page += batch;
+    }
+    Some(private * PAGE as u64)
+}
+
+fn pagemap() -> Option<&'static File> {
     static PAGEMAP: OnceLock<Option<File>> = OnceLock::new();
-    let pagemap = PAGEMAP.get_or_init(|| File::open("/proc/self/pagemap").ok()).as_ref()?;
+    PAGEMAP.get_or_init(|| File::open("/proc/self/pagemap").ok()).as_ref()
+}
+
+fn bits(entry: &[u8]) -> u64 {
+    let mut bits = [0u8; 8];
+    bits.copy_from_slice(entry);
+    u64::from_le_bytes(bits)
+}
+
+/// Whether a pagemap entry may be a page the process wrote: swapped out,
+/// or present and not a page of the mapped file (the shared zero page, read
+/// and never written, counts too: a capture compares it and finds nothing).
+fn is_written(entry: &[u8]) -> bool {
+    let bits = bits(entry);
+    bits & SWAPPED != 0 || (bits & PRESENT != 0 && bits & FILE_OR_SHARED == 0)
+}
+
+/// Whether a pagemap entry is a page that costs the process memory of its
+/// own: swapped out, or present, anonymous and mapped here only (a copy it
+/// wrote, not the shared zero page nor a page of the mapped file).
+fn is_own(entry: &[u8]) -> bool {
+    let bits = bits(entry);
+    bits & SWAPPED != 0 || (bits & PRESENT != 0 && bits & FILE_OR_SHARED == 0 && bits & EXCLUSIVE != 0)
+}
+
+fn read(memory: &[u8]) -> Option<Vec<(usize, usize)>> {
+    let pagemap = pagemap()?;
     let at = memory.as_ptr() as usize;
     if !at.is_multiple_of(PAGE) {
         return None;
@@ -38,11 +92,7 @@ fn read(memory: &[u8]) -> Option<Vec<(usize, usize)>> {
     pagemap.read_exact_at(&mut entries, (at / PAGE * 8) as u64).ok()?;
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     for (page, entry) in entries.chunks_exact(8).enumerate() {
-        let mut bits = [0u8; 8];
-        bits.copy_from_slice(entry);
-        let bits = u64::from_le_bytes(bits);
-        let written = bits & SWAPPED != 0 || (bits & PRESENT != 0 && bits & FILE_OR_SHARED == 0);
-        if !written {
+        if !is_written(entry) {
             continue;
         }
         let (start, end) = (page * PAGE, ((page + 1) * PAGE).min(memory.len()));
@@ -72,5 +122,25 @@ mod tests {
         // SAFETY: unmapping what was mapped above; `memory` is not used after.
         unsafe { libc::munmap(at, length) };
         assert_eq!(ranges, vec![(5 * PAGE, 6 * PAGE)]);
+    }
+
+    #[test]
+    fn private_bytes_count_the_written_pages_only() {
+        let length = 64 * PAGE;
+        // SAFETY: a fresh private anonymous mapping, unmapped below.
+        let at = unsafe { libc::mmap(std::ptr::null_mut(), length, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+        assert_ne!(at, libc::MAP_FAILED);
+        // SAFETY: the mapping is `length` bytes, readable and writable.
+        let memory = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, length) };
+        let before = private_bytes(at as usize, length);
+        for page in [0, 3, 40, 63] {
+            memory[page * PAGE] = 1;
+        }
+        // Read, never written: the shared zero page, not the process's own.
+        let read: u32 = (10..20).map(|page| u32::from(memory[page * PAGE])).sum();
+        let after = private_bytes(at as usize, length);
+        // SAFETY: unmapping what was mapped above; `memory` is not used after.
+        unsafe { libc::munmap(at, length) };
+        assert_eq!((before, after, read), (Some(0), Some(4 * PAGE as u64), 0));
     }
 }
