@@ -1,6 +1,8 @@
 //! `cargo xtask bench`: build, then the sandbox's in-process benchmark
 //! (`anypath-bench`), the app's ([`crate::app_bench`]) and the fleet's
-//! ([`crate::fleet_bench`]), or only a part (the options: [`crate::flags::Bench`]).
+//! ([`crate::fleet_bench`]), or only a part; the scale section
+//! ([`crate::scale_bench`]) runs only when asked for (the options:
+//! [`crate::flags::Bench`]).
 
 use std::process::Command;
 
@@ -13,14 +15,17 @@ use crate::steps::{Built, build_all, root, run, step};
 
 /// Runs the command.
 pub fn run_bench(options: &Bench) -> anyhow::Result<()> {
-    let (only, fleet_only, passed) = (options.sections(), options.fleet_only(), options.passed());
-    if (only.is_some() || fleet_only) && !passed.is_empty() {
+    let (only, fleet_only, scale_only, passed) = (options.sections(), options.fleet_only(), options.scale_only(), options.passed());
+    if (only.is_some() || fleet_only || scale_only) && !passed.is_empty() {
         let mut xtask = crate::flags::Xtask::command();
         xtask.build();
         let usage = xtask.find_subcommand_mut("bench").map(|bench| bench.render_long_help().to_string()).unwrap_or_default();
-        bail!("{:?} would go to anypath-bench, which --only app, --only rest and --only fleet skip\n\n{usage}", passed.join(" "));
+        bail!("{:?} would go to anypath-bench, which --only app, --only rest, --only fleet and --only scale skip\n\n{usage}", passed.join(" "));
     }
     let built = if options.build() { build_all()? } else { prebuilt()? };
+    if scale_only {
+        return crate::scale_bench::run_scale_bench(&built.binary, &built.runner, options.scale_sessions());
+    }
     if fleet_only {
         let redis_server = crate::redis_server::ensure()?;
         return crate::fleet_bench::run_fleet_bench(&built.binary, &built.runner, &redis_server, options.fleet_sessions());

@@ -68,18 +68,27 @@ pub struct Test {
 ///                  SeaweedFS and one Redis: a hibernated session resumed on another
 ///                  host, a live one handed over, `--checkpoint every-run` against
 ///                  `idle`, and many sessions read back after every host restarted
+///   scale          only with --only scale, never in the full run: --scale-sessions
+///                  `python` sessions (10,000 by default) on one `anypath sandbox serve`
+///                  with the service's defaults, stopped with SIGTERM and started again,
+///                  every session read back; the times, the host's memory, and the bytes
+///                  on disk per session
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct Bench {
     /// `app`: only the app section. `rest`: only the app section's REST rows
     /// (beside json-server) and Redis's round trips per request. `fleet`:
-    /// only the fleet section. Any other text goes to anypath-bench (only
-    /// its scenarios whose name contains it).
-    #[arg(long = "only", value_name = "app|rest|fleet|TEXT")]
+    /// only the fleet section. `scale`: the scale section, which only this
+    /// runs. Any other text goes to anypath-bench (only its scenarios whose
+    /// name contains it).
+    #[arg(long = "only", value_name = "app|rest|fleet|scale|TEXT")]
     only: Vec<String>,
     /// Sessions of the fleet section's many-sessions row.
     #[arg(long, value_name = "N", default_value_t = crate::fleet_bench::DEFAULT_SESSIONS)]
     fleet_sessions: usize,
+    /// Sessions of the scale section (`--only scale`).
+    #[arg(long, value_name = "N", default_value_t = crate::scale_bench::DEFAULT_SESSIONS)]
+    scale_sessions: usize,
     /// Use what the last build left in target/ (target/release/anypath,
     /// target/python-runner/runner.wasm, the Spin components) instead of
     /// building first.
@@ -92,12 +101,13 @@ pub struct Bench {
 
 /// The `--only` texts that name a section of this command's own rather
 /// than anypath-bench's scenarios.
-const PARTS: &[&str] = &["app", "rest", "fleet"];
+const PARTS: &[&str] = &["app", "rest", "fleet", "scale"];
 
 impl Bench {
-    /// The app's sections `--only` chose (the last of `app`, `rest` and
-    /// `fleet` given wins); `None`: every section, the sandbox's included,
-    /// unless that last was `fleet` ([`Self::fleet_only`]).
+    /// The app's sections `--only` chose (the last of `app`, `rest`,
+    /// `fleet` and `scale` given wins); `None`: every section but the scale
+    /// one, the sandbox's included, unless that last was `fleet` or `scale`
+    /// ([`Self::fleet_only`], [`Self::scale_only`]).
     pub fn sections(&self) -> Option<AppSections> {
         match self.part().as_deref() {
             Some("app") => Some(AppSections::All),
@@ -116,7 +126,17 @@ impl Bench {
         self.resolved().fleet_sessions
     }
 
-    /// The last of `app`, `rest` and `fleet` that `--only` gave.
+    /// Whether `--only scale` chose the scale section (never run otherwise).
+    pub fn scale_only(&self) -> bool {
+        self.part().as_deref() == Some("scale")
+    }
+
+    /// Sessions of the scale section.
+    pub fn scale_sessions(&self) -> usize {
+        self.resolved().scale_sessions
+    }
+
+    /// The last of [`PARTS`] that `--only` gave.
     fn part(&self) -> Option<String> {
         self.resolved().only.into_iter().rev().find(|only| PARTS.contains(&only.as_str()))
     }
@@ -139,7 +159,13 @@ impl Bench {
     /// as passed too (`--iterations 10 --no-build`), so they are picked out
     /// of those here.
     fn resolved(&self) -> Bench {
-        let mut resolved = Bench { only: self.only.clone(), no_build: self.no_build, fleet_sessions: self.fleet_sessions, args: Vec::new() };
+        let mut resolved = Bench {
+            only: self.only.clone(),
+            no_build: self.no_build,
+            fleet_sessions: self.fleet_sessions,
+            scale_sessions: self.scale_sessions,
+            args: Vec::new(),
+        };
         let mut args = self.args.iter();
         while let Some(arg) = args.next() {
             match (arg.as_str(), args.clone().next()) {
@@ -150,6 +176,10 @@ impl Bench {
                 }
                 ("--fleet-sessions", Some(n)) if n.parse::<usize>().is_ok() => {
                     resolved.fleet_sessions = n.parse().unwrap_or(resolved.fleet_sessions);
+                    args.next();
+                }
+                ("--scale-sessions", Some(n)) if n.parse::<usize>().is_ok() => {
+                    resolved.scale_sessions = n.parse().unwrap_or(resolved.scale_sessions);
                     args.next();
                 }
                 _ => resolved.args.push(arg.clone()),
@@ -216,6 +246,21 @@ mod tests {
         let everything = bench("");
         assert!(!everything.fleet_only() && everything.sections().is_none());
         assert_eq!(everything.fleet_sessions(), crate::fleet_bench::DEFAULT_SESSIONS);
+    }
+
+    #[test]
+    fn the_scale_section_runs_only_when_named_with_its_size() {
+        let scale = bench("--only scale --no-build --scale-sessions 300");
+        assert!(scale.scale_only() && !scale.fleet_only() && scale.sections().is_none() && !scale.build() && scale.passed().is_empty());
+        assert_eq!(scale.scale_sessions(), 300);
+        let late = bench("--iterations 10 --only scale --scale-sessions 50");
+        assert!(late.scale_only() && late.scale_sessions() == 50);
+        assert_eq!(late.passed(), args("--iterations 10"));
+        let last_wins = bench("--only scale --only fleet");
+        assert!(!last_wins.scale_only() && last_wins.fleet_only());
+        let everything = bench("--fleet-sessions 20");
+        assert!(!everything.scale_only() && everything.fleet_sessions() == 20);
+        assert_eq!(everything.scale_sessions(), crate::scale_bench::DEFAULT_SESSIONS);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! Redis and `anypath sandbox serve` hosts sharing them, each host started,
 //! stopped gracefully and started again on demand, its log lines about
 //! hand-overs and stops kept for the report; and the HTTP calls the rows
-//! time.
+//! time. The same hosts also run alone, on a data directory of their own
+//! ([`FleetConfig::local`]), for the scale section.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -25,6 +26,25 @@ const SIGNING_KEY: &str = "fleet-bench-signing-key-0123456789abcdef";
 const NEVER_IDLE: &str = "86400";
 /// Long enough for a loaded machine: weed's first start takes a few seconds.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A directory removed when this is dropped: made to be dropped after
+/// every process that writes into it (a binding made before theirs).
+pub struct ScratchDir(pub PathBuf);
+
+impl ScratchDir {
+    /// `<temp>/<name>-<this process's id>`, emptied of what a killed run left.
+    pub fn in_temp(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        Self(dir)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// One `weed server -s3` (master, volume server, filer and S3 gateway in one
 /// process) on free loopback ports, over a fresh directory; killed when dropped.
@@ -195,21 +215,43 @@ pub struct FleetConfig {
     runner: PathBuf,
     /// Hosts' data directories go under it.
     dir: PathBuf,
+    /// The store and Redis the hosts share; `None`: hosts that keep their
+    /// sessions under their own data directory ([`Self::local`]).
+    shared: Option<Shared>,
+}
+
+/// Where a fleet's hosts share sessions.
+struct Shared {
+    /// The environment that puts a host's S3 client on the store.
     env: Vec<(&'static str, String)>,
+    /// `redis://127.0.0.1:<port>`.
     coordination: String,
 }
 
 impl FleetConfig {
     /// The hosts' shared configuration: `store` for images and files, Redis on `redis_port`.
     pub fn new(binary: &Path, runner: &Path, dir: &Path, store: &ObjectStore, redis_port: u16) -> Self {
-        Self {
-            binary: binary.to_owned(),
-            runner: runner.to_owned(),
-            dir: dir.to_owned(),
-            env: store.env(),
-            coordination: format!("redis://127.0.0.1:{redis_port}"),
-        }
+        let shared = Shared { env: store.env(), coordination: format!("redis://127.0.0.1:{redis_port}") };
+        Self { binary: binary.to_owned(), runner: runner.to_owned(), dir: dir.to_owned(), shared: Some(shared) }
     }
+
+    /// Hosts with no object store or Redis: each keeps its sessions under
+    /// its own data directory (in `dir`), and every setting but the
+    /// listener, the runner and that directory is the service's default.
+    pub fn local(binary: &Path, runner: &Path, dir: &Path) -> Self {
+        Self { binary: binary.to_owned(), runner: runner.to_owned(), dir: dir.to_owned(), shared: None }
+    }
+}
+
+/// What a host's graceful stop did, as its log says.
+#[derive(Clone, Copy, Debug)]
+pub struct Stopped {
+    /// Live sessions whose state it wrote.
+    pub hibernated: u64,
+    /// Sessions it let go of for another host (a lone host counts every session).
+    pub handed_over: u64,
+    /// Both, as the host timed them.
+    pub elapsed_ms: u64,
 }
 
 /// A log line a host wrote, as far as the benchmark reads it.
@@ -230,6 +272,8 @@ pub struct Host {
     /// Its name in the report and its data directory's.
     pub name: String,
     options: HostOptions,
+    /// `--data-dir`, kept over restarts.
+    data_dir: PathBuf,
     process: Option<Running>,
     /// `http://127.0.0.1:<port>`, as its last start announced.
     pub base: String,
@@ -243,7 +287,8 @@ const KEPT: &[&str] = &["session handed over", "sessions hibernated for the stop
 impl Host {
     /// Starts a host named `name` and waits until it serves.
     pub fn start(config: &FleetConfig, name: &str, options: HostOptions) -> anyhow::Result<Self> {
-        let mut host = Self { name: name.to_owned(), options, process: None, base: String::new(), log: Arc::default() };
+        let data_dir = config.dir.join(format!("host-{name}"));
+        let mut host = Self { name: name.to_owned(), options, data_dir, process: None, base: String::new(), log: Arc::default() };
         host.start_again(config)?;
         Ok(host)
     }
@@ -258,15 +303,20 @@ impl Host {
             .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--runner"])
             .arg(&config.runner)
             .arg("--data-dir")
-            .arg(config.dir.join(format!("host-{}", self.name)))
-            .args(["--session-store", &format!("s3://{BUCKET}/{PREFIX}"), "--coordination", &config.coordination])
-            .args(["--signing-key", SIGNING_KEY, "--hibernate-after-idle-seconds", NEVER_IDLE])
+            .arg(&self.data_dir)
             .args(["--checkpoint", if self.options.every_run { "every-run" } else { "idle" }])
-            .envs(config.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        match &config.shared {
+            Some(shared) => command
+                .args(["--session-store", &format!("s3://{BUCKET}/{PREFIX}"), "--coordination", &shared.coordination])
+                .args(["--signing-key", SIGNING_KEY, "--hibernate-after-idle-seconds", NEVER_IDLE])
+                .envs(shared.env.iter().map(|(k, v)| (k, v))),
+            // A variable left in the environment must not make a lone host a fleet's.
+            None => command.env_remove("ANYPATH_SESSION_STORE").env_remove("ANYPATH_COORDINATION"),
+        };
         if let Some(mb) = self.options.session_memory_mb {
             command.args(["--session-memory-mb", &mb.to_string()]);
         }
@@ -303,6 +353,23 @@ impl Host {
     /// The kept log lines so far.
     pub fn log(&self) -> Vec<LogLine> {
         self.log.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// What its last graceful stop logged it did, when a stop logged it.
+    pub fn last_stop(&self) -> Option<Stopped> {
+        let line = self.log().into_iter().rev().find(|l| l.message == "sessions hibernated for the stop")?;
+        let count = |field: &str| line.line[field].as_u64().unwrap_or_default();
+        Some(Stopped { hibernated: count("hibernated"), handed_over: count("handed_over"), elapsed_ms: count("elapsed_ms") })
+    }
+
+    /// Its data directory (`--data-dir`).
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The running process's memory, when it runs and Linux tells.
+    pub fn memory(&self) -> Option<crate::machine::Memory> {
+        crate::machine::memory(self.process.as_ref()?.0.id())
     }
 }
 

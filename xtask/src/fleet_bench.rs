@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use crate::app_bench::BenchRedis;
-use crate::fleet::{Calls, FleetConfig, Host, HostOptions, Latencies, LogLine, ObjectStore, Records};
+use crate::fleet::{Calls, FleetConfig, Host, HostOptions, Latencies, LogLine, ObjectStore, Records, ScratchDir};
 use crate::steps::step;
 
 /// Sessions of the many-sessions row unless `--fleet-sessions` says otherwise.
@@ -48,7 +48,12 @@ pub struct Row {
 impl Row {
     /// A row named `name` of `durations`, with its goal as printed.
     pub fn new(name: &str, durations: &[Duration], goal: &'static str) -> Self {
-        Self { name: name.to_owned(), latencies: Latencies::of(durations), goal }
+        Self::of(name, Latencies::of(durations), goal)
+    }
+
+    /// A row named `name` of `latencies`, with its goal as printed.
+    pub fn of(name: &str, latencies: Latencies, goal: &'static str) -> Self {
+        Self { name: name.to_owned(), latencies, goal }
     }
 
     fn p50(&self) -> f64 {
@@ -70,10 +75,9 @@ pub struct Part {
 /// Starts the fleet, runs every row and prints them.
 pub fn run_fleet_bench(binary: &Path, runner: &Path, redis_server: &Path, sessions: usize) -> anyhow::Result<()> {
     let weed = crate::seaweedfs::ensure()?;
-    let dir = std::env::temp_dir().join(format!("anypath-fleet-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     // Dropped last, after every process that writes into it was killed, however the section ends.
-    let _removed = RemovedOnDrop(dir.clone());
+    let scratch = ScratchDir::in_temp("anypath-fleet-bench");
+    let dir = scratch.0.clone();
     let load_before = crate::machine::load_average();
     let started = Instant::now();
     step("fleet: starting SeaweedFS and Redis");
@@ -102,12 +106,8 @@ pub fn run_fleet_bench(binary: &Path, runner: &Path, redis_server: &Path, sessio
         crate::machine::load_average(),
         started.elapsed().as_secs_f64()
     );
-    println!("{:<56} {:>5} {:>10} {:>10}  goal", "row", "n", "p50", "p99");
     let parts = [&resume, &handover, &checkpoint, &many];
-    for row in parts.iter().flat_map(|part| &part.rows) {
-        let line = format!("{:<56} {:>5} {:>8.1}ms {:>8.1}ms  {}", row.name, row.latencies.n(), row.p50(), row.latencies.p99(), row.goal);
-        println!("{}", line.trim_end());
-    }
+    print_table(parts.iter().flat_map(|part| &part.rows));
     let p50 = |part: &Part, i: usize| part.rows.get(i).map_or(f64::NAN, Row::p50);
     println!(
         "resume on another host / on the same host at p50: {:.2}x (E2B: about 1 s to resume a paused sandbox on another node)",
@@ -132,9 +132,18 @@ pub fn run_fleet_bench(binary: &Path, runner: &Path, redis_server: &Path, sessio
     Ok(())
 }
 
+/// Prints `rows` under a heading: each row's name, n, p50, p99 and goal.
+pub fn print_table<'a>(rows: impl IntoIterator<Item = &'a Row>) {
+    println!("{:<56} {:>5} {:>10} {:>10}  goal", "row", "n", "p50", "p99");
+    for row in rows {
+        let line = format!("{:<56} {:>5} {:>8.1}ms {:>8.1}ms  {}", row.name, row.latencies.n(), row.p50(), row.latencies.p99(), row.goal);
+        println!("{}", line.trim_end());
+    }
+}
+
 /// The warnings and errors `host` logged, one line per message with its
 /// count and its first instance's error and session.
-fn warnings(host: &Host) -> Vec<String> {
+pub fn warnings(host: &Host) -> Vec<String> {
     let mut counted: Vec<(String, usize, LogLine)> = Vec::new();
     for line in host.log().into_iter().filter(|l| l.line["level"] != "INFO") {
         match counted.iter_mut().find(|(message, _, _)| *message == line.message) {
@@ -149,15 +158,6 @@ fn warnings(host: &Host) -> Vec<String> {
             format!("host {} logged {n}x \"{message}\" (the first: {error}, session {})", host.name, first.session.as_deref().unwrap_or("-"))
         })
         .collect()
-}
-
-/// A directory removed when this is dropped.
-struct RemovedOnDrop(std::path::PathBuf);
-
-impl Drop for RemovedOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// A 10 MB session made on A and hibernated there, then its `print(1)` on

@@ -5,13 +5,13 @@
 //! `ANYPATH_FLEET_S3` and `ANYPATH_FLEET_REDIS` and keep apart by prefix; a
 //! test that kills its store or Redis starts its own.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::Context;
 
 use crate::app_bench::Running;
-use crate::fleet::ObjectStore;
+use crate::fleet::{ObjectStore, ScratchDir};
 
 /// The two servers, stopped (and then their data removed) when dropped.
 pub struct FleetServers {
@@ -21,15 +21,6 @@ pub struct FleetServers {
     redis_url: String,
     /// Last: removed once both servers are gone.
     _dir: ScratchDir,
-}
-
-/// A directory removed when dropped.
-struct ScratchDir(PathBuf);
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 impl FleetServers {
