@@ -65,6 +65,28 @@ fn a_new_sessions_first_chart_costs_about_what_a_later_one_does() {
     );
 }
 
+/// pytest (for the agent's `run_tests`) loads from the bytecode the build
+/// compiled beside its sources, not from its sources: every module it
+/// imports from site-packages has its unchecked hash-based `.pyc`, and the
+/// import costs a fraction of the fuel compiling them took (4.5 billion).
+#[test]
+fn pytest_loads_from_the_bytecode_the_build_compiled() {
+    let (_home, dir) = session_dir("bytecode");
+    let mut session = live(&dir);
+    let code = "import sys
+sys.path.append('/usr/local/lib/site-packages')
+import pytest
+        loaded = [m for m in list(sys.modules.values()) if (getattr(m, '__file__', None) or '').startswith('/usr/local/lib/site-packages/')]
+        def flags(path):
+    with open(path, 'rb') as f:
+        return int.from_bytes(f.read(8)[4:], 'little')
+        print(len(loaded) > 50, sorted({flags(m.__cached__) for m in loaded}))";
+    let report = run(&mut session, code);
+    assert_eq!((report.exit_code, report.output.stdout.as_str()), (0, "True [1]
+"), "{report:?}");
+    assert!(report.metrics.fuel_consumed < 1_500_000_000, "import pytest took {} fuel", report.metrics.fuel_consumed);
+}
+
 /// Boundary: sessions started from one image share nothing made after it.
 /// Names, changed module state and files of one are not in the other, and
 /// their random generators (Python's, numpy's, tempfile's names) differ.
@@ -156,6 +178,7 @@ fn the_boundary_holds_for_the_data_runtime() {
         ("open('../secret.txt').read()", "FileNotFoundError|PermissionError", "the session's parent, relatively"),
         ("open('/x.txt', 'w')", "Read-only file system|PermissionError", "the root, for writing"),
         ("open('/usr/local/lib/python315.zip', 'ab').write(b'x')", "Read-only file system", "the runtime's library, for writing"),
+        ("open('/usr/local/lib/site-packages/pytest/__pycache__/__init__.cpython-315.pyc', 'wb')", "Read-only file system", "the build's bytecode, for writing"),
         ("import socket\nsocket.socket().connect(('127.0.0.1', 80))", "OSError", "a TCP socket"),
         ("import socket\nsocket.getaddrinfo('example.com', 80)", "OSError|AttributeError", "name resolution"),
         ("import urllib.request\nurllib.request.urlopen('http://127.0.0.1:1/', timeout=1)", "URLError|AttributeError|OSError", "urllib"),

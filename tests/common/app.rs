@@ -145,7 +145,7 @@ impl App {
     }
 
     pub fn send_as(&self, method: &str, path: &str, body: Option<Value>, headers: &[(&str, &str)]) -> Response {
-        let mut request = Client::new().request(method.parse().unwrap(), format!("{}{path}", self.base));
+        let mut request = client().request(method.parse().unwrap(), format!("{}{path}", self.base));
         for (k, v) in headers {
             request = request.header(*k, *v);
         }
@@ -154,6 +154,13 @@ impl App {
         }
         request.send().expect("request sent")
     }
+}
+
+/// A client that waits as long as the app may take: an agent run of several
+/// turns and test runs outlasts reqwest's default of 30 s on a loaded
+/// machine, and a call that hangs is caught by the test runner's own timeout.
+fn client() -> Client {
+    Client::builder().timeout(std::time::Duration::from_secs(300)).build().expect("an HTTP client")
 }
 
 pub fn json_of(response: Response) -> (StatusCode, Value) {

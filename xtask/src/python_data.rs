@@ -11,7 +11,8 @@
 //! - `lib/python315.zip`: the standard library and the packages' pure-Python
 //!   parts, which the guest sees read-only at `/usr/local/lib`;
 //! - `lib/site-packages/`: pytest and its dependencies, unpacked from pinned
-//!   wheels (`runtime_wheels`), for the agent's `run_tests`;
+//!   wheels (`runtime_wheels`), for the agent's `run_tests`, with their
+//!   bytecode, which the pre-initialisation compiles in the runtime itself;
 //! - `mpl-data/`: matplotlib's data (fonts, styles, `matplotlibrc`), which
 //!   the zip carries as an inner archive, extracted;
 //! - `MANIFEST`, `LICENSES/`: what the build used and the licences it ships;
@@ -183,6 +184,9 @@ pub fn preinitialise(binary: &Path, out: &Path) -> anyhow::Result<()> {
     for input in PREINIT_INPUTS {
         digest.update(std::fs::read(root().join(input)).with_context(|| format!("reading {input}"))?);
     }
+    // The image's build also compiles lib/site-packages' bytecode, which a
+    // new set of wheels replaces.
+    digest.update(std::fs::read(out.join("site-packages.stamp")).context("reading site-packages.stamp")?);
     let stamp = format!("{}\n", hex::encode(digest.finalize()));
     let component = out.join("python-data-preimported.wasm");
     if component.is_file() && std::fs::read_to_string(&stamp_path).ok().as_deref() == Some(stamp.as_str()) {

@@ -137,8 +137,10 @@ pub(crate) fn bootstrap_source() -> String {
 
 /// The directories an instance sees, on the host.
 pub(crate) struct GuestDirs<'a> {
-    /// Holds `python315.zip`.
-    pub(crate) library: &'a Path,
+    /// Holds `python315.zip` and `site-packages/`, and whether the instance
+    /// may write there: only the build's scratch instance, which compiles
+    /// the site-packages' bytecode once for every session.
+    pub(crate) library: (&'a Path, FsPerms),
     /// matplotlib's data, extracted.
     pub(crate) mpl_data: &'a Path,
     /// The instance's own `/tmp`.
@@ -157,7 +159,7 @@ impl GuestDirs<'_> {
     /// (descriptors 3 to 8), and gives the base environment and program name.
     pub(crate) fn configure(&self, builder: &mut WasiCtxBuilder) -> wasmtime::Result<()> {
         builder
-            .preopened_dir(self.library, LIBRARY_GUEST, FsPerms::ReadOnly)?
+            .preopened_dir(self.library.0, LIBRARY_GUEST, self.library.1)?
             .preopened_dir(self.mpl_data, MPL_DATA_GUEST, FsPerms::ReadOnly)?
             .preopened_dir(self.tmp, TMP_GUEST, FsPerms::ReadWrite)?
             .preopened_dir(self.data, SESSION_DIR, FsPerms::ReadWrite)?
@@ -336,7 +338,7 @@ impl DataImage {
         let stderr = DrainPipe::new(PIPE_SLACK);
         let mut builder = WasiCtxBuilder::new();
         let root = (dirs.root.0.as_path(), dirs.root.1);
-        GuestDirs { library: &self.library, mpl_data: &self.mpl_data, tmp: &dirs.tmp, data: &dirs.data, datasets: &dirs.datasets, root }.configure(&mut builder)?;
+        GuestDirs { library: (&self.library, FsPerms::ReadOnly), mpl_data: &self.mpl_data, tmp: &dirs.tmp, data: &dirs.data, datasets: &dirs.datasets, root }.configure(&mut builder)?;
         builder.stdout(stdout.clone()).stderr(stderr.clone());
         let mut state = GuestState::from_builder(builder, memory_cap, deadline);
         state.quota = quota;

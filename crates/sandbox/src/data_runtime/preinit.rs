@@ -14,7 +14,9 @@
 //! refuses an image that still holds an open descriptor past the six
 //! directories (the font cache's font files are closed first), so nothing of
 //! the build machine or of a session is in it. What instances must not
-//! share (random state) is made anew when each one starts.
+//! share (random state) is made anew when each one starts. The scratch
+//! instance alone may write under `/usr/local/lib`: it compiles the
+//! site-packages' bytecode there (`preimport.py`), which sessions then read.
 
 use std::path::Path;
 
@@ -120,7 +122,7 @@ pub async fn preinitialise(core: &Path, layout: &Path) -> Result<Preinitialised,
     let stdout = DrainPipe::new(OUTPUT_CAP);
     let stderr = DrainPipe::new(OUTPUT_CAP);
     let mut builder = WasiCtxBuilder::new();
-    GuestDirs { library: &library, mpl_data: &mpl_data, tmp: &tmp, data: &data, datasets: &datasets, root: (&root, wasmtime_wasi::FsPerms::ReadOnly) }
+    GuestDirs { library: (&library, wasmtime_wasi::FsPerms::ReadWrite), mpl_data: &mpl_data, tmp: &tmp, data: &data, datasets: &datasets, root: (&root, wasmtime_wasi::FsPerms::ReadOnly) }
         .configure(&mut builder)
         .map_err(PreinitError::Start)?;
     builder.stdout(stdout.clone()).stderr(stderr.clone());
