@@ -1,6 +1,7 @@
 //! `cargo xtask bench`: build, then the sandbox's in-process benchmark
 //! (`anypath-bench`), the app's ([`crate::app_bench`]) and the fleet's
-//! ([`crate::fleet_bench`]), or only a part; the scale section
+//! ([`crate::fleet_bench`]) and the density section
+//! ([`crate::density_bench`]), or only a part; the scale section
 //! ([`crate::scale_bench`]) runs only when asked for (the options:
 //! [`crate::flags::Bench`]).
 
@@ -16,15 +17,19 @@ use crate::steps::{Built, build_all, root, run, step};
 /// Runs the command.
 pub fn run_bench(options: &Bench) -> anyhow::Result<()> {
     let (only, fleet_only, scale_only, passed) = (options.sections(), options.fleet_only(), options.scale_only(), options.passed());
-    if (only.is_some() || fleet_only || scale_only) && !passed.is_empty() {
+    let density_only = options.density_only();
+    if (only.is_some() || fleet_only || scale_only || density_only) && !passed.is_empty() {
         let mut xtask = crate::flags::Xtask::command();
         xtask.build();
         let usage = xtask.find_subcommand_mut("bench").map(|bench| bench.render_long_help().to_string()).unwrap_or_default();
-        bail!("{:?} would go to anypath-bench, which --only app, --only rest, --only fleet and --only scale skip\n\n{usage}", passed.join(" "));
+        bail!("{:?} would go to anypath-bench, which --only app, --only rest, --only fleet, --only density and --only scale skip\n\n{usage}", passed.join(" "));
     }
     let built = if options.build() { build_all()? } else { prebuilt()? };
     if scale_only {
         return crate::scale_bench::run_scale_bench(&built.binary, &built.runner, options.scale_sessions());
+    }
+    if density_only {
+        return crate::density_bench::run_density_bench(&built.binary, &built.runner, options.density_sessions());
     }
     if fleet_only {
         let redis_server = crate::redis_server::ensure()?;
@@ -45,6 +50,7 @@ pub fn run_bench(options: &Bench) -> anyhow::Result<()> {
     crate::app_bench::run_app_bench(&built.binary, &built.runner, &redis_server, only.unwrap_or(AppSections::All))?;
     if only.is_none() {
         crate::fleet_bench::run_fleet_bench(&built.binary, &built.runner, &redis_server, options.fleet_sessions())?;
+        crate::density_bench::run_density_bench(&built.binary, &built.runner, options.density_sessions())?;
     }
     Ok(())
 }

@@ -68,6 +68,11 @@ pub struct Test {
 ///                  SeaweedFS and one Redis: a hibernated session resumed on another
 ///                  host, a live one handed over, `--checkpoint every-run` against
 ///                  `idle`, and many sessions read back after every host restarted
+///   density        sessions per host: --density-sessions `python` sessions (1,000 by
+///                  default) on one `anypath sandbox serve` with the service's defaults,
+///                  then as many `python-data` ones holding a DataFrame on another; what
+///                  each adds to the host's memory (Pss and VmRSS), what the memory
+///                  budget counts, how many it keeps live, and every session read back
 ///   scale          only with --only scale, never in the full run: --scale-sessions
 ///                  `python` sessions (10,000 by default) on one `anypath sandbox serve`
 ///                  with the service's defaults, stopped with SIGTERM and started again,
@@ -78,14 +83,17 @@ pub struct Test {
 pub struct Bench {
     /// `app`: only the app section. `rest`: only the app section's REST rows
     /// (beside json-server) and Redis's round trips per request. `fleet`:
-    /// only the fleet section. `scale`: the scale section, which only this
-    /// runs. Any other text goes to anypath-bench (only its scenarios whose
-    /// name contains it).
-    #[arg(long = "only", value_name = "app|rest|fleet|scale|TEXT")]
+    /// only the fleet section. `density`: only the density section. `scale`:
+    /// the scale section, which only this runs. Any other text goes to
+    /// anypath-bench (only its scenarios whose name contains it).
+    #[arg(long = "only", value_name = "app|rest|fleet|density|scale|TEXT")]
     only: Vec<String>,
     /// Sessions of the fleet section's many-sessions row.
     #[arg(long, value_name = "N", default_value_t = crate::fleet_bench::DEFAULT_SESSIONS)]
     fleet_sessions: usize,
+    /// Sessions per runtime of the density section.
+    #[arg(long, value_name = "N", default_value_t = crate::density_bench::DEFAULT_SESSIONS)]
+    density_sessions: usize,
     /// Sessions of the scale section (`--only scale`).
     #[arg(long, value_name = "N", default_value_t = crate::scale_bench::DEFAULT_SESSIONS)]
     scale_sessions: usize,
@@ -101,13 +109,14 @@ pub struct Bench {
 
 /// The `--only` texts that name a section of this command's own rather
 /// than anypath-bench's scenarios.
-const PARTS: &[&str] = &["app", "rest", "fleet", "scale"];
+const PARTS: &[&str] = &["app", "rest", "fleet", "density", "scale"];
 
 impl Bench {
     /// The app's sections `--only` chose (the last of `app`, `rest`,
-    /// `fleet` and `scale` given wins); `None`: every section but the scale
-    /// one, the sandbox's included, unless that last was `fleet` or `scale`
-    /// ([`Self::fleet_only`], [`Self::scale_only`]).
+    /// `fleet`, `density` and `scale` given wins); `None`: every section but
+    /// the scale one, the sandbox's included, unless that last was `fleet`,
+    /// `density` or `scale` ([`Self::fleet_only`], [`Self::density_only`],
+    /// [`Self::scale_only`]).
     pub fn sections(&self) -> Option<AppSections> {
         match self.part().as_deref() {
             Some("app") => Some(AppSections::All),
@@ -124,6 +133,16 @@ impl Bench {
     /// Sessions of the fleet section's many-sessions row.
     pub fn fleet_sessions(&self) -> usize {
         self.resolved().fleet_sessions
+    }
+
+    /// Whether `--only density` chose the density section alone.
+    pub fn density_only(&self) -> bool {
+        self.part().as_deref() == Some("density")
+    }
+
+    /// Sessions per runtime of the density section.
+    pub fn density_sessions(&self) -> usize {
+        self.resolved().density_sessions
     }
 
     /// Whether `--only scale` chose the scale section (never run otherwise).
@@ -163,6 +182,7 @@ impl Bench {
             only: self.only.clone(),
             no_build: self.no_build,
             fleet_sessions: self.fleet_sessions,
+            density_sessions: self.density_sessions,
             scale_sessions: self.scale_sessions,
             args: Vec::new(),
         };
@@ -176,6 +196,10 @@ impl Bench {
                 }
                 ("--fleet-sessions", Some(n)) if n.parse::<usize>().is_ok() => {
                     resolved.fleet_sessions = n.parse().unwrap_or(resolved.fleet_sessions);
+                    args.next();
+                }
+                ("--density-sessions", Some(n)) if n.parse::<usize>().is_ok() => {
+                    resolved.density_sessions = n.parse().unwrap_or(resolved.density_sessions);
                     args.next();
                 }
                 ("--scale-sessions", Some(n)) if n.parse::<usize>().is_ok() => {
@@ -261,6 +285,17 @@ mod tests {
         let everything = bench("--fleet-sessions 20");
         assert!(!everything.scale_only() && everything.fleet_sessions() == 20);
         assert_eq!(everything.scale_sessions(), crate::scale_bench::DEFAULT_SESSIONS);
+    }
+
+    #[test]
+    fn the_density_section_is_taken_alone_with_its_size() {
+        let density = bench("--only density --no-build --density-sessions 300");
+        assert!(density.density_only() && !density.fleet_only() && !density.scale_only() && density.sections().is_none());
+        assert_eq!(density.density_sessions(), 300);
+        let late = bench("--iterations 10 --only density --density-sessions 50");
+        assert!(late.density_only() && late.density_sessions() == 50);
+        assert_eq!(late.passed(), args("--iterations 10"));
+        assert_eq!(bench("").density_sessions(), crate::density_bench::DEFAULT_SESSIONS);
     }
 
     #[test]

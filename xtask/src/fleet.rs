@@ -205,6 +205,9 @@ pub struct HostOptions {
     /// `--session-memory-mb`: a small budget makes one run on a host
     /// hibernate that host's other sessions.
     pub session_memory_mb: Option<u64>,
+    /// Idle sessions stay live (a lone host hibernates them after a minute
+    /// by default): only the memory budget hibernates them.
+    pub never_idle: bool,
 }
 
 /// What every host of the fleet is started with.
@@ -317,6 +320,9 @@ impl Host {
             // A variable left in the environment must not make a lone host a fleet's.
             None => command.env_remove("ANYPATH_SESSION_STORE").env_remove("ANYPATH_COORDINATION"),
         };
+        if self.options.never_idle && config.shared.is_none() {
+            command.args(["--hibernate-after-idle-seconds", NEVER_IDLE]);
+        }
         if let Some(mb) = self.options.session_memory_mb {
             command.args(["--session-memory-mb", &mb.to_string()]);
         }
@@ -434,9 +440,22 @@ impl Calls {
         Ok(Self { client: reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build()? })
     }
 
+    /// The host's `/healthz`.
+    pub fn health(&self, host: &str) -> anyhow::Result<serde_json::Value> {
+        let response = self.client.get(format!("{host}/healthz")).send()?;
+        let status = response.status();
+        anyhow::ensure!(status.is_success(), "/healthz on {host}: {status}");
+        response.json().context("/healthz's answer")
+    }
+
     /// Opens a `python` session on `host`.
     pub fn open(&self, host: &str, session: &str) -> anyhow::Result<()> {
-        let response = self.client.post(format!("{host}/v1/sessions")).json(&json!({"session_id": session, "runtime": "python"})).send()?;
+        self.open_as(host, session, "python")
+    }
+
+    /// Opens the session in `runtime` on `host`.
+    pub fn open_as(&self, host: &str, session: &str, runtime: &str) -> anyhow::Result<()> {
+        let response = self.client.post(format!("{host}/v1/sessions")).json(&json!({"session_id": session, "runtime": runtime})).send()?;
         let status = response.status();
         anyhow::ensure!(status.is_success(), "opening {session} on {host}: {status} {}", response.text().unwrap_or_default());
         Ok(())

@@ -17,27 +17,53 @@ pub fn load_average() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
-/// A process's resident memory, as Linux's `/proc/<pid>/status` gives it.
+/// A process's memory, as Linux's `/proc/<pid>/status` and
+/// `/proc/<pid>/smaps_rollup` give it.
 #[derive(Clone, Copy, Debug)]
 pub struct Memory {
-    /// `VmRSS`: resident now, in KiB.
+    /// `VmRSS`: resident now, in KiB. A page mapped at several addresses
+    /// (an image every instance maps copy-on-write) counts at each.
     pub rss_kib: u64,
     /// `VmHWM`: the most it was resident at once, in KiB.
     pub peak_kib: u64,
+    /// `Pss`: resident now with each page counted once, shared ones split
+    /// between their mappings, in KiB; what the process really holds.
+    pub pss_kib: Option<u64>,
+    /// `VmPTE`: its page tables, in KiB (in neither of the above).
+    pub page_tables_kib: Option<u64>,
 }
 
 impl std::fmt::Display for Memory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "VmRSS {:.0} MiB (VmHWM {:.0} MiB)", self.rss_kib as f64 / 1024.0, self.peak_kib as f64 / 1024.0)
+        write!(f, "VmRSS {:.0} MiB (VmHWM {:.0} MiB)", mib(self.rss_kib), mib(self.peak_kib))?;
+        if let Some(pss) = self.pss_kib {
+            write!(f, ", Pss {:.0} MiB", mib(pss))?;
+        }
+        if let Some(tables) = self.page_tables_kib {
+            write!(f, ", page tables {:.0} MiB", mib(tables))?;
+        }
+        Ok(())
     }
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
 }
 
 /// The memory of process `pid`; `None` when it is gone or this is not Linux.
 pub fn memory(pid: u32) -> Option<Memory> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        let line = status.lines().find(|line| line.starts_with(name))?;
-        line[name.len()..].trim().trim_end_matches("kB").trim().parse().ok()
-    };
-    Some(Memory { rss_kib: field("VmRSS:")?, peak_kib: field("VmHWM:")? })
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    Some(Memory {
+        rss_kib: kib_field(&status, "VmRSS:")?,
+        peak_kib: kib_field(&status, "VmHWM:")?,
+        pss_kib: kib_field(&rollup, "Pss:"),
+        page_tables_kib: kib_field(&status, "VmPTE:"),
+    })
+}
+
+/// The value of the line `name  123 kB` in a `/proc` file.
+fn kib_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|line| line.starts_with(name))?;
+    line[name.len()..].trim().trim_end_matches("kB").trim().parse().ok()
 }

@@ -19,6 +19,7 @@ mod bench;
 mod budget;
 mod chromium;
 mod doc_links;
+mod density_bench;
 mod docs;
 mod flags;
 mod fleet;

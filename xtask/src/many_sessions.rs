@@ -1,8 +1,10 @@
-//! Many `python` sessions, each holding variables of its own: opened and
-//! set up one after another, then each read back and its answer checked.
-//! The loop the fleet's many-sessions part ([`crate::fleet_many`]) and the
-//! scale section ([`crate::scale_bench`]) share; which host serves which
-//! session is theirs to say.
+//! Many sessions, each holding variables of its own (`python`) or a small
+//! DataFrame too (`python-data`, [`Workload`]): opened and set up one after
+//! another, then each read back and its answer checked. The loop the
+//! fleet's many-sessions part ([`crate::fleet_many`]), the scale section
+//! ([`crate::scale_bench`]) and the density section
+//! ([`crate::density_bench`]) share; which host serves which session is
+//! theirs to say.
 
 use std::time::{Duration, Instant};
 
@@ -16,20 +18,61 @@ pub const READ: &str = "print(x, s, l)";
 /// Wrong or failed sessions a report names one by one.
 const NAMED: usize = 5;
 
-/// The set-up cell of session `i`.
-fn set_up_cell(i: usize) -> String {
-    format!("x = {i}\ns = f'session-{{x}}'\nl = [x, 2 * x, 3 * x]")
+/// What the `python-data` sessions run once opened, besides [`SET_UP`].
+pub const DATA_SET_UP: &str = "df = pd.DataFrame({'x': l, 'y': [v / 2 for v in l]})";
+/// What reads a `python-data` session back.
+pub const DATA_READ: &str = "print(x, s, l, int(df.x.sum()), float(df.y.max()))";
+
+/// What each session holds, and in which runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// `python`: [`SET_UP`]'s variables.
+    Variables,
+    /// `python-data`: the variables and a DataFrame of them ([`DATA_SET_UP`]).
+    DataFrame,
 }
 
-/// What [`READ`] prints in session `i`.
-fn expected(i: usize) -> String {
-    format!("{i} session-{i} [{i}, {}, {}]\n", 2 * i, 3 * i)
+impl Workload {
+    /// The runtime its sessions are opened in.
+    pub fn runtime(self) -> &'static str {
+        match self {
+            Workload::Variables => "python",
+            Workload::DataFrame => "python-data",
+        }
+    }
+
+    /// The set-up cell of session `i`.
+    fn set_up_cell(self, i: usize) -> String {
+        let variables = format!("x = {i}\ns = f'session-{{x}}'\nl = [x, 2 * x, 3 * x]");
+        match self {
+            Workload::Variables => variables,
+            Workload::DataFrame => format!("import pandas as pd\n{variables}\n{DATA_SET_UP}"),
+        }
+    }
+
+    /// What reads a session back.
+    pub fn read_cell(self) -> &'static str {
+        match self {
+            Workload::Variables => READ,
+            Workload::DataFrame => DATA_READ,
+        }
+    }
+
+    /// What the read cell prints in session `i`.
+    fn expected(self, i: usize) -> String {
+        let variables = format!("{i} session-{i} [{i}, {}, {}]", 2 * i, 3 * i);
+        match self {
+            Workload::Variables => format!("{variables}\n"),
+            Workload::DataFrame => format!("{variables} {} {:?}\n", 6 * i, (3 * i) as f64 / 2.0),
+        }
+    }
 }
 
 /// `n` sessions named `<prefix>-<i>`.
 pub struct Sessions {
     prefix: &'static str,
     n: usize,
+    workload: Workload,
 }
 
 /// How the set-up went.
@@ -53,9 +96,14 @@ pub struct ReadBack {
 }
 
 impl Sessions {
-    /// `n` sessions named `<prefix>-0` to `<prefix>-<n - 1>`.
+    /// `n` `python` sessions named `<prefix>-0` to `<prefix>-<n - 1>`.
     pub fn new(prefix: &'static str, n: usize) -> Self {
-        Self { prefix, n }
+        Self::of(prefix, n, Workload::Variables)
+    }
+
+    /// `n` sessions holding `workload`, named `<prefix>-0` to `<prefix>-<n - 1>`.
+    pub fn of(prefix: &'static str, n: usize, workload: Workload) -> Self {
+        Self { prefix, n, workload }
     }
 
     /// Session `i`'s id.
@@ -71,8 +119,8 @@ impl Sessions {
         for i in 0..self.n {
             let (host, session) = (host_of(i), self.name(i));
             let one = Instant::now();
-            calls.open(host, &session)?;
-            calls.run_ok(host, &session, &set_up_cell(i))?;
+            calls.open_as(host, &session, self.workload.runtime())?;
+            calls.run_ok(host, &session, &self.workload.set_up_cell(i))?;
             times.push(one.elapsed());
             self.progress("set up", i + 1, started);
         }
@@ -85,10 +133,10 @@ impl Sessions {
         let started = Instant::now();
         let (mut right, mut wrong, mut failed) = (Vec::with_capacity(self.n), Vec::new(), Vec::new());
         for i in 0..self.n {
-            match calls.run(host_of(i), &self.name(i), READ) {
+            match calls.run(host_of(i), &self.name(i), self.workload.read_cell()) {
                 Ok(timed) => {
                     let answer = &timed.answer;
-                    if answer["exit_code"] == 0 && answer["state_reset"] != true && answer["stdout"] == expected(i) {
+                    if answer["exit_code"] == 0 && answer["state_reset"] != true && answer["stdout"] == self.workload.expected(i) {
                         right.push(timed.elapsed);
                     } else {
                         wrong.push(format!("{}: {answer}", self.name(i)));
@@ -133,8 +181,11 @@ mod tests {
 
     #[test]
     fn each_session_expects_its_own_values() {
-        assert_eq!(expected(7), "7 session-7 [7, 14, 21]\n");
-        assert_eq!(set_up_cell(7), "x = 7\ns = f'session-{x}'\nl = [x, 2 * x, 3 * x]");
+        assert_eq!(Workload::Variables.expected(7), "7 session-7 [7, 14, 21]\n");
+        assert_eq!(Workload::Variables.set_up_cell(7), "x = 7\ns = f'session-{x}'\nl = [x, 2 * x, 3 * x]");
+        assert_eq!(Workload::DataFrame.expected(7), "7 session-7 [7, 14, 21] 42 10.5\n");
+        assert_eq!(Workload::DataFrame.expected(2), "2 session-2 [2, 4, 6] 12 3.0\n");
+        assert!(Workload::DataFrame.set_up_cell(7).ends_with(DATA_SET_UP));
         assert_eq!(Sessions::new("scale", 3).name(2), "scale-2");
     }
 }
