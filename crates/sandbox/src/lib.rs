@@ -39,6 +39,8 @@ pub mod live;
 mod live_frames;
 pub mod outcome;
 mod pool;
+#[cfg(test)]
+mod pool_reset_tests;
 mod profile;
 mod quota_fs;
 mod recycler;
