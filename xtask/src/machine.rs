@@ -17,6 +17,31 @@ pub fn load_average() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
+/// A benchmark section's span: the load average when it began and how
+/// long it took, for its `machine:` line.
+pub struct Section {
+    load_before: String,
+    started: std::time::Instant,
+}
+
+impl Section {
+    /// Begins now.
+    pub fn start() -> Self {
+        Self { load_before: load_average(), started: std::time::Instant::now() }
+    }
+
+    /// `machine: N cores, load average ... before the section, ... after; the section took S s`.
+    pub fn describe(&self) -> String {
+        format!(
+            "machine: {} cores, load average (1, 5, 15 min) {} before the section, {} after; the section took {:.0} s",
+            cores(),
+            self.load_before,
+            load_average(),
+            self.started.elapsed().as_secs_f64()
+        )
+    }
+}
+
 /// A process's memory, as Linux's `/proc/<pid>/status` and
 /// `/proc/<pid>/smaps_rollup` give it.
 #[derive(Clone, Copy, Debug)]

@@ -8,7 +8,7 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::bail;
 
@@ -30,8 +30,7 @@ pub fn run_scale_bench(binary: &Path, runner: &Path, sessions: usize) -> anyhow:
     anyhow::ensure!(sessions > 0, "--scale-sessions must be at least 1");
     // Bound first, so dropped last: after the host that writes into it was killed.
     let scratch = ScratchDir::in_temp("anypath-scale-bench");
-    let load_before = crate::machine::load_average();
-    let started = Instant::now();
+    let section = crate::machine::Section::start();
     let config = FleetConfig::local(binary, runner, &scratch.0);
     let calls = Calls::new()?;
     step("scale: starting one host");
@@ -52,12 +51,7 @@ pub fn run_scale_bench(binary: &Path, runner: &Path, sessions: usize) -> anyhow:
     println!("no object store or Redis) over a fresh data directory;");
     println!("each opened and `{SET_UP}` run, the host stopped with SIGTERM and started again, then `{READ}` in each, checked;");
     println!("one client, one call at a time, request to answer");
-    println!(
-        "machine: {} cores, load average (1, 5, 15 min) {load_before} before the section, {} after; the section took {:.0} s",
-        crate::machine::cores(),
-        crate::machine::load_average(),
-        started.elapsed().as_secs_f64()
-    );
+    println!("{}", section.describe());
     let rows = [
         Row::of(&format!("{sessions} sessions: open + set-up run"), set_up.per_session, ""),
         Row::new(&format!("{sessions} sessions after the restart: {READ}"), &read.right, "0 wrong"),
