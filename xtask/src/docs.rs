@@ -12,14 +12,17 @@ use crate::steps::{cargo_command, root, run, step};
 pub const MDBOOK_VERSION: &str = "0.5.4";
 
 /// The pinned mdbook, installed on first use. Only its `search` feature:
-/// `serve` and `watch` would compile a web server for nothing here.
+/// `serve` and `watch` would compile a web server for nothing here. An
+/// unoptimised build: it compiles in a fraction of a release build's CPU
+/// time (it is built beside the host on the same cores), and the book
+/// still builds in seconds.
 pub fn ensure_mdbook() -> anyhow::Result<PathBuf> {
     let tools = root().join(format!("target/tools/mdbook-{MDBOOK_VERSION}"));
     let mdbook = tools.join("bin/mdbook");
     if !mdbook.is_file() {
         step(&format!("installing mdbook {MDBOOK_VERSION} into {} (once; a few minutes)", relative(&tools)));
         run(cargo_command()
-            .args(["install", "--locked", "mdbook", "--version", MDBOOK_VERSION, "--no-default-features", "--features", "search", "--root"])
+            .args(["install", "--locked", "--debug", "mdbook", "--version", MDBOOK_VERSION, "--no-default-features", "--features", "search", "--root"])
             .arg(&tools))?;
     }
     Ok(mdbook)

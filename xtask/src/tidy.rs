@@ -16,6 +16,10 @@ use crate::steps::{root, step};
 /// The directories whose Rust files the Rust rules apply to.
 const RUST_DIRS: &[&str] = &["crates/", "components/", "src/", "xtask/", "tests/"];
 
+/// The source directories of binaries built with `test = false` (their
+/// Cargo.toml says why): a unit test there would never be built or run.
+const UNTESTED_BINARIES: &[&str] = &["src/", "crates/bench/src/"];
+
 /// The most lines a Rust file may have before it should be split.
 const LINE_BUDGET: usize = 800;
 
@@ -120,6 +124,7 @@ fn check_with<'a>(files: impl IntoIterator<Item = (&'a str, String)>, large_file
         if is_rust_source(path) {
             opening_comment(path, &text, &mut report.violations);
             no_dbg(path, &text, &mut report.violations);
+            no_unit_tests_where_never_run(path, &text, &mut report.violations);
             let lines = text.lines().count();
             if lines > LINE_BUDGET {
                 *report.large_files_per_crate.entry(crate_of(path)).or_default() += 1;
@@ -193,6 +198,24 @@ fn no_dbg(path: &str, text: &str, violations: &mut Vec<Violation>) {
     }
 }
 
+fn no_unit_tests_where_never_run(path: &str, text: &str, violations: &mut Vec<Violation>) {
+    if !UNTESTED_BINARIES.iter().any(|dir| path.starts_with(dir)) {
+        return;
+    }
+    // Spelled in parts so this file does not report itself.
+    let markers = [concat!("#[", "test]"), concat!("#[", "cfg(test)]"), concat!("#[", "tokio::test")];
+    for (index, line) in text.lines().enumerate() {
+        if let Some(marker) = markers.iter().find(|marker| line.trim_start().starts_with(**marker)) {
+            violations.push(Violation {
+                path: path.to_owned(),
+                line: index + 1,
+                problem: format!("{marker} in a binary built with `test = false`: it would never run"),
+                hint: "test it from the integration suites (tests/), or move the code into a library crate with its tests",
+            });
+        }
+    }
+}
+
 fn machine_paths(path: &str, text: &str, violations: &mut Vec<Violation>) {
     for (index, line) in text.lines().enumerate() {
         let excepted = |found: &str| {
@@ -250,6 +273,15 @@ mod tests {
         let found = checked("xtask/src/a.rs", &text);
         assert_eq!(found.len(), 1);
         assert!(found[0].starts_with("xtask/src/a.rs:3: "), "{found:?}");
+    }
+
+    #[test]
+    fn unit_tests_in_a_binary_without_a_test_harness_are_reported() {
+        let text = format!("//! Job.\n{}\nmod tests {{}}\n", concat!("#[", "cfg(test)]"));
+        let found = checked("crates/bench/src/a.rs", &text);
+        assert!(found.len() == 1 && found[0].starts_with("crates/bench/src/a.rs:2: ") && found[0].contains("never run"), "{found:?}");
+        assert_eq!(checked("src/cli.rs", &format!("//! Job.\n    {}\nfn t() {{}}\n", concat!("#[", "test]"))).len(), 1);
+        assert!(checked("crates/sandbox/src/a.rs", &text).is_empty(), "a library's unit tests run");
     }
 
     #[test]
