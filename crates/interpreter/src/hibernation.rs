@@ -203,19 +203,12 @@ impl<'a> Hibernation<'a> {
         to.store.copy_image(&to.tenant, from, &to.id)
     }
 
-    /// Gives `to` a copy of `from`'s stored image, if it fits `to`'s quota
-    /// beside its files.
+    /// Gives `to` a copy of `from`'s stored image (shared where the store
+    /// can), if it fits `to`'s quota beside its files. `to` is a fork of
+    /// `from`: the same tenant, in the same store.
     pub(crate) fn copy_image(&self, from: &Session, to: &Session) -> Result<(), InterpreterError> {
-        let quota = self.interpreter.config.quota;
-        let image = from.store.image_bytes(&from.tenant, &from.id);
-        let usage = anypath_sandbox::directory_usage(to.files.dir());
-        if usage.bytes.saturating_add(image) > quota.max_session_bytes {
-            return Err(InterpreterError::Quota(format!(
-                "the state image ({image} bytes) and the files ({} bytes) exceed the session's {} bytes",
-                usage.bytes, quota.max_session_bytes
-            )));
-        }
-        from.store.copy_image(&from.tenant, &from.id, &to.id)
+        let bytes = from.store.image_bytes(&from.tenant, &from.id);
+        self.share_image(&from.id, to, bytes)
     }
 
     /// Before a run: a hibernated session's image goes to its instance (and

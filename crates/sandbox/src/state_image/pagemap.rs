@@ -108,39 +108,56 @@ fn read(memory: &[u8]) -> Option<Vec<(usize, usize)>> {
 mod tests {
     use super::*;
 
+    /// A fresh private anonymous mapping of `pages` pages, unmapped on drop.
+    struct Anonymous {
+        at: *mut libc::c_void,
+        length: usize,
+    }
+
+    impl Anonymous {
+        fn new(pages: usize) -> Self {
+            let length = pages * PAGE;
+            // SAFETY: a new private anonymous mapping, owned by the value and unmapped by its drop.
+            let at = unsafe { libc::mmap(std::ptr::null_mut(), length, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+            assert_ne!(at, libc::MAP_FAILED);
+            Self { at, length }
+        }
+
+        fn address(&self) -> usize {
+            self.at as usize
+        }
+
+        fn memory(&mut self) -> &mut [u8] {
+            // SAFETY: the mapping is `length` bytes, readable and writable, for as long as `self`.
+            unsafe { std::slice::from_raw_parts_mut(self.at.cast::<u8>(), self.length) }
+        }
+    }
+
+    impl Drop for Anonymous {
+        fn drop(&mut self) {
+            // SAFETY: unmapping what `new` mapped; no slice of it outlives `self`.
+            unsafe { libc::munmap(self.at, self.length) };
+        }
+    }
+
     #[test]
     fn a_written_page_is_found_and_untouched_ones_are_not() {
-        // An anonymous mapping of 16 pages, one written.
-        let length = 16 * PAGE;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let at = unsafe { libc::mmap(std::ptr::null_mut(), length, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
-        assert_ne!(at, libc::MAP_FAILED);
-        // SAFETY: the mapping is `length` bytes, readable and writable.
-        let memory = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, length) };
-        memory[5 * PAGE + 7] = 1;
-        let ranges = possibly_written(memory);
-        // SAFETY: unmapping what was mapped above; `memory` is not used after.
-        unsafe { libc::munmap(at, length) };
-        assert_eq!(ranges, vec![(5 * PAGE, 6 * PAGE)]);
+        let mut mapping = Anonymous::new(16);
+        mapping.memory()[5 * PAGE + 7] = 1;
+        assert_eq!(possibly_written(mapping.memory()), vec![(5 * PAGE, 6 * PAGE)]);
     }
 
     #[test]
     fn private_bytes_count_the_written_pages_only() {
-        let length = 64 * PAGE;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let at = unsafe { libc::mmap(std::ptr::null_mut(), length, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
-        assert_ne!(at, libc::MAP_FAILED);
-        // SAFETY: the mapping is `length` bytes, readable and writable.
-        let memory = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, length) };
-        let before = private_bytes(at as usize, length);
+        let mut mapping = Anonymous::new(64);
+        let (at, length) = (mapping.address(), 64 * PAGE);
+        let before = private_bytes(at, length);
         for page in [0, 3, 40, 63] {
-            memory[page * PAGE] = 1;
+            mapping.memory()[page * PAGE] = 1;
         }
         // Read, never written: the shared zero page, not the process's own.
-        let read: u32 = (10..20).map(|page| u32::from(memory[page * PAGE])).sum();
-        let after = private_bytes(at as usize, length);
-        // SAFETY: unmapping what was mapped above; `memory` is not used after.
-        unsafe { libc::munmap(at, length) };
+        let read: u32 = (10..20).map(|page| u32::from(mapping.memory()[page * PAGE])).sum();
+        let after = private_bytes(at, length);
         assert_eq!((before, after, read), (Some(0), Some(4 * PAGE as u64), 0));
     }
 }
