@@ -53,6 +53,12 @@ pub(crate) struct Session {
     /// What the live instance held of its own after its last run: the
     /// pages of its memories it wrote (see `crate::footprint`).
     pub(crate) memory_bytes: AtomicU64,
+    /// When `memory_bytes` was last measured, and the instance's memory
+    /// size then: a run that left the size as it was within a second of
+    /// that reuses it (see `crate::footprint`).
+    pub(crate) memory_measured: Mutex<Option<(Instant, u64)>>,
+    /// A measurement is scheduled for after the one that still stands.
+    pub(crate) memory_owed: AtomicBool,
     /// The live instance behind the run lock (shared, so a lock can be
     /// held apart from a borrow of the session: [`crate::sessions::Sessions::locked`]).
     pub(crate) live: Arc<tokio::sync::Mutex<LiveInstance>>,
