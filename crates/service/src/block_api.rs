@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use crate::envelope::ApiError;
+use crate::envelope::{ApiError, declared_over, refused_after_draining};
 use crate::request_id::RequestId;
 use crate::state::AppState;
 
@@ -35,6 +35,10 @@ async fn exec(State(state): State<Arc<AppState>>, request_id: RequestId, request
         return Err(unauthorized());
     }
     let tenant = state.exec_tenant(request.headers());
+    if let Some(declared) = declared_over(request.headers(), MAX_BODY_BYTES) {
+        return Err(refused_after_draining(declared, MAX_BODY_BYTES, request.into_body()).await);
+    }
+    // A body without a declared length is refused where it passes the limit.
     let body = to_bytes(request.into_body(), MAX_BODY_BYTES).await.map_err(|_| {
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", format!("request body exceeds {MAX_BODY_BYTES} bytes"))
     })?;

@@ -41,23 +41,33 @@ pub(crate) fn upload_body_limit(max_upload_bytes: u64) -> usize {
 }
 
 /// Refuses an upload route's request whose declared length is over `limit`
-/// with the 413 envelope, after reading and discarding its body: a client
-/// still sending when the server answered and closed would see a broken
-/// pipe or a reset instead of the refusal.
+/// with the 413 envelope, after reading and discarding its body
+/// ([`refused_after_draining`]).
 pub(crate) async fn refuse_oversized_body(State(limit): State<usize>, id: RequestId, request: Request, next: Next) -> Response {
-    let declared = request
-        .headers()
+    match declared_over(request.headers(), limit) {
+        Some(declared) => refused_after_draining(declared, limit, request.into_body()).await.respond(&id),
+        None => next.run(request).await,
+    }
+}
+
+/// The length a request declares, when it is over `limit`.
+pub(crate) fn declared_over(headers: &header::HeaderMap, limit: usize) -> Option<u64> {
+    headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    let Some(declared) = declared.filter(|&n| n > limit as u64) else {
-        return next.run(request).await;
-    };
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&n| n > limit as u64)
+}
+
+/// The 413 for a body that declared `declared` bytes, given after reading
+/// and discarding the body (up to [`DRAIN_MAX_BYTES`] within
+/// [`DRAIN_TIME`]): a client still sending when the server answered and
+/// closed would see a broken pipe or a reset instead of the refusal.
+pub(crate) async fn refused_after_draining(declared: u64, limit: usize, body: Body) -> ApiError {
     if declared <= DRAIN_MAX_BYTES {
-        let _ = tokio::time::timeout(DRAIN_TIME, discard(request.into_body())).await;
+        let _ = tokio::time::timeout(DRAIN_TIME, discard(body)).await;
     }
-    let message = format!("the body declares {declared} bytes; this route takes at most {limit}");
-    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message).respond(&id)
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", format!("the body declares {declared} bytes; this route takes at most {limit}"))
 }
 
 /// Reads a body to its end, keeping nothing.
