@@ -21,7 +21,10 @@ notebook.cells = [
     nbformat.v4.new_code_cell("df.plot.bar(x='region', y='amount');"),
     nbformat.v4.new_code_cell("print(df.amount.sum())"),
 ]
-NotebookClient(notebook, km=GatewayKernelManager(kernel_name="python3")).execute()
+# nbclient starts the kernel through the gateway and shuts it down at the
+# end. (A kernel manager passed in as `km=` is left running, and its open
+# websocket keeps this process alive until the gateway client times out.)
+NotebookClient(notebook, kernel_manager_class=GatewayKernelManager, kernel_name="python3").execute()
 
 table, chart, total = (cell.outputs for cell in notebook.cells)
 print(total[0].text.strip())  # 30
