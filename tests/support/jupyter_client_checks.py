@@ -73,8 +73,12 @@ def nbclient_checks(gateway_url, token):
     ]
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    manager = GatewayKernelManager(kernel_name="python3")
-    NotebookClient(notebook, km=manager, allow_errors=True, timeout=120).execute()
+    # nbclient owns the kernel, as papermill and nbconvert do: it shuts it
+    # down at the end, which closes its websocket (a kernel manager passed
+    # in is left running, and its socket keeps this process alive until the
+    # gateway client times out).
+    client = NotebookClient(notebook, kernel_manager_class=GatewayKernelManager, kernel_name="python3", allow_errors=True, timeout=120)
+    client.execute()
     outputs = [cell.outputs for cell in notebook.cells]
 
     @check
