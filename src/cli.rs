@@ -129,7 +129,8 @@ pub struct RunnerArgs {
     /// The runner component (default: `python-runner/runner.wasm` in the target directory).
     #[arg(long, env = "ANYPATH_RUNNER")]
     runner: Option<PathBuf>,
-    /// Directory for compiled artifacts (default: `cache/` beside the runner).
+    /// Directory for compiled artifacts: the runtimes' native code and, under
+    /// `anypath up`, the Spin app's components' (default: `cache/` beside the runner).
     #[arg(long, env = "ANYPATH_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
     /// A policy TOML file setting each runtime's ceilings

@@ -44,6 +44,9 @@ pub struct AppConfig {
     /// Services in this process, by `host:port`: an outbound request to one
     /// (still subject to `allowed_outbound_hosts`) is handed over without a socket.
     pub local_services: HashMap<String, LocalService>,
+    /// Where the components' native code is cached (compiled on first use,
+    /// then loaded in milliseconds); `None` compiles them at every load.
+    pub native_cache: Option<PathBuf>,
 }
 
 /// The response body a [`LocalService`] answers with.
@@ -207,9 +210,11 @@ impl App {
                 anyhow::bail!("component {:?}: only a local source can be run", trigger.component);
             };
             let source = manifest.dir.join(path);
-            let component = Component::from_file(&engine, &source).map_err(|e| {
-                anyhow!("loading component {:?} from {}: {e:#}", trigger.component, source.display())
-            })?;
+            let component = match &config.native_cache {
+                Some(cache) => anypath_native_cache::load(&engine, &source, cache).map_err(|e| format!("{e}")),
+                None => Component::from_file(&engine, &source).map_err(|e| format!("{e:#}")),
+            }
+            .map_err(|e| anyhow!("loading component {:?} from {}: {e}", trigger.component, source.display()))?;
             let mut linker: Linker<ComponentState> = Linker::new(&engine);
             wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
             wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
