@@ -39,10 +39,16 @@ pub fn load(engine: &Engine, component_path: &Path, cache_dir: &Path) -> Result<
         return Ok(component);
     }
     tracing::info!(component = %component_path.display(), cache = %cache_dir.display(), "compiling to native code (once; then cached)");
-    let compiled = engine.precompile_component(&bytes).map_err(CacheError::Compile)?;
-    write_atomically(&cached, &compiled)?;
+    compile_into(engine, &bytes, &cached)
+}
+
+/// Compiles `component` with `engine`, writes the native code to `cached`
+/// and loads it from there.
+pub fn compile_into(engine: &Engine, component: &[u8], cached: &Path) -> Result<Component, CacheError> {
+    let compiled = engine.precompile_component(component).map_err(CacheError::Compile)?;
+    write_atomically(cached, &compiled)?;
     // SAFETY: as in `deserialize`; the bytes were produced by this engine a moment ago.
-    unsafe { Component::deserialize_file(engine, &cached) }.map_err(CacheError::Compile)
+    unsafe { Component::deserialize_file(engine, cached) }.map_err(CacheError::Compile)
 }
 
 /// The component compiled earlier into `cached`, if that file is there and
@@ -112,14 +118,21 @@ mod tests {
         files
     }
 
-    #[test]
-    fn a_component_is_compiled_once_then_loaded_from_the_cache() {
+    /// A scratch directory with the component at `app.wasm`, loaded once
+    /// through the cache at `cache/`: (directory, source, cache, engine).
+    fn loaded_once() -> (tempfile::TempDir, PathBuf, PathBuf, Engine) {
         let dir = tempfile::tempdir().expect("a scratch directory");
         let source = dir.path().join("app.wasm");
         std::fs::write(&source, EMPTY_COMPONENT).expect("the component is written");
         let cache = dir.path().join("cache");
         let engine = engine();
         load(&engine, &source, &cache).expect("the first load compiles");
+        (dir, source, cache, engine)
+    }
+
+    #[test]
+    fn a_component_is_compiled_once_then_loaded_from_the_cache() {
+        let (_dir, source, cache, engine) = loaded_once();
         let first = cwasm_files(&cache);
         assert_eq!(first.len(), 1, "one artifact after the first load: {first:?}");
         let written = std::fs::metadata(&first[0]).and_then(|m| m.modified()).expect("the artifact's time");
@@ -144,12 +157,7 @@ mod tests {
 
     #[test]
     fn a_corrupt_artifact_is_compiled_again() {
-        let dir = tempfile::tempdir().expect("a scratch directory");
-        let source = dir.path().join("app.wasm");
-        std::fs::write(&source, EMPTY_COMPONENT).expect("the component is written");
-        let cache = dir.path().join("cache");
-        let engine = engine();
-        load(&engine, &source, &cache).expect("the first load compiles");
+        let (_dir, source, cache, engine) = loaded_once();
         let artifact = cwasm_files(&cache).pop().expect("an artifact");
         std::fs::write(&artifact, b"not native code").expect("the artifact is overwritten");
         load(&engine, &source, &cache).expect("a corrupt artifact is compiled again");

@@ -44,11 +44,8 @@ pub(crate) fn load_instrumented(engine: &Engine, component_path: &Path, cache_di
     }
     tracing::info!(component = %component_path.display(), cache = %cache_dir.display(), "instrumenting for state images and compiling to native code (once; then cached)");
     let (instrumented, layout) = crate::state_image::instrument::instrument(&bytes)?;
-    let compiled = engine.precompile_component(&instrumented).map_err(CacheError::Compile)?;
-    write_atomically(&cached, &compiled)?;
+    let component = anypath_native_cache::compile_into(engine, &instrumented, &cached)?;
     write_atomically(&layout_path, &serde_json::to_vec(&layout).unwrap_or_default())?;
-    // SAFETY: a file written a moment ago from bytes this engine produced.
-    let component = unsafe { Component::deserialize_file(engine, &cached) }.map_err(CacheError::Compile)?;
     Ok(Instrumented { component, layout, key })
 }
 
