@@ -3,10 +3,10 @@
 //! base64 up to the read cap, and an earlier artifact put back into a
 //! session's files. The store itself is [`crate::artifact_store`].
 
-use std::future::Future;
 use std::sync::Arc;
 
 use anypath_wire::{ArtifactContent, ArtifactList, FileInfo, LoadArtifactRequest};
+use futures_util::future::BoxFuture;
 
 use crate::artifact_store::{Artifact, LinkQuery};
 use crate::error::InterpreterError;
@@ -120,10 +120,10 @@ impl Operation for ListArtifacts {
         Described::new(OperationKind::ListArtifacts).session(&self.session_id)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<ArtifactList, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| {
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<ArtifactList, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| {
             i.artifacts().session_artifacts(&c.tenant, &self.session_id, &c.base_url).map(|artifacts| ArtifactList { artifacts })
-        })
+        }))
     }
 }
 
@@ -141,8 +141,8 @@ impl Operation for GetArtifact {
         Described::new(OperationKind::Artifact).subject(&self.artifact_id)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Artifact, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.artifacts().artifact(&c.tenant, &self.artifact_id, &c.base_url))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<Artifact, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.artifacts().artifact(&c.tenant, &self.artifact_id, &c.base_url)))
     }
 }
 
@@ -162,8 +162,8 @@ impl Operation for ReadArtifact {
         Described::new(OperationKind::ReadArtifact).session(&self.session_id).subject(&self.path)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<ArtifactContent, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.artifacts().read_artifact(&c.tenant, &self.session_id, &self.path, &c.base_url))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<ArtifactContent, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.artifacts().read_artifact(&c.tenant, &self.session_id, &self.path, &c.base_url)))
     }
 }
 
@@ -183,7 +183,7 @@ impl Operation for LoadArtifact {
         Described::new(OperationKind::LoadArtifact).session(&self.session_id).subject(&self.request.artifact_id)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<FileInfo, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.artifacts().load_artifact(&c.tenant, &self.session_id, &self.request))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<FileInfo, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.artifacts().load_artifact(&c.tenant, &self.session_id, &self.request)))
     }
 }

@@ -2,11 +2,11 @@
 //! staged), staging and removing its own, and attaching one to a session at
 //! /data/<name>. The store itself is [`crate::dataset_store`].
 
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anypath_wire::{DatasetInfo, DatasetList};
+use futures_util::future::BoxFuture;
 
 use crate::dataset_store::ReceivedFile;
 use crate::error::InterpreterError;
@@ -96,8 +96,8 @@ impl Operation for ListDatasets {
         Described::new(OperationKind::ListDatasets)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<DatasetList, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.datasets().list(&c.tenant).map(|datasets| DatasetList { datasets }))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<DatasetList, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.datasets().list(&c.tenant).map(|datasets| DatasetList { datasets })))
     }
 }
 
@@ -117,8 +117,8 @@ impl Operation for StageDataset {
         Described::new(OperationKind::StageDataset).subject(&self.name)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<DatasetInfo, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.datasets().stage(&c.tenant, &self.name, self.files))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<DatasetInfo, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.datasets().stage(&c.tenant, &self.name, self.files)))
     }
 }
 
@@ -136,8 +136,8 @@ impl Operation for RemoveDataset {
         Described::new(OperationKind::RemoveDataset).subject(&self.name)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<(), InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.datasets().remove(&c.tenant, &self.name))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<(), InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.datasets().remove(&c.tenant, &self.name)))
     }
 }
 
@@ -157,7 +157,7 @@ impl Operation for AttachDataset {
         Described::new(OperationKind::AttachDataset).session(&self.session_id).subject(&self.name)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<DatasetInfo, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.datasets().attach(&c.tenant, &self.session_id, &self.name))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<DatasetInfo, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.datasets().attach(&c.tenant, &self.session_id, &self.name)))
     }
 }

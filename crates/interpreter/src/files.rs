@@ -6,7 +6,6 @@
 //! [`crate::files_gate`]).
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -14,6 +13,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use anypath_sandbox::Runtime;
 use anypath_wire::{FileInfo, FileList};
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
 use crate::interpreter::Interpreter;
@@ -201,15 +201,15 @@ impl Operation for Upload {
         Described::new(OperationKind::Upload).session(&self.session_id).subject(&self.filename)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<FileInfo, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| {
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<FileInfo, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| {
             use base64::Engine;
             let bytes = match self.content {
                 Content::Base64(text) => Bytes::from(base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(InterpreterError::InvalidBase64)?),
                 Content::Raw(bytes) => bytes,
             };
             i.files().upload(&c.tenant, &self.session_id, &self.filename, &bytes, self.overwrite, self.runtime)
-        })
+        }))
     }
 }
 
@@ -227,8 +227,8 @@ impl Operation for ListFiles {
         Described::new(OperationKind::ListFiles).session(&self.session_id)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<FileList, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.files().list_with_datasets(&c.tenant, &self.session_id))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<FileList, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.files().list_with_datasets(&c.tenant, &self.session_id)))
     }
 }
 
@@ -248,8 +248,8 @@ impl Operation for ReadFile {
         Described::new(OperationKind::Read).session(&self.session_id).subject(&self.path)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Vec<u8>, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.files().read(&c.tenant, &self.session_id, &self.path).map(|(_, bytes)| bytes))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<Vec<u8>, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.files().read(&c.tenant, &self.session_id, &self.path).map(|(_, bytes)| bytes)))
     }
 }
 
@@ -269,8 +269,8 @@ impl Operation for DeleteFile {
         Described::new(OperationKind::Remove).session(&self.session_id).subject(&self.path)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<(), InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.files().delete(&c.tenant, &self.session_id, &self.path))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<(), InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.files().delete(&c.tenant, &self.session_id, &self.path)))
     }
 }
 
@@ -290,8 +290,8 @@ impl Operation for StatPath {
         Described::new(OperationKind::Stat).session(&self.session_id).subject(&self.path)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Entry, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.files().stat(&c.tenant, &self.session_id, &self.path))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<Entry, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.files().stat(&c.tenant, &self.session_id, &self.path)))
     }
 }
 
@@ -313,8 +313,8 @@ impl Operation for ListDir {
         Described::new(OperationKind::ListDir).session(&self.session_id).subject(&self.path)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Vec<Entry>, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.files().list_dir(&c.tenant, &self.session_id, &self.path, self.depth))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<Vec<Entry>, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.files().list_dir(&c.tenant, &self.session_id, &self.path, self.depth)))
     }
 }
 
@@ -334,8 +334,8 @@ impl Operation for MakeDir {
         Described::new(OperationKind::MakeDir).session(&self.session_id).subject(&self.path)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<bool, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.files().make_dir(&c.tenant, &self.session_id, &self.path))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<bool, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.files().make_dir(&c.tenant, &self.session_id, &self.path)))
     }
 }
 
@@ -359,8 +359,8 @@ impl Operation for WritePath {
         Described::new(OperationKind::WriteFile).session(&self.session_id).subject(&self.path)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Entry, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.files().write_path(&c.tenant, &self.session_id, &self.path, &self.bytes, &self.metadata))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<Entry, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.files().write_path(&c.tenant, &self.session_id, &self.path, &self.bytes, &self.metadata)))
     }
 }
 
@@ -380,8 +380,8 @@ impl Operation for RemovePath {
         Described::new(OperationKind::Remove).session(&self.session_id).subject(&self.path)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<(), InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.files().remove_path(&c.tenant, &self.session_id, &self.path))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<(), InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.files().remove_path(&c.tenant, &self.session_id, &self.path)))
     }
 }
 
@@ -403,8 +403,8 @@ impl Operation for MovePath {
         Described::new(OperationKind::Move).session(&self.session_id).subject(&format!("{} -> {}", self.from, self.to))
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Entry, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.files().move_path(&c.tenant, &self.session_id, &self.from, &self.to))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<Entry, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.files().move_path(&c.tenant, &self.session_id, &self.from, &self.to)))
     }
 }
 

@@ -6,6 +6,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
+use futures_util::future::BoxFuture;
+
 use crate::error::InterpreterError;
 use crate::interpreter::Interpreter;
 use crate::session::Session;
@@ -16,47 +18,49 @@ impl Sessions<'_> {
     /// parked in an image, its files kept, its hold released, and this host
     /// no longer lists it. Waits for a run in progress (as long as a busy
     /// call would). A session this host does not list is only released.
-    pub async fn hand_over(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
-        let interpreter = self.interpreter;
-        let key = (tenant.to_owned(), session_id.to_owned());
-        let listed = interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
-        if let Some(session) = listed {
-            let mut live = tokio::time::timeout(interpreter.config.busy_wait, session.live.lock())
+    pub fn hand_over<'f>(&'f self, tenant: &'f str, session_id: &'f str) -> BoxFuture<'f, Result<(), InterpreterError>> {
+        Box::pin(async move {
+            let interpreter = self.interpreter;
+            let key = (tenant.to_owned(), session_id.to_owned());
+            let listed = interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+            if let Some(session) = listed {
+                let mut live = tokio::time::timeout(interpreter.config.busy_wait, session.live.lock())
+                    .await
+                    .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
+                if session.moved.load(Relaxed) {
+                    return Ok(());
+                }
+                // File calls go on beside runs: the ones in progress end first, and
+                // new ones wait, then find the session moved and claim it again.
+                let _files = session.gate.close().await;
+                // Files, then state, then metadata, each kept in the store before
+                // the next: a store that refuses one leaves the session live here
+                // as it was, and the asking host is told no.
+                let kept = session.clone();
+                interpreter.off_workers(move |_| kept.store.persist_files(&kept.tenant, &kept.id, kept.files.dir())).await?;
+                if live.is_live() || live.is_hibernated() {
+                    interpreter.hibernation().park(&session, &mut live).await?;
+                }
+                let kept = session.clone();
+                if let Err(error) = interpreter.off_workers(move |_| kept.write_meta()).await {
+                    // The state goes on here: the image just kept is not its newest.
+                    let stale = session.clone();
+                    let _ = interpreter.off_workers(move |_| stale.store.remove_image(&stale.tenant, &stale.id)).await;
+                    return Err(error);
+                }
+                // Under the run lock: a call waiting for it sees the move and claims the session again.
+                session.moved.store(true, Relaxed);
+                self.unlist(&session);
+                drop(live);
+            }
+            let (owner, id) = key;
+            interpreter
+                .off_workers(move |i| {
+                    i.sessions().release_unused(&owner, &id);
+                    Ok(())
+                })
                 .await
-                .map_err(|_| InterpreterError::Busy(session_id.to_owned()))?;
-            if session.moved.load(Relaxed) {
-                return Ok(());
-            }
-            // File calls go on beside runs: the ones in progress end first, and
-            // new ones wait, then find the session moved and claim it again.
-            let _files = session.gate.close().await;
-            // Files, then state, then metadata, each kept in the store before
-            // the next: a store that refuses one leaves the session live here
-            // as it was, and the asking host is told no.
-            let kept = session.clone();
-            interpreter.off_workers(move |_| kept.store.persist_files(&kept.tenant, &kept.id, kept.files.dir())).await?;
-            if live.is_live() || live.is_hibernated() {
-                interpreter.hibernation().park(&session, &mut live).await?;
-            }
-            let kept = session.clone();
-            if let Err(error) = interpreter.off_workers(move |_| kept.write_meta()).await {
-                // The state goes on here: the image just kept is not its newest.
-                let stale = session.clone();
-                let _ = interpreter.off_workers(move |_| stale.store.remove_image(&stale.tenant, &stale.id)).await;
-                return Err(error);
-            }
-            // Under the run lock: a call waiting for it sees the move and claims the session again.
-            session.moved.store(true, Relaxed);
-            self.unlist(&session);
-            drop(live);
-        }
-        let (owner, id) = key;
-        interpreter
-            .off_workers(move |i| {
-                i.sessions().release_unused(&owner, &id);
-                Ok(())
-            })
-            .await
+        })
     }
 
     /// The sessions other hosts sharing the store ask this one to hand
@@ -68,16 +72,18 @@ impl Sessions<'_> {
 
     /// Hands every listed session over (on a graceful stop, after their
     /// state was parked): the next host to be asked for one claims it at once.
-    pub async fn hand_over_all(&self) -> usize {
-        let keys: Vec<(String, String)> = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
-        let mut handed = 0;
-        for (tenant, id) in keys {
-            match self.hand_over(&tenant, &id).await {
-                Ok(()) => handed += 1,
-                Err(error) => tracing::warn!(session = %id, %error, "a session was not handed over"),
+    pub fn hand_over_all(&self) -> BoxFuture<'_, usize> {
+        Box::pin(async move {
+            let keys: Vec<(String, String)> = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+            let mut handed = 0;
+            for (tenant, id) in keys {
+                match self.hand_over(&tenant, &id).await {
+                    Ok(()) => handed += 1,
+                    Err(error) => tracing::warn!(session = %id, %error, "a session was not handed over"),
+                }
             }
-        }
-        handed
+            handed
+        })
     }
 
     /// Lets go of the session's hold unless a call of this host lists it or

@@ -3,12 +3,12 @@
 //! after a while, the least recently used ones when the live instances'
 //! memory passes the budget, and all of them on a graceful stop.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use anypath_sandbox::LiveInstance;
+use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
 use crate::interpreter::Interpreter;
@@ -34,45 +34,51 @@ impl<'a> Hibernation<'a> {
 
     /// Parks the session's live state in its image now, waiting for a run
     /// in progress; the next run resumes it. False when no state was live.
-    pub async fn hibernate_session(&self, tenant: &str, session_id: &str) -> Result<bool, InterpreterError> {
-        let (session, mut live) = self.interpreter.sessions().locked(tenant, session_id, Create::No).await?;
-        Ok(live.is_live() && self.hibernate(&session, &mut live).await)
+    pub fn hibernate_session<'f>(&'f self, tenant: &'f str, session_id: &'f str) -> BoxFuture<'f, Result<bool, InterpreterError>> {
+        Box::pin(async move {
+            let (session, mut live) = self.interpreter.sessions().locked(tenant, session_id, Create::No).await?;
+            Ok(live.is_live() && self.hibernate(&session, &mut live).await)
+        })
     }
 
     /// Hibernates every live session idle for `hibernate_after_idle`;
     /// returns how many.
-    pub async fn hibernate_idle(&self) -> usize {
-        let idle: Vec<Arc<Session>> = {
-            let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
-            sessions.values().filter(|s| s.idle() >= self.interpreter.config.hibernate_after_idle).cloned().collect()
-        };
-        let mut hibernated = 0;
-        for session in idle {
-            let Ok(mut live) = session.live.try_lock() else {
-                continue;
+    pub fn hibernate_idle(&self) -> BoxFuture<'_, usize> {
+        Box::pin(async move {
+            let idle: Vec<Arc<Session>> = {
+                let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
+                sessions.values().filter(|s| s.idle() >= self.interpreter.config.hibernate_after_idle).cloned().collect()
             };
-            if live.is_live() && self.hibernate(&session, &mut live).await {
-                hibernated += 1;
+            let mut hibernated = 0;
+            for session in idle {
+                let Ok(mut live) = session.live.try_lock() else {
+                    continue;
+                };
+                if live.is_live() && self.hibernate(&session, &mut live).await {
+                    hibernated += 1;
+                }
             }
-        }
-        hibernated
+            hibernated
+        })
     }
 
     /// Hibernates every live session, waiting for runs in progress (on a
     /// graceful stop): the next process resumes them. A session whose image
     /// was read but not restored yet has it written back. Returns how many.
-    pub async fn hibernate_all(&self) -> usize {
-        let all: Vec<Arc<Session>> = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
-        let mut hibernated = 0;
-        for session in all {
-            let Ok(mut live) = tokio::time::timeout(self.interpreter.config.busy_wait, session.live.lock()).await else {
-                continue;
-            };
-            if (live.is_live() || live.is_hibernated()) && self.hibernate(&session, &mut live).await {
-                hibernated += 1;
+    pub fn hibernate_all(&self) -> BoxFuture<'_, usize> {
+        Box::pin(async move {
+            let all: Vec<Arc<Session>> = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+            let mut hibernated = 0;
+            for session in all {
+                let Ok(mut live) = tokio::time::timeout(self.interpreter.config.busy_wait, session.live.lock()).await else {
+                    continue;
+                };
+                if (live.is_live() || live.is_hibernated()) && self.hibernate(&session, &mut live).await {
+                    hibernated += 1;
+                }
             }
-        }
-        hibernated
+            hibernated
+        })
     }
 
     /// Keeps the live instances' memory within the budget: the least
@@ -271,9 +277,9 @@ impl Operation for HibernateSession {
         Described::new(OperationKind::Hibernate).session(&self.session_id)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<bool, InterpreterError>> + Send {
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<bool, InterpreterError>> {
         let tenant = caller.tenant.clone();
-        async move { interpreter.hibernation().hibernate_session(&tenant, &self.session_id).await }
+        Box::pin(async move { interpreter.hibernation().hibernate_session(&tenant, &self.session_id).await })
     }
 }
 

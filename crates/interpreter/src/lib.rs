@@ -11,6 +11,14 @@
 //! operation a caller may ask for is a request struct beside its part that
 //! implements [`Operation`], so a host runs them all through one generic
 //! call that audits, admits and counts them.
+//!
+//! Public async functions return a boxed future ([`BoxFuture`]) made here:
+//! an `async fn`'s body is compiled again in every crate that awaits it,
+//! with all the generic code it reaches (wasmtime's bindings, hyper, axum),
+//! so each binary and test harness above would compile it anew; boxed, it
+//! compiles once, in this crate.
+//!
+//! [`BoxFuture`]: futures_util::future::BoxFuture
 
 pub mod artifact_share;
 pub mod artifact_store;

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use anypath_wire::{RunReport, RunRequest};
+use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
 use crate::interpreter::Interpreter;
@@ -22,7 +23,7 @@ pub trait Operation: Send + 'static {
 
     /// Does the work for `caller`. Blocking file work goes to the blocking
     /// pool ([`blocking`]); only waiting (on a run, a lock) stays async.
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<Self::Output, InterpreterError>> + Send;
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<Self::Output, InterpreterError>>;
 
     /// The run this operation asks for, when it is one: a host admits it,
     /// checks its environment and counts it.

@@ -3,13 +3,13 @@
 //! or changed are kept as artifacts.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use anypath_sandbox::{CellRequest, Interrupt, LiveSink};
 use anypath_wire::{ArtifactFailure, FileInfo, RunReport, RunRequest};
+use futures_util::future::BoxFuture;
 
 use crate::artifact_store::Artifact;
 use crate::error::InterpreterError;
@@ -46,95 +46,99 @@ impl<'a> Runs<'a> {
     /// Files the run created or changed become artifacts linked under
     /// `base_url`. Finding the session, scanning its files and hashing what
     /// changed run on the blocking pool; only the run itself is async.
-    pub async fn run_python(&self, tenant: &str, session_id: &str, request: RunRequest, base_url: &str) -> Result<RunReport, InterpreterError> {
-        self.run_python_live(tenant, session_id, request, base_url, None).await
+    pub fn run_python<'f>(&'f self, tenant: &'f str, session_id: &'f str, request: RunRequest, base_url: &'f str) -> BoxFuture<'f, Result<RunReport, InterpreterError>> {
+        Box::pin(async move {
+            self.run_python_live(tenant, session_id, request, base_url, None).await
+        })
     }
 
     /// [`Self::run_python`], sending output and results to `live` as they
     /// are made (when given); the report holds them all again.
-    pub async fn run_python_live(
-        &self,
-        tenant: &str,
-        session_id: &str,
+    pub fn run_python_live<'f>(
+        &'f self,
+        tenant: &'f str,
+        session_id: &'f str,
         request: RunRequest,
-        base_url: &str,
+        base_url: &'f str,
         sink: Option<LiveSink>,
-    ) -> Result<RunReport, InterpreterError> {
-        let interpreter = self.interpreter;
-        let env = checked_env(request.env)?;
-        let create = Create::Yes { ttl: None, runtime: request.runtime };
-        // A warm run finds its session in the table; only a new or reloaded
-        // one needs the store, on the blocking pool.
-        let (session, mut live) = interpreter.sessions().locked(tenant, session_id, create).await?;
-        interpreter.hibernation().take_saved_state(&session, &mut live).await;
-        // File calls go on beside the run: what they change is not its doing.
-        let generation = session.gate.run_started();
-        let cached = session.seen.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let before = match cached {
-            Some(before) => before,
-            None => {
-                let scanned = session.clone();
-                interpreter.off_workers(move |_| Ok(snapshot(scanned.files.dir()))).await?
-            }
-        };
-        // Armed under the run's lock: an interrupt stops this run, never a later one.
-        let interrupt = Interrupt::new();
-        *session.running.lock().unwrap_or_else(|p| p.into_inner()) = Some(interrupt.clone());
-        let cell = live
-            .run(CellRequest {
-                code: request.code,
-                env,
-                limits: request.limits,
-                figure_formats: request.figure_formats,
-                result_data: request.result_data,
-                live: sink,
-                interrupt: Some(interrupt),
-            })
-            .await;
-        *session.running.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        session.had_state.store(live.is_live(), Relaxed);
-        interpreter.measure_memory(&session, &mut live).await;
-        let succeeded = cell.error.is_none();
-        // The filesystem layer saw every change the code tried: when it saw
-        // none, the directory is as the run found it, and nothing is walked.
-        let untouched = succeeded && !live.files_touched();
-        let (artifacts, artifact_errors) = if untouched && !session.meta_due() {
-            session.touch();
-            session.gate.keep_seen(&session.seen, generation, before);
-            (Vec::new(), Vec::new())
-        } else {
-            let (kept, base_url) = (session.clone(), base_url.to_owned());
-            // Kept while the run's lock is held, so the next run cannot change them first.
-            interpreter
-                .off_workers(move |i| {
-                    // Fail fast: after a failed run nothing is scanned or kept
-                    // (and the next run walks the directory itself).
-                    let changed_files = if untouched {
-                        kept.gate.keep_seen(&kept.seen, generation, before);
-                        Vec::new()
-                    } else if succeeded {
-                        let after = snapshot(kept.files.dir());
-                        let mut found = changed(&before, &after);
-                        found.retain(|file| after.get(&file.filename).is_none_or(|state| !kept.gate.written_outside(&file.filename, state)));
-                        kept.gate.keep_seen(&kept.seen, generation, after);
-                        found
-                    } else {
-                        Vec::new()
-                    };
-                    let artifacts = i.runs().keep(&kept, changed_files, &base_url);
-                    kept.touch_and_keep();
-                    Ok(artifacts)
+    ) -> BoxFuture<'f, Result<RunReport, InterpreterError>> {
+        Box::pin(async move {
+            let interpreter = self.interpreter;
+            let env = checked_env(request.env)?;
+            let create = Create::Yes { ttl: None, runtime: request.runtime };
+            // A warm run finds its session in the table; only a new or reloaded
+            // one needs the store, on the blocking pool.
+            let (session, mut live) = interpreter.sessions().locked(tenant, session_id, create).await?;
+            interpreter.hibernation().take_saved_state(&session, &mut live).await;
+            // File calls go on beside the run: what they change is not its doing.
+            let generation = session.gate.run_started();
+            let cached = session.seen.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let before = match cached {
+                Some(before) => before,
+                None => {
+                    let scanned = session.clone();
+                    interpreter.off_workers(move |_| Ok(snapshot(scanned.files.dir()))).await?
+                }
+            };
+            // Armed under the run's lock: an interrupt stops this run, never a later one.
+            let interrupt = Interrupt::new();
+            *session.running.lock().unwrap_or_else(|p| p.into_inner()) = Some(interrupt.clone());
+            let cell = live
+                .run(CellRequest {
+                    code: request.code,
+                    env,
+                    limits: request.limits,
+                    figure_formats: request.figure_formats,
+                    result_data: request.result_data,
+                    live: sink,
+                    interrupt: Some(interrupt),
                 })
-                .await?
-        };
-        if interpreter.config.checkpoint == crate::config::Checkpoint::EveryRun && live.is_live() {
-            // The answer waits for the image: a run it acknowledges outlives this host.
-            interpreter.hibernation().checkpoint(&session, &mut live).await?;
-        }
-        drop(live);
-        interpreter.hibernation().evict_beyond_limit(&session).await;
-        let run_id = uuid::Uuid::new_v4().simple().to_string();
-        Ok(RunReport { run_id, session_id: session_id.to_owned(), runtime: session.runtime, cell, artifacts, artifact_errors })
+                .await;
+            *session.running.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            session.had_state.store(live.is_live(), Relaxed);
+            interpreter.measure_memory(&session, &mut live).await;
+            let succeeded = cell.error.is_none();
+            // The filesystem layer saw every change the code tried: when it saw
+            // none, the directory is as the run found it, and nothing is walked.
+            let untouched = succeeded && !live.files_touched();
+            let (artifacts, artifact_errors) = if untouched && !session.meta_due() {
+                session.touch();
+                session.gate.keep_seen(&session.seen, generation, before);
+                (Vec::new(), Vec::new())
+            } else {
+                let (kept, base_url) = (session.clone(), base_url.to_owned());
+                // Kept while the run's lock is held, so the next run cannot change them first.
+                interpreter
+                    .off_workers(move |i| {
+                        // Fail fast: after a failed run nothing is scanned or kept
+                        // (and the next run walks the directory itself).
+                        let changed_files = if untouched {
+                            kept.gate.keep_seen(&kept.seen, generation, before);
+                            Vec::new()
+                        } else if succeeded {
+                            let after = snapshot(kept.files.dir());
+                            let mut found = changed(&before, &after);
+                            found.retain(|file| after.get(&file.filename).is_none_or(|state| !kept.gate.written_outside(&file.filename, state)));
+                            kept.gate.keep_seen(&kept.seen, generation, after);
+                            found
+                        } else {
+                            Vec::new()
+                        };
+                        let artifacts = i.runs().keep(&kept, changed_files, &base_url);
+                        kept.touch_and_keep();
+                        Ok(artifacts)
+                    })
+                    .await?
+            };
+            if interpreter.config.checkpoint == crate::config::Checkpoint::EveryRun && live.is_live() {
+                // The answer waits for the image: a run it acknowledges outlives this host.
+                interpreter.hibernation().checkpoint(&session, &mut live).await?;
+            }
+            drop(live);
+            interpreter.hibernation().evict_beyond_limit(&session).await;
+            let run_id = uuid::Uuid::new_v4().simple().to_string();
+            Ok(RunReport { run_id, session_id: session_id.to_owned(), runtime: session.runtime, cell, artifacts, artifact_errors })
+        })
     }
 
     /// Stops the session's run in progress, if there is one; true when one
@@ -242,9 +246,9 @@ impl Operation for RunCode {
         Described::new(OperationKind::Run).session(&self.session_id)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<RunReport, InterpreterError>> + Send {
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<RunReport, InterpreterError>> {
         let (tenant, base_url) = (caller.tenant.clone(), caller.base_url.clone());
-        async move { interpreter.runs().run_python_live(&tenant, &self.session_id, self.request, &base_url, self.live).await }
+        Box::pin(async move { interpreter.runs().run_python_live(&tenant, &self.session_id, self.request, &base_url, self.live).await })
     }
 
     fn run_request(&self) -> Option<&RunRequest> {

@@ -3,12 +3,12 @@
 //! and the layout stays with the session (its forks and code contexts
 //! share it; a later process finds it in the session's metadata).
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anypath_sandbox::Runtime;
 use anypath_wire::SessionInfo;
+use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
 use crate::interpreter::Interpreter;
@@ -33,10 +33,10 @@ impl Operation for OpenSandbox {
         Described::new(OperationKind::Open).session(&self.session_id)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<SessionInfo, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| {
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<SessionInfo, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| {
             let session = i.sessions().get(&c.tenant, &self.session_id, Create::Sandbox { ttl: self.ttl, runtime: self.runtime })?;
             Ok(crate::sessions::info(&session))
-        })
+        }))
     }
 }

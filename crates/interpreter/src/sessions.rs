@@ -8,13 +8,13 @@
 //! moved aside, so the session table is never locked for the length of a
 //! tree's removal.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use anypath_sandbox::{FilesLayout, LimitOverrides, Runtime};
 use anypath_wire::{Closed, SessionInfo};
+use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
 use crate::interpreter::Interpreter;
@@ -89,22 +89,26 @@ impl<'a> Sessions<'a> {
 
     /// Removes the session: its instance, its home, its files. The file
     /// work runs on the blocking pool.
-    pub async fn close(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
-        let (session, _running) = self.locked(tenant, session_id, Create::No).await?;
-        self.unlist(&session);
-        Stats::add(&self.interpreter.stats.sessions_closed, 1);
-        let store = session.store.clone();
-        let (tenant, id) = (session.tenant.clone(), session.id.clone());
-        // The session is gone whether or not its home could be removed.
-        let _ = tokio::task::spawn_blocking(move || store.remove_home(&tenant, &id)).await;
-        Ok(())
+    pub fn close<'f>(&'f self, tenant: &'f str, session_id: &'f str) -> BoxFuture<'f, Result<(), InterpreterError>> {
+        Box::pin(async move {
+            let (session, _running) = self.locked(tenant, session_id, Create::No).await?;
+            self.unlist(&session);
+            Stats::add(&self.interpreter.stats.sessions_closed, 1);
+            let store = session.store.clone();
+            let (tenant, id) = (session.tenant.clone(), session.id.clone());
+            // The session is gone whether or not its home could be removed.
+            let _ = tokio::task::spawn_blocking(move || store.remove_home(&tenant, &id)).await;
+            Ok(())
+        })
     }
 
     /// A new session `new_id` of the same tenant with a copy of `session_id`'s
     /// files and live state, so each can go its own way. The copy counts
     /// toward the new session's quota; the parent's open files are closed.
-    pub async fn fork(&self, tenant: &str, session_id: &str, new_id: &str) -> Result<SessionInfo, InterpreterError> {
-        self.copy_session(tenant, session_id, new_id, None).await
+    pub fn fork<'f>(&'f self, tenant: &'f str, session_id: &'f str, new_id: &'f str) -> BoxFuture<'f, Result<SessionInfo, InterpreterError>> {
+        Box::pin(async move {
+            self.copy_session(tenant, session_id, new_id, None).await
+        })
     }
 
     /// [`Self::fork`], the copy idle for `ttl` before it expires (`None`:
@@ -196,18 +200,20 @@ impl<'a> Sessions<'a> {
     /// Starts the session's Python state afresh over the same files (a
     /// kernel restart), waiting for a run in progress: the live instance
     /// and any saved image are dropped.
-    pub async fn restart(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
-        let (session, mut live) = self.locked(tenant, session_id, Create::No).await?;
-        live.reset();
-        session.hibernated.store(false, Relaxed);
-        session.had_state.store(false, Relaxed);
-        let kept = session.clone();
-        self.interpreter
-            .off_workers(move |_| {
-                let _ = kept.store.remove_image(&kept.tenant, &kept.id);
-                kept.write_meta()
-            })
-            .await
+    pub fn restart<'f>(&'f self, tenant: &'f str, session_id: &'f str) -> BoxFuture<'f, Result<(), InterpreterError>> {
+        Box::pin(async move {
+            let (session, mut live) = self.locked(tenant, session_id, Create::No).await?;
+            live.reset();
+            session.hibernated.store(false, Relaxed);
+            session.had_state.store(false, Relaxed);
+            let kept = session.clone();
+            self.interpreter
+                .off_workers(move |_| {
+                    let _ = kept.store.remove_image(&kept.tenant, &kept.id);
+                    kept.write_meta()
+                })
+                .await
+        })
     }
 
     /// Removes every session idle past its TTL and every expired artifact
@@ -542,8 +548,8 @@ impl Operation for OpenSession {
         Described::new(OperationKind::Open).session(&self.session_id)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<SessionInfo, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.sessions().open(&c.tenant, &self.session_id, self.ttl, self.runtime))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<SessionInfo, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.sessions().open(&c.tenant, &self.session_id, self.ttl, self.runtime)))
     }
 }
 
@@ -561,8 +567,8 @@ impl Operation for DescribeSession {
         Described::new(OperationKind::Describe).session(&self.session_id)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<SessionInfo, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.sessions().info(&c.tenant, &self.session_id))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<SessionInfo, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.sessions().info(&c.tenant, &self.session_id)))
     }
 }
 
@@ -580,9 +586,11 @@ impl Operation for CloseSession {
         Described::new(OperationKind::Close).session(&self.session_id)
     }
 
-    async fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> Result<Closed, InterpreterError> {
-        interpreter.sessions().close(&caller.tenant, &self.session_id).await?;
-        Ok(Closed { status: "closed".to_owned() })
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<Closed, InterpreterError>> {
+        Box::pin(async move {
+            interpreter.sessions().close(&caller.tenant, &self.session_id).await?;
+            Ok(Closed { status: "closed".to_owned() })
+        })
     }
 }
 
@@ -602,8 +610,10 @@ impl Operation for ForkSession {
         Described::new(OperationKind::Fork).session(&self.session_id).subject(&self.new_session_id)
     }
 
-    async fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> Result<SessionInfo, InterpreterError> {
-        interpreter.sessions().fork(&caller.tenant, &self.session_id, &self.new_session_id).await
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<SessionInfo, InterpreterError>> {
+        Box::pin(async move {
+            interpreter.sessions().fork(&caller.tenant, &self.session_id, &self.new_session_id).await
+        })
     }
 }
 
@@ -625,8 +635,8 @@ impl Operation for OpenContext {
         Described::new(OperationKind::OpenContext).session(&self.session_id).subject(&self.context_id)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<SessionInfo, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.sessions().open_context(&c.tenant, &self.session_id, &self.context_id, self.ttl))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<SessionInfo, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.sessions().open_context(&c.tenant, &self.session_id, &self.context_id, self.ttl)))
     }
 }
 
@@ -644,8 +654,10 @@ impl Operation for RestartSession {
         Described::new(OperationKind::Restart).session(&self.session_id)
     }
 
-    async fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> Result<(), InterpreterError> {
-        interpreter.sessions().restart(&caller.tenant, &self.session_id).await
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<(), InterpreterError>> {
+        Box::pin(async move {
+            interpreter.sessions().restart(&caller.tenant, &self.session_id).await
+        })
     }
 }
 

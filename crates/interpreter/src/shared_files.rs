@@ -6,12 +6,12 @@
 //! files this way, as the kernels of a Jupyter server share its root
 //! directory.)
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anypath_sandbox::Runtime;
 use anypath_wire::SessionInfo;
+use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
 use crate::interpreter::Interpreter;
@@ -75,8 +75,8 @@ impl Operation for KeepOpen {
         Described::new(OperationKind::Open).session(&self.session_id)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<SessionInfo, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.sessions().keep_open(&c.tenant, &self.session_id, self.ttl))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<SessionInfo, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.sessions().keep_open(&c.tenant, &self.session_id, self.ttl)))
     }
 }
 
@@ -102,8 +102,8 @@ impl Operation for OpenOver {
         Described::new(OperationKind::OpenContext).session(&self.files_of).subject(&self.session_id)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<SessionInfo, InterpreterError>> + Send {
-        blocking(interpreter, caller, move |i, c| i.sessions().open_over(&c.tenant, &self.files_of, self.files_ttl, &self.session_id, self.ttl, self.runtime))
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<SessionInfo, InterpreterError>> {
+        Box::pin(blocking(interpreter, caller, move |i, c| i.sessions().open_over(&c.tenant, &self.files_of, self.files_ttl, &self.session_id, self.ttl, self.runtime)))
     }
 }
 

@@ -12,12 +12,12 @@
 //! on this host. Snapshots expire after the configured retention and count
 //! toward a per-tenant quota, like artifacts.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anypath_sandbox::Runtime;
 use anypath_wire::{SessionInfo, SnapshotInfo};
+use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
 use crate::interpreter::Interpreter;
@@ -78,113 +78,125 @@ impl Snapshots<'_> {
     /// Keeps the session's state and files as a new snapshot (the session
     /// goes on as it was; its open files are closed, as by a fork). A
     /// `name` moves to this snapshot from any other of the tenant's.
-    pub async fn create(&self, tenant: &str, session_id: &str, name: Option<&str>) -> Result<SnapshotInfo, InterpreterError> {
-        let name = name.map(snapshot_name).transpose()?;
-        names::client_session_id(session_id)?;
-        let config = &self.interpreter.config.snapshots;
-        let held = self.of_tenant(tenant).await?;
-        if held.len() >= config.max_per_tenant {
-            return Err(InterpreterError::SnapshotQuota(format!("the tenant holds {} snapshots, the most it may; delete one first", held.len())));
-        }
-        let held_bytes: u64 = held.iter().map(|r| r.info.size_bytes).sum();
-        if held_bytes >= config.tenant_quota_bytes {
-            return Err(quota_error(held_bytes, config.tenant_quota_bytes));
-        }
-        let id = crate::names::new_short_id();
-        let stored = stored_session(&id);
-        let copied = self.interpreter.sessions().copy_session(tenant, session_id, &stored, None).await?;
-        let (owner, kept) = (tenant.to_owned(), stored.clone());
-        let size_bytes = self.interpreter.off_workers(move |i| Ok(stored_bytes(i, &owner, &kept))).await?;
-        if held_bytes + size_bytes > config.tenant_quota_bytes {
-            self.remove_stored(tenant, &stored).await;
-            return Err(quota_error(held_bytes + size_bytes, config.tenant_quota_bytes));
-        }
-        let now = SystemTime::now();
-        let created = unix_seconds(now);
-        let created_nanos = now.duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        let info = SnapshotInfo {
-            snapshot_id: id,
-            names: name.iter().map(|n| (*n).to_owned()).collect(),
-            session_id: session_id.to_owned(),
-            runtime: copied.runtime,
-            created_unix: created,
-            expires_unix: created.saturating_add(config.retention.as_secs()),
-            size_bytes,
-        };
-        if let Some(name) = name {
-            for mut other in held.into_iter().filter(|r| r.info.names.iter().any(|n| n == name)) {
-                other.info.names.retain(|n| n != name);
-                self.write(&other).await?;
+    pub fn create<'f>(&'f self, tenant: &'f str, session_id: &'f str, name: Option<&'f str>) -> BoxFuture<'f, Result<SnapshotInfo, InterpreterError>> {
+        Box::pin(async move {
+            let name = name.map(snapshot_name).transpose()?;
+            names::client_session_id(session_id)?;
+            let config = &self.interpreter.config.snapshots;
+            let held = self.of_tenant(tenant).await?;
+            if held.len() >= config.max_per_tenant {
+                return Err(InterpreterError::SnapshotQuota(format!("the tenant holds {} snapshots, the most it may; delete one first", held.len())));
             }
-        }
-        let record = Record { tenant: tenant.to_owned(), created_nanos, info };
-        if let Err(error) = self.write(&record).await {
-            self.remove_stored(tenant, &stored).await;
-            return Err(error);
-        }
-        Ok(record.info)
+            let held_bytes: u64 = held.iter().map(|r| r.info.size_bytes).sum();
+            if held_bytes >= config.tenant_quota_bytes {
+                return Err(quota_error(held_bytes, config.tenant_quota_bytes));
+            }
+            let id = crate::names::new_short_id();
+            let stored = stored_session(&id);
+            let copied = self.interpreter.sessions().copy_session(tenant, session_id, &stored, None).await?;
+            let (owner, kept) = (tenant.to_owned(), stored.clone());
+            let size_bytes = self.interpreter.off_workers(move |i| Ok(stored_bytes(i, &owner, &kept))).await?;
+            if held_bytes + size_bytes > config.tenant_quota_bytes {
+                self.remove_stored(tenant, &stored).await;
+                return Err(quota_error(held_bytes + size_bytes, config.tenant_quota_bytes));
+            }
+            let now = SystemTime::now();
+            let created = unix_seconds(now);
+            let created_nanos = now.duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+            let info = SnapshotInfo {
+                snapshot_id: id,
+                names: name.iter().map(|n| (*n).to_owned()).collect(),
+                session_id: session_id.to_owned(),
+                runtime: copied.runtime,
+                created_unix: created,
+                expires_unix: created.saturating_add(config.retention.as_secs()),
+                size_bytes,
+            };
+            if let Some(name) = name {
+                for mut other in held.into_iter().filter(|r| r.info.names.iter().any(|n| n == name)) {
+                    other.info.names.retain(|n| n != name);
+                    self.write(&other).await?;
+                }
+            }
+            let record = Record { tenant: tenant.to_owned(), created_nanos, info };
+            if let Err(error) = self.write(&record).await {
+                self.remove_stored(tenant, &stored).await;
+                return Err(error);
+            }
+            Ok(record.info)
+        })
     }
 
     /// The tenant's live snapshots, newest first: all of them, those taken
     /// from `session_id`, or the one whose name (or id) is `name`.
-    pub async fn list(&self, tenant: &str, session_id: Option<&str>, name: Option<&str>) -> Result<Vec<SnapshotInfo>, InterpreterError> {
-        Ok(self
-            .of_tenant(tenant)
-            .await?
-            .into_iter()
-            .map(|r| r.info)
-            .filter(|s| session_id.is_none_or(|id| s.session_id == id))
-            .filter(|s| name.is_none_or(|name| s.snapshot_id == name || s.names.iter().any(|n| n == name)))
-            .collect())
+    pub fn list<'f>(&'f self, tenant: &'f str, session_id: Option<&'f str>, name: Option<&'f str>) -> BoxFuture<'f, Result<Vec<SnapshotInfo>, InterpreterError>> {
+        Box::pin(async move {
+            Ok(self
+                .of_tenant(tenant)
+                .await?
+                .into_iter()
+                .map(|r| r.info)
+                .filter(|s| session_id.is_none_or(|id| s.session_id == id))
+                .filter(|s| name.is_none_or(|name| s.snapshot_id == name || s.names.iter().any(|n| n == name)))
+                .collect())
+        })
     }
 
     /// The tenant's snapshot with this id or name.
-    pub async fn get(&self, tenant: &str, id_or_name: &str) -> Result<SnapshotInfo, InterpreterError> {
-        Ok(self.find(tenant, id_or_name).await?.info)
+    pub fn get<'f>(&'f self, tenant: &'f str, id_or_name: &'f str) -> BoxFuture<'f, Result<SnapshotInfo, InterpreterError>> {
+        Box::pin(async move {
+            Ok(self.find(tenant, id_or_name).await?.info)
+        })
     }
 
     /// Removes the tenant's snapshot with this id or name; `false` when
     /// there is none.
-    pub async fn delete(&self, tenant: &str, id_or_name: &str) -> Result<bool, InterpreterError> {
-        let record = match self.find(tenant, id_or_name).await {
-            Ok(record) => record,
-            Err(InterpreterError::NoSuchSnapshot(_)) => return Ok(false),
-            Err(error) => return Err(error),
-        };
-        self.interpreter.snapshot_records.remove(KIND, &record_id(tenant, &record.info.snapshot_id)).await?;
-        self.remove_stored(tenant, &stored_session(&record.info.snapshot_id)).await;
-        Ok(true)
+    pub fn delete<'f>(&'f self, tenant: &'f str, id_or_name: &'f str) -> BoxFuture<'f, Result<bool, InterpreterError>> {
+        Box::pin(async move {
+            let record = match self.find(tenant, id_or_name).await {
+                Ok(record) => record,
+                Err(InterpreterError::NoSuchSnapshot(_)) => return Ok(false),
+                Err(error) => return Err(error),
+            };
+            self.interpreter.snapshot_records.remove(KIND, &record_id(tenant, &record.info.snapshot_id)).await?;
+            self.remove_stored(tenant, &stored_session(&record.info.snapshot_id)).await;
+            Ok(true)
+        })
     }
 
     /// A new session `session_id` with the snapshot's files and state,
     /// idle for `ttl` (the server's default when absent) before it expires.
     /// A session asking for a `runtime` other than the snapshot's is refused.
-    pub async fn start_session(&self, tenant: &str, id_or_name: &str, session_id: &str, ttl: Option<Duration>, runtime: Option<Runtime>) -> Result<SessionInfo, InterpreterError> {
-        names::client_session_id(session_id)?;
-        let record = self.find(tenant, id_or_name).await?;
-        crate::session::check_runtime(session_id, record.info.runtime, runtime)?;
-        let ttl = ttl.unwrap_or(self.interpreter.config.default_ttl).min(self.interpreter.config.max_ttl);
-        let stored = stored_session(&record.info.snapshot_id);
-        self.interpreter.sessions().copy_session(tenant, &stored, session_id, Some(ttl)).await.map_err(|error| match error {
-            // The record outlived its state (removed by hand, or lost with a host).
-            InterpreterError::NoSuchSession(_) => InterpreterError::NoSuchSnapshot(id_or_name.to_owned()),
-            other => other,
+    pub fn start_session<'f>(&'f self, tenant: &'f str, id_or_name: &'f str, session_id: &'f str, ttl: Option<Duration>, runtime: Option<Runtime>) -> BoxFuture<'f, Result<SessionInfo, InterpreterError>> {
+        Box::pin(async move {
+            names::client_session_id(session_id)?;
+            let record = self.find(tenant, id_or_name).await?;
+            crate::session::check_runtime(session_id, record.info.runtime, runtime)?;
+            let ttl = ttl.unwrap_or(self.interpreter.config.default_ttl).min(self.interpreter.config.max_ttl);
+            let stored = stored_session(&record.info.snapshot_id);
+            self.interpreter.sessions().copy_session(tenant, &stored, session_id, Some(ttl)).await.map_err(|error| match error {
+                // The record outlived its state (removed by hand, or lost with a host).
+                InterpreterError::NoSuchSession(_) => InterpreterError::NoSuchSnapshot(id_or_name.to_owned()),
+                other => other,
+            })
         })
     }
 
     /// Removes every snapshot past its retention; returns how many.
-    pub async fn sweep(&self) -> Result<usize, InterpreterError> {
-        let now = unix_seconds(SystemTime::now());
-        let mut removed = 0;
-        for (id, fields) in self.interpreter.snapshot_records.list(KIND).await? {
-            let Some(record) = parse(&fields) else { continue };
-            if record.info.expires_unix <= now {
-                self.interpreter.snapshot_records.remove(KIND, &id).await?;
-                self.remove_stored(&record.tenant, &stored_session(&record.info.snapshot_id)).await;
-                removed += 1;
+    pub fn sweep(&self) -> BoxFuture<'_, Result<usize, InterpreterError>> {
+        Box::pin(async move {
+            let now = unix_seconds(SystemTime::now());
+            let mut removed = 0;
+            for (id, fields) in self.interpreter.snapshot_records.list(KIND).await? {
+                let Some(record) = parse(&fields) else { continue };
+                if record.info.expires_unix <= now {
+                    self.interpreter.snapshot_records.remove(KIND, &id).await?;
+                    self.remove_stored(&record.tenant, &stored_session(&record.info.snapshot_id)).await;
+                    removed += 1;
+                }
             }
-        }
-        Ok(removed)
+            Ok(removed)
+        })
     }
 
     /// The tenant's live snapshots' records, newest first.
@@ -295,8 +307,10 @@ impl Operation for CreateSnapshot {
         }
     }
 
-    async fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> Result<SnapshotInfo, InterpreterError> {
-        interpreter.snapshots().create(&caller.tenant, &self.session_id, self.name.as_deref()).await
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<SnapshotInfo, InterpreterError>> {
+        Box::pin(async move {
+            interpreter.snapshots().create(&caller.tenant, &self.session_id, self.name.as_deref()).await
+        })
     }
 }
 
@@ -320,8 +334,10 @@ impl Operation for ListSnapshots {
         }
     }
 
-    async fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> Result<Vec<SnapshotInfo>, InterpreterError> {
-        interpreter.snapshots().list(&caller.tenant, self.session_id.as_deref(), self.name.as_deref()).await
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<Vec<SnapshotInfo>, InterpreterError>> {
+        Box::pin(async move {
+            interpreter.snapshots().list(&caller.tenant, self.session_id.as_deref(), self.name.as_deref()).await
+        })
     }
 }
 
@@ -338,8 +354,10 @@ impl Operation for DescribeSnapshot {
         Described::new(OperationKind::DescribeSnapshot).subject(&self.snapshot)
     }
 
-    async fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> Result<SnapshotInfo, InterpreterError> {
-        interpreter.snapshots().get(&caller.tenant, &self.snapshot).await
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<SnapshotInfo, InterpreterError>> {
+        Box::pin(async move {
+            interpreter.snapshots().get(&caller.tenant, &self.snapshot).await
+        })
     }
 }
 
@@ -356,8 +374,10 @@ impl Operation for DeleteSnapshot {
         Described::new(OperationKind::DeleteSnapshot).subject(&self.snapshot)
     }
 
-    async fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> Result<bool, InterpreterError> {
-        interpreter.snapshots().delete(&caller.tenant, &self.snapshot).await
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<bool, InterpreterError>> {
+        Box::pin(async move {
+            interpreter.snapshots().delete(&caller.tenant, &self.snapshot).await
+        })
     }
 }
 
@@ -381,9 +401,9 @@ impl Operation for StartFromSnapshot {
         Described::new(OperationKind::Open).session(&self.session_id).subject(&self.snapshot)
     }
 
-    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> impl Future<Output = Result<SessionInfo, InterpreterError>> + Send {
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<SessionInfo, InterpreterError>> {
         let tenant = caller.tenant.clone();
-        async move { interpreter.snapshots().start_session(&tenant, &self.snapshot, &self.session_id, self.ttl, self.runtime).await }
+        Box::pin(async move { interpreter.snapshots().start_session(&tenant, &self.snapshot, &self.session_id, self.ttl, self.runtime).await })
     }
 }
 

@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anypath_collections::{Documents, Loaded};
+use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 
 use crate::bindings::anypath::runner::types as wit;
@@ -50,27 +51,29 @@ pub(crate) struct RunnerImage {
 impl BlockRunner {
     /// Loads (or compiles and caches) the runner and starts the warm pool.
     /// Must be called inside a Tokio runtime.
-    pub async fn start(config: RunnerConfig) -> Result<Self, StartError> {
-        let engine_config = engine::runner_engine_config(config.instance_slots, config.limits.memory_bytes);
-        let loaded = engine::load(engine_config, &config.runner_component, &config.cache_dir, &config.limits, engine::Form::AsBuilt).await?;
-        let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
-        let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
-        let recycler = Recycler::start().map_err(StartError::Thread)?;
-        let profile = Profile::python_runner(&config.runner_component, config.limits);
-        let image = Arc::new(RunnerImage { pre, profile, _ticker: loaded.ticker });
-        let inner = Arc::new(BlockInner { image, config: config.clone(), sessions: tokio::sync::OnceCell::new(), pool: OnceLock::new(), recycler });
-        if config.warm_instances > 0 {
-            // Started only once `inner` exists, so the refill task can always
-            // reach it; a weak reference, so the pool never keeps it alive.
-            let runner = Arc::downgrade(&inner);
-            let start = move || {
-                let inner = runner.upgrade()?;
-                // Holds `inner` only while the instance starts.
-                Some(async move { inner.start_instance(true).await })
-            };
-            let _ = inner.pool.set(WarmPool::start(config.warm_instances, start));
-        }
-        Ok(Self { inner })
+    pub fn start(config: RunnerConfig) -> BoxFuture<'static, Result<Self, StartError>> {
+        Box::pin(async move {
+            let engine_config = engine::runner_engine_config(config.instance_slots, config.limits.memory_bytes);
+            let loaded = engine::load(engine_config, &config.runner_component, &config.cache_dir, &config.limits, engine::Form::AsBuilt).await?;
+            let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
+            let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
+            let recycler = Recycler::start().map_err(StartError::Thread)?;
+            let profile = Profile::python_runner(&config.runner_component, config.limits);
+            let image = Arc::new(RunnerImage { pre, profile, _ticker: loaded.ticker });
+            let inner = Arc::new(BlockInner { image, config: config.clone(), sessions: tokio::sync::OnceCell::new(), pool: OnceLock::new(), recycler });
+            if config.warm_instances > 0 {
+                // Started only once `inner` exists, so the refill task can always
+                // reach it; a weak reference, so the pool never keeps it alive.
+                let runner = Arc::downgrade(&inner);
+                let start = move || {
+                    let inner = runner.upgrade()?;
+                    // Holds `inner` only while the instance starts.
+                    Some(async move { inner.start_instance(true).await })
+                };
+                let _ = inner.pool.set(WarmPool::start(config.warm_instances, start));
+            }
+            Ok(Self { inner })
+        })
     }
 
     /// The limits every execution starts from.
@@ -88,14 +91,18 @@ impl BlockRunner {
     /// images, on an engine of their own (instances allocated on demand, so
     /// sessions never take the REST blocks' pool slots), under this runner's
     /// limits. Loaded once; later calls share it.
-    pub async fn session_runtime(&self) -> Result<SessionRuntime, StartError> {
-        let config = &self.inner.config;
-        self.inner.sessions.get_or_try_init(|| SessionRuntime::start_python(config)).await.cloned()
+    pub fn session_runtime(&self) -> BoxFuture<'_, Result<SessionRuntime, StartError>> {
+        Box::pin(async move {
+            let config = &self.inner.config;
+            self.inner.sessions.get_or_try_init(|| SessionRuntime::start_python(config)).await.cloned()
+        })
     }
 
     /// Runs one block. Never panics on guest behaviour: every failure is a typed error.
-    pub async fn execute(&self, request: ExecRequest) -> Report {
-        self.execute_gated(request, PolicyGate::Enforced).await
+    pub fn execute(&self, request: ExecRequest) -> BoxFuture<'_, Report> {
+        Box::pin(async move {
+            self.execute_gated(request, PolicyGate::Enforced).await
+        })
     }
 
     /// Runs one block under `gate`: `PolicyGate::Disabled` exists only in

@@ -200,9 +200,10 @@ impl bindings::host::Host for NoHost {
     }
 }
 
-/// Adds the refused door to a linker that already serves WASI.
-pub(crate) fn add_to_linker<T: 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    bindings::host::add_to_linker::<T, NoHost>(linker, |_| NoHost)
+/// Adds the refused door to a linker that already serves WASI. Not generic,
+/// so the bindings compile here once (see `engine::guest_linker`).
+pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    bindings::host::add_to_linker::<GuestState, NoHost>(linker, |_| NoHost)
 }
 
 /// A started data-runtime instance's guest side.

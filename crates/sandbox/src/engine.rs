@@ -152,18 +152,29 @@ pub(crate) async fn load(engine_config: Config, component: &Path, cache_dir: &Pa
         .await
         .map_err(|e| StartError::Engine(wasmtime::Error::msg(e.to_string())))??
     };
-    let mut linker = Linker::<GuestState>::new(&engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(StartError::Link)?;
-    // Serve wasi:filesystem/types through the quota check instead.
-    linker.allow_shadowing(true);
-    filesystem_types::add_to_linker::<GuestState, QuotaFs>(&mut linker, GuestState::quota_fs).map_err(StartError::Link)?;
-    // And wasi:io/poll.poll through one an interrupt wakes (a sleep ends by KeyboardInterrupt).
-    keyboard_interrupt::add_to_linker(&mut linker).map_err(StartError::Link)?;
-    linker.allow_shadowing(false);
-    // The runner's `store`; unused by the data runtime, which does not import it.
-    host_store::add_to_linker(&mut linker).map_err(StartError::Link)?;
+    let linker = guest_linker(&engine).map_err(StartError::Link)?;
     let ticker = EpochTicker::start(engine).map_err(StartError::Thread)?;
     Ok(Loaded { component, linker, ticker, state })
+}
+
+/// The guest's imports: WASI with the quota filesystem and the
+/// interruptible poll in front, and the host's own `store`.
+///
+/// A plain function, not part of the async [`load`]: an async function's
+/// body is compiled again in every crate that awaits it, and these generic
+/// bindings are the largest code in the host. Here they compile once.
+fn guest_linker(engine: &Engine) -> wasmtime::Result<Linker<GuestState>> {
+    let mut linker = Linker::<GuestState>::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    // Serve wasi:filesystem/types through the quota check instead.
+    linker.allow_shadowing(true);
+    filesystem_types::add_to_linker::<GuestState, QuotaFs>(&mut linker, GuestState::quota_fs)?;
+    // And wasi:io/poll.poll through one an interrupt wakes (a sleep ends by KeyboardInterrupt).
+    keyboard_interrupt::add_to_linker(&mut linker)?;
+    linker.allow_shadowing(false);
+    // The runner's `store`; unused by the data runtime, which does not import it.
+    host_store::add_to_linker(&mut linker)?;
+    Ok(linker)
 }
 
 /// Advances an engine's epoch so running guests notice their deadline;

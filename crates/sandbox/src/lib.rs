@@ -12,6 +12,14 @@
 //! Code-interpreter sessions keep one instance alive between runs (`live`),
 //! with a directory of their own at `/mnt/data`, optionally under a write
 //! quota, their datasets read-only at `/data`, and no gate, on a [`SessionRuntime`] of either Python.
+//!
+//! Public async functions return a boxed future ([`BoxFuture`]) made here:
+//! an `async fn`'s body is compiled again in every crate that awaits it,
+//! with all the generic code it reaches (wasmtime's bindings, hyper, axum),
+//! so each binary and test harness above would compile it anew; boxed, it
+//! compiles once, in this crate.
+//!
+//! [`BoxFuture`]: futures_util::future::BoxFuture
 
 mod artifact;
 mod bindings;

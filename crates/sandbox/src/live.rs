@@ -26,6 +26,7 @@ use std::time::Instant;
 
 pub use anypath_wire::{CellReport, StateOrigin};
 use anypath_wire::{CellResult, FigureFormat};
+use futures_util::future::BoxFuture;
 
 use crate::bindings::anypath::runner::types as wit;
 use crate::limits::{LimitOverrides, Limits};
@@ -139,21 +140,23 @@ impl SessionRuntime {
     /// and `datasets` at /data (see [`PreStarted`]). Only the default
     /// runtime: the data runtime keeps a private /tmp beside the session
     /// directory by path, which a rename would leave behind.
-    pub async fn prestart(&self, dir: PathBuf, datasets: PathBuf) -> Result<PreStarted, StateError> {
-        if self.runtime() != crate::Runtime::Python {
-            return Err(StateError::Unsupported(format!("{} instances are not started ahead", self.runtime())));
-        }
-        let mut live = self.live_instance(Some(dir), &LimitOverrides::default()).with_datasets(datasets);
-        // The first run starts the instance. Its cell leaves nothing behind
-        // (no name, no value, and the cell counter back at zero) but runs
-        // the cell code's whole path once: the session set-up, parsing,
-        // compiling, the report. The pages it touches are copied from the
-        // image now rather than during the session's first run.
-        let warmed = live.run(CellRequest { code: PRESTART_CELL.into(), ..CellRequest::default() }).await;
-        match (warmed.error, live.instance.take()) {
-            (None, Some(instance)) => Ok(PreStarted { instance }),
-            (error, _) => Err(StateError::Unsupported(format!("the instance failed its set-up: {error:?}"))),
-        }
+    pub fn prestart(&self, dir: PathBuf, datasets: PathBuf) -> BoxFuture<'_, Result<PreStarted, StateError>> {
+        Box::pin(async move {
+            if self.runtime() != crate::Runtime::Python {
+                return Err(StateError::Unsupported(format!("{} instances are not started ahead", self.runtime())));
+            }
+            let mut live = self.live_instance(Some(dir), &LimitOverrides::default()).with_datasets(datasets);
+            // The first run starts the instance. Its cell leaves nothing behind
+            // (no name, no value, and the cell counter back at zero) but runs
+            // the cell code's whole path once: the session set-up, parsing,
+            // compiling, the report. The pages it touches are copied from the
+            // image now rather than during the session's first run.
+            let warmed = live.run(CellRequest { code: PRESTART_CELL.into(), ..CellRequest::default() }).await;
+            match (warmed.error, live.instance.take()) {
+                (None, Some(instance)) => Ok(PreStarted { instance }),
+                (error, _) => Err(StateError::Unsupported(format!("the instance failed its set-up: {error:?}"))),
+            }
+        })
     }
 
     /// A live instance whose code sees `dir` (when given) at `/mnt/data`,
@@ -250,16 +253,18 @@ impl LiveInstance {
     /// Where the live instance's memories lie, to count the pages it made
     /// its own ([`MemoryRegions::private_bytes`]); `None` without a live
     /// instance, or when the runtime cannot say.
-    pub async fn memory_regions(&mut self) -> Option<MemoryRegions> {
-        let runtime = self.runtime.clone();
-        let instance = self.instance.as_mut()?;
-        match runtime.memory_regions(instance).await {
-            Ok(regions) => Some(regions),
-            Err(error) => {
-                tracing::debug!(%error, "a live instance's memories could not be found");
-                None
+    pub fn memory_regions(&mut self) -> BoxFuture<'_, Option<MemoryRegions>> {
+        Box::pin(async move {
+            let runtime = self.runtime.clone();
+            let instance = self.instance.as_mut()?;
+            match runtime.memory_regions(instance).await {
+                Ok(regions) => Some(regions),
+                Err(error) => {
+                    tracing::debug!(%error, "a live instance's memories could not be found");
+                    None
+                }
             }
-        }
+        })
     }
 
     /// Marks the session as having had state this instance does not hold
@@ -337,38 +342,42 @@ impl LiveInstance {
     /// copy); the saved image when hibernated; `None` without state. An
     /// instance that has run nothing since its last capture gives that
     /// image again: a hundred forks of one state capture it once.
-    pub async fn capture(&mut self) -> Result<Option<Arc<[u8]>>, StateError> {
-        if self.adopted {
-            return Ok(None);
-        }
-        if let Some(image) = self.instance.as_ref().and_then(|instance| instance.guest.captured.clone()) {
-            return Ok(Some(image));
-        }
-        let runtime = self.runtime.clone();
-        let closed = self.park().await?;
-        match (self.instance.as_mut(), &self.saved) {
-            (Some(instance), _) => {
-                let image: Arc<[u8]> = runtime.capture(instance, closed).await?.into();
-                instance.guest.captured = Some(image.clone());
-                Ok(Some(image))
+    pub fn capture(&mut self) -> BoxFuture<'_, Result<Option<Arc<[u8]>>, StateError>> {
+        Box::pin(async move {
+            if self.adopted {
+                return Ok(None);
             }
-            (None, Some(saved)) => Ok(Some(saved.as_slice().into())),
-            (None, None) => Ok(None),
-        }
+            if let Some(image) = self.instance.as_ref().and_then(|instance| instance.guest.captured.clone()) {
+                return Ok(Some(image));
+            }
+            let runtime = self.runtime.clone();
+            let closed = self.park().await?;
+            match (self.instance.as_mut(), &self.saved) {
+                (Some(instance), _) => {
+                    let image: Arc<[u8]> = runtime.capture(instance, closed).await?.into();
+                    instance.guest.captured = Some(image.clone());
+                    Ok(Some(image))
+                }
+                (None, Some(saved)) => Ok(Some(saved.as_slice().into())),
+                (None, None) => Ok(None),
+            }
+        })
     }
 
     /// The state image of the live instance, which keeps running as it is:
     /// `None` without a live instance with state, or while the code holds a
     /// file open (capturing would close it under the running session).
-    pub async fn checkpoint(&mut self) -> Result<Option<Vec<u8>>, StateError> {
-        if self.adopted {
-            return Ok(None);
-        }
-        let runtime = self.runtime.clone();
-        match self.instance.as_mut() {
-            Some(instance) if instance.store.data().open_files == 0 => runtime.capture(instance, Vec::new()).await.map(Some),
-            _ => Ok(None),
-        }
+    pub fn checkpoint(&mut self) -> BoxFuture<'_, Result<Option<Vec<u8>>, StateError>> {
+        Box::pin(async move {
+            if self.adopted {
+                return Ok(None);
+            }
+            let runtime = self.runtime.clone();
+            match self.instance.as_mut() {
+                Some(instance) if instance.store.data().open_files == 0 => runtime.capture(instance, Vec::new()).await.map(Some),
+                _ => Ok(None),
+            }
+        })
     }
 
     /// Captures the live instance's state and drops the instance, freeing
@@ -380,25 +389,27 @@ impl LiveInstance {
     /// From then on the state is the caller's: until it comes back, the
     /// next run reports it lost (`state_reset`), so an image that never
     /// reached its keeper is never mistaken for a session without state.
-    pub async fn hibernate(&mut self) -> Result<Option<Vec<u8>>, StateError> {
-        if self.instance.is_none() {
-            let saved = self.saved.take();
-            self.away |= saved.is_some();
-            return Ok(saved);
-        }
-        if self.adopted {
-            // Started ahead and never run: nothing to keep, only memory to free.
+    pub fn hibernate(&mut self) -> BoxFuture<'_, Result<Option<Vec<u8>>, StateError>> {
+        Box::pin(async move {
+            if self.instance.is_none() {
+                let saved = self.saved.take();
+                self.away |= saved.is_some();
+                return Ok(saved);
+            }
+            if self.adopted {
+                // Started ahead and never run: nothing to keep, only memory to free.
+                self.instance = None;
+                self.adopted = false;
+                return Ok(None);
+            }
+            let closed = self.park().await?;
+            let Some(instance) = self.instance.as_mut() else { return Ok(None) };
+            let runtime = self.runtime.clone();
+            let image = runtime.capture(instance, closed).await?;
             self.instance = None;
-            self.adopted = false;
-            return Ok(None);
-        }
-        let closed = self.park().await?;
-        let Some(instance) = self.instance.as_mut() else { return Ok(None) };
-        let runtime = self.runtime.clone();
-        let image = runtime.capture(instance, closed).await?;
-        self.instance = None;
-        self.away = true;
-        Ok(Some(image))
+            self.away = true;
+            Ok(Some(image))
+        })
     }
 
     /// Has the live instance's cell code close its open file objects; their
@@ -451,60 +462,62 @@ impl LiveInstance {
     }
 
     /// Runs `request`. Never panics on guest behaviour.
-    pub async fn run(&mut self, request: CellRequest) -> CellReport {
-        let started = Instant::now();
-        let limits = self.limits.narrowed_by(&request.limits);
-        let kept = self.instance.is_some() && !std::mem::take(&mut self.adopted);
-        let mut metrics = Metrics { warm: kept, ..Metrics::default() };
-        let mut origin = if kept { StateOrigin::Kept } else { StateOrigin::Fresh };
-        let mut note = self.lost_note.take();
-        let mut older_resumed = false;
-        if self.instance.is_none()
-            && let Some(image) = self.saved.take()
-        {
-            match self.resume(image).await {
-                Ok(closed) => {
-                    origin = StateOrigin::Resumed;
-                    let mut said = "the session's state was restored from its saved image".to_owned();
-                    if !closed.is_empty() {
-                        said.push_str(&format!("; these files were open when it was saved and are closed now: {}", closed.join(", ")));
+    pub fn run(&mut self, request: CellRequest) -> BoxFuture<'_, CellReport> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let limits = self.limits.narrowed_by(&request.limits);
+            let kept = self.instance.is_some() && !std::mem::take(&mut self.adopted);
+            let mut metrics = Metrics { warm: kept, ..Metrics::default() };
+            let mut origin = if kept { StateOrigin::Kept } else { StateOrigin::Fresh };
+            let mut note = self.lost_note.take();
+            let mut older_resumed = false;
+            if self.instance.is_none()
+                && let Some(image) = self.saved.take()
+            {
+                match self.resume(image).await {
+                    Ok(closed) => {
+                        origin = StateOrigin::Resumed;
+                        let mut said = "the session's state was restored from its saved image".to_owned();
+                        if !closed.is_empty() {
+                            said.push_str(&format!("; these files were open when it was saved and are closed now: {}", closed.join(", ")));
+                        }
+                        if let Some(older) = self.older_image.take() {
+                            said = format!("{older}; {said}");
+                            older_resumed = true;
+                        }
+                        note = Some(said);
                     }
-                    if let Some(older) = self.older_image.take() {
-                        said = format!("{older}; {said}");
-                        older_resumed = true;
+                    Err(error) => {
+                        tracing::warn!(%error, "a saved session state could not be restored");
+                        self.lost_state = true;
+                        note = Some(format!("the saved state could not be restored ({error}); the session starts fresh with its files"));
                     }
-                    note = Some(said);
                 }
-                Err(error) => {
-                    tracing::warn!(%error, "a saved session state could not be restored");
-                    self.lost_state = true;
-                    note = Some(format!("the saved state could not be restored ({error}); the session starts fresh with its files"));
-                }
+            } else if std::mem::take(&mut self.away) && self.instance.is_none() {
+                // The state was handed out and never came back.
+                self.lost_state = true;
+                note = Some(STATE_NOT_HANDED_BACK.to_owned());
             }
-        } else if std::mem::take(&mut self.away) && self.instance.is_none() {
-            // The state was handed out and never came back.
-            self.lost_state = true;
-            note = Some(STATE_NOT_HANDED_BACK.to_owned());
-        }
-        let state_reset = (self.lost_state && origin == StateOrigin::Fresh) || older_resumed;
-        let mut report = match self.run_in_instance(request, &limits, &mut metrics).await {
-            Ok(report) => report,
-            Err(error) => failed(error, Output::default()),
-        };
-        report.state = origin;
-        report.state_note = note;
-        if self.instance.is_none() {
-            // A trap dropped the instance: whatever this run built is gone too.
-            self.lost_state = true;
-            report.state_reset = true;
-        } else {
-            self.lost_state = false;
-        }
-        report.state_reset |= state_reset;
-        report.quota_exceeded = self.quota.as_ref().is_some_and(|q| q.refused());
-        metrics.duration_us = started.elapsed().as_micros() as u64;
-        report.metrics = metrics;
-        report
+            let state_reset = (self.lost_state && origin == StateOrigin::Fresh) || older_resumed;
+            let mut report = match self.run_in_instance(request, &limits, &mut metrics).await {
+                Ok(report) => report,
+                Err(error) => failed(error, Output::default()),
+            };
+            report.state = origin;
+            report.state_note = note;
+            if self.instance.is_none() {
+                // A trap dropped the instance: whatever this run built is gone too.
+                self.lost_state = true;
+                report.state_reset = true;
+            } else {
+                self.lost_state = false;
+            }
+            report.state_reset |= state_reset;
+            report.quota_exceeded = self.quota.as_ref().is_some_and(|q| q.refused());
+            metrics.duration_us = started.elapsed().as_micros() as u64;
+            report.metrics = metrics;
+            report
+        })
     }
 
     /// Starts an instance and restores `image` into it: the files closed

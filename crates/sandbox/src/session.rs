@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use wasmtime::component::Instance as Handle;
 
 use crate::bindings::anypath::runner::types as wit;
@@ -129,33 +130,35 @@ impl SessionRuntime {
 
     /// Loads (or compiles and caches) the data runtime.
     /// Must be called inside a Tokio runtime.
-    pub async fn start_python_data(config: PythonDataConfig) -> Result<Self, StartError> {
-        let mut loaded = engine::load(engine::session_engine_config(true), &config.component, &config.cache_dir, &config.limits, engine::Form::WithStateAccess).await?;
-        let states = StateImages::new(&loaded.component, loaded.state.take())?;
-        data_runtime::add_to_linker(&mut loaded.linker).map_err(StartError::Link)?;
-        let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
-        let pre = PythonDataPre::new(pre).map_err(StartError::Link)?;
-        let preinitialised = config.variant == DataVariant::Preimported;
-        let image = DataImage::new(pre, &config.layout, preinitialised).map_err(StartError::DataLayout)?;
-        // Best effort: a missing or unreadable origin or summary only leaves the health report without it.
-        let origin = std::fs::read(config.layout.join("origin.json"))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or(serde_json::Value::Null);
-        let preimported = match config.variant {
-            DataVariant::Preimported => std::fs::read(config.layout.join(PREIMPORTED_SUMMARY))
+    pub fn start_python_data(config: PythonDataConfig) -> BoxFuture<'static, Result<Self, StartError>> {
+        Box::pin(async move {
+            let mut loaded = engine::load(engine::session_engine_config(true), &config.component, &config.cache_dir, &config.limits, engine::Form::WithStateAccess).await?;
+            let states = StateImages::new(&loaded.component, loaded.state.take())?;
+            data_runtime::add_to_linker(&mut loaded.linker).map_err(StartError::Link)?;
+            let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
+            let pre = PythonDataPre::new(pre).map_err(StartError::Link)?;
+            let preinitialised = config.variant == DataVariant::Preimported;
+            let image = DataImage::new(pre, &config.layout, preinitialised).map_err(StartError::DataLayout)?;
+            // Best effort: a missing or unreadable origin or summary only leaves the health report without it.
+            let origin = std::fs::read(config.layout.join("origin.json"))
                 .ok()
-                .and_then(|bytes| serde_json::from_slice::<ImageSummary>(&bytes).ok()),
-            DataVariant::Snapshot | DataVariant::Plain => None,
-        };
-        let profile = Profile {
-            runtime: Runtime::PythonData,
-            component_name: component_name(&config.component),
-            origin,
-            limits: config.limits,
-            image: Some(ImageDescription { variant: config.variant, preimported }),
-        };
-        Ok(Self { image: Image::Data(Arc::new(DataRuntime { image, profile, _ticker: loaded.ticker })), states })
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                .unwrap_or(serde_json::Value::Null);
+            let preimported = match config.variant {
+                DataVariant::Preimported => std::fs::read(config.layout.join(PREIMPORTED_SUMMARY))
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice::<ImageSummary>(&bytes).ok()),
+                DataVariant::Snapshot | DataVariant::Plain => None,
+            };
+            let profile = Profile {
+                runtime: Runtime::PythonData,
+                component_name: component_name(&config.component),
+                origin,
+                limits: config.limits,
+                image: Some(ImageDescription { variant: config.variant, preimported }),
+            };
+            Ok(Self { image: Image::Data(Arc::new(DataRuntime { image, profile, _ticker: loaded.ticker })), states })
+        })
     }
 
     fn profile(&self) -> &Profile {

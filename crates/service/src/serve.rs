@@ -13,6 +13,7 @@ use std::sync::Arc;
 use anypath_sandbox::BlockRunner;
 use axum::Router;
 use axum::middleware::from_fn;
+use futures_util::future::BoxFuture;
 
 pub use crate::options::ServeOptions;
 pub use crate::shutdown::{hibernate_all, shutdown_signal, stopped_signal};
@@ -21,7 +22,15 @@ use crate::state::AppState;
 
 /// Serves until Ctrl-C or SIGTERM: the sandbox's API, and E2B's on its
 /// own listener when one is asked for.
-pub async fn serve(sandbox: BlockRunner, mut options: ServeOptions) -> anyhow::Result<()> {
+///
+/// The service's entry points return boxed futures: an async function's
+/// body, with all the generic server code it reaches, compiles again in
+/// every crate that awaits it; boxed, it compiles once, here.
+pub fn serve(sandbox: BlockRunner, options: ServeOptions) -> BoxFuture<'static, anyhow::Result<()>> {
+    Box::pin(serve_until_stopped(sandbox, options))
+}
+
+async fn serve_until_stopped(sandbox: BlockRunner, mut options: ServeOptions) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
     options.listen = listener.local_addr()?;
     let routers = routers(sandbox, &options);
@@ -49,33 +58,43 @@ pub async fn serve(sandbox: BlockRunner, mut options: ServeOptions) -> anyhow::R
 }
 
 /// Serves `app` (a [`router`]) on an already bound listener until `shutdown` resolves.
-pub async fn serve_on(
+pub fn serve_on(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    tracing::info!(listen = %listener.local_addr()?, "sandbox serving");
-    serve_router(listener, app, shutdown).await
+) -> BoxFuture<'static, anyhow::Result<()>> {
+    serve_listener(listener, app, Box::pin(shutdown), true)
 }
 
 /// [`serve_on`] without its log line, for the service's other listeners
 /// (each announces itself in its own words).
-pub async fn serve_router(
+pub fn serve_router(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    use axum::serve::ListenerExt;
-    // A websocket answer is several small frames in a row (a kernel's
-    // status, output, reply, status): with Nagle's algorithm each waits for
-    // the client's delayed ACK of the one before, 40 ms a time.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY could not be set");
+) -> BoxFuture<'static, anyhow::Result<()>> {
+    serve_listener(listener, app, Box::pin(shutdown), false)
+}
+
+/// What [`serve_on`] and [`serve_router`] share; not generic, so axum's
+/// server compiles here once whatever `shutdown` their callers pass.
+fn serve_listener(listener: tokio::net::TcpListener, app: Router, shutdown: BoxFuture<'static, ()>, announce: bool) -> BoxFuture<'static, anyhow::Result<()>> {
+    Box::pin(async move {
+        use axum::serve::ListenerExt;
+        if announce {
+            tracing::info!(listen = %listener.local_addr()?, "sandbox serving");
         }
-    });
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
-    Ok(())
+        // A websocket answer is several small frames in a row (a kernel's
+        // status, output, reply, status): with Nagle's algorithm each waits for
+        // the client's delayed ACK of the one before, 40 ms a time.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY could not be set");
+            }
+        });
+        axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+        Ok(())
+    })
 }
 
 /// The sandbox's HTTP API (`/v1/exec`, `/healthz`, the code interpreter and

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use anypath_interpreter::Interpreter;
+use futures_util::future::BoxFuture;
 
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn shutdown_signal() {
@@ -28,10 +29,12 @@ pub async fn stopped_signal(mut stopped: tokio::sync::watch::Receiver<bool>) {
 
 /// On a graceful stop: every live session's state goes to disk, for the
 /// next process to resume.
-pub async fn hibernate_all(interpreter: &Arc<Interpreter>) {
-    let started = std::time::Instant::now();
-    let hibernated = interpreter.hibernation().hibernate_all().await;
-    // With their files kept and their holds released, another host claims them at once.
-    let handed_over = interpreter.sessions().hand_over_all().await;
-    tracing::info!(hibernated, handed_over, elapsed_ms = started.elapsed().as_millis() as u64, "sessions hibernated for the stop");
+pub fn hibernate_all(interpreter: &Arc<Interpreter>) -> BoxFuture<'_, ()> {
+    Box::pin(async move {
+        let started = std::time::Instant::now();
+        let hibernated = interpreter.hibernation().hibernate_all().await;
+        // With their files kept and their holds released, another host claims them at once.
+        let handed_over = interpreter.sessions().hand_over_all().await;
+        tracing::info!(hibernated, handed_over, elapsed_ms = started.elapsed().as_millis() as u64, "sessions hibernated for the stop");
+    })
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anypath_interpreter::session_store::{DiscardedHome, SessionDirs};
 use anypath_interpreter::{InterpreterError, LocalSessionStore, SessionMeta, SessionStore};
+use futures_util::future::BoxFuture;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -63,31 +64,33 @@ impl SharedSessionStore {
     /// Opens the store with homes under `root` on this host: connects to
     /// Redis, checks the bucket answers, and starts renewing leases and
     /// listening for hand-over requests.
-    pub async fn open(root: &Path, options: SharedStoreOptions) -> Result<Arc<Self>, SharedStoreError> {
-        let objects = options.objects.open()?;
-        // A wrong endpoint, bucket or key fails here, not at the first hand-over.
-        let probe = options.objects.path(&["fleet", "probe"]);
-        objects.put(&probe, PutPayload::from_static(b"anypath")).await?;
-        let namespace = format!("anypath:{}:{}", options.objects.bucket, options.objects.prefix);
-        let coordination = Coordination::connect(&options.coordination, namespace, options.host.clone(), options.lease).await?;
-        let local = LocalSessionStore::open(root).map_err(|e| SharedStoreError::local(e.to_string(), std::io::Error::other("local store")))?;
-        let (to, handovers) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(coordination.clone().listen_for_handovers(to));
-        spawn_renewals(Arc::downgrade(&coordination), options.lease / 3);
-        tracing::info!(host = %options.host, bucket = %options.objects.bucket, prefix = %options.objects.prefix, lease_ms = options.lease.as_millis() as u64, "sessions shared through the object store and Redis");
-        let files = Arc::new(FileSync { objects, location: options.objects });
-        let artifacts = Arc::new(SharedArtifacts { coordination: coordination.clone(), files: files.clone(), runtime: Handle::current() });
-        let records = Arc::new(RedisRecords { coordination: coordination.clone() });
-        Ok(Arc::new(Self {
-            local,
-            coordination,
-            files,
-            artifacts,
-            records,
-            runtime: Handle::current(),
-            handovers: Mutex::new(Some(handovers)),
-            synced: Mutex::new(HashMap::new()),
-        }))
+    pub fn open<'f>(root: &'f Path, options: SharedStoreOptions) -> BoxFuture<'f, Result<Arc<Self>, SharedStoreError>> {
+        Box::pin(async move {
+            let objects = options.objects.open()?;
+            // A wrong endpoint, bucket or key fails here, not at the first hand-over.
+            let probe = options.objects.path(&["fleet", "probe"]);
+            objects.put(&probe, PutPayload::from_static(b"anypath")).await?;
+            let namespace = format!("anypath:{}:{}", options.objects.bucket, options.objects.prefix);
+            let coordination = Coordination::connect(&options.coordination, namespace, options.host.clone(), options.lease).await?;
+            let local = LocalSessionStore::open(root).map_err(|e| SharedStoreError::local(e.to_string(), std::io::Error::other("local store")))?;
+            let (to, handovers) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(coordination.clone().listen_for_handovers(to));
+            spawn_renewals(Arc::downgrade(&coordination), options.lease / 3);
+            tracing::info!(host = %options.host, bucket = %options.objects.bucket, prefix = %options.objects.prefix, lease_ms = options.lease.as_millis() as u64, "sessions shared through the object store and Redis");
+            let files = Arc::new(FileSync { objects, location: options.objects });
+            let artifacts = Arc::new(SharedArtifacts { coordination: coordination.clone(), files: files.clone(), runtime: Handle::current() });
+            let records = Arc::new(RedisRecords { coordination: coordination.clone() });
+            Ok(Arc::new(Self {
+                local,
+                coordination,
+                files,
+                artifacts,
+                records,
+                runtime: Handle::current(),
+                handovers: Mutex::new(Some(handovers)),
+                synced: Mutex::new(HashMap::new()),
+            }))
+        })
     }
 
     /// Waits for `future` on the store's runtime (the caller is on the

@@ -267,26 +267,33 @@ impl App {
                 accepted = listener.accept() => accepted?,
                 () = &mut shutdown => return Ok(()),
             };
-            // A response whose body follows its head in a second write would
-            // otherwise wait for the client's delayed ACK (~40 ms).
-            if let Err(error) = stream.set_nodelay(true) {
-                tracing::debug!(%error, "TCP_NODELAY could not be set");
-            }
-            let app = self.inner.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let app = app.clone();
-                    async move { Ok::<_, std::convert::Infallible>(app.handle_public(request, client, local).await) }
-                });
-                if let Err(error) = hyper::server::conn::http1::Builder::new()
-                    .keep_alive(true)
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await
-                {
-                    tracing::debug!(%error, "connection ended with an error");
-                }
-            });
+            self.spawn_connection(stream, client, local);
         }
+    }
+
+    /// Serves one accepted connection on a task of its own. A plain
+    /// function, so hyper's generic server code compiles in this crate once
+    /// rather than in every crate that awaits the generic [`App::serve`].
+    fn spawn_connection(&self, stream: tokio::net::TcpStream, client: SocketAddr, local: SocketAddr) {
+        // A response whose body follows its head in a second write would
+        // otherwise wait for the client's delayed ACK (~40 ms).
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY could not be set");
+        }
+        let app = self.inner.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let app = app.clone();
+                async move { Ok::<_, std::convert::Infallible>(app.handle_public(request, client, local).await) }
+            });
+            if let Err(error) = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
     }
 }
 

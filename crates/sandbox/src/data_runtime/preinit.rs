@@ -20,6 +20,7 @@
 
 use std::path::Path;
 
+use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use wasmtime::{Config, Engine, Instance, Linker, Module, OptLevel, Store, Val};
 use wasmtime_wasi::WasiCtxBuilder;
@@ -96,69 +97,79 @@ struct Scratch {
     wasi: WasiP1Ctx,
 }
 
+/// The scratch instance's imports: WASI preview 1 and the refused host door.
+/// A plain function so its generic bindings compile once, in this crate,
+/// rather than in every crate that awaits [`preinitialise`].
+fn scratch_linker(engine: &Engine) -> wasmtime::Result<Linker<Scratch>> {
+    let mut linker = Linker::<Scratch>::new(engine);
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s| &mut s.wasi)?;
+    linker.func_wrap("host", "call", |_: i32, _: i32, _: i32, _: i32| NO_HOST)?;
+    Ok(linker)
+}
+
 /// Pre-initialises the reactor `core` (a WASI preview-1 core module) over
 /// the runtime's `layout` (`lib/`, `mpl-data/`). Takes a minute and a few
 /// GiB of memory, and reads and compiles a large module: run it on a thread
 /// that may block.
-pub async fn preinitialise(core: &Path, layout: &Path) -> Result<Preinitialised, PreinitError> {
-    let wasm = std::fs::read(core).map_err(|source| PreinitError::Read { path: core.display().to_string(), source })?;
-    let (library, mpl_data) = layout_dirs(layout).map_err(PreinitError::Layout)?;
-    let scratch = tempfile::Builder::new().prefix("anypath-preinit-").tempdir().map_err(PreinitError::Scratch)?;
-    let (tmp, data, datasets, root) = (scratch.path().join("tmp"), scratch.path().join("data"), scratch.path().join("datasets"), scratch.path().join("root"));
-    for dir in [tmp.join("matplotlib"), data.clone(), datasets.clone(), root.clone()] {
-        std::fs::create_dir_all(dir).map_err(PreinitError::Scratch)?;
-    }
+pub fn preinitialise<'f>(core: &'f Path, layout: &'f Path) -> BoxFuture<'f, Result<Preinitialised, PreinitError>> {
+    Box::pin(async move {
+        let wasm = std::fs::read(core).map_err(|source| PreinitError::Read { path: core.display().to_string(), source })?;
+        let (library, mpl_data) = layout_dirs(layout).map_err(PreinitError::Layout)?;
+        let scratch = tempfile::Builder::new().prefix("anypath-preinit-").tempdir().map_err(PreinitError::Scratch)?;
+        let (tmp, data, datasets, root) = (scratch.path().join("tmp"), scratch.path().join("data"), scratch.path().join("datasets"), scratch.path().join("root"));
+        for dir in [tmp.join("matplotlib"), data.clone(), datasets.clone(), root.clone()] {
+            std::fs::create_dir_all(dir).map_err(PreinitError::Scratch)?;
+        }
 
-    let wizer = Wizer::new();
-    let (context, instrumented) = wizer.instrument(&wasm).map_err(PreinitError::Instrument)?;
-    let mut config = Config::new();
-    // Run once: compiling fast matters more than running fast, and one
-    // instance needs no copy-on-write image of its initial memory (making
-    // one seals a memfd, which the kernel has been seen to refuse at random).
-    config.wasm_exceptions(true).cranelift_opt_level(OptLevel::None).memory_init_cow(false);
-    let engine = Engine::new(&config).map_err(PreinitError::Start)?;
-    let module = Module::new(&engine, &instrumented).map_err(PreinitError::Start)?;
+        let wizer = Wizer::new();
+        let (context, instrumented) = wizer.instrument(&wasm).map_err(PreinitError::Instrument)?;
+        let mut config = Config::new();
+        // Run once: compiling fast matters more than running fast, and one
+        // instance needs no copy-on-write image of its initial memory (making
+        // one seals a memfd, which the kernel has been seen to refuse at random).
+        config.wasm_exceptions(true).cranelift_opt_level(OptLevel::None).memory_init_cow(false);
+        let engine = Engine::new(&config).map_err(PreinitError::Start)?;
+        let module = Module::new(&engine, &instrumented).map_err(PreinitError::Start)?;
 
-    let stdout = DrainPipe::new(OUTPUT_CAP);
-    let stderr = DrainPipe::new(OUTPUT_CAP);
-    let mut builder = WasiCtxBuilder::new();
-    GuestDirs { library: (&library, wasmtime_wasi::FsPerms::ReadWrite), mpl_data: &mpl_data, tmp: &tmp, data: &data, datasets: &datasets, root: (&root, wasmtime_wasi::FsPerms::ReadOnly) }
-        .configure(&mut builder)
-        .map_err(PreinitError::Start)?;
-    builder.stdout(stdout.clone()).stderr(stderr.clone());
-    let mut store = Store::new(&engine, Scratch { wasi: builder.build_p1() });
-    let mut linker = Linker::<Scratch>::new(&engine);
-    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s| &mut s.wasi).map_err(PreinitError::Start)?;
-    linker.func_wrap("host", "call", |_: i32, _: i32, _: i32, _: i32| NO_HOST).map_err(PreinitError::Start)?;
-    let instance = linker.instantiate_async(&mut store, &module).await.map_err(PreinitError::Start)?;
-    if let Some(initialize) = instance.get_func(&mut store, "_initialize") {
-        initialize.call_async(&mut store, &[], &mut []).await.map_err(PreinitError::Start)?;
-    }
+        let stdout = DrainPipe::new(OUTPUT_CAP);
+        let stderr = DrainPipe::new(OUTPUT_CAP);
+        let mut builder = WasiCtxBuilder::new();
+        GuestDirs { library: (&library, wasmtime_wasi::FsPerms::ReadWrite), mpl_data: &mpl_data, tmp: &tmp, data: &data, datasets: &datasets, root: (&root, wasmtime_wasi::FsPerms::ReadOnly) }
+            .configure(&mut builder)
+            .map_err(PreinitError::Start)?;
+        builder.stdout(stdout.clone()).stderr(stderr.clone());
+        let mut store = Store::new(&engine, Scratch { wasi: builder.build_p1() });
+        let linker = scratch_linker(&engine).map_err(PreinitError::Start)?;
+        let instance = linker.instantiate_async(&mut store, &module).await.map_err(PreinitError::Start)?;
+        if let Some(initialize) = instance.get_func(&mut store, "_initialize") {
+            initialize.call_async(&mut store, &[], &mut []).await.map_err(PreinitError::Start)?;
+        }
 
-    let source = format!(
-        "{bootstrap}_ns = {{'__name__': 'anypath_preimport'}}\n\
-         exec(compile({code}, '<anypath:preimport>', 'exec'), _ns)\n\
-         _ns['finish']({FIRST_FREE_FD})\n\
-         del _ns\n",
-        bootstrap = bootstrap_source(),
-        code = python_str(PREIMPORT),
-    );
-    let status = turn(&mut store, &instance, &source).await.map_err(PreinitError::Start)?;
-    let (out, _) = stdout.drain();
-    let (err, _) = stderr.drain();
-    if status & 0xff != 0 {
-        let output = format!("{}{}", String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
-        return Err(PreinitError::Import { status, output: tail(&output) });
-    }
-    let mut summary = read_summary(&out)?;
-    if !summary.open_descriptors.is_empty() {
-        return Err(PreinitError::OpenDescriptors(summary.open_descriptors));
-    }
-    let memory = instance.get_memory(&mut store, "memory").ok_or_else(|| PreinitError::Start(wasmtime::Error::msg("the reactor exports no memory")))?;
-    summary.memory_bytes = memory.data_size(&store) as u64;
+        let source = format!(
+            "{bootstrap}_ns = {{'__name__': 'anypath_preimport'}}\n\
+             exec(compile({code}, '<anypath:preimport>', 'exec'), _ns)\n\
+             _ns['finish']({FIRST_FREE_FD})\n\
+             del _ns\n",
+            bootstrap = bootstrap_source(),
+            code = python_str(PREIMPORT),
+        );
+        let status = turn(&mut store, &instance, &source).await.map_err(PreinitError::Start)?;
+        let (out, _) = stdout.drain();
+        let (err, _) = stderr.drain();
+        if status & 0xff != 0 {
+            let output = format!("{}{}", String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
+            return Err(PreinitError::Import { status, output: tail(&output) });
+        }
+        let mut summary = read_summary(&out)?;
+        if !summary.open_descriptors.is_empty() {
+            return Err(PreinitError::OpenDescriptors(summary.open_descriptors));
+        }
+        let memory = instance.get_memory(&mut store, "memory").ok_or_else(|| PreinitError::Start(wasmtime::Error::msg("the reactor exports no memory")))?;
+        summary.memory_bytes = memory.data_size(&store) as u64;
 
-    let module = wizer.snapshot(&context, &mut Snapshotted { store: &mut store, instance }).await.map_err(PreinitError::Snapshot)?;
-    Ok(Preinitialised { module, summary })
+        let module = wizer.snapshot(&context, &mut Snapshotted { store: &mut store, instance }).await.map_err(PreinitError::Snapshot)?;
+        Ok(Preinitialised { module, summary })
+    })
 }
 
 /// Runs `source` as one reactor turn: the source is copied into memory the

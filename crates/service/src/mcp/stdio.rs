@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use futures_util::future::BoxFuture;
 use rmcp::ServiceExt;
 
 use super::CodeInterpreterTools;
@@ -16,7 +17,14 @@ use crate::interpreter_service::InterpreterService;
 use crate::state::AppState;
 
 /// Serves the tools on stdin/stdout until the client closes them.
-pub async fn serve(state: Arc<AppState>, tenant: String, downloads: SocketAddr) -> anyhow::Result<()> {
+///
+/// Boxed here so that rmcp's generic session code compiles in this crate
+/// once: an async function's body compiles again in every crate that awaits it.
+pub fn serve(state: Arc<AppState>, tenant: String, downloads: SocketAddr) -> BoxFuture<'static, anyhow::Result<()>> {
+    Box::pin(serve_stdio(state, tenant, downloads))
+}
+
+async fn serve_stdio(state: Arc<AppState>, tenant: String, downloads: SocketAddr) -> anyhow::Result<()> {
     let service = InterpreterService::of(&state).context("the MCP server needs a code interpreter")?;
     let listener = tokio::net::TcpListener::bind(downloads)
         .await
