@@ -5,7 +5,12 @@
 //! takes milliseconds. The cache key covers the component's bytes and the
 //! engine's compatibility hash, so a changed component or engine setting
 //! never loads stale code. The sandbox's runtimes and the Spin host load
-//! through this one cache.
+//! through this one cache. A component's digest is remembered by its file's
+//! identity ([`Source`]), so a hit reads only the artifact.
+
+mod source;
+
+pub use source::Source;
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -32,14 +37,13 @@ pub fn read(path: &Path) -> Result<Vec<u8>, CacheError> {
 
 /// Loads `component_path` through the cache in `cache_dir`, compiling on a miss.
 pub fn load(engine: &Engine, component_path: &Path, cache_dir: &Path) -> Result<Component, CacheError> {
-    let bytes = read(component_path)?;
-    let stem = component_path.file_stem().and_then(|s| s.to_str()).unwrap_or("component");
-    let cached = cache_dir.join(format!("{stem}-{}.cwasm", key(engine, &bytes)));
+    let source = Source::open(component_path, cache_dir)?;
+    let cached = cache_dir.join(format!("{}-{}.cwasm", source.stem(), source.key(engine)));
     if let Some(component) = deserialize(engine, &cached) {
         return Ok(component);
     }
     tracing::info!(component = %component_path.display(), cache = %cache_dir.display(), "compiling to native code (once; then cached)");
-    compile_into(engine, &bytes, &cached)
+    compile_into(engine, &source.into_bytes()?, &cached)
 }
 
 /// Compiles `component` with `engine`, writes the native code to `cached`
@@ -69,13 +73,18 @@ pub fn deserialize(engine: &Engine, cached: &Path) -> Option<Component> {
     }
 }
 
-/// The cache key of `component` compiled by `engine`: its bytes, the
-/// engine's compatibility hash and this crate's version.
+/// The cache key of `component` compiled by `engine`: its bytes' digest,
+/// the engine's compatibility hash and this crate's version.
 pub fn key(engine: &Engine, component: &[u8]) -> String {
+    key_of_digest(engine, &Sha256::digest(component).into())
+}
+
+/// [`key`] from the component's SHA-256.
+fn key_of_digest(engine: &Engine, component_digest: &[u8; 32]) -> String {
     let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut engine_hash);
     let mut digest = Sha256::new();
-    digest.update(component);
+    digest.update(component_digest);
     digest.update(engine_hash.finish().to_le_bytes());
     digest.update(env!("CARGO_PKG_VERSION").as_bytes());
     hex::encode(&digest.finalize()[..16])

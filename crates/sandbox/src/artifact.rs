@@ -31,11 +31,10 @@ pub(crate) struct Instrumented {
 /// in `cache_dir` (the compiled code and the layout beside it); instruments
 /// and compiles on a miss.
 pub(crate) fn load_instrumented(engine: &Engine, component_path: &Path, cache_dir: &Path) -> Result<Instrumented, ArtifactError> {
-    let bytes = anypath_native_cache::read(component_path)?;
-    let stem = component_path.file_stem().and_then(|s| s.to_str()).unwrap_or("component");
-    let key = format!("{}-{STATE_FORM}", anypath_native_cache::key(engine, &bytes));
-    let cached = cache_dir.join(format!("{stem}-{key}.cwasm"));
-    let layout_path = cache_dir.join(format!("{stem}-{key}.layout.json"));
+    let source = anypath_native_cache::Source::open(component_path, cache_dir)?;
+    let key = format!("{}-{STATE_FORM}", source.key(engine));
+    let cached = cache_dir.join(format!("{}-{key}.cwasm", source.stem()));
+    let layout_path = cache_dir.join(format!("{}-{key}.layout.json", source.stem()));
     let layout = std::fs::read(&layout_path).ok().and_then(|b| serde_json::from_slice::<Layout>(&b).ok());
     if let Some(layout) = layout
         && let Some(component) = deserialize(engine, &cached)
@@ -43,7 +42,7 @@ pub(crate) fn load_instrumented(engine: &Engine, component_path: &Path, cache_di
         return Ok(Instrumented { component, layout, key });
     }
     tracing::info!(component = %component_path.display(), cache = %cache_dir.display(), "instrumenting for state images and compiling to native code (once; then cached)");
-    let (instrumented, layout) = crate::state_image::instrument::instrument(&bytes)?;
+    let (instrumented, layout) = crate::state_image::instrument::instrument(&source.into_bytes()?)?;
     let component = anypath_native_cache::compile_into(engine, &instrumented, &cached)?;
     write_atomically(&layout_path, &serde_json::to_vec(&layout).unwrap_or_default())?;
     Ok(Instrumented { component, layout, key })
