@@ -47,9 +47,7 @@ impl<'a> Runs<'a> {
     /// `base_url`. Finding the session, scanning its files and hashing what
     /// changed run on the blocking pool; only the run itself is async.
     pub fn run_python<'f>(&'f self, tenant: &'f str, session_id: &'f str, request: RunRequest, base_url: &'f str) -> BoxFuture<'f, Result<RunReport, InterpreterError>> {
-        Box::pin(async move {
-            self.run_python_live(tenant, session_id, request, base_url, None).await
-        })
+        self.run_python_live(tenant, session_id, request, base_url, None)
     }
 
     /// [`Self::run_python`], sending output and results to `live` as they

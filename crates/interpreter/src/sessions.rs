@@ -106,9 +106,7 @@ impl<'a> Sessions<'a> {
     /// files and live state, so each can go its own way. The copy counts
     /// toward the new session's quota; the parent's open files are closed.
     pub fn fork<'f>(&'f self, tenant: &'f str, session_id: &'f str, new_id: &'f str) -> BoxFuture<'f, Result<SessionInfo, InterpreterError>> {
-        Box::pin(async move {
-            self.copy_session(tenant, session_id, new_id, None).await
-        })
+        Box::pin(self.copy_session(tenant, session_id, new_id, None))
     }
 
     /// [`Self::fork`], the copy idle for `ttl` before it expires (`None`:

@@ -100,9 +100,7 @@ impl BlockRunner {
 
     /// Runs one block. Never panics on guest behaviour: every failure is a typed error.
     pub fn execute(&self, request: ExecRequest) -> BoxFuture<'_, Report> {
-        Box::pin(async move {
-            self.execute_gated(request, PolicyGate::Enforced).await
-        })
+        Box::pin(self.execute_gated(request, PolicyGate::Enforced))
     }
 
     /// Runs one block under `gate`: `PolicyGate::Disabled` exists only in
