@@ -276,8 +276,10 @@ fn the_agent_cannot_reach_the_llm_host_itself() {
     assert!(fake.calls().is_empty(), "the LLM was not reached");
 }
 
-/// Every turn asks for a tool call; a server that refuses `tool_choice:
-/// required` is asked again without it, and later runs leave it out.
+/// Every turn asks for a tool call. Before the first, the planner probes
+/// the server once with a short request of its own; a server that honours
+/// the probe but refuses `tool_choice: required` later is asked again
+/// without it, and later runs leave it out.
 #[test]
 fn a_refused_required_tool_call_is_asked_again_without_it_and_remembered() {
     let fake = FakeLlm::start(vec![
@@ -294,12 +296,31 @@ fn a_refused_required_tool_call_is_asked_again_without_it_and_remembered() {
     assert_eq!((status, body["output"].as_str()), (200, Some("One file.")), "{body}");
     let choices: Vec<Value> = fake.calls().iter().map(|c| c.body["tool_choice"].clone()).collect();
     assert_eq!(choices, [json!("required"), Value::Null, Value::Null, Value::Null, Value::Null], "asked once, then never again");
+    assert_eq!(fake.probes().len(), 1, "probed once, before the first required turn");
+}
+
+/// A server that refuses the setting on the probe is never asked for a
+/// required call; the probe is short (its answer capped at 64 tokens) and
+/// every turn gets the configured cap.
+#[test]
+fn a_server_refusing_the_probe_is_never_asked_for_a_required_call() {
+    let fake = FakeLlm::start(vec![tools(&[("write_file", json!({"filePath": "a.txt", "content": "A"}))]), Reply::Text("Wrote a.txt.".into())])
+        .answering_probes(Reply::Refuse(400, "tool_choice 'required' is not supported by this server".into()));
+    let app = start(&fake, "openai", "agent-probe-refused");
+    let (status, body) = run(&app, json!({"input": "Write a.txt", "includeSteps": true}));
+    assert_eq!((status, body["output"].as_str(), &body["steps"][0]["tool"]), (200, Some("Wrote a.txt."), &json!("write_file")), "{body}");
+    let probes = fake.probes();
+    assert_eq!(probes.len(), 1, "one probe");
+    assert_eq!((&probes[0].body["tool_choice"], &probes[0].body["max_tokens"]), (&json!("required"), &json!(64)));
+    let calls = fake.calls();
+    assert!(calls.iter().all(|c| c.body["tool_choice"].is_null()), "never asked for a required call");
+    assert!(calls.iter().all(|c| c.body["max_tokens"] == json!(1500)), "every turn has the configured cap");
 }
 
 /// A model that writes its call as text (as small local models do, even
-/// asked for a required call) has it run; the step says it was recovered,
-/// and the server is not asked for a required call again. That first,
-/// probing turn is capped at 512 tokens; later turns have the configured cap.
+/// asked for a required call) has it run; the step says it was recovered.
+/// Such a server answers the probe with text too, so no turn asks for a
+/// required call, which would have it pad its answer to the cap.
 #[test]
 fn a_tool_call_written_as_text_is_run_and_marked_recovered() {
     let fenced = "```json\n{\"name\": \"write_file\", \"arguments\": {\"filePath\": \"hello.txt\", \"content\": \"Hi\"}}\n```\n\n\n";
@@ -308,7 +329,8 @@ fn a_tool_call_written_as_text_is_run_and_marked_recovered() {
         Reply::Text("<tool_call>\n{\"name\": \"final_answer\", \"arguments\": {\"text\": \"hello.txt written.\"}}\n</tool_call>".into()),
         tools(&[("read_file", json!({"filePath": "hello.txt"}))]),
         Reply::Text("It says Hi.".into()),
-    ]);
+    ])
+    .answering_probes(Reply::Text("<tool_call>\n{\"name\": \"tool_choice_probe\", \"arguments\": {}}\n</tool_call>".into()));
     let app = start(&fake, "openai", "agent-text-calls");
     let (status, body) = run(&app, json!({"input": "Write hello.txt", "includeSteps": true, "session_id": "text-calls"}));
     assert_eq!((status, body["output"].as_str()), (200, Some("hello.txt written.")), "{body}");
@@ -316,10 +338,7 @@ fn a_tool_call_written_as_text_is_run_and_marked_recovered() {
     assert_eq!((&body["steps"][0]["tool"], &body["steps"][0]["recovered"]), (&json!("write_file"), &json!(true)), "{body}");
     let (_, again) = run(&app, json!({"input": "What does hello.txt say?", "includeSteps": true, "session_id": "text-calls"}));
     assert_eq!(observations(&again)[0], "Hi", "the recovered call wrote the file: {again}");
+    assert_eq!(fake.probes().len(), 1, "probed once");
     let choices: Vec<Value> = fake.calls().iter().map(|c| c.body["tool_choice"].clone()).collect();
-    assert_eq!(choices[0], json!("required"));
-    assert!(choices[1..].iter().all(Value::is_null), "not honoured once, not asked again: {choices:?}");
-    // Until the server was known, the required turn could not pad for minutes.
-    let caps: Vec<Value> = fake.calls().iter().map(|c| c.body["max_tokens"].clone()).collect();
-    assert_eq!((&caps[0], &caps[1]), (&json!(512), &json!(1500)), "{caps:?}");
+    assert!(choices.iter().all(Value::is_null), "not honoured on the probe, never asked: {choices:?}");
 }

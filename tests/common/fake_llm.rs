@@ -4,6 +4,12 @@
 //! reply answers with the seed rules' plan for the request in the prompt,
 //! like a model that always gets CRUD right, and declines every other
 //! request with a plan that answers 404. Every call is recorded.
+//!
+//! The planner's probe of whether the server honours `tool_choice:
+//! required` (a request offering only [`PROBE_TOOL`]) does not take a
+//! scripted reply: it is answered as [`FakeLlm::answering_probes`] says (by
+//! default with a call, as a server that honours the setting) and recorded
+//! apart, in [`FakeLlm::probes`].
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -62,12 +68,18 @@ impl Call {
     }
 }
 
+/// The tool the planner's probe asks for (`components/planner/src/completion.rs`).
+pub const PROBE_TOOL: &str = "tool_choice_probe";
+
 #[derive(Default)]
 struct Script {
     replies: VecDeque<Reply>,
     /// Used when the queue is empty.
     fallback: Option<Reply>,
     calls: Vec<Call>,
+    /// The answer to a probe; `None` answers with a call of the probe tool.
+    probe: Option<Reply>,
+    probes: Vec<Call>,
 }
 
 /// The running fake; stops with the test process.
@@ -94,12 +106,24 @@ impl FakeLlm {
         self
     }
 
+    /// Answers the planner's probes with `reply` (a server that does not
+    /// honour a required tool call answers with text or refuses it).
+    pub fn answering_probes(self, reply: Reply) -> Self {
+        self.script.lock().expect("script").probe = Some(reply);
+        self
+    }
+
+    /// Every probe so far.
+    pub fn probes(&self) -> Vec<Call> {
+        self.script.lock().expect("script").probes.clone()
+    }
+
     /// Queues more replies.
     pub fn push(&self, replies: Vec<Reply>) {
         self.script.lock().expect("script").replies.extend(replies);
     }
 
-    /// Every call so far.
+    /// Every call so far but the probes.
     pub fn calls(&self) -> Vec<Call> {
         self.script.lock().expect("script").calls.clone()
     }
@@ -131,8 +155,19 @@ fn answer(script: &Arc<Mutex<Script>>, api: &'static str, headers: &HeaderMap, b
 fn next_reply(script: &Arc<Mutex<Script>>, api: &'static str, headers: &HeaderMap, body: &Value) -> Reply {
     let mut script = script.lock().expect("script");
     let content_length = headers.contains_key(axum::http::header::CONTENT_LENGTH);
-    script.calls.push(Call { api, body: body.clone(), content_length });
+    let call = Call { api, body: body.clone(), content_length };
+    if is_probe(body) {
+        script.probes.push(call);
+        return script.probe.clone().unwrap_or_else(|| tools(&[(PROBE_TOOL, json!({}))]));
+    }
+    script.calls.push(call);
     script.replies.pop_front().or_else(|| script.fallback.clone()).unwrap_or(Reply::Text("I have no plan.".into()))
+}
+
+/// Whether the request offers only the probe's tool (in OpenAI's shape or Anthropic's).
+fn is_probe(body: &Value) -> bool {
+    let tools = body["tools"].as_array().map(Vec::as_slice).unwrap_or_default();
+    matches!(tools, [tool] if tool["function"]["name"] == PROBE_TOOL || tool["name"] == PROBE_TOOL)
 }
 
 fn text_of(reply: Reply, body: &Value) -> Result<String, (u16, String)> {

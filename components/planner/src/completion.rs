@@ -3,20 +3,22 @@
 //! `ChatAnswer`, the same types the agent writes and reads; the configured
 //! provider's adapter carries them in its native format.
 //!
-//! The agent asks for a tool call every turn (`tool_choice: required`). A
-//! server that refuses that setting is asked again without it; one that
-//! takes it but answers without a tool call anyway (llama.cpp with a chat
-//! template it has no tool-call grammar for writes the call as text, then
-//! pads to the token cap) is taken at its word this once. Either way the
-//! planner remembers, by server URL and model, to leave the setting out
-//! from then on, and the agent reads calls written as text. Until it knows,
-//! the required turn's answer is capped at [`PROBE_MAX_TOKENS`]: padding to
-//! the configured cap costs a small model on two cores minutes, long enough
-//! for the call to time out before anything is learnt.
+//! The agent asks for a tool call every turn (`tool_choice: required`). Not
+//! every server honours that: one refuses the setting, another (llama.cpp
+//! with a chat template it has no tool-call grammar for) takes it, writes
+//! the call as text and then pads to the token cap, which costs a small
+//! model on two cores minutes. So before the first required turn the
+//! planner probes the server with a request of its own, a few words asking
+//! for a call of [`PROBE_TOOL`] capped at [`PROBE_MAX_TOKENS`], and
+//! remembers by server URL and model whether a call came back. A server
+//! that does not honour it is asked without the setting from then on, and
+//! the agent reads calls written as text; one that stops honouring it
+//! later is remembered so at its first answer without a call.
 
 use anypath_llm::structured::memo_key;
-use anypath_llm::{ChatAnswer, ChatRequest, ToolChoice};
+use anypath_llm::{ChatAnswer, ChatRequest, Message, Settings, ToolChoice, ToolSpec};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use crate::config::Config;
 use crate::llm_call::{self, AskError};
@@ -25,9 +27,13 @@ use crate::{Failure, memo};
 /// What is remembered, in the memo key.
 const REMEMBERED: &str = "tool_choice";
 
-/// The answer cap of a required turn while it is not known whether the
-/// server honours the setting: room for a first turn's call, not for minutes of padding.
-const PROBE_MAX_TOKENS: u32 = 512;
+/// The tool the probe asks for; it takes no arguments, so its call is a
+/// handful of tokens.
+pub const PROBE_TOOL: &str = "tool_choice_probe";
+
+/// The probe's answer cap: room for a call without arguments, not for
+/// padding.
+const PROBE_MAX_TOKENS: u32 = 64;
 
 /// What the planner keeps about a server's tool calling.
 #[derive(Serialize, Deserialize)]
@@ -36,26 +42,28 @@ struct ToolChoiceMemo {
     required: bool,
 }
 
-/// Asks the configured LLM for one completion of `chat`, stepping down from
-/// a required tool call when the server refuses it.
+/// Asks the configured LLM for one completion of `chat`, leaving out a
+/// required tool call where the server does not honour it.
 pub fn complete(config: &Config, chat: &ChatRequest, request_id: &str) -> Result<ChatAnswer, Failure> {
     let settings = llm_call::settings(config)?;
     if chat.tool_choice != Some(ToolChoice::Required) {
         return Ok(llm_call::ask(config, settings, chat, request_id)?);
     }
     let key = memo_key(REMEMBERED, &config.base_url, &settings.model);
-    let remembered: Option<ToolChoiceMemo> = memo::recall(config, &key, request_id);
+    let honoured = match memo::recall::<ToolChoiceMemo>(config, &key, request_id) {
+        Some(memo) => memo.required,
+        None => {
+            let required = probe(config, settings, request_id)?;
+            memo::keep(config, &key, &ToolChoiceMemo { required }, request_id);
+            required
+        }
+    };
     let unconstrained = || ChatRequest { tool_choice: None, ..chat.clone() };
-    if remembered.as_ref().is_some_and(|m| !m.required) {
+    if !honoured {
         return Ok(llm_call::ask(config, settings, &unconstrained(), request_id)?);
     }
     let not_honoured = || memo::keep(config, &key, &ToolChoiceMemo { required: false }, request_id);
-    let cap = chat.max_tokens.unwrap_or(settings.max_tokens);
-    let asked = match remembered {
-        Some(_) => chat.clone(),
-        None => ChatRequest { max_tokens: Some(cap.min(PROBE_MAX_TOKENS)), ..chat.clone() },
-    };
-    match llm_call::ask(config, settings, &asked, request_id) {
+    match llm_call::ask(config, settings, chat, request_id) {
         Err(AskError::Provider(error)) if error.refuses_setting() => {
             let answer = llm_call::ask(config, settings, &unconstrained(), request_id)?;
             not_honoured();
@@ -65,12 +73,27 @@ pub fn complete(config: &Config, chat: &ChatRequest, request_id: &str) -> Result
             not_honoured();
             Ok(answer)
         }
-        Ok(answer) => {
-            if remembered.is_none() {
-                memo::keep(config, &key, &ToolChoiceMemo { required: true }, request_id);
-            }
-            Ok(answer)
-        }
         answered => Ok(answered?),
+    }
+}
+
+/// Whether the server honours `tool_choice: required`: asked for a call of
+/// [`PROBE_TOOL`], it answers with a call (yes), with text or a refusal of
+/// the setting (no). Any other failure is the caller's.
+fn probe(config: &Config, settings: &Settings, request_id: &str) -> Result<bool, Failure> {
+    let tool = ToolSpec {
+        name: PROBE_TOOL.into(),
+        description: "Says that tool calls work. Takes no arguments.".into(),
+        parameters: json!({"type": "object", "properties": {}}),
+    };
+    let chat = ChatRequest {
+        tool_choice: Some(ToolChoice::Required),
+        max_tokens: Some(PROBE_MAX_TOKENS),
+        ..ChatRequest::new("You answer with a tool call.", vec![Message::user(format!("Call {PROBE_TOOL}."))]).with_tools(vec![tool])
+    };
+    match llm_call::ask(config, settings, &chat, request_id) {
+        Ok(answer) => Ok(!answer.tool_calls.is_empty()),
+        Err(AskError::Provider(error)) if error.refuses_setting() => Ok(false),
+        Err(other) => Err(other.into()),
     }
 }
