@@ -2,7 +2,7 @@
 //! with the installs the tests need beside it, the check that `cargo xtask
 //! up` finds that build complete ([`crate::shared_build`]), the book, then
 //! the tests under cargo-nextest in passes (the small-model suites on one
-//! model server, the rest of the workspace, the store component, and the
+//! model server, the rest of the workspace, and the
 //! host passes: the store on Redis, the real `spin up` on key-value and on
 //! Redis), each stage timed.
 
@@ -12,7 +12,7 @@ use std::process::Command;
 use anyhow::bail;
 
 use crate::budget::Budget;
-use crate::steps::{Built, build_with, cargo_command, root, run, step};
+use crate::steps::{Built, build_with, cargo_command, run, step};
 
 /// `cargo xtask test`: build (with the downloads and installs the tests need
 /// running beside it), the book, then every test of the workspace under
@@ -97,11 +97,6 @@ fn run_passes(budget: &Budget, built: &Built, tools: &TestTools, extra: &[String
     );
     drop(model_server);
     pass("tests: the workspace", "every other test", tests(&[]).args(["-E", &format!("not ({small_model})")]));
-    pass(
-        "tests: store component",
-        "the store component's unit tests (components/)",
-        cargo_command().args(["test", "-p", "store", "--manifest-path"]).arg(root().join("components/Cargo.toml")),
-    );
     let redis = std::ffi::OsStr::new("redis");
     let rest = suites(REST_SUITES);
     pass("tests: store on Redis", &REST_SUITES.join(", "), tests(&[("ANYPATH_TEST_STORE_BACKEND", redis)]).args(["-E", &rest]));

@@ -13,7 +13,7 @@ use spin_sdk::wit::wasi::keyvalue::{atomics, batch, store};
 use crate::backend::{Backend, Outcome, Part, Snapshot, decode_index};
 use crate::clock::pause_ms;
 use crate::codec::encode;
-use crate::error::StoreError;
+use crate::error::{StoreError, kv_failed};
 use crate::keys::{CollectionKeys, KeyStyle};
 use crate::transaction::{self, Locked, Transaction};
 
@@ -34,7 +34,7 @@ pub struct KvBackend {
 
 impl KvBackend {
     pub fn open() -> Result<Self, StoreError> {
-        Ok(Self { bucket: store::open(STORE_LABEL)?, written: RefCell::default(), lost_tickets: RefCell::default() })
+        Ok(Self { bucket: store::open(STORE_LABEL).map_err(kv_failed)?, written: RefCell::default(), lost_tickets: RefCell::default() })
     }
 
     /// Swaps `bytes` in where `snapshot` is stored; false when it is no longer there.
@@ -44,8 +44,8 @@ impl KvBackend {
             // creation goes to whoever takes the first ticket; the others wait
             // for its index to appear and then swap as usual.
             let index_key = keys.index();
-            if !self.lost_tickets.borrow().contains(&index_key) && atomics::increment(&self.bucket, &keys.ticket(), 1)? == 1 {
-                self.bucket.set(&index_key, bytes)?;
+            if !self.lost_tickets.borrow().contains(&index_key) && atomics::increment(&self.bucket, &keys.ticket(), 1).map_err(kv_failed)? == 1 {
+                self.bucket.set(&index_key, bytes).map_err(kv_failed)?;
                 return Ok(true);
             }
             self.lost_tickets.borrow_mut().insert(index_key);
@@ -82,7 +82,7 @@ impl Backend for KvBackend {
     }
 
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.bucket.get(key)?)
+        Ok(self.bucket.get(key).map_err(kv_failed)?)
     }
 
     /// One host call for all of a list's documents, not one per document.
@@ -90,7 +90,7 @@ impl Backend for KvBackend {
         if keys.len() < 2 {
             return keys.iter().map(|k| self.get(k)).collect();
         }
-        let found: HashMap<String, Vec<u8>> = batch::get_many(&self.bucket, keys)?
+        let found: HashMap<String, Vec<u8>> = batch::get_many(&self.bucket, keys).map_err(kv_failed)?
             .into_iter()
             .filter_map(|(key, value)| value.map(|v| (key, v)))
             .collect();
@@ -98,19 +98,19 @@ impl Backend for KvBackend {
     }
 
     fn set(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
-        Ok(self.bucket.set(key, value)?)
+        Ok(self.bucket.set(key, value).map_err(kv_failed)?)
     }
 
     fn delete(&self, key: &str) -> Result<(), StoreError> {
-        Ok(self.bucket.delete(key)?)
+        Ok(self.bucket.delete(key).map_err(kv_failed)?)
     }
 
     fn increment(&self, key: &str, delta: i64) -> Result<i64, StoreError> {
-        Ok(atomics::increment(&self.bucket, key, delta)?)
+        Ok(atomics::increment(&self.bucket, key, delta).map_err(kv_failed)?)
     }
 
     fn read_head(&self, keys: &CollectionKeys) -> Result<StoredIndex, StoreError> {
-        match self.bucket.get(&keys.index())? {
+        match self.bucket.get(&keys.index()).map_err(kv_failed)? {
             Some(bytes) => transaction::visible(&self.bucket, keys, decode_index(&bytes)?),
             None => Ok(StoredIndex::default()),
         }
@@ -118,7 +118,7 @@ impl Backend for KvBackend {
 
     fn snapshot_head(&self, keys: &CollectionKeys) -> Result<(Option<Vec<u8>>, StoredIndex), StoreError> {
         for _ in 0..MAX_SETTLE_ROUNDS {
-            let Some(bytes) = self.bucket.get(&keys.index())? else {
+            let Some(bytes) = self.bucket.get(&keys.index()).map_err(kv_failed)? else {
                 return Ok((None, StoredIndex::default()));
             };
             let head = decode_index(&bytes)?;
@@ -133,7 +133,7 @@ impl Backend for KvBackend {
     fn commit(&self, parts: &[Part<'_>]) -> Result<Outcome, StoreError> {
         // Reads are compared here, writes by their swaps below.
         for part in parts.iter().filter(|p| p.write.is_none()) {
-            if self.bucket.get(&part.keys.index())? != part.snapshot.bytes {
+            if self.bucket.get(&part.keys.index()).map_err(kv_failed)? != part.snapshot.bytes {
                 return Ok(Outcome::Changed);
             }
         }
@@ -142,7 +142,7 @@ impl Backend for KvBackend {
             for (tag, bytes) in part.write.iter().flat_map(|w| &w.documents) {
                 let key = part.keys.document(tag);
                 if !self.written.borrow().contains(&key) {
-                    self.bucket.set(&key, bytes)?;
+                    self.bucket.set(&key, bytes).map_err(kv_failed)?;
                     self.written.borrow_mut().insert(key);
                 }
             }

@@ -18,7 +18,7 @@
 //!
 //! This file only names the modules and the entry point: [`routes`] picks
 //! the handler for a path, and a failure becomes its answer in one place
-//! ([`error::StoreError::into_response`]).
+//! ([`error::into_response`]).
 
 mod answer;
 mod backend;
@@ -29,7 +29,6 @@ mod describe;
 mod error;
 mod execute;
 mod indexes;
-mod keys;
 mod kv_backend;
 mod load;
 mod memo;
@@ -39,6 +38,7 @@ mod redis_backend;
 mod routes;
 mod transaction;
 
+use anypath_rest::store_keys as keys;
 use spin_sdk::http::{Request, Response};
 use spin_sdk::http_component;
 
@@ -48,6 +48,6 @@ fn handle(request: Request) -> Response {
     let request_id = request.header("x-request-id").and_then(|v| v.as_str()).unwrap_or("-").to_owned();
     match routes::route(&request) {
         Ok(body) => answer::json_response(200, body),
-        Err(error) => error.into_response(&request_id),
+        Err(error) => error::into_response(&error, &request_id),
     }
 }

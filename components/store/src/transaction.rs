@@ -16,7 +16,7 @@ use spin_sdk::wit::wasi::keyvalue::{atomics, store};
 
 use crate::clock::{now_ms, pause_ms};
 use crate::codec::{decode, encode};
-use crate::error::StoreError;
+use crate::error::{StoreError, kv_failed};
 use crate::keys::CollectionKeys;
 
 /// How long a transaction may hold its locks before others may abort it.
@@ -38,7 +38,7 @@ pub enum Decision {
 
 /// What transaction `tx`'s decision key says now.
 pub fn decision(bucket: &store::Bucket, keys: &CollectionKeys, tx: &str) -> Result<Decision, StoreError> {
-    Ok(match bucket.get(&keys.transaction(tx))?.as_deref() {
+    Ok(match bucket.get(&keys.transaction(tx)).map_err(kv_failed)?.as_deref() {
         Some(PENDING) => Decision::Pending,
         Some(COMMIT) => Decision::Commit,
         _ => Decision::Abort,
@@ -57,14 +57,14 @@ pub fn visible(bucket: &store::Bucket, keys: &CollectionKeys, mut index: StoredI
 /// Swaps `to` into `key` if it still holds `expected`; false when it holds
 /// something else or a racing writer swapped first.
 pub fn swap_if(bucket: &store::Bucket, key: &str, expected: &[u8], to: &[u8]) -> Result<bool, StoreError> {
-    let cas = atomics::Cas::new(bucket, key)?;
-    if cas.current()?.as_deref() != Some(expected) {
+    let cas = atomics::Cas::new(bucket, key).map_err(kv_failed)?;
+    if cas.current().map_err(kv_failed)?.as_deref() != Some(expected) {
         return Ok(false);
     }
     match atomics::swap(cas, to) {
         Ok(()) => Ok(true),
         Err(atomics::CasError::CasFailed(_)) => Ok(false),
-        Err(atomics::CasError::StoreError(e)) => Err(e.into()),
+        Err(atomics::CasError::StoreError(e)) => Err(kv_failed(e)),
     }
 }
 
@@ -119,7 +119,7 @@ impl Transaction {
     pub fn begin(bucket: &store::Bucket, any: &CollectionKeys) -> Result<Self, StoreError> {
         let id = format!("{:016x}{:016x}", wasi::random::random::get_random_u64(), wasi::random::random::get_random_u64());
         let key = any.transaction(&id);
-        bucket.set(&key, PENDING)?;
+        bucket.set(&key, PENDING).map_err(kv_failed)?;
         Ok(Self { id, key, locked: Vec::new() })
     }
 

@@ -27,6 +27,8 @@ pub mod rules;
 pub mod settings;
 pub mod sandbox_pool;
 pub mod shape;
+pub mod store_error;
+pub mod store_keys;
 pub mod stored_index;
 pub mod surface;
 

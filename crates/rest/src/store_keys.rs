@@ -1,12 +1,12 @@
-//! Keys of one tenant's data. Names are validated first, so no key can leave
-//! its tenant's namespace.
+//! The store component's keys of one tenant's data. Names are validated
+//! first, so no key can leave its tenant's namespace.
 //!
 //! On Redis the tenant segment is a hash tag (`{acme}`): every key of a
 //! tenant lands in one hash slot, so one server-side script may touch several
 //! of its collections on Redis Cluster too. Spin key-value keeps the plain
 //! segment its existing data was written with.
 
-use anypath_rest::{RestError, names};
+use crate::{RestError, names};
 
 /// How the tenant segment of a key is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
