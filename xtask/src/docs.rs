@@ -21,7 +21,10 @@ pub fn ensure_mdbook() -> anyhow::Result<PathBuf> {
     let mdbook = tools.join("bin/mdbook");
     if !mdbook.is_file() {
         step(&format!("installing mdbook {MDBOOK_VERSION} into {} (once; a few minutes)", relative(&tools)));
+        // Without debug info: nobody steps through mdbook, and it is a
+        // good part of a debug build's time.
         run(cargo_command()
+            .env("CARGO_PROFILE_DEV_DEBUG", "false")
             .args(["install", "--locked", "--debug", "mdbook", "--version", MDBOOK_VERSION, "--no-default-features", "--features", "search", "--root"])
             .arg(&tools))?;
     }
