@@ -50,13 +50,11 @@ pub const APP_BUILD: &[&str] = &["build", "--release", "--workspace", "--bins"];
 /// build ([`crate::test_run::TEST_BUILD`]) also builds the tests. The native build runs beside
 /// the Python runtimes and the Spin components (downloads, conversions and a
 /// second compiler fill the cores the native build's long single-crate
-/// stretches leave idle). The binary is built first: the runtimes'
-/// pre-initialisation and native compilation need only it, so they run
-/// beside the rest of a test build, whose compiler fills the core their
-/// single-threaded phases (running the imports, the conversion) leave idle.
+/// stretches leave idle); pre-initialisation and native compilation of the
+/// runtimes need both.
 pub fn build_with(native: &[&str]) -> anyhow::Result<Built> {
     let started = Instant::now();
-    let built = std::thread::scope(|scope| -> anyhow::Result<Built> {
+    let (runtimes, binary) = std::thread::scope(|scope| {
         let runtimes = scope.spawn(|| -> anyhow::Result<(PathBuf, PathBuf)> {
             let runner = python_runner::build()?;
             let python_data = crate::python_data::build()?;
@@ -64,31 +62,16 @@ pub fn build_with(native: &[&str]) -> anyhow::Result<Built> {
             Ok((runner, python_data))
         });
         step("building the native host (release; the first build compiles wasmtime and takes minutes)");
-        let binary = run(cargo_command().args(APP_BUILD)).map(|()| root().join("target/release/anypath"));
+        let binary = run(cargo_command().args(native)).map(|()| root().join("target/release/anypath"));
         let runtimes = runtimes.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the runtime build thread panicked")));
-        let ((runner, python_data), binary) = (runtimes?, binary?);
-        let (b, r, p) = (binary.clone(), runner.clone(), python_data.clone());
-        let finishing = scope.spawn(move || finish_runtimes(&b, &r, &p));
-        let rest = if native == APP_BUILD {
-            Ok(())
-        } else {
-            step("building the rest of the workspace (the tests) beside the runtimes' pre-initialisation");
-            run(cargo_command().args(native))
-        };
-        let finished = finishing.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the runtime finishing thread panicked")));
-        rest.and(finished)?;
-        Ok(Built { runner, python_data, binary })
-    })?;
-    step(&format!("build finished in {:.1} s", started.elapsed().as_secs_f64()));
-    Ok(built)
-}
-
-/// Pre-initialises the data runtime and compiles both runtimes to native
-/// code (cached), with the host `binary`.
-fn finish_runtimes(binary: &Path, runner: &Path, python_data: &Path) -> anyhow::Result<()> {
-    crate::python_data::preinitialise(binary, python_data)?;
+        (runtimes, binary)
+    });
+    let ((runner, python_data), binary) = (runtimes?, binary?);
+    crate::python_data::preinitialise(&binary, &python_data)?;
     step("compiling the runner and the python-data runtime to native code (cached; the data runtime takes about a minute the first time)");
-    run(Command::new(binary).args(["sandbox", "precompile", "--runner"]).arg(runner).arg("--python-data").arg(python_data))
+    run(Command::new(&binary).args(["sandbox", "precompile", "--runner"]).arg(&runner).arg("--python-data").arg(&python_data))?;
+    step(&format!("build finished in {:.1} s", started.elapsed().as_secs_f64()));
+    Ok(Built { runner, python_data, binary })
 }
 
 /// The WebAssembly target the Spin components are built for.
