@@ -7,9 +7,10 @@
 //!
 //! The planner's probe of whether the server honours `tool_choice:
 //! required` (a request offering only [`PROBE_TOOL`]) does not take a
-//! scripted reply: it is answered as [`FakeLlm::answering_probes`] says (by
-//! default with a call, as a server that honours the setting) and recorded
-//! apart, in [`FakeLlm::probes`].
+//! scripted reply: asking for a required call, it is answered as
+//! [`FakeLlm::answering_probes`] says (by default with a call, as a server
+//! that honours the setting); without the setting, with text. Probes are
+//! recorded apart, in [`FakeLlm::probes`].
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -106,8 +107,9 @@ impl FakeLlm {
         self
     }
 
-    /// Answers the planner's probes with `reply` (a server that does not
-    /// honour a required tool call answers with text or refuses it).
+    /// Answers the planner's probes that ask for a required call with
+    /// `reply` (a server that does not honour the setting answers with text
+    /// or refuses it).
     pub fn answering_probes(self, reply: Reply) -> Self {
         self.script.lock().expect("script").probe = Some(reply);
         self
@@ -158,6 +160,9 @@ fn next_reply(script: &Arc<Mutex<Script>>, api: &'static str, headers: &HeaderMa
     let call = Call { api, body: body.clone(), content_length };
     if is_probe(body) {
         script.probes.push(call);
+        if body["tool_choice"].is_null() {
+            return Reply::Text("Tool calls work.".into());
+        }
         return script.probe.clone().unwrap_or_else(|| tools(&[(PROBE_TOOL, json!({}))]));
     }
     script.calls.push(call);

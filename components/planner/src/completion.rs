@@ -78,8 +78,10 @@ pub fn complete(config: &Config, chat: &ChatRequest, request_id: &str) -> Result
 }
 
 /// Whether the server honours `tool_choice: required`: asked for a call of
-/// [`PROBE_TOOL`], it answers with a call (yes), with text or a refusal of
-/// the setting (no). Any other failure is the caller's.
+/// [`PROBE_TOOL`], it answers with a call (yes) or with text (no). A
+/// refusal is taken as a refusal of the setting only when the same probe
+/// without it is answered: a server that refuses tools altogether, or some
+/// other part of the request, fails the caller and nothing is remembered.
 fn probe(config: &Config, settings: &Settings, request_id: &str) -> Result<bool, Failure> {
     let tool = ToolSpec {
         name: PROBE_TOOL.into(),
@@ -93,7 +95,10 @@ fn probe(config: &Config, settings: &Settings, request_id: &str) -> Result<bool,
     };
     match llm_call::ask(config, settings, &chat, request_id) {
         Ok(answer) => Ok(!answer.tool_calls.is_empty()),
-        Err(AskError::Provider(error)) if error.refuses_setting() => Ok(false),
+        Err(AskError::Provider(error)) if error.refuses_setting() => {
+            llm_call::ask(config, settings, &ChatRequest { tool_choice: None, ..chat }, request_id)?;
+            Ok(false)
+        }
         Err(other) => Err(other.into()),
     }
 }
