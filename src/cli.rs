@@ -478,12 +478,19 @@ impl RunnerArgs {
                 config.runner_component.display()
             );
         }
-        if let Some(dir) = &self.cache_dir {
-            config.cache_dir = dir.clone();
-        }
+        config.cache_dir = self.cache_dir();
         config.limits = self.policy()?.python;
         config.warm_instances = self.warm_instances;
         Ok(config)
+    }
+
+    /// Where native code is cached: `--cache-dir`, else `cache/` beside the
+    /// runner. Reads no file, unlike [`Self::config`].
+    pub fn cache_dir(&self) -> PathBuf {
+        match &self.cache_dir {
+            Some(dir) => dir.clone(),
+            None => RunnerConfig::new(self.runner.clone().unwrap_or_else(default_runner)).cache_dir,
+        }
     }
 
     /// Each runtime's ceilings: the defaults, the policy file, the `--limit` flags.

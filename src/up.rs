@@ -87,7 +87,7 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         variable_overrides: overrides,
         local_services: HashMap::new(),
         // The components' native code is cached beside the runner's.
-        native_cache: Some(runner.config()?.cache_dir),
+        native_cache: Some(runner.cache_dir()),
     };
     // Refuse an app Spin would refuse before the sandbox starts.
     let (mut config, checked) = tokio::task::spawn_blocking(move || App::check(&config).map(|checked| (config, checked)))
