@@ -471,7 +471,7 @@ struct ExecArgs {
 impl RunnerArgs {
     /// The runner configuration these arguments describe.
     pub fn config(&self) -> anyhow::Result<RunnerConfig> {
-        let mut config = RunnerConfig::new(self.runner.clone().unwrap_or_else(default_runner));
+        let mut config = RunnerConfig::new(self.runner_component());
         if !config.runner_component.is_file() {
             anyhow::bail!(
                 "runner component {} not found; build it with `cargo xtask build` or pass --runner",
@@ -489,8 +489,13 @@ impl RunnerArgs {
     pub fn cache_dir(&self) -> PathBuf {
         match &self.cache_dir {
             Some(dir) => dir.clone(),
-            None => RunnerConfig::new(self.runner.clone().unwrap_or_else(default_runner)).cache_dir,
+            None => RunnerConfig::new(self.runner_component()).cache_dir,
         }
+    }
+
+    /// The runner component: `--runner`, else the built one.
+    fn runner_component(&self) -> PathBuf {
+        self.runner.clone().unwrap_or_else(default_runner)
     }
 
     /// Each runtime's ceilings: the defaults, the policy file, the `--limit` flags.
