@@ -132,6 +132,29 @@ fn the_image_holds_nothing_of_the_build_machine() {
     }
 }
 
+/// A cell's request travels to the data runtime on its stdin, not as
+/// source: the code arrives byte for byte whatever it holds (quotes,
+/// backslashes, line ends, text that looks like the request's own framing),
+/// the environment is exactly the run's (a value with `=` and spaces kept,
+/// nothing an earlier run set), and the code reading stdin gets nothing.
+#[test]
+fn a_cells_code_and_environment_arrive_whole_and_stdin_stays_empty() {
+    let (_home, dir) = session_dir("request");
+    let mut session = live(&dir);
+    let tricky = "s = '''a \"b\" \\\\ c\\n0 0 0 0 0 0\n\u{e9}\u{4e2d}\\x00'''\nprint(repr(s))";
+    let env = vec![("GREETING".to_owned(), "a = b  \u{e9}".to_owned()), ("EMPTY".to_owned(), String::new())];
+    let first = common::block_on(session.run(CellRequest { code: tricky.into(), env, ..CellRequest::default() }));
+    assert_eq!(first.output.stdout, "'a \"b\" \\\\ c\\n0 0 0 0 0 0\\n\u{e9}\u{4e2d}\\x00'\n", "{first:?}");
+    let seen = common::block_on(session.run(CellRequest {
+        code: "import os, sys\nprint(sorted(k for k in os.environ if k.isupper() and k not in ('TMPDIR', 'HOME', 'MPLCONFIGDIR', 'MPLBACKEND', 'PYTHONTZPATH')), os.environ['GREETING'], repr(sys.stdin.read()))\nos.environ['LEAKED'] = '1'".into(),
+        env: vec![("GREETING".to_owned(), "a = b  \u{e9}".to_owned()), ("EMPTY".to_owned(), String::new())],
+        ..CellRequest::default()
+    }));
+    assert_eq!(seen.output.stdout, "['EMPTY', 'GREETING'] a = b  \u{e9} ''\n", "{seen:?}");
+    let after = run(&mut session, "import os\nprint(os.environ.get('LEAKED'), os.environ.get('GREETING'))");
+    assert_eq!(after.output.stdout, "None None\n", "{after:?}");
+}
+
 #[test]
 fn a_failing_run_reports_its_exception_and_keeps_the_state() {
     let (_home, dir) = session_dir("exception");

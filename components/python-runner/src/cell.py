@@ -33,6 +33,10 @@ _cells_run = 0
 _results = None
 # The event loop cells with top-level `await` run on, made on first use.
 _loop = None
+# The environment the last run was given, and `os.environ`'s own data right
+# after it was applied: a run given the same one, in an environment no cell
+# changed since, keeps it as it is.
+_env_applied = None
 
 
 def _session_namespace():
@@ -138,8 +142,7 @@ def run(code, env, stdout_limit, stderr_limit, result_limit=0, figure_formats=("
     filename = f"<cell-{_cells_run}>"
     # Kept for the session: tracebacks through functions of earlier cells show their lines.
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-    os.environ.clear()
-    os.environ.update(env)
+    _apply_env(env)
     live = rich_output.LiveChannel() if stream else None
     stdout = captured_output.CappedStream(stdout_limit, live, "stdout")
     stderr = captured_output.CappedStream(stderr_limit, live, "stderr")
@@ -168,6 +171,20 @@ def run(code, env, stdout_limit, stderr_limit, result_limit=0, figure_formats=("
         # A failed cell leaves no figure behind for the next one.
         rich_output.close_figures()
     return stdout, stderr, error, results.entries
+
+
+def _apply_env(env):
+    """Makes `env` the run's whole environment, as if cleared and set anew.
+    Clearing and setting calls `unsetenv` and `putenv` per variable, a good
+    part of a one-line cell's instructions, so a run given the environment
+    the last one was, which no cell has changed since, is left as it is."""
+    global _env_applied
+    data = getattr(os.environ, "_data", None)
+    if data is not None and _env_applied is not None and _env_applied[0] == env and _env_applied[1] == data:
+        return
+    os.environ.clear()
+    os.environ.update(env)
+    _env_applied = (env, dict(data)) if data is not None else None
 
 
 def _execute(code, filename, namespace):

@@ -30,8 +30,11 @@
 //!
 //! A run is one `turn` of the reactor that calls the default runtime's own
 //! cell code (`cell.py`), loaded into the instance at start (or already in
-//! a pre-initialised image), so both runtimes share the session semantics;
-//! the report comes back on the instance's stdout after a marker.
+//! a pre-initialised image), so both runtimes share the session semantics.
+//! The cell's request (code, environment, caps) waits on the instance's
+//! stdin and the turn's source is one short call (CPython compiles a turn's
+//! source, and a request written into it as literals cost most of a
+//! one-line cell); the report comes back on its stdout after a marker.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,6 +48,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use crate::bindings::anypath::runner::types as wit;
 use crate::drain_pipe::DrainPipe;
+use crate::feed_pipe::FeedPipe;
 use crate::live_frames::GuestResult;
 use crate::guest::{DATASETS_DIR, GuestState, SESSION_DIR};
 use crate::layout::FilesLayout;
@@ -94,10 +98,18 @@ pub(crate) const FIRST_FREE_FD: u32 = 9;
 /// from one image (random state) is made anew (`cell_report.py`), and
 /// SIGINT raises `KeyboardInterrupt`, so that an interrupt keeps the state
 /// (the pre-initialised image holds cell code from before it did so itself).
+/// It also names the cell driver in the turns' namespace ([`CELL_TURN`]).
 const INSTANCE_START: &str = "__import__('anypath_cell_report').instance_started()\n\
-    __import__('signal').signal(2, __import__('signal').default_int_handler)\n";
+    __import__('signal').signal(2, __import__('signal').default_int_handler)\n\
+    _anypath_cell = __import__('anypath_cell_report').report_pending\n";
 /// Precedes the JSON report on stdout (`data_runtime/cell_report.py`).
 const REPORT_MARKER: &[u8] = b"\x1eanypath-cell-report ";
+/// A cell's turn: the cell's request waits on stdin ([`cell_request`]), so
+/// the source CPython compiles for the turn is this one short call,
+/// whatever the cell holds (see `feed_pipe`); a shorter source compiles in
+/// fewer instructions, so the driver has a name of its own in the turns'
+/// namespace (`__main__`, not the cells' globals), set at the instance's start.
+const CELL_TURN: &str = "_anypath_cell()\n";
 /// Output kept per stream between two drains beyond what the run's caps
 /// need: room for the report's traceback and framing.
 const PIPE_SLACK: usize = 1 << 20;
@@ -109,6 +121,38 @@ const JSON_ESCAPE_FACTOR: usize = 6;
 fn report_room(input: &wit::CellInput) -> usize {
     let captured = input.stdout_bytes as usize + input.stderr_bytes as usize + input.result_bytes as usize;
     captured.saturating_mul(JSON_ESCAPE_FACTOR).saturating_add(PIPE_SLACK)
+}
+
+/// A cell's request as `cell_report.report_pending` reads it from stdin: a
+/// line of six numbers (the three output caps, whether the run streams, and
+/// the lengths of the two blocks that follow), the figure formats joined by
+/// NUL, the environment (the base one, then the run's over it) as name and
+/// value joined by NUL, then the code to the end. Names, values and formats
+/// hold no NUL (the interpreter refuses such values).
+fn cell_request(input: &wit::CellInput) -> bytes::Bytes {
+    let env = BASE_ENV
+        .iter()
+        .filter(|(name, _)| !input.env.iter().any(|(given, _)| given == name))
+        .copied()
+        .chain(input.env.iter().map(|(name, value)| (name.as_str(), value.as_str())))
+        .flat_map(|(name, value)| [name, value])
+        .collect::<Vec<_>>()
+        .join("\0");
+    let forms = input.figure_formats.join("\0");
+    let head = format!(
+        "{} {} {} {} {} {}\n",
+        input.stdout_bytes,
+        input.stderr_bytes,
+        input.result_bytes,
+        u8::from(input.live),
+        forms.len(),
+        env.len()
+    );
+    let mut request = Vec::with_capacity(head.len() + forms.len() + env.len() + input.code.len());
+    for part in [head.as_str(), &forms, &env, &input.code] {
+        request.extend_from_slice(part.as_bytes());
+    }
+    request.into()
 }
 
 /// Loads the cell code into a fresh instance: the default runtime's modules
@@ -209,6 +253,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
 /// A started data-runtime instance's guest side.
 pub(crate) struct DataGuest {
     bindings: PythonData,
+    /// Where each cell's request waits for the turn that runs it.
+    stdin: FeedPipe,
     stdout: DrainPipe,
     stderr: DrainPipe,
     dirs: PrivateDirs,
@@ -337,10 +383,11 @@ impl DataImage {
         let dirs = PrivateDirs::new(dir, layout, datasets)?;
         let stdout = DrainPipe::new(PIPE_SLACK);
         let stderr = DrainPipe::new(PIPE_SLACK);
+        let stdin = FeedPipe::new();
         let mut builder = WasiCtxBuilder::new();
         let root = (dirs.root.0.as_path(), dirs.root.1);
         GuestDirs { library: (&self.library, FsPerms::ReadOnly), mpl_data: &self.mpl_data, tmp: &dirs.tmp, data: &dirs.data, datasets: &dirs.datasets, root }.configure(&mut builder)?;
-        builder.stdout(stdout.clone()).stderr(stderr.clone());
+        builder.stdin(stdin.clone()).stdout(stdout.clone()).stderr(stderr.clone());
         let mut state = GuestState::from_builder(builder, memory_cap, deadline);
         state.quota = quota;
         let mut store = new_store(state)?;
@@ -352,7 +399,7 @@ impl DataImage {
             StartFor::Runs => false,
         };
         if bare {
-            return Ok((store, DataGuest { bindings, stdout, stderr, dirs }, handle));
+            return Ok((store, DataGuest { bindings, stdin, stdout, stderr, dirs }, handle));
         }
         let mut source = if self.preinitialised { INSTANCE_START.to_owned() } else { bootstrap_source() + INSTANCE_START };
         if start_for == StartFor::Runs
@@ -367,7 +414,7 @@ impl DataImage {
         if status != 0 {
             wasmtime::bail!("the data runtime did not load the cell code (status {status}): {}", String::from_utf8_lossy(&errors));
         }
-        Ok((store, DataGuest { bindings, stdout, stderr, dirs }, handle))
+        Ok((store, DataGuest { bindings, stdin, stdout, stderr, dirs }, handle))
     }
 }
 
@@ -390,21 +437,10 @@ impl DataGuest {
     pub(crate) async fn run_cell(&self, store: &mut Store<GuestState>, input: &wit::CellInput) -> wasmtime::Result<wit::CellOutput> {
         let _ = self.stdout.drain();
         let _ = self.stderr.drain();
-        let mut env: Vec<(&str, &str)> = BASE_ENV.iter().filter(|(k, _)| !input.env.iter().any(|(n, _)| n == k)).copied().collect();
-        env.extend(input.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let source = format!(
-            "__import__('anypath_cell_report').report({}, {}, {}, {}, {}, {}, {})\n",
-            python_str(&input.code),
-            serde_json::to_string(&env).unwrap_or_else(|_| "[]".to_owned()),
-            input.stdout_bytes,
-            input.stderr_bytes,
-            input.result_bytes,
-            serde_json::to_string(&input.figure_formats).unwrap_or_else(|_| "[]".to_owned()),
-            if input.live { "True" } else { "False" },
-        );
+        self.stdin.feed(cell_request(input));
         // The report comes last on stdout: the pipe keeps enough for all of it.
         self.stdout.set_capacity(report_room(input));
-        let status = self.bindings.call_turn(&mut *store, &source).await?;
+        let status = self.bindings.call_turn(&mut *store, CELL_TURN).await?;
         let (raw_out, _) = self.stdout.drain();
         let (raw_err, _) = self.stderr.drain();
         Ok(cell_output(status, &raw_out, &raw_err, input))
@@ -426,7 +462,7 @@ fn cell_output(status: i32, raw_out: &[u8], raw_err: &[u8], input: &wit::CellInp
             results: Vec::new(),
             error: Some(wit::ExceptionInfo {
                 type_name: "RuntimeError".into(),
-                message: format!("the run ended without its report (status {status}): its standard output was closed or replaced"),
+                message: format!("the run ended without its report (status {status}): its standard input or output was closed or replaced"),
                 traceback: String::new(),
             }),
             exit_code: if status & 0xff == 0 { 1 } else { status & 0xff },

@@ -27,6 +27,7 @@ mod block;
 mod config;
 mod data_runtime;
 mod drain_pipe;
+mod feed_pipe;
 mod engine;
 mod footprint;
 mod guest;

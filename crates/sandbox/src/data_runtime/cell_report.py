@@ -15,6 +15,28 @@ import sys
 import cell
 
 MARKER = b"\x1eanypath-cell-report "
+# The most bytes one read of the request takes.
+READ_CHUNK = 1 << 20
+
+
+def report_pending():
+    """Runs the cell whose request the host put on stdin (`cell_request` in
+    `data_runtime.rs` says how it is laid out) and reports it. The turn's
+    own source stays this one call: CPython compiles a turn's source, and a
+    cell's code and settings written into it would be compiled too."""
+    chunks = []
+    while True:
+        chunk = os.read(0, READ_CHUNK)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\n")
+    stdout_limit, stderr_limit, result_limit, live, forms_len, env_len = map(int, head.split(b" "))
+    forms = body[:forms_len].decode("utf-8").split("\0") if forms_len else []
+    names_and_values = body[forms_len:forms_len + env_len].decode("utf-8").split("\0") if env_len else []
+    env = dict(zip(names_and_values[0::2], names_and_values[1::2]))
+    code = body[forms_len + env_len:].decode("utf-8")
+    report(code, env, stdout_limit, stderr_limit, result_limit, forms, bool(live))
 
 
 def report(code, env, stdout_limit, stderr_limit, result_limit, figure_formats, live):
