@@ -123,12 +123,14 @@ fn report_room(input: &wit::CellInput) -> usize {
     captured.saturating_mul(JSON_ESCAPE_FACTOR).saturating_add(PIPE_SLACK)
 }
 
-/// A cell's request as `cell_report.report_pending` reads it from stdin: a
-/// line of six numbers (the three output caps, whether the run streams, and
-/// the lengths of the two blocks that follow), the figure formats joined by
-/// NUL, the environment (the base one, then the run's over it) as name and
-/// value joined by NUL, then the code to the end. Names, values and formats
-/// hold no NUL (the interpreter refuses such values).
+/// A cell's request as `cell_report.report_pending` reads it from stdin:
+/// six little-endian `u32`s (the three output caps, whether the run
+/// streams, and the lengths of the two blocks that follow), the figure
+/// formats joined by NUL, the environment (the base one, then the run's
+/// over it) as names and values joined by NUL, then the code to the end.
+/// Names, values and formats hold no NUL (the interpreter refuses such
+/// values). Numbers go as binary because the guest reads them with one
+/// `struct.unpack_from`: every Python operation counts in a one-line cell.
 fn cell_request(input: &wit::CellInput) -> bytes::Bytes {
     let env = BASE_ENV
         .iter()
@@ -139,17 +141,14 @@ fn cell_request(input: &wit::CellInput) -> bytes::Bytes {
         .collect::<Vec<_>>()
         .join("\0");
     let forms = input.figure_formats.join("\0");
-    let head = format!(
-        "{} {} {} {} {} {}\n",
-        input.stdout_bytes,
-        input.stderr_bytes,
-        input.result_bytes,
-        u8::from(input.live),
-        forms.len(),
-        env.len()
-    );
-    let mut request = Vec::with_capacity(head.len() + forms.len() + env.len() + input.code.len());
-    for part in [head.as_str(), &forms, &env, &input.code] {
+    // Lengths past u32 cannot happen (the code cap is far below), but saturate rather than wrap.
+    let length = |text: &str| u32::try_from(text.len()).unwrap_or(u32::MAX);
+    let head = [input.stdout_bytes, input.stderr_bytes, input.result_bytes, u32::from(input.live), length(&forms), length(&env)];
+    let mut request = Vec::with_capacity(head.len() * 4 + forms.len() + env.len() + input.code.len());
+    for number in head {
+        request.extend_from_slice(&number.to_le_bytes());
+    }
+    for part in [&forms, &env, &input.code] {
         request.extend_from_slice(part.as_bytes());
     }
     request.into()

@@ -10,6 +10,7 @@ before it (and, when the run streams, every live frame).
 
 import json
 import os
+import struct
 import sys
 
 import cell
@@ -17,6 +18,8 @@ import cell
 MARKER = b"\x1eanypath-cell-report "
 # The most bytes one read of the request takes.
 READ_CHUNK = 1 << 20
+# The request's six numbers (`cell_request` in `data_runtime.rs`).
+HEAD_BYTES = struct.calcsize("<6I")
 
 
 def report_pending():
@@ -30,12 +33,14 @@ def report_pending():
         if not chunk:
             break
         chunks.append(chunk)
-    head, _, body = b"".join(chunks).partition(b"\n")
-    stdout_limit, stderr_limit, result_limit, live, forms_len, env_len = map(int, head.split(b" "))
-    forms = body[:forms_len].decode("utf-8").split("\0") if forms_len else []
-    names_and_values = body[forms_len:forms_len + env_len].decode("utf-8").split("\0") if env_len else []
-    env = dict(zip(names_and_values[0::2], names_and_values[1::2]))
-    code = body[forms_len + env_len:].decode("utf-8")
+    request = b"".join(chunks)
+    stdout_limit, stderr_limit, result_limit, live, forms_len, env_len = struct.unpack_from("<6I", request)
+    env_at = HEAD_BYTES + forms_len
+    code_at = env_at + env_len
+    forms = request[HEAD_BYTES:env_at].decode("utf-8").split("\0") if forms_len else []
+    names_and_values = iter(request[env_at:code_at].decode("utf-8").split("\0") if env_len else ())
+    env = dict(zip(names_and_values, names_and_values))
+    code = request[code_at:].decode("utf-8")
     report(code, env, stdout_limit, stderr_limit, result_limit, forms, bool(live))
 
 
