@@ -124,13 +124,16 @@ fn report_room(input: &wit::CellInput) -> usize {
 }
 
 /// A cell's request as `cell_report.report_pending` reads it from stdin:
-/// six little-endian `u32`s (the three output caps, whether the run
-/// streams, and the lengths of the two blocks that follow), the figure
+/// seven little-endian `u32`s (the three output caps, whether the run
+/// streams, and the lengths of the three blocks that follow), the figure
 /// formats joined by NUL, the environment (the base one, then the run's
-/// over it) as names and values joined by NUL, then the code to the end.
-/// Names, values and formats hold no NUL (the interpreter refuses such
-/// values). Numbers go as binary because the guest reads them with one
-/// `struct.unpack_from`: every Python operation counts in a one-line cell.
+/// over it) as names and values joined by NUL, then the code. Names, values
+/// and formats hold no NUL (the interpreter refuses such values). Numbers
+/// go as binary because the guest reads them with one `struct.unpack_from`
+/// (every Python operation counts in a one-line cell), and the lengths let
+/// it read exactly the request: a read into a larger buffer would touch
+/// fresh pages of the instance's memory, which a new session pays for in
+/// page faults and then holds.
 fn cell_request(input: &wit::CellInput) -> bytes::Bytes {
     let env = BASE_ENV
         .iter()
@@ -143,7 +146,7 @@ fn cell_request(input: &wit::CellInput) -> bytes::Bytes {
     let forms = input.figure_formats.join("\0");
     // Lengths past u32 cannot happen (the code cap is far below), but saturate rather than wrap.
     let length = |text: &str| u32::try_from(text.len()).unwrap_or(u32::MAX);
-    let head = [input.stdout_bytes, input.stderr_bytes, input.result_bytes, u32::from(input.live), length(&forms), length(&env)];
+    let head = [input.stdout_bytes, input.stderr_bytes, input.result_bytes, u32::from(input.live), length(&forms), length(&env), length(&input.code)];
     let mut request = Vec::with_capacity(head.len() * 4 + forms.len() + env.len() + input.code.len());
     for number in head {
         request.extend_from_slice(&number.to_le_bytes());

@@ -16,10 +16,8 @@ import sys
 import cell
 
 MARKER = b"\x1eanypath-cell-report "
-# The most bytes one read of the request takes.
-READ_CHUNK = 1 << 20
-# The request's six numbers (`cell_request` in `data_runtime.rs`).
-HEAD_BYTES = struct.calcsize("<6I")
+# The request's seven numbers (`cell_request` in `data_runtime.rs`).
+HEAD_BYTES = struct.calcsize("<7I")
 
 
 def report_pending():
@@ -27,21 +25,27 @@ def report_pending():
     `data_runtime.rs` says how it is laid out) and reports it. The turn's
     own source stays this one call: CPython compiles a turn's source, and a
     cell's code and settings written into it would be compiled too."""
-    chunks = []
-    while True:
-        chunk = os.read(0, READ_CHUNK)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    request = b"".join(chunks)
-    stdout_limit, stderr_limit, result_limit, live, forms_len, env_len = struct.unpack_from("<6I", request)
-    env_at = HEAD_BYTES + forms_len
-    code_at = env_at + env_len
-    forms = request[HEAD_BYTES:env_at].decode("utf-8").split("\0") if forms_len else []
-    names_and_values = iter(request[env_at:code_at].decode("utf-8").split("\0") if env_len else ())
+    head = _read_exactly(HEAD_BYTES)
+    stdout_limit, stderr_limit, result_limit, live, forms_len, env_len, code_len = struct.unpack("<7I", head)
+    request = _read_exactly(forms_len + env_len + code_len)
+    forms = request[:forms_len].decode("utf-8").split("\0") if forms_len else []
+    names_and_values = iter(request[forms_len:forms_len + env_len].decode("utf-8").split("\0") if env_len else ())
     env = dict(zip(names_and_values, names_and_values))
-    code = request[code_at:].decode("utf-8")
+    code = request[forms_len + env_len:].decode("utf-8")
     report(code, env, stdout_limit, stderr_limit, result_limit, forms, bool(live))
+
+
+def _read_exactly(size):
+    """`size` bytes of stdin, read into buffers no larger than what is left:
+    a larger one would touch fresh pages of the instance's memory."""
+    chunks = []
+    while size > 0:
+        chunk = os.read(0, size)
+        if not chunk:
+            raise EOFError(f"the run's request ended {size} bytes short")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)  # b"" for no bytes at all
 
 
 def report(code, env, stdout_limit, stderr_limit, result_limit, figure_formats, live):
