@@ -129,7 +129,7 @@ fn report_room(input: &wit::CellInput) -> usize {
 /// formats joined by NUL, the environment (the base one, then the run's
 /// over it) as names and values joined by NUL, then the code. Names, values
 /// and formats hold no NUL (the interpreter refuses such values). Numbers
-/// go as binary because the guest reads them with one `struct.unpack_from`
+/// go as binary because the guest reads them with one `struct.unpack`
 /// (every Python operation counts in a one-line cell), and the lengths let
 /// it read exactly the request: a read into a larger buffer would touch
 /// fresh pages of the instance's memory, which a new session pays for in
