@@ -238,7 +238,8 @@ pub struct InterpreterArgs {
     max_session_ttl_minutes: u64,
     /// Memory the live Python instances of all sessions may hold together,
     /// in MiB, counted as the pages each has made its own (not the runtime
-    /// image's pages, which they share); beyond it the least recently used
+    /// image's pages, which they share) and the state image one keeps after
+    /// a fork or snapshot until its next run; beyond it the least recently used
     /// idle sessions are hibernated (their state saved beside their files,
     /// restored on their next run).
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(64..))]

@@ -236,6 +236,34 @@ fn the_budget_counts_real_memory_and_a_growing_session_still_pushes_others_out()
     assert_eq!((back.cell.output.stdout.as_str(), back.cell.state_reset), ("0\n", false), "{back:?}");
 }
 
+/// A fork captures the parent's state once and the parent keeps that image
+/// for the next fork of the same state: host memory the budget counts as
+/// the parent's until its next run drops it.
+#[test]
+fn a_forks_held_image_counts_toward_the_budget_until_the_parent_runs_again() {
+    use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
+    const STATE: u64 = 8 << 20;
+    let dir = temp_dir("held-image");
+    let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], InterpreterConfig::new(dir.path())).expect("interpreter"));
+    let run_in = |session: &str, code: &str| {
+        let report =
+            common::block_on(interpreter.runs().run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001"))
+                .expect("run");
+        assert_eq!(report.cell.exit_code, 0, "{report:?}");
+    };
+    let counted = |session: &str| interpreter.sessions().info("t", session).expect("info").memory_bytes;
+    // Random bytes: the image cannot compress them away.
+    run_in("parent", &format!("import os\nblob = os.urandom({STATE})"));
+    let before = counted("parent");
+    common::block_on(interpreter.sessions().fork("t", "parent", "child")).expect("fork");
+    let holding = counted("parent");
+    assert!(holding >= before + STATE, "the parent holds its {STATE}-byte state's image after the fork: counted {before} before, {holding} after");
+    run_in("parent", "x = 1");
+    let after = counted("parent");
+    assert!(after < before + STATE / 2, "the next run dropped the image, and the count with it: {before} before the fork, {after} now");
+    run_in("child", &format!("assert len(blob) == {STATE}"));
+}
+
 /// Many more sessions than fit in memory at once: each keeps its variable
 /// through hibernation, read back in a shuffled order, none reset.
 #[test]

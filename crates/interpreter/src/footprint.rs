@@ -1,6 +1,8 @@
 //! What each live session costs the host, measured after its runs: the
 //! pages of its instance's memories it has made its own (see
-//! `anypath_sandbox::MemoryRegions`), which the memory budget, the health
+//! `anypath_sandbox::MemoryRegions`), plus the state image it keeps after
+//! a fork or snapshot for the next copy of the same state
+//! (`LiveInstance::held_image_bytes`), which the memory budget, the health
 //! report and the metrics count instead of linear memory sizes.
 //!
 //! The kernel walks every present page of the memories to say so: about
@@ -26,13 +28,14 @@ impl Interpreter {
     /// measurement still stands, the run is measured a second later
     /// instead, off its reply path (once, however many runs come between).
     pub(crate) async fn measure_memory(self: &Arc<Self>, session: &Arc<Session>, live: &mut LiveInstance) {
-        let size = live.memory_bytes();
+        let (size, held) = (live.memory_bytes(), live.held_image_bytes());
+        // A held image made or dropped since is counted at once, like growth.
         let stands = live.is_live()
             && session
                 .memory_measured
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .is_some_and(|(at, then)| then == size && at.elapsed() < MEASURED_FOR);
+                .is_some_and(|(at, then, held_then)| then == size && held_then == held && at.elapsed() < MEASURED_FOR);
         if !stands {
             self.measure_now(session, live).await;
         } else if !session.memory_owed.swap(true, Relaxed) {
@@ -51,15 +54,16 @@ impl Interpreter {
     }
 
     async fn measure_now(self: &Arc<Self>, session: &Session, live: &mut LiveInstance) {
-        *session.memory_measured.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), live.memory_bytes()));
-        let bytes = match live.memory_regions().await {
+        let held = live.held_image_bytes();
+        *session.memory_measured.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), live.memory_bytes(), held));
+        let pages = match live.memory_regions().await {
             Some(regions) => self
                 .off_workers(move |_| Ok(regions.private_bytes()))
                 .await
                 .unwrap_or_else(|_| live.memory_bytes()),
             None => live.memory_bytes(),
         };
-        session.memory_bytes.store(bytes, Relaxed);
+        session.memory_bytes.store(pages.saturating_add(held), Relaxed);
     }
 }
 

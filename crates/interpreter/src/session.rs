@@ -51,12 +51,13 @@ pub(crate) struct Session {
     /// The state waits in the store's image (read under `live`'s lock).
     pub(crate) hibernated: AtomicBool,
     /// What the live instance held of its own after its last run: the
-    /// pages of its memories it wrote (see `crate::footprint`).
+    /// pages of its memories it wrote, and the state image it keeps for
+    /// more forks of the same state (see `crate::footprint`).
     pub(crate) memory_bytes: AtomicU64,
     /// When `memory_bytes` was last measured, and the instance's memory
-    /// size then: a run that left the size as it was within a second of
-    /// that reuses it (see `crate::footprint`).
-    pub(crate) memory_measured: Mutex<Option<(Instant, u64)>>,
+    /// size and held image's size then: a run that left both as they were
+    /// within a second of that reuses it (see `crate::footprint`).
+    pub(crate) memory_measured: Mutex<Option<(Instant, u64, u64)>>,
     /// A measurement is scheduled for after the one that still stands.
     pub(crate) memory_owed: AtomicBool,
     /// The live instance behind the run lock (shared, so a lock can be

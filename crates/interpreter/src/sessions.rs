@@ -133,7 +133,11 @@ impl<'a> Sessions<'a> {
             Carried::Stored
         } else {
             match live.capture().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be copied: {e}")))? {
-                Some(image) => Carried::Image(image),
+                Some(image) => {
+                    // The parent now keeps the image for its next copy: the budget counts it.
+                    interpreter.measure_memory(&parent, &mut live).await;
+                    Carried::Image(image)
+                }
                 None => Carried::Nothing,
             }
         };

@@ -250,6 +250,13 @@ impl LiveInstance {
         self.instance.as_ref().map_or(0, |i| i.store.data().memory.largest)
     }
 
+    /// Bytes of the state image the live instance keeps after a capture for
+    /// more forks or snapshots of the same state ([`Self::capture`]): host
+    /// memory beside the instance's own pages, until its next run drops it.
+    pub fn held_image_bytes(&self) -> u64 {
+        self.instance.as_ref().and_then(|instance| instance.guest.captured.as_ref()).map_or(0, |image| image.len() as u64)
+    }
+
     /// Where the live instance's memories lie, to count the pages it made
     /// its own ([`MemoryRegions::private_bytes`]); `None` without a live
     /// instance, or when the runtime cannot say.
