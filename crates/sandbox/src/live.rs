@@ -533,7 +533,8 @@ impl LiveInstance {
     async fn resume(&mut self, image: Vec<u8>) -> Result<Vec<String>, StateError> {
         // Checked and decompressed on the blocking pool while the instance starts.
         let plan = crate::state_image::image::plan(&image);
-        let decoding = tokio::task::spawn_blocking(move || crate::state_image::image::decode(&image));
+        let decode = self.runtime.decoder();
+        let decoding = tokio::task::spawn_blocking(move || decode(&image));
         let quota = self.quota.clone();
         self.directory_changed();
         let instance = start(self.runtime.clone(), self.dir.clone(), self.layout, self.datasets.clone(), quota, self.limits.memory_bytes, StartFor::Restore)

@@ -283,6 +283,16 @@ impl SessionRuntime {
         Ok(regions)
     }
 
+    /// What checks and decompresses a saved image on the blocking pool: with
+    /// the baseline read already (it is after a runtime's first capture or
+    /// restore), it turns the image's chunks back from their deltas there
+    /// too, beside the instance's start rather than after it.
+    pub(crate) fn decoder(&self) -> impl FnOnce(&[u8]) -> Result<state::Decoded, StateError> + Send + 'static {
+        let baseline = self.states.baseline.get().cloned();
+        let globals = self.states.access.globals.len();
+        move |bytes| state::decode_against(bytes, baseline.as_deref(), globals)
+    }
+
     /// Makes `instance` (just started and past its first run) ready for an
     /// image laid out as `plan`, while the image itself is still decoded.
     pub(crate) async fn prepare(&self, instance: &mut Instance<SessionGuest>, plan: &state::Plan) -> Result<(), StateError> {
@@ -297,7 +307,7 @@ impl SessionRuntime {
         let baseline = self.baseline().await?;
         engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
         let handle = instance.guest.handle;
-        engine::on_own_thread(state::restore(&self.states.access, &self.states.component, &baseline, &image, &mut instance.store, &handle)).await?;
+        engine::on_own_thread(state::restore(&self.states.access, &self.states.component, &baseline, &mut image, &mut instance.store, &handle)).await?;
         Ok(std::mem::take(&mut image.closed_files))
     }
 

@@ -10,6 +10,7 @@ pub(crate) mod access;
 pub(crate) mod image;
 pub(crate) mod instrument;
 pub(crate) mod layout;
+mod ranges;
 #[cfg(target_os = "linux")]
 mod pagemap;
 

@@ -2,7 +2,10 @@
 //!
 //! Captured between runs: every mutable global, and each memory as the
 //! 4 KiB chunks that differ from the baseline (a bare instance of the same
-//! component, its memory exactly the compiled image's), compressed, under a
+//! component, its memory exactly the compiled image's), each stored as its
+//! bytes XOR the baseline's (a chunk that differs from the baseline only in
+//! a few reference counts is then almost all zeros, which compresses to
+//! almost nothing), compressed, under a
 //! checksum (XXH3-128: the image is written and read only by the host, so
 //! the checksum finds damage, not forgery, and is checked at memory speed),
 //! with the component's identity and the baseline's hash.
@@ -24,17 +27,23 @@ use wasmtime::component::Instance;
 
 use super::access::{Access, GlobalValue, MemoryAccess};
 use super::layout::{ADAPTER_ALLOCATION_STATE, ADAPTER_STATE_POINTER};
+use super::ranges::{differing_chunks, intersect, merged, outside, uncovered};
 use crate::guest::GuestState;
 
 /// Leading bytes of every image.
-const MAGIC: &[u8; 8] = b"APSTATE2";
+const MAGIC: &[u8; 8] = b"APSTATE3";
+/// Leading bytes of the images of the format before: the same, but each
+/// chunk stored as its own bytes rather than XOR the baseline's. Still read.
+const RAW_CHUNKS_MAGIC: &[u8; 8] = b"APSTATE2";
 /// Leading bytes of the images of an earlier format (the chunks' places
 /// inside the compressed body).
 const OLDER_MAGIC: &[u8; 8] = b"APSTATE1";
+/// Bytes of one global in the body: module, index, value.
+const GLOBAL_BYTES: usize = 16;
 /// Length of the trailing checksum.
 const CHECKSUM_BYTES: usize = 16;
 /// Granularity of the memory comparison.
-const CHUNK: usize = 4096;
+pub(super) const CHUNK: usize = 4096;
 /// The adapter's state is one wasm page.
 const ADAPTER_STATE_BYTES: usize = 64 * 1024;
 const WASM_PAGE: usize = 64 * 1024;
@@ -91,6 +100,9 @@ struct Header {
 pub(crate) struct Baseline {
     pub(crate) memories: Vec<Vec<u8>>,
     pub(crate) hash: String,
+    /// Per memory, per [`CHUNK`], whether the baseline's bytes there are all
+    /// zeros: a chunk's delta from zeros is the chunk, so those are skipped.
+    zero_chunks: Vec<Vec<bool>>,
 }
 
 impl Baseline {
@@ -104,7 +116,33 @@ impl Baseline {
             digest.update(&bytes);
             memories.push(bytes);
         }
-        Ok(Self { memories, hash: hex::encode(digest.finalize()) })
+        Ok(Self::new(memories, hex::encode(digest.finalize())))
+    }
+
+    fn new(memories: Vec<Vec<u8>>, hash: String) -> Self {
+        let zero_chunks = memories.iter().map(|memory| memory.chunks(CHUNK).map(|chunk| chunk.iter().all(|b| *b == 0)).collect()).collect();
+        Self { memories, hash, zero_chunks }
+    }
+
+    /// XORs `target`, the bytes of memory `memory` from `start` (a multiple
+    /// of [`CHUNK`]) on, with the baseline's bytes there. Its own inverse: a
+    /// chunk's delta from the baseline on capture, the chunk again on
+    /// restore. Past the baseline's end, and where it holds zeros, the bytes
+    /// stay as they are; a chunk at a time, so the bytes are still in the
+    /// cache when a caller has just written them.
+    fn xor(&self, memory: usize, start: usize, target: &mut [u8]) {
+        let (Some(base), Some(zeros)) = (self.memories.get(memory), self.zero_chunks.get(memory)) else {
+            return;
+        };
+        for (index, piece) in target.chunks_mut(CHUNK).enumerate() {
+            let at = start + index * CHUNK;
+            if zeros.get(at / CHUNK).is_none_or(|zero| *zero) {
+                continue;
+            }
+            for (byte, base) in piece.iter_mut().zip(&base[at..]) {
+                *byte ^= base;
+            }
+        }
     }
 }
 
@@ -134,14 +172,18 @@ pub(crate) async fn capture(
     }
     let mut pages = Vec::new();
     let mut places = Vec::new();
-    for (memory, base) in access.memories.iter().zip(&baseline.memories) {
+    for (index, (memory, base)) in access.memories.iter().zip(&baseline.memories).enumerate() {
         let current = memory.read(store, instance).await?;
         pages.push((current.len() / WASM_PAGE) as u32);
         // Pages the instance never wrote hold the baseline's bytes: only
         // the others are compared.
         let runs = merged(possibly_written(current).into_iter().flat_map(|(from, to)| differing_chunks(current, base, from, to)));
         for (start, end) in &runs {
-            body.extend_from_slice(&current[*start..*end]);
+            for piece in (*start..*end).step_by(CHUNK) {
+                let at = body.len();
+                body.extend_from_slice(&current[piece..(piece + CHUNK).min(*end)]);
+                baseline.xor(index, piece, &mut body[at..]);
+            }
         }
         places.push(runs.into_iter().map(|(start, end)| [start as u32, (end - start) as u32]).collect());
     }
@@ -274,6 +316,9 @@ pub(crate) struct Decoded {
     pages: Vec<u32>,
     runs: Vec<Vec<[u32; 2]>>,
     body: Vec<u8>,
+    /// Whether the body's chunks are still their XOR with the baseline
+    /// (this format's images, until [`restore`] turns them back).
+    delta: bool,
     /// Files the code held open, closed before the capture.
     pub(crate) closed_files: Vec<String>,
 }
@@ -289,31 +334,37 @@ fn checksum(content: &[u8]) -> [u8; CHECKSUM_BYTES] {
     xxhash_rust::xxh3::xxh3_128(content).to_le_bytes()
 }
 
-/// The header of `bytes`, unchecked, and what follows it.
-fn read_header(bytes: &[u8]) -> Result<(Header, Reader<'_>), StateError> {
+/// The header of `bytes`, unchecked, whether its chunks are deltas from the
+/// baseline, and what follows the header.
+fn read_header(bytes: &[u8]) -> Result<(Header, bool, Reader<'_>), StateError> {
     let corrupt = |what: &str| StateError::Corrupt(what.to_owned());
     if bytes.len() >= MAGIC.len() && &bytes[..MAGIC.len()] == OLDER_MAGIC {
         return Err(StateError::OtherBuild("an image of an earlier format".into()));
     }
-    if bytes.len() < MAGIC.len() + 12 + CHECKSUM_BYTES || &bytes[..MAGIC.len()] != MAGIC {
+    if bytes.len() < MAGIC.len() + 12 + CHECKSUM_BYTES {
         return Err(corrupt("not a state image"));
     }
+    let delta = match &bytes[..MAGIC.len()] {
+        magic if magic == MAGIC => true,
+        magic if magic == RAW_CHUNKS_MAGIC => false,
+        _ => return Err(corrupt("not a state image")),
+    };
     let mut reader = Reader { bytes: &bytes[MAGIC.len()..bytes.len() - CHECKSUM_BYTES] };
     let header_len = reader.u32()? as usize;
     let header: Header = serde_json::from_slice(reader.take(header_len)?).map_err(|e| StateError::Corrupt(format!("header: {e}")))?;
-    Ok((header, reader))
+    Ok((header, delta, reader))
 }
 
 /// Where `bytes`' chunks go, read without checking the image.
 pub(crate) fn plan(bytes: &[u8]) -> Result<Plan, StateError> {
-    let (header, _) = read_header(bytes)?;
+    let (header, _, _) = read_header(bytes)?;
     Ok(Plan { pages: header.pages, runs: header.runs })
 }
 
 /// Checks `bytes`' checksum and decompresses it.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, StateError> {
     let corrupt = |what: &str| StateError::Corrupt(what.to_owned());
-    let (header, mut reader) = read_header(bytes)?;
+    let (header, delta, mut reader) = read_header(bytes)?;
     let (content, expected) = bytes.split_at(bytes.len() - CHECKSUM_BYTES);
     if checksum(content) != expected {
         return Err(corrupt("its checksum does not match its contents"));
@@ -322,7 +373,40 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, StateError> {
     let payload = reader.take(payload_len)?;
     let body_bytes = usize::try_from(header.body_bytes).map_err(|_| corrupt("body length"))?;
     let body = decompress(payload, body_bytes)?;
-    Ok(Decoded { identity: header.identity, pages: header.pages, runs: header.runs, body, closed_files: header.closed_files })
+    Ok(Decoded { identity: header.identity, pages: header.pages, runs: header.runs, body, delta, closed_files: header.closed_files })
+}
+
+/// [`decode`], and when `baseline` is the image's, its chunks turned back
+/// from their deltas too: blocking work, which a resume does beside the
+/// start of the instance it restores into ([`restore`] does what is left).
+pub(crate) fn decode_against(bytes: &[u8], baseline: Option<&Baseline>, globals: usize) -> Result<Decoded, StateError> {
+    let mut image = decode(bytes)?;
+    if let Some(baseline) = baseline.filter(|baseline| baseline.hash == image.identity.baseline) {
+        undo_delta(&mut image, baseline, globals)?;
+    }
+    Ok(image)
+}
+
+/// Turns `image`'s chunks from their XOR with `baseline` back into the
+/// bytes they stand for (once; an image of the older format has them
+/// already). `globals` is how many globals open the body.
+fn undo_delta(image: &mut Decoded, baseline: &Baseline, globals: usize) -> Result<(), StateError> {
+    if !image.delta {
+        return Ok(());
+    }
+    let mut at = globals.checked_mul(GLOBAL_BYTES).ok_or_else(|| StateError::Corrupt("globals".into()))?;
+    for (memory, runs) in image.runs.iter().enumerate() {
+        for [start, len] in runs {
+            let end = at.checked_add(*len as usize).filter(|end| *end <= image.body.len()).ok_or_else(|| StateError::Corrupt("truncated".into()))?;
+            if *start as usize % CHUNK != 0 {
+                return Err(StateError::Corrupt("a chunk out of place".into()));
+            }
+            baseline.xor(memory, *start as usize, &mut image.body[at..end]);
+            at = end;
+        }
+    }
+    image.delta = false;
+    Ok(())
 }
 
 /// Grows `instance`'s memories to the plan's sizes and makes the pages its
@@ -343,7 +427,7 @@ pub(crate) async fn restore(
     access: &Access,
     component: &str,
     baseline: &Baseline,
-    image: &Decoded,
+    image: &mut Decoded,
     store: &mut Store<GuestState>,
     instance: &Instance,
 ) -> Result<(), StateError> {
@@ -351,6 +435,7 @@ pub(crate) async fn restore(
     if image.identity != expected {
         return Err(StateError::OtherBuild(format!("image for {}, runtime {}", image.identity.component, expected.component)));
     }
+    undo_delta(image, baseline, access.globals.len())?;
     if image.pages.len() != access.memories.len() {
         return Err(StateError::Corrupt("memory count".into()));
     }
@@ -513,80 +598,6 @@ fn possibly_written(memory: &[u8]) -> Vec<(usize, usize)> {
     vec![(0, memory.len())]
 }
 
-/// Ascending ranges with the touching ones joined.
-fn merged(ranges: impl IntoIterator<Item = (usize, usize)>) -> Vec<(usize, usize)> {
-    let mut out: Vec<(usize, usize)> = Vec::new();
-    for (start, end) in ranges {
-        match out.last_mut() {
-            Some(last) if last.1 == start => last.1 = end,
-            _ => out.push((start, end)),
-        }
-    }
-    out
-}
-
-/// Where two ascending lists of disjoint ranges overlap.
-fn intersect(a: &[(usize, usize)], b: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < a.len() && j < b.len() {
-        let (start, end) = (a[i].0.max(b[j].0), a[i].1.min(b[j].1));
-        if start < end {
-            out.push((start, end));
-        }
-        if a[i].1 < b[j].1 { i += 1 } else { j += 1 }
-    }
-    out
-}
-
-/// The ranges of `0..len` that no run covers (runs in ascending order).
-fn uncovered(len: usize, runs: &[(usize, &[u8])]) -> Vec<(usize, usize)> {
-    let mut gaps = Vec::new();
-    let mut at = 0;
-    for (start, bytes) in runs {
-        let start = (*start).min(len);
-        if start > at {
-            gaps.push((at, start));
-        }
-        at = at.max((start + bytes.len()).min(len));
-    }
-    if at < len {
-        gaps.push((at, len));
-    }
-    gaps
-}
-
-/// Ranges of `start..end` outside every `protected` range.
-fn outside(start: usize, end: usize, protected: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let mut pieces = vec![(start, end)];
-    for (p_start, p_end) in protected {
-        pieces = pieces
-            .into_iter()
-            .flat_map(|(s, e)| {
-                if *p_end <= s || *p_start >= e {
-                    vec![(s, e)]
-                } else {
-                    [(s, (*p_start).max(s)), ((*p_end).min(e), e)].into_iter().filter(|(a, b)| a < b).collect()
-                }
-            })
-            .collect();
-    }
-    pieces
-}
-
-/// The `CHUNK`s within `from..to`, counted from `from`, where `current`
-/// differs from `base` (bytes past `base`'s end differ where they are not
-/// zero), in order: [`merged`] joins the touching ones.
-fn differing_chunks<'a>(current: &'a [u8], base: &'a [u8], from: usize, to: usize) -> impl Iterator<Item = (usize, usize)> + 'a {
-    let to = to.min(current.len());
-    (from..to).step_by(CHUNK).map(move |offset| (offset, (offset + CHUNK).min(to))).filter(move |&(offset, end)| {
-        let chunk = &current[offset..end];
-        match base.get(offset..end) {
-            Some(base_chunk) => chunk != base_chunk,
-            None => chunk.iter().any(|b| *b != 0),
-        }
-    })
-}
-
 /// Bounds-checked little-endian reads.
 struct Reader<'a> {
     bytes: &'a [u8],
@@ -620,38 +631,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn runs_merge_adjacent_chunks_and_skip_protected_ranges() {
-        let base = vec![0u8; 5 * CHUNK];
-        let mut current = base.clone();
-        current[10] = 1;
-        current[CHUNK + 5] = 1;
-        current[4 * CHUNK] = 1;
-        let runs = merged(differing_chunks(&current, &base, 0, current.len()));
-        assert_eq!(runs, vec![(0, 2 * CHUNK), (4 * CHUNK, 5 * CHUNK)]);
-        let unprotected: Vec<_> = runs.iter().flat_map(|(s, e)| outside(*s, *e, &[(100, CHUNK + 100)])).collect();
-        assert_eq!(unprotected, vec![(0, 100), (CHUNK + 100, 2 * CHUNK), (4 * CHUNK, 5 * CHUNK)]);
-        assert_eq!(merged(differing_chunks(&current, &base, 2 * CHUNK, 5 * CHUNK)), vec![(4 * CHUNK, 5 * CHUNK)]);
-    }
-
-    #[test]
-    fn ranges_intersect_and_gaps_are_what_no_run_covers() {
-        assert_eq!(intersect(&[(0, 10), (20, 30)], &[(5, 25), (28, 40)]), vec![(5, 10), (20, 25), (28, 30)]);
-        assert_eq!(intersect(&[(0, 10)], &[]), vec![]);
-        assert_eq!(merged([(0, 4), (4, 8), (12, 16)]), vec![(0, 8), (12, 16)]);
-        let chunk = [0u8; 4];
-        assert_eq!(uncovered(20, &[(2, &chunk[..]), (10, &chunk[..])]), vec![(0, 2), (6, 10), (14, 20)]);
-        assert_eq!(uncovered(8, &[(0, &chunk[..]), (4, &chunk[..])]), vec![]);
-    }
-
-    #[test]
-    fn bytes_past_the_baseline_count_only_when_not_zero() {
-        let base = vec![0u8; CHUNK];
-        let mut current = vec![0u8; 3 * CHUNK];
-        current[2 * CHUNK + 1] = 7;
-        assert_eq!(merged(differing_chunks(&current, &base, 0, current.len())), vec![(2 * CHUNK, 3 * CHUNK)]);
-    }
-
-    #[test]
     fn a_damaged_image_is_refused_by_its_checksum() {
         let header = Header { identity: Identity { component: "c".into(), baseline: "b".into() }, pages: vec![1], runs: vec![vec![]], body_bytes: 3, closed_files: vec![] };
         let mut bytes = encode(&header, &[1, 2, 3]);
@@ -660,5 +639,68 @@ mod tests {
         bytes[middle] ^= 0x40;
         assert!(matches!(decode(&bytes), Err(StateError::Corrupt(_))));
         assert!(matches!(decode(b"short"), Err(StateError::Corrupt(_))));
+    }
+
+    /// Random-looking bytes, as a page of a heap holds.
+    fn noise(len: usize, seed: u64) -> Vec<u8> {
+        let mut state = seed;
+        (0..len)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (state >> 33) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chunks_are_stored_as_their_delta_from_the_baseline_and_restored_whole() {
+        // A baseline of heap-like bytes whose third chunk is zeros.
+        let mut base = noise(3 * CHUNK, 1);
+        base[2 * CHUNK..].fill(0);
+        let baseline = Baseline::new(vec![base.clone()], "b".into());
+        // A chunk that differs by a reference count, new bytes where the
+        // baseline held zeros, and a chunk past the baseline's end.
+        let mut current = base.clone();
+        current.resize(4 * CHUNK, 0);
+        current[CHUNK + 40] = current[CHUNK + 40].wrapping_add(1);
+        current[2 * CHUNK..].copy_from_slice(&noise(2 * CHUNK, 2));
+        let runs = merged(differing_chunks(&current, &base, 0, current.len()));
+        assert_eq!(runs, vec![(CHUNK, 4 * CHUNK)]);
+        let global = [7u8; GLOBAL_BYTES];
+        let mut body = global.to_vec();
+        body.extend_from_slice(&current[CHUNK..]);
+        baseline.xor(0, CHUNK, &mut body[GLOBAL_BYTES..]);
+        // The reference count's chunk is all zeros but one byte; the others
+        // are their own bytes.
+        assert_eq!(body[GLOBAL_BYTES..GLOBAL_BYTES + CHUNK].iter().filter(|b| **b != 0).count(), 1);
+        assert_eq!(&body[GLOBAL_BYTES + CHUNK..], &current[2 * CHUNK..]);
+        let header = Header { identity: Identity { component: "c".into(), baseline: "b".into() }, pages: vec![1], runs: vec![vec![[CHUNK as u32, 3 * CHUNK as u32]]], body_bytes: body.len() as u64, closed_files: vec![] };
+        let bytes = encode(&header, &body);
+        // Compressed, the nearly-zero chunk costs next to nothing: the image
+        // is about the two chunks of new bytes.
+        assert!(bytes.len() < 2 * CHUNK + 512, "{} bytes", bytes.len());
+        let mut image = decode(&bytes).expect("decodes");
+        undo_delta(&mut image, &baseline, 1).expect("undone");
+        assert_eq!(&image.body[..GLOBAL_BYTES], &global);
+        assert_eq!(&image.body[GLOBAL_BYTES..], &current[CHUNK..]);
+        // Undone once only: a second call leaves the bytes as they are.
+        undo_delta(&mut image, &baseline, 1).expect("undone");
+        assert_eq!(&image.body[GLOBAL_BYTES..], &current[CHUNK..]);
+    }
+
+    #[test]
+    fn an_image_of_the_format_before_keeps_its_raw_chunks() {
+        let base = noise(CHUNK, 3);
+        let baseline = Baseline::new(vec![base], "b".into());
+        let chunk = noise(CHUNK, 4);
+        let header = Header { identity: Identity { component: "c".into(), baseline: "b".into() }, pages: vec![1], runs: vec![vec![[0, CHUNK as u32]]], body_bytes: CHUNK as u64, closed_files: vec![] };
+        let mut bytes = encode(&header, &chunk);
+        bytes[..MAGIC.len()].copy_from_slice(RAW_CHUNKS_MAGIC);
+        let content = bytes.len() - CHECKSUM_BYTES;
+        let sum = checksum(&bytes[..content]);
+        bytes[content..].copy_from_slice(&sum);
+        let mut image = decode(&bytes).expect("decodes");
+        undo_delta(&mut image, &baseline, 0).expect("nothing to undo");
+        assert_eq!(image.body, chunk);
     }
 }
