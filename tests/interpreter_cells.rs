@@ -264,6 +264,47 @@ fn a_forks_held_image_counts_toward_the_budget_until_the_parent_runs_again() {
     run_in("child", &format!("assert len(blob) == {STATE}"));
 }
 
+/// A fork receives its parent's state, so it never takes one of the
+/// instances started ahead for new sessions: its state would replace that
+/// instance, and the pool would start another for nothing (which cost
+/// each of a hundred forks about a millisecond). A new session still takes
+/// one, and each fork comes back with the parent's variables.
+#[test]
+fn forks_leave_the_instances_started_ahead_to_new_sessions() {
+    use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
+    let dir = temp_dir("forks-ahead");
+    let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], InterpreterConfig::new(dir.path())).expect("interpreter"));
+    let run_in = |session: &str, code: &str| {
+        common::block_on(interpreter.runs().run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001"))
+            .expect("run")
+    };
+    let ready = dir.path().join("ready-sessions");
+    let waiting = || std::fs::read_dir(&ready).map_or(0, |entries| entries.count());
+    let wait_for_two = || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while waiting() < 2 {
+            assert!(std::time::Instant::now() < deadline, "the pool never made two homes ahead");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    // The first new session starts the pool's refill.
+    assert_eq!(run_in("parent", "x = 7").cell.exit_code, 0);
+    wait_for_two();
+    let ahead = interpreter.stats().sessions_started_ahead;
+    assert_eq!(run_in("new", "pass").cell.exit_code, 0);
+    assert_eq!(interpreter.stats().sessions_started_ahead, ahead + 1, "a new session takes an instance started ahead");
+    wait_for_two();
+    for i in 0..3 {
+        common::block_on(interpreter.sessions().fork("t", "parent", &format!("child-{i}"))).expect("fork");
+    }
+    assert_eq!(interpreter.stats().sessions_started_ahead, ahead + 1, "no fork took an instance started ahead");
+    assert_eq!(waiting(), 2, "both homes made ahead still wait");
+    for i in 0..3 {
+        let report = run_in(&format!("child-{i}"), "print(x)");
+        assert_eq!((report.cell.output.stdout.as_str(), report.cell.state_reset), ("7\n", false), "{report:?}");
+    }
+}
+
 /// Many more sessions than fit in memory at once: each keeps its variable
 /// through hibernation, read back in a shuffled order, none reset.
 #[test]

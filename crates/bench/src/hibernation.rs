@@ -15,6 +15,8 @@ use crate::interpreter::{code, ok, row, time};
 /// About 10 MB of objects: 40,000 small dicts with a string each.
 const TEN_MB: &str = "objs = [{'i': i, 's': str(i) * 3} for i in range(40_000)]";
 const BASE: &str = "http://127.0.0.1:3001";
+/// Forks made of one session in the fork rows.
+const FORKS: usize = 100;
 
 /// The `python` rows.
 pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<()> {
@@ -33,7 +35,10 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
     let root = tempfile::tempdir()?;
     let interpreter = std::sync::Arc::new(Interpreter::new(vec![sandbox.clone()], InterpreterConfig::new(root.path())).context("interpreter")?);
     ok(interpreter.runs().run_python("bench", "parent", code(TEN_MB), BASE).await?)?;
-    let fork = time(iterations, |i| {
+    // Forks by the hundred, as an agent exploring branches from one state
+    // makes them: the first captures the state, the rest share its image.
+    let began = Instant::now();
+    let fork = time(FORKS, |i| {
         let interpreter = &interpreter;
         async move {
             interpreter.sessions().fork("bench", "parent", &format!("child-{i}")).await?;
@@ -41,7 +46,9 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
         }
     })
     .await?;
+    let all = began.elapsed();
     row("fork, ~10 MB of objects (files + state image)", &fork);
+    println!("{:<48} {:>10}", format!("{FORKS} forks of that session, in all"), crate::show(all));
     // What the forks added on disk, each file counted once however many
     // links it has: forks of one state share its image.
     let parent = disk_bytes(&root.path().join("sessions/bench/parent"));
@@ -49,10 +56,21 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
     println!(
         "{:<48} {:>10.1} KiB each ({} forks; the parent {:.1} MiB)",
         "fork: disk added per fork, links counted once",
-        all.saturating_sub(parent) as f64 / iterations as f64 / 1024.0,
-        iterations,
+        all.saturating_sub(parent) as f64 / FORKS as f64 / 1024.0,
+        FORKS,
         parent as f64 / (1 << 20) as f64
     );
+    // A fork holds no instance until it runs: its first run resumes the image.
+    let first_run = time(iterations.min(FORKS), |i| {
+        let interpreter = &interpreter;
+        async move {
+            let report = interpreter.runs().run_python("bench", &format!("child-{i}"), code("print(len(objs))"), BASE).await?;
+            anyhow::ensure!(report.cell.state == StateOrigin::Resumed && report.cell.output.stdout == "40000\n", "the fork did not resume its state: {report:?}");
+            ok(report)
+        }
+    })
+    .await?;
+    row("a fork's first run (resumes the shared image)", &first_run);
     Ok(())
 }
 

@@ -139,15 +139,18 @@ pub(crate) enum Create {
     /// A new session whose directory is another session's: the same
     /// files, its own Python state (a second context of one sandbox).
     Sharing { ttl: Option<Duration>, runtime: Runtime, files: PathBuf, layout: FilesLayout },
+    /// A new session about to receive another's files and state (a fork, a
+    /// snapshot, a sandbox from a snapshot): laid out as `layout`, and never
+    /// given an instance started ahead, which its state would replace (the
+    /// instance would be wasted, and starting its replacement ahead costs
+    /// the host more than the copy itself).
+    Copy { ttl: Duration, runtime: Runtime, layout: FilesLayout },
 }
 
 impl Create {
     /// A new session laid out and run as `session` is, idle for `ttl` (a fork).
     pub(crate) fn like(session: &Session, ttl: Duration) -> Self {
-        match session.layout {
-            FilesLayout::Root => Self::Sandbox { ttl: Some(ttl), runtime: session.runtime },
-            FilesLayout::MntData => Self::Yes { ttl: Some(ttl), runtime: Some(session.runtime) },
-        }
+        Self::Copy { ttl, runtime: session.runtime, layout: session.layout }
     }
 }
 

@@ -322,7 +322,7 @@ impl<'a> Sessions<'a> {
         let key = (names::tenant(tenant)?.to_owned(), names::session_id(session_id)?.to_owned());
         let asked = match create {
             Create::Yes { runtime, .. } => *runtime,
-            Create::Sandbox { runtime, .. } | Create::Sharing { runtime, .. } => Some(*runtime),
+            Create::Sandbox { runtime, .. } | Create::Sharing { runtime, .. } | Create::Copy { runtime, .. } => Some(*runtime),
             Create::No => None,
         };
         let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
@@ -340,10 +340,12 @@ impl<'a> Sessions<'a> {
         let tenant = names::tenant(tenant)?;
         let session_id = names::session_id(session_id)?;
         let may_create = !matches!(create, Create::No);
+        let copy = matches!(create, Create::Copy { .. });
         let (ttl, asked, shared_files, asked_layout) = match create {
             Create::Yes { ttl, runtime } => (ttl, runtime, None, FilesLayout::MntData),
             Create::Sandbox { ttl, runtime } => (ttl, Some(runtime), None, FilesLayout::Root),
             Create::Sharing { ttl, runtime, files, layout } => (ttl, Some(runtime), Some(files), layout),
+            Create::Copy { ttl, runtime, layout } => (Some(ttl), Some(runtime), None, layout),
             Create::No => (None, None, None, FilesLayout::MntData),
         };
         let key = (tenant.to_owned(), session_id.to_owned());
@@ -388,7 +390,7 @@ impl<'a> Sessions<'a> {
             // An expired predecessor: the name is free at once, the tree goes later.
             *discarded = store.discard_home(tenant, session_id);
             Stats::add(&interpreter.stats.sessions_created, 1);
-            if shared_files.is_none() && runtime == Runtime::Python && asked_layout == FilesLayout::MntData {
+            if !copy && shared_files.is_none() && runtime == Runtime::Python && asked_layout == FilesLayout::MntData {
                 adopted = interpreter.ready.as_ref().and_then(|ready| ready.take(&store.home(tenant, session_id)));
             }
         }
@@ -405,6 +407,7 @@ impl<'a> Sessions<'a> {
             .with_quota(config.quota)
             .with_datasets(dirs.datasets_view.clone());
         if let Some(started) = adopted {
+            Stats::add(&interpreter.stats.sessions_started_ahead, 1);
             live.adopt(started);
         }
         // An earlier process's state: in its image when it was hibernated

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Default)]
 pub(crate) struct Stats {
     pub(crate) sessions_created: AtomicU64,
+    pub(crate) sessions_started_ahead: AtomicU64,
     pub(crate) sessions_closed: AtomicU64,
     pub(crate) sessions_expired: AtomicU64,
     pub(crate) sweeps: AtomicU64,
@@ -34,6 +35,9 @@ pub struct StatsSnapshot {
     /// Sessions in the table (live, hibernated or not started).
     pub sessions_open: u64,
     pub sessions_created: u64,
+    /// New sessions that took an instance started ahead of them (never a
+    /// fork or a copy of a snapshot, whose state replaces an instance's).
+    pub sessions_started_ahead: u64,
     pub sessions_closed: u64,
     /// Sessions (and leftover directories) the sweeps removed as expired.
     pub sessions_expired: u64,
@@ -52,6 +56,7 @@ impl Stats {
             sessions_hibernated,
             sessions_open,
             sessions_created: read(&self.sessions_created),
+            sessions_started_ahead: read(&self.sessions_started_ahead),
             sessions_closed: read(&self.sessions_closed),
             sessions_expired: read(&self.sessions_expired),
             sweeps: read(&self.sweeps),

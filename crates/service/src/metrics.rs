@@ -176,6 +176,7 @@ impl Collector for Scraped {
             }
             let counters = [
                 ("sessions_created", "Sessions created", stats.sessions_created),
+                ("sessions_started_ahead", "New sessions that took an instance started ahead of them", stats.sessions_started_ahead),
                 ("sessions_closed", "Sessions closed by their clients", stats.sessions_closed),
                 ("sessions_expired", "Sessions (and leftover directories) the cleanup sweeps removed as expired", stats.sessions_expired),
                 ("cleanup_sweeps", "Cleanup sweeps run", stats.sweeps),
