@@ -11,6 +11,10 @@
 //! [`MEASURED_FOR`] of the last measurement is measured that long after it,
 //! off the reply path; growth is measured at once, so a session that grows
 //! still pushes others out of the budget.
+//!
+//! That later measurement first gives back the pages the runs wrote back
+//! to the runtime image's bytes (`LiveInstance::give_back_unchanged_pages`):
+//! about a third of what a `python-data` session holds of its own.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -38,7 +42,11 @@ impl Interpreter {
                 .is_some_and(|(at, then, held_then)| then == size && held_then == held && at.elapsed() < MEASURED_FOR);
         if !stands {
             self.measure_now(session, live).await;
-        } else if !session.memory_owed.swap(true, Relaxed) {
+        }
+        // Either way, a second later (once, however many runs come
+        // between): the pages the runs wrote back to the image's bytes are
+        // given back, and what is left is measured.
+        if !session.memory_owed.swap(true, Relaxed) {
             let (interpreter, session) = (self.clone(), session.clone());
             tokio::spawn(async move {
                 tokio::time::sleep(MEASURED_FOR).await;
@@ -47,6 +55,7 @@ impl Interpreter {
                 if let Ok(mut live) = session.live.clone().try_lock_owned()
                     && live.is_live()
                 {
+                    live.give_back_unchanged_pages().await;
                     interpreter.measure_now(&session, &mut live).await;
                 }
             });

@@ -257,6 +257,33 @@ impl LiveInstance {
         self.instance.as_ref().and_then(|instance| instance.guest.captured.as_ref()).map_or(0, |image| image.len() as u64)
     }
 
+    /// Gives back to the kernel the pages the live instance wrote that hold
+    /// the runtime image's bytes again (written and then restored, as
+    /// reference counts and free lists are), so they are shared with every
+    /// instance again and no longer count as its own; the bytes given back.
+    /// The instance's memory reads the same before and after. Should a page
+    /// not come back as those bytes and not be put right, the instance is
+    /// dropped and the next run says its state was reset.
+    pub fn give_back_unchanged_pages(&mut self) -> BoxFuture<'_, u64> {
+        Box::pin(async move {
+            if self.adopted {
+                return 0;
+            }
+            let runtime = self.runtime.clone();
+            let Some(instance) = self.instance.as_mut() else { return 0 };
+            match runtime.give_back(instance).await {
+                Ok(given) => given,
+                Err(error) => {
+                    tracing::warn!(%error, "giving back a live instance's unchanged pages failed: its state is dropped");
+                    self.instance = None;
+                    self.lost_state = true;
+                    self.lost_note = Some("the session's memory could not be checked after the host trimmed it; its state was dropped".into());
+                    0
+                }
+            }
+        })
+    }
+
     /// Where the live instance's memories lie, to count the pages it made
     /// its own ([`MemoryRegions::private_bytes`]); `None` without a live
     /// instance, or when the runtime cannot say.

@@ -72,6 +72,9 @@ struct StateImages {
     /// Where CPython keeps its SIGINT state, found on first use (`None`
     /// when it was not found: interrupts then reset the session).
     signals: tokio::sync::OnceCell<Option<SignalLayout>>,
+    /// Pages found not to map the baseline's bytes when given back.
+    #[cfg(target_os = "linux")]
+    unreturnable: crate::state_image::give_back::Unreturnable,
 }
 
 /// The exports of a session's instance, by runtime.
@@ -283,6 +286,25 @@ impl SessionRuntime {
         Ok(regions)
     }
 
+    /// Gives back the pages `instance` (between runs) wrote that hold the
+    /// baseline's bytes again: the bytes given back
+    /// (`state_image::give_back`). Nothing where the page tables cannot be read.
+    pub(crate) async fn give_back(&self, instance: &mut Instance<SessionGuest>) -> Result<u64, StateError> {
+        #[cfg(target_os = "linux")]
+        {
+            let baseline = self.baseline().await?;
+            engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
+            let handle = instance.guest.handle;
+            let states = &self.states;
+            engine::on_own_thread(crate::state_image::give_back::give_back(&states.access, &baseline, &states.unreturnable, &mut instance.store, &handle)).await
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = instance;
+            Ok(0)
+        }
+    }
+
     /// What checks and decompresses a saved image on the blocking pool: with
     /// the baseline read already (it is after a runtime's first capture or
     /// restore), it turns the image's chunks back from their deltas there
@@ -463,6 +485,13 @@ impl StateImages {
     fn new(component: &wasmtime::component::Component, state: Option<(Layout, String)>) -> Result<Arc<Self>, StartError> {
         let (layout, key) = state.ok_or_else(|| StartError::Link(wasmtime::format_err!("the session component was loaded without state access")))?;
         let access = Access::resolve(component, &layout).map_err(StartError::Link)?;
-        Ok(Arc::new(Self { access, component: key, baseline: tokio::sync::OnceCell::new(), signals: tokio::sync::OnceCell::new() }))
+        Ok(Arc::new(Self {
+            access,
+            component: key,
+            baseline: tokio::sync::OnceCell::new(),
+            signals: tokio::sync::OnceCell::new(),
+            #[cfg(target_os = "linux")]
+            unreturnable: Default::default(),
+        }))
     }
 }

@@ -7,6 +7,8 @@
 //! state; the guest's code is unchanged.
 
 pub(crate) mod access;
+#[cfg(target_os = "linux")]
+pub(crate) mod give_back;
 pub(crate) mod image;
 pub(crate) mod instrument;
 pub(crate) mod layout;

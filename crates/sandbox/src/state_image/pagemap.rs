@@ -81,7 +81,17 @@ fn is_own(entry: &[u8]) -> bool {
     bits & SWAPPED != 0 || (bits & PRESENT != 0 && bits & FILE_OR_SHARED == 0 && bits & EXCLUSIVE != 0)
 }
 
+/// Byte ranges of `memory` (page aligned) whose pages are the process's
+/// own ([`private_bytes`]'s count); `None` when the page tables cannot be read.
+pub(crate) fn own_pages(memory: &[u8]) -> Option<Vec<(usize, usize)>> {
+    ranges_where(memory, is_own)
+}
+
 fn read(memory: &[u8]) -> Option<Vec<(usize, usize)>> {
+    ranges_where(memory, is_written)
+}
+
+fn ranges_where(memory: &[u8], wanted: fn(&[u8]) -> bool) -> Option<Vec<(usize, usize)>> {
     let pagemap = pagemap()?;
     let at = memory.as_ptr() as usize;
     if !at.is_multiple_of(PAGE) {
@@ -92,7 +102,7 @@ fn read(memory: &[u8]) -> Option<Vec<(usize, usize)>> {
     pagemap.read_exact_at(&mut entries, (at / PAGE * 8) as u64).ok()?;
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     for (page, entry) in entries.chunks_exact(8).enumerate() {
-        if !is_written(entry) {
+        if !wanted(entry) {
             continue;
         }
         let (start, end) = (page * PAGE, ((page + 1) * PAGE).min(memory.len()));
