@@ -288,12 +288,23 @@ impl SessionRuntime {
 
     /// Gives back the pages `instance` (between runs) wrote that hold the
     /// baseline's bytes again: the bytes given back
-    /// (`state_image::give_back`). Nothing where the page tables cannot be read.
+    /// (`state_image::give_back`). Nothing where the page tables or the
+    /// baseline cannot be read; an error only when the memory may no longer
+    /// be what it was.
     pub(crate) async fn give_back(&self, instance: &mut Instance<SessionGuest>) -> Result<u64, StateError> {
         #[cfg(target_os = "linux")]
         {
-            let baseline = self.baseline().await?;
-            engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
+            let baseline = match self.baseline().await {
+                Ok(baseline) => baseline,
+                Err(error) => {
+                    tracing::debug!(%error, "no pages given back: the baseline could not be read");
+                    return Ok(0);
+                }
+            };
+            if let Err(error) = engine::arm_for_host(&mut instance.store, STATE_BUDGET) {
+                tracing::debug!(%error, "no pages given back: the instance could not be armed for the host's calls");
+                return Ok(0);
+            }
             let handle = instance.guest.handle;
             let states = &self.states;
             engine::on_own_thread(crate::state_image::give_back::give_back(&states.access, &baseline, &states.unreturnable, &mut instance.store, &handle)).await
