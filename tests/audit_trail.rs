@@ -28,9 +28,12 @@ struct AuditLine {
     tenant: Option<String>,
     session: Option<String>,
     outcome: String,
+    #[serde(default)]
     duration_ms: f64,
     run_id: Option<String>,
     exit_code: Option<i32>,
+    subject: Option<String>,
+    status: Option<u16>,
     limit_fuel: Option<u64>,
     limit_memory_bytes: Option<u64>,
     limit_timeout_ms: Option<u64>,
@@ -173,6 +176,68 @@ fn every_operation_writes_one_audit_line_and_nothing_secret() {
 
     let log = service.process.log_lines().join("\n");
     for secret in [CONTENT, encoded.as_str(), CODE, ENV_VALUE, KEY, signature.as_str(), "signature=", e2b.token(&sandbox)] {
+        assert!(!log.contains(secret), "the log holds {secret:?}");
+    }
+}
+
+/// Refusals given before a request names an operation leave an audit line
+/// too, exactly one each (`refused`, with the method and path, the status
+/// and the error's code, never the query): a body that is not JSON, an
+/// unknown route, a multipart body cut short, E2B's wrong access token,
+/// Jupyter's wrong token. An operation's own refusal still writes its one
+/// line, and a refusal's line holds no credential.
+#[test]
+fn every_refusal_leaves_one_audit_line() {
+    let dir = common::scratch("anypath-audit-refusals-");
+    let service = Service::start_with(dir.path(), &["--e2b-listen", "127.0.0.1:0"]);
+    let (status, body) = json_of(call(&service, "POST", "/v1/sessions", "refused-json").header("content-type", "application/json").body("{not json"));
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_json")), "{body}");
+    let (status, body) = json_of(call(&service, "GET", "/v1/nowhere?signature=secret-query-5e1f", "refused-route"));
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")), "{body}");
+    let cut = "--b\r\ncontent-disposition: form-data; name=\"f\"; filename=\"a.csv\"\r\n\r\nx,y\r\n1,2";
+    let staged = call(&service, "PUT", "/v1/datasets/cut", "refused-multipart").header("content-type", "multipart/form-data; boundary=b").body(cut);
+    let (status, body) = json_of(staged);
+    assert_eq!(status, 400, "a cut multipart body is refused: {body}");
+    let (status, body) = json_of(call(&service, "GET", "/v1/sessions/never-opened", "refused-describe"));
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("no_such_session")), "{body}");
+    let e2b = E2b::new(&service);
+    let sandbox = e2b.create();
+    let forged = Client::new()
+        .post(format!("{}/execute", e2b.url))
+        .header("e2b-sandbox-id", sandbox["sandboxID"].as_str().expect("an id"))
+        .header("x-access-token", "forged-token-77aa")
+        .header("x-request-id", "refused-e2b")
+        .json(&json!({"code": "print(1)"}))
+        .send()
+        .expect("answers");
+    assert_eq!(forged.status().as_u16(), 401);
+    let jupyter = Client::new()
+        .post(format!("{}/api/kernels", service.base))
+        .header("authorization", "token forged-token-88bb")
+        .header("x-request-id", "refused-jupyter")
+        .json(&json!({"name": "python3"}))
+        .send()
+        .expect("answers");
+    assert!(matches!(jupyter.status().as_u16(), 401 | 403), "{}", jupyter.status());
+
+    let ids = ["refused-json", "refused-route", "refused-multipart", "refused-describe", "refused-e2b", "refused-jupyter"];
+    let found = wait_for_lines(&service, ids.iter().copied());
+    for id in ids {
+        assert_eq!(found[id].len(), 1, "one line for {id}: {:?}", found[id]);
+    }
+    let line = |id: &str| &found[id][0];
+    let refused = |id: &str| (line(id).operation.as_str(), line(id).outcome.as_str(), line(id).status);
+    assert_eq!(refused("refused-json"), ("refused", "invalid_json", Some(400)));
+    assert_eq!(line("refused-json").subject.as_deref(), Some("POST /v1/sessions"));
+    assert_eq!(refused("refused-route"), ("refused", "not_found", Some(404)));
+    assert_eq!(line("refused-route").subject.as_deref(), Some("GET /v1/nowhere"), "the path, never the query");
+    assert_ne!(line("refused-multipart").outcome, "ok", "{:?}", line("refused-multipart"));
+    assert_eq!((line("refused-describe").operation.as_str(), line("refused-describe").outcome.as_str()), ("describe", "no_such_session"));
+    for id in ["refused-e2b", "refused-jupyter"] {
+        assert!(matches!(line(id).outcome.as_str(), "unauthorized" | "forbidden"), "{id}: {:?}", line(id));
+    }
+    let log = service.process.log_lines().join("\n");
+    for secret in ["secret-query-5e1f", "forged-token-77aa", "forged-token-88bb", KEY] {
         assert!(!log.contains(secret), "the log holds {secret:?}");
     }
 }

@@ -149,6 +149,7 @@ fn envelope(status: StatusCode, code: &str, message: &str, request_id: &RequestI
     let body = json!({ "error": { "code": code, "message": message, "request_id": request_id.as_str() } });
     let mut response = (status, axum::Json(body)).into_response();
     request_id.stamp(&mut response);
+    response.extensions_mut().insert(crate::refusal_audit::RefusalCode(code.to_owned()));
     response
 }
 

@@ -25,6 +25,7 @@ mod live_run;
 pub mod mcp;
 pub mod metrics;
 mod options;
+mod refusal_audit;
 mod request_id;
 pub mod run_env;
 pub mod run_events;

@@ -119,7 +119,8 @@ pub fn routers(sandbox: BlockRunner, options: &ServeOptions) -> Routers {
         spawn_handovers(Arc::downgrade(interpreter));
     }
     // E2B's routes answer in E2B's error shape: they take the id layer alone.
-    let e2b = crate::e2b::router(&state).map(|e2b| e2b.layer(from_fn(crate::request_id::assign)));
+    // Inside the id layer, an audit line for every refusal no operation wrote one for.
+    let e2b = crate::e2b::router(&state).map(|e2b| e2b.layer(from_fn(crate::refusal_audit::audit_refusals)).layer(from_fn(crate::request_id::assign)));
     let router = Router::new()
         .merge(crate::block_api::routes())
         .merge(crate::health::routes())
@@ -136,7 +137,7 @@ pub fn routers(sandbox: BlockRunner, options: &ServeOptions) -> Routers {
         None => router,
     };
     // Outside both: every route, Jupyter's too, goes by the id this layer decides.
-    let router = router.layer(from_fn(crate::request_id::assign));
+    let router = router.layer(from_fn(crate::refusal_audit::audit_refusals)).layer(from_fn(crate::request_id::assign));
     let sandbox = match crate::cors::cors_layer(&options.cors) {
         // Outermost: errors and refusals carry the headers too.
         Some(layer) => router.layer(layer),

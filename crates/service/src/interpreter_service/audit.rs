@@ -89,6 +89,7 @@ impl Audit {
     }
 
     fn write(&self, outcome: &str, run: Option<&RunFacts<'_>>) {
+        crate::refusal_audit::note_written();
         let duration_ms = self.started.elapsed().as_micros() as f64 / 1000.0;
         let limits = run.and_then(|r| r.limits.as_ref());
         tracing::info!(
@@ -119,6 +120,13 @@ impl Audit {
             self.operation.name()
         );
     }
+}
+
+/// The line of a request refused before it named an operation the facade
+/// audits (`crate::refusal_audit`): its method and path as `subject`, the
+/// answer's status and the error's code as `outcome`.
+pub(crate) fn refused(request_id: &str, route: &str, status: u16, outcome: &str) {
+    tracing::info!(target: TARGET, operation = "refused", request_id, subject = route, outcome, status, "refused");
 }
 
 /// What a run's line says of it: never its code or output.

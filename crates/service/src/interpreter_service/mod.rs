@@ -7,7 +7,7 @@
 //! (`mcp`), E2B's and Jupyter's APIs only extract a call's inputs, build the
 //! operation's request, call here and map its answer.
 
-mod audit;
+pub(crate) mod audit;
 mod caller;
 mod error;
 mod limits;

@@ -55,7 +55,7 @@ impl LiveRun {
     /// its own: it goes on when the client that asked goes away.
     pub fn start(service: InterpreterService, caller: Caller, session_id: String, request: RunRequest) -> Self {
         let (sink, events) = tokio::sync::mpsc::unbounded_channel();
-        let task = tokio::spawn(async move { service.call(&caller, runs::RunCode { session_id, request, live: Some(sink) }).await });
+        let task = tokio::spawn(crate::refusal_audit::carried(async move { service.call(&caller, runs::RunCode { session_id, request, live: Some(sink) }).await }));
         Self { events: LiveEvents::new(events), outcome: Outcome::Running(task) }
     }
 
