@@ -20,6 +20,10 @@ use crate::machine::Memory;
 use crate::many_sessions::{Sessions, Workload};
 use crate::steps::step;
 
+/// How long the sessions are left idle before they are measured: past the
+/// service's ten seconds after which an idle session gives back pages.
+const IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(12);
+
 /// Sessions per runtime unless `--density-sessions` says otherwise.
 pub const DEFAULT_SESSIONS: usize = 1000;
 
@@ -68,6 +72,9 @@ fn measure(config: &FleetConfig, calls: &Calls, workload: Workload, prefix: &'st
     let before = host.memory().context("the host's memory")?;
     let many = Sessions::of(prefix, n, workload);
     let set_up = many.set_up(calls, |_| host.base.as_str())?;
+    // Idle sessions: a session idle for ten seconds gives back the pages
+    // its runs left as the runtime's image had them.
+    std::thread::sleep(IDLE_FOR);
     let after = host.memory().context("the host's memory")?;
     let sessions = calls.health(&host.base)?["sessions"].clone();
     let read = many.read_back(calls, |_| host.base.as_str());

@@ -12,9 +12,13 @@
 //! off the reply path; growth is measured at once, so a session that grows
 //! still pushes others out of the budget.
 //!
-//! That later measurement first gives back the pages the runs wrote back
-//! to the runtime image's bytes (`LiveInstance::give_back_unchanged_pages`):
-//! about a third of what a `python-data` session holds of its own.
+//! A session idle for [`GIVE_BACK_AFTER`] gives back the pages its runs
+//! left as the runtime's image had them
+//! (`LiveInstance::give_back_unchanged_pages`), about a third of what a
+//! `python-data` session holds of its own, and is measured again. Not
+//! sooner: the next run writes most of those pages again and takes each
+//! back with a fault, so a session in use (a cell every few seconds) would
+//! pay that on every run.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -42,16 +46,28 @@ impl Interpreter {
                 .is_some_and(|(at, then, held_then)| then == size && held_then == held && at.elapsed() < MEASURED_FOR);
         if !stands {
             self.measure_now(session, live).await;
-        }
-        // Either way, a second later (once, however many runs come
-        // between): the pages the runs wrote back to the image's bytes are
-        // given back, and what is left is measured.
-        if !session.memory_owed.swap(true, Relaxed) {
+        } else if !session.memory_owed.swap(true, Relaxed) {
             let (interpreter, session) = (self.clone(), session.clone());
             tokio::spawn(async move {
                 tokio::time::sleep(MEASURED_FOR).await;
                 session.memory_owed.store(false, Relaxed);
                 // A run holding the lock measures at its own end.
+                if let Ok(mut live) = session.live.clone().try_lock_owned()
+                    && live.is_live()
+                {
+                    interpreter.measure_now(&session, &mut live).await;
+                }
+            });
+        }
+        if !session.give_back_owed.swap(true, Relaxed) {
+            let (interpreter, session) = (self.clone(), session.clone());
+            tokio::spawn(async move {
+                // Until the session has been idle that long (a run meanwhile starts the wait again).
+                while let Some(left) = GIVE_BACK_AFTER.checked_sub(session.idle()).filter(|left| !left.is_zero()) {
+                    tokio::time::sleep(left).await;
+                }
+                session.give_back_owed.store(false, Relaxed);
+                // A run holding the lock owes the next give-back.
                 if let Ok(mut live) = session.live.clone().try_lock_owned()
                     && live.is_live()
                 {
@@ -75,6 +91,10 @@ impl Interpreter {
         session.memory_bytes.store(pages.saturating_add(held), Relaxed);
     }
 }
+
+/// How long a session is idle before it gives back the pages its runs
+/// left as the image had them.
+const GIVE_BACK_AFTER: Duration = Duration::from_secs(10);
 
 /// How long a measurement of a session's own pages stands while its
 /// memories keep their size.

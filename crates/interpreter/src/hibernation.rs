@@ -247,10 +247,44 @@ impl<'a> Hibernation<'a> {
         let stored = session.clone();
         let removed = self.interpreter.off_workers(move |_| stored.store.remove_image(&stored.tenant, &stored.id)).await;
         if let Err(error) = removed {
-            tracing::warn!(session = %session.id, %error, "a resumed session's state image stays on disk");
+            tracing::warn!(session = %session.id, %error, "a resumed session's state image could not be removed; trying again");
+            self.remove_stale_image_later(session.clone());
         }
     }
+
+    /// Tries again, with backoff, to remove the image of a session whose
+    /// state now lives in its instance (see [`Self::take_saved_state`]).
+    /// Each try holds the session's run lock, so no hibernation is writing a
+    /// new image meanwhile, and stops once the session is hibernated again:
+    /// the image on disk is then its newest state.
+    fn remove_stale_image_later(&self, session: Arc<Session>) {
+        let interpreter = Arc::downgrade(self.interpreter);
+        tokio::spawn(async move {
+            for delay in REMOVAL_RETRIES {
+                tokio::time::sleep(delay).await;
+                let Some(interpreter) = interpreter.upgrade() else { return };
+                let _running = session.live.lock().await;
+                if session.hibernated.load(Relaxed) {
+                    return;
+                }
+                let stored = session.clone();
+                match interpreter.off_workers(move |_| stored.store.remove_image(&stored.tenant, &stored.id)).await {
+                    Ok(()) => {
+                        tracing::info!(session = %session.id, "a resumed session's stale state image was removed");
+                        return;
+                    }
+                    Err(error) => tracing::warn!(session = %session.id, %error, "a resumed session's state image still could not be removed"),
+                }
+            }
+            tracing::error!(session = %session.id, "a resumed session's stale state image stays on disk: a process that finds it after a crash would resume an older state");
+        });
+    }
 }
+
+/// How long to wait before each retry of a failed removal of a resumed
+/// session's image.
+const REMOVAL_RETRIES: [Duration; 5] =
+    [Duration::from_millis(100), Duration::from_millis(500), Duration::from_secs(2), Duration::from_secs(10), Duration::from_secs(30)];
 
 /// `sessions` in the order the memory budget hibernates them: the longest
 /// `idle` first. Each idle time is read once, before the sort: read during
@@ -318,6 +352,45 @@ mod tests {
         let report = run(&runtime, &interpreter, "print(x + 1)");
         let cell = &report.cell;
         assert_eq!((cell.output.stdout.as_str(), cell.state, cell.state_reset), ("42\n", anypath_wire::StateOrigin::Resumed, false), "{:?}", cell.error);
+    }
+
+    /// A resumed session's image that could not be removed (a failing
+    /// disk) is removed on a later try, since a process that found it after
+    /// a crash would resume the older state; and a retry never removes the
+    /// image of a later hibernation, which is the newest state.
+    #[test]
+    fn a_resumed_image_that_could_not_be_removed_is_removed_on_a_retry() {
+        use crate::test_support::fail;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (runtime, interpreter) = interpreter(dir.path());
+        let image = dir.path().join("sessions/t/s").join(crate::session_store::local::STATE_IMAGE);
+        let hibernate = |interpreter: &std::sync::Arc<crate::Interpreter>| runtime.block_on(interpreter.hibernation().hibernate_session("t", "s")).expect("hibernated");
+        assert_eq!(run(&runtime, &interpreter, "x = 41").cell.error, None);
+        assert!(hibernate(&interpreter));
+        fail(dir.path(), Step::ImageRemove, 1);
+        let report = run(&runtime, &interpreter, "print(x + 1)");
+        assert_eq!((report.cell.output.stdout.as_str(), report.cell.state), ("42\n", anypath_wire::StateOrigin::Resumed));
+        assert!(image.is_file(), "the first removal failed");
+        let removed = within(Duration::from_secs(30), {
+            let image = image.clone();
+            move || {
+                while image.is_file() {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        });
+        assert!(removed.is_some(), "a retry removed the stale image");
+
+        // The same failure, then a new hibernation before the retry: its image stays.
+        fail(dir.path(), Step::ImageRemove, 1);
+        assert!(hibernate(&interpreter));
+        let report = run(&runtime, &interpreter, "x = 43");
+        assert_eq!(report.cell.state, anypath_wire::StateOrigin::Resumed);
+        assert!(hibernate(&interpreter), "hibernated again before the retry");
+        std::thread::sleep(Duration::from_millis(800));
+        assert!(image.is_file(), "the retry left the newer image");
+        let report = run(&runtime, &interpreter, "print(x)");
+        assert_eq!((report.cell.output.stdout.as_str(), report.cell.state_reset), ("43\n", false));
     }
 
     /// A resume dropped while its image is read (the run's client went

@@ -60,6 +60,9 @@ pub(crate) struct Session {
     pub(crate) memory_measured: Mutex<Option<(Instant, u64, u64)>>,
     /// A measurement is scheduled for after the one that still stands.
     pub(crate) memory_owed: AtomicBool,
+    /// A give-back of the pages its runs left as the image had them waits
+    /// for the session to be idle long enough (see `footprint`).
+    pub(crate) give_back_owed: AtomicBool,
     /// The live instance behind the run lock (shared, so a lock can be
     /// held apart from a borrow of the session: [`crate::sessions::Sessions::locked`]).
     pub(crate) live: Arc<tokio::sync::Mutex<LiveInstance>>,

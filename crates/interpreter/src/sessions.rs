@@ -440,6 +440,7 @@ impl<'a> Sessions<'a> {
             memory_bytes: std::sync::atomic::AtomicU64::new(0),
             memory_measured: std::sync::Mutex::new(None),
             memory_owed: std::sync::atomic::AtomicBool::new(false),
+            give_back_owed: std::sync::atomic::AtomicBool::new(false),
             live: Arc::new(tokio::sync::Mutex::new(live)),
             moved: std::sync::atomic::AtomicBool::new(false),
             // A new session's directory was just made empty: its first run

@@ -21,6 +21,28 @@ pub(crate) enum Step {
     ImageWrite,
     /// A state image is read to be resumed.
     ImageRead,
+    /// A resumed session's state image is removed.
+    ImageRemove,
+}
+
+/// Steps that fail, a number of times, under a root: (root, step, failures left).
+static FAILURES: Mutex<Vec<(PathBuf, Step, usize)>> = Mutex::new(Vec::new());
+
+/// Makes the next `times` of `step` under `root` fail.
+pub(crate) fn fail(root: &Path, step: Step, times: usize) {
+    FAILURES.lock().expect("failures").push((root.to_path_buf(), step, times));
+}
+
+/// Whether this `step` at `path` is to fail (counting it).
+pub(crate) fn fails_at(step: Step, path: &Path) -> bool {
+    let mut failures = FAILURES.lock().unwrap_or_else(|p| p.into_inner());
+    match failures.iter_mut().find(|(root, s, left)| *s == step && *left > 0 && path.starts_with(root)) {
+        Some((_, _, left)) => {
+            *left -= 1;
+            true
+        }
+        None => false,
+    }
 }
 
 /// A step held up under `root`: it reports the path, then waits to be let go.

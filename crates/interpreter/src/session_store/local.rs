@@ -100,7 +100,7 @@ impl SessionStore for LocalSessionStore {
         let partial = self.home(tenant, session_id).join(format!("{STATE_IMAGE}.partial"));
         #[cfg(test)]
         crate::test_support::pause_at(crate::test_support::Step::ImageWrite, &path);
-        std::fs::write(&partial, image).map_err(|e| InterpreterError::io("writing a state image", e))?;
+        write_synced(&partial, image).map_err(|e| InterpreterError::io("writing a state image", e))?;
         std::fs::rename(&partial, &path).map_err(|e| InterpreterError::io("writing a state image", e))
     }
 
@@ -118,12 +118,20 @@ impl SessionStore for LocalSessionStore {
         let (source, target) = (self.image(tenant, from), self.image(tenant, to));
         let partial = self.home(tenant, to).join(format!("{STATE_IMAGE}.partial"));
         let _ = std::fs::remove_file(&partial);
-        let linked = std::fs::hard_link(&source, &partial).or_else(|_| std::fs::copy(&source, &partial).map(|_| ()));
+        let linked = std::fs::hard_link(&source, &partial).or_else(|_| {
+            std::fs::copy(&source, &partial)?;
+            std::fs::File::open(&partial)?.sync_data()
+        });
         linked.and_then(|()| std::fs::rename(&partial, &target)).map_err(|e| InterpreterError::io("copying a state image", e))
     }
 
     fn remove_image(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
-        std::fs::remove_file(self.image(tenant, session_id)).map_err(|e| InterpreterError::io("removing a resumed state image", e))
+        let path = self.image(tenant, session_id);
+        #[cfg(test)]
+        if crate::test_support::fails_at(crate::test_support::Step::ImageRemove, &path) {
+            return Err(InterpreterError::io("removing a resumed state image", std::io::Error::other("a failure the test asked for")));
+        }
+        std::fs::remove_file(path).map_err(|e| InterpreterError::io("removing a resumed state image", e))
     }
 
     /// Where the rename fails (the tree is elsewhere), the tree is removed
@@ -199,4 +207,14 @@ fn remove_tree(path: &Path) -> bool {
     #[cfg(test)]
     crate::test_support::pause_at(crate::test_support::Step::Removal, path);
     std::fs::remove_dir_all(path).is_ok()
+}
+
+/// Writes `bytes` to a new file at `path` and waits until they are on the
+/// disk: an image is renamed into its place only after, so a crash or a
+/// power cut never leaves an image's name on a file whose bytes were lost.
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path)?;
+    file.write_all(bytes)?;
+    file.sync_data()
 }
