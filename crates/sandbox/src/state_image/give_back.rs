@@ -124,37 +124,8 @@ fn expected(base: &[u8], page: usize, end: usize) -> &[u8] {
 mod tests {
     use std::io::Write;
 
+    use super::super::pagemap::tests::Mapping;
     use super::*;
-
-    /// `pages` pages of `file`, mapped privately (as an instance maps its
-    /// runtime's image), unmapped on drop.
-    struct Mapping {
-        at: *mut libc::c_void,
-        length: usize,
-    }
-
-    impl Mapping {
-        fn of_file(file: &std::fs::File, pages: usize) -> Self {
-            use std::os::fd::AsRawFd;
-            let length = pages * PAGE;
-            // SAFETY: a new private mapping, owned by the value and unmapped by its drop.
-            let at = unsafe { libc::mmap(std::ptr::null_mut(), length, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE, file.as_raw_fd(), 0) };
-            assert_ne!(at, libc::MAP_FAILED);
-            Self { at, length }
-        }
-
-        fn bytes(&mut self) -> &mut [u8] {
-            // SAFETY: mapped, and only this value reaches it.
-            unsafe { std::slice::from_raw_parts_mut(self.at.cast(), self.length) }
-        }
-    }
-
-    impl Drop for Mapping {
-        fn drop(&mut self) {
-            // SAFETY: the mapping this value made.
-            unsafe { libc::munmap(self.at, self.length) };
-        }
-    }
 
     /// The boundary: giving pages back never changes what the instance
     /// reads. A page whose bytes are the baseline's and its source's comes
@@ -167,19 +138,19 @@ mod tests {
         let mut file = tempfile::tempfile().expect("a file");
         file.write_all(&image).expect("written");
         let mut memory = Mapping::of_file(&file, 3);
-        let at = memory.at as usize;
+        let at = memory.address();
         // Page 0 written back to the source's bytes; page 1 changed, and the
         // baseline (wrongly) says the change is the image's.
-        let page_zero = memory.bytes()[..PAGE].to_vec();
-        memory.bytes()[..PAGE].copy_from_slice(&page_zero);
-        memory.bytes()[PAGE + 9] ^= 0xff;
+        let page_zero = memory.memory()[..PAGE].to_vec();
+        memory.memory()[..PAGE].copy_from_slice(&page_zero);
+        memory.memory()[PAGE + 9] ^= 0xff;
         let mut base = image.clone();
         base[PAGE + 9] ^= 0xff;
         // SAFETY: the mapping is this test's, and nothing else touches it.
         let (given, wrong) = unsafe { drop_and_check(at, 3 * PAGE, &base, &[(0, 2 * PAGE)]) };
         assert_eq!(given, PAGE as u64, "the page that holds the source's bytes is given back");
         assert_eq!(wrong, vec![(PAGE, 2 * PAGE)], "the page whose source differs from the baseline is reported");
-        assert_eq!(&memory.bytes()[..PAGE], &image[..PAGE]);
+        assert_eq!(&memory.memory()[..PAGE], &image[..PAGE]);
     }
 
     #[test]

@@ -398,7 +398,7 @@ fn undo_delta(image: &mut Decoded, baseline: &Baseline, globals: usize) -> Resul
     for (memory, runs) in image.runs.iter().enumerate() {
         for [start, len] in runs {
             let end = at.checked_add(*len as usize).filter(|end| *end <= image.body.len()).ok_or_else(|| StateError::Corrupt("truncated".into()))?;
-            if *start as usize % CHUNK != 0 {
+            if !(*start as usize).is_multiple_of(CHUNK) {
                 return Err(StateError::Corrupt("a chunk out of place".into()));
             }
             baseline.xor(memory, *start as usize, &mut image.body[at..end]);

@@ -115,12 +115,12 @@ fn ranges_where(memory: &[u8], wanted: fn(&[u8]) -> bool) -> Option<Vec<(usize, 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A fresh private mapping of `pages` pages, of zeros or of a file,
-    /// unmapped on drop.
-    struct Mapping {
+    /// unmapped on drop (the give-back's tests map one too).
+    pub(crate) struct Mapping {
         at: *mut libc::c_void,
         length: usize,
     }
@@ -131,7 +131,7 @@ mod tests {
         }
 
         /// `file`'s first `pages` pages, copy on write (as an instance maps its image).
-        fn of_file(file: &File, pages: usize) -> Self {
+        pub(crate) fn of_file(file: &File, pages: usize) -> Self {
             use std::os::fd::AsRawFd;
             Self::map(pages, libc::MAP_PRIVATE, file.as_raw_fd())
         }
@@ -144,11 +144,11 @@ mod tests {
             Self { at, length }
         }
 
-        fn address(&self) -> usize {
+        pub(crate) fn address(&self) -> usize {
             self.at as usize
         }
 
-        fn memory(&mut self) -> &mut [u8] {
+        pub(crate) fn memory(&mut self) -> &mut [u8] {
             // SAFETY: the mapping is `length` bytes, readable and writable, for as long as `self`.
             unsafe { std::slice::from_raw_parts_mut(self.at.cast::<u8>(), self.length) }
         }
