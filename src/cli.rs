@@ -215,11 +215,14 @@ impl AdmissionArgs {
     pub fn config(&self) -> anypath_service::admission::AdmissionConfig {
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let defaults = anypath_service::admission::AdmissionConfig::for_cpus(cpus);
+        let tenant_running = self.tenant_max_concurrent.unwrap_or(defaults.tenant_running);
         anypath_service::admission::AdmissionConfig {
             max_running: self.max_concurrent.unwrap_or(defaults.max_running),
-            tenant_running: self.tenant_max_concurrent.unwrap_or(defaults.tenant_running),
+            tenant_running,
+            contended_running: anypath_service::admission::AdmissionConfig::half(tenant_running),
             max_queued: self.queue_depth,
             tenant_queued: self.tenant_queue_depth,
+            ..defaults
         }
     }
 }
@@ -562,6 +565,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 exec_like_every_route: false,
                 run_env: args.interpreter.run_env()?,
                 jupyter_kernel_files: args.jupyter_kernel_files.into(),
+                app_requests: None,
             };
             anypath_service::serve::serve(sandbox, options).await?;
             Ok(ExitCode::SUCCESS)
@@ -617,6 +621,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 exec_like_every_route: false,
                 run_env: args.interpreter.run_env()?,
                 jupyter_kernel_files: anypath_service::jupyter::KernelFiles::default(),
+                app_requests: None,
             };
             let state = anypath_service::state::AppState::new(sandbox, &options);
             anypath_service::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;

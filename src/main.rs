@@ -3,6 +3,7 @@
 //! The sandbox service itself is the `anypath-service` crate; this binary
 //! holds the command line, `anypath up`, and the one-off commands.
 
+mod app_gate;
 mod cli;
 mod exec_file;
 mod reference;

@@ -88,12 +88,16 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         local_services: HashMap::new(),
         // The components' native code is cached beside the runner's.
         native_cache: Some(runner.cache_dir()),
+        gate: None,
     };
     // Refuse an app Spin would refuse before the sandbox starts.
     let (mut config, checked) = tokio::task::spawn_blocking(move || App::check(&config).map(|checked| (config, checked)))
         .await
         .context("checking the app")??;
     let credentials = AppCredentials::of(&checked, options.api_keys);
+    let gate = std::sync::Arc::new(crate::app_gate::TenantGate::new(credentials.api_keys.clone()));
+    let app_requests = gate.admission();
+    config.gate = Some(gate);
 
     let sandbox = runner.start().await?;
     let interpreter = anypath_interpreter::Interpreter::new(runner.session_sandboxes(&sandbox).await?, options.interpreter.clone())
@@ -116,6 +120,7 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         exec_like_every_route: true,
         run_env: options.run_env,
         jupyter_kernel_files: options.jupyter_kernel_files,
+        app_requests: Some(app_requests),
     };
     // One state, so in-process calls and outside callers (E2B's too) share one admission.
     let routers = routers(sandbox, &sandbox_options);

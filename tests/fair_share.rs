@@ -145,9 +145,10 @@ fn a_flooding_tenant_cannot_stall_another_through_the_app() {
 
     // Boundary: a request arriving while its tenant is past its share costs
     // no planning: it is refused before the planner is asked (no model
-    // call). A request whose share filled while it was being planned is
-    // still refused by the executor, after planning; before the early
-    // refusal every 429 was of that kind.
+    // call), by the app's admission before its component runs, or by the
+    // gateway's early probe. A request whose share filled while it was being
+    // planned is still refused by the executor, after planning; before the
+    // early refusal every 429 was of that kind.
     let refusals: Vec<Value> = app
         .process
         .log_lines()
@@ -162,8 +163,14 @@ fn a_flooding_tenant_cannot_stall_another_through_the_app() {
     let line = app.process.wait_for_log(|l| l.contains("\"app serving\"")).expect("the serving line");
     let entry: Value = serde_json::from_str(&line).expect("a JSON log line");
     let sandbox = entry["sandbox"].as_str().expect("the sandbox address");
+    // Tenant A is held to its share before its requests reach a component:
+    // the app's own admission refused its excess, and tenant B never waited
+    // there or for a sandbox slot.
     let health: Value = client().get(format!("http://{sandbox}/healthz")).send().expect("healthz").json().expect("json");
-    assert!(health["tenants"]["tenant-a"]["refused_total"].as_u64() > Some(0), "{health}");
+    let app_requests = &health["app_requests"]["tenants"];
+    assert!(app_requests["tenant-a"]["refused_total"].as_u64() > Some(0), "{health}");
+    assert_eq!(app_requests["tenant-b"]["refused_total"], 0, "{health}");
+    assert_eq!(app_requests["tenant-b"]["waited_total"], 0, "tenant B never waited at the app: {health}");
     assert_eq!(health["tenants"]["tenant-b"]["refused_total"], 0, "{health}");
     assert_eq!(health["tenants"]["tenant-b"]["waited_total"], 0, "tenant B never waited for a slot: {health}");
 }

@@ -17,6 +17,7 @@ mod docs_examples;
 mod e2b_api;
 mod e2b_sdk;
 mod fair_share;
+mod fair_share_kinds;
 mod jupyter_api;
 mod jupyter_clients;
 mod frontend_dialects;

@@ -36,6 +36,9 @@ pub enum Reply {
     /// For requests on this resource (first path segment), a plan whose code
     /// never ends; for any other request, the `Oracle`'s plan.
     EndlessFor(String),
+    /// For requests on this resource (first path segment), a plan running
+    /// this Python block; for any other request, the `Oracle`'s plan.
+    BlockFor(String, String),
     /// Native tool calls: each a tool name and its arguments as the raw JSON
     /// text the model wrote (malformed text is sent as it is).
     Tools(Vec<(String, String)>),
@@ -182,6 +185,8 @@ fn text_of(reply: Reply, body: &Value) -> Result<String, (u16, String)> {
         Reply::Refuse(status, message) => Err((status, message)),
         Reply::EndlessFor(resource) if request_context(body)["segments"][0] == resource.as_str() => Ok(endless(&resource)),
         Reply::EndlessFor(_) => Ok(oracle(body)),
+        Reply::BlockFor(resource, code) if request_context(body)["segments"][0] == resource.as_str() => Ok(custom_plan(&resource, &code)),
+        Reply::BlockFor(..) => Ok(oracle(body)),
         Reply::Tools(_) => Ok(String::new()),
     }
 }

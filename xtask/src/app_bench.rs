@@ -18,12 +18,24 @@ use crate::rest_bench::{self, Measured, RECORDS, Server};
 use crate::steps::{cargo_command, root, run, step};
 
 const OHA_VERSION: &str = "1.16.0";
-const REQUESTS: &str = "2000";
+pub(crate) const REQUESTS: &str = "2000";
 
 /// Kills the app when the benchmark ends, however it ends: with the process
 /// group it leads, when it was started in one of its own (`spin up`, whose
 /// app runs in a `spin trigger http` child).
 pub(crate) struct Running(pub(crate) Child);
+
+impl Running {
+    /// Waits for the process to end by itself and gives its standard output.
+    pub(crate) fn finish(mut self) -> std::io::Result<Vec<u8>> {
+        let mut output = Vec::new();
+        if let Some(mut stdout) = self.0.stdout.take() {
+            std::io::Read::read_to_end(&mut stdout, &mut output)?;
+        }
+        self.0.wait()?;
+        Ok(output)
+    }
+}
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -109,10 +121,10 @@ impl BenchRedis {
 const BENCH_KEYS: &str = "bench-a:tenant-a,bench-b:tenant-b,e2b_be9c4:tenant-c";
 
 /// The app under test: `anypath up` on a fresh data directory.
-struct BenchApp {
+pub(crate) struct BenchApp {
     _process: Running,
-    base: String,
-    sandbox: String,
+    pub(crate) base: String,
+    pub(crate) sandbox: String,
     /// E2B's API, beside the sandbox listener.
     e2b: String,
 }
@@ -206,7 +218,7 @@ fn announced<T: Send + 'static>(
     address.recv_timeout(std::time::Duration::from_secs(120)).context("no address announced")
 }
 
-const MEMBER: &str = r#"{"name":"Alice","age":31}"#;
+pub(crate) const MEMBER: &str = r#"{"name":"Alice","age":31}"#;
 
 /// Which parts of the app benchmark run.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -216,6 +228,8 @@ pub enum AppSections {
     /// Those, then the code interpreter's rows (HTTP, MCP, E2B, Jupyter)
     /// and fair share.
     All,
+    /// Only fair share: on the sandbox, then on every kind of request.
+    Fair,
 }
 
 /// Runs the REST rows on json-server, `anypath up` with the store on
@@ -226,6 +240,20 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
     let data = std::env::temp_dir().join(format!("anypath-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let load_before = crate::machine::load_average();
+    if sections == AppSections::Fair {
+        let stub = LlmStub::start()?;
+        let app = start_app(binary, runner, &data.join("sqlite"), &stub.app_env())?;
+        crate::fair_bench::endless_blocks(&oha, &app.sandbox)?;
+        crate::fair_bench::through_app(&oha, "anypath up", &app.base, Some(&app.sandbox))?;
+        drop(app);
+        // Under `spin up` the host is Spin's: what a flood does there.
+        if let Some(spin) = crate::spin::find()? {
+            let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin"), &stub.app_env())?;
+            crate::fair_bench::through_app(&oha, &spin.version, &under_spin.base, None)?;
+        }
+        let _ = std::fs::remove_dir_all(&data);
+        return Ok(());
+    }
 
     let json_server = JsonServer::start(&data.join("json-server"))?;
     let reference = Server { name: format!("json-server {}", json_server.version), base: &json_server.base, planner: None };
@@ -299,8 +327,8 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
         interpreter_over_mcp(&oha, &app.sandbox)?;
         e2b_sdk_row(&app)?;
         crate::jupyter_bench::row(&app.sandbox, "bench-a")?;
-        fair_share(&oha, &app.sandbox)?;
-        fair_share_through_app(&oha, &app.base)?;
+        crate::fair_bench::endless_blocks(&oha, &app.sandbox)?;
+        crate::fair_bench::through_app(&oha, "anypath up", &app.base, Some(&app.sandbox))?;
     }
     drop(app);
     let _ = std::fs::remove_dir_all(&data);
@@ -393,71 +421,6 @@ from a snapshot / fresh sandbox at p50 = {:.2}x",
     Ok(())
 }
 
-/// Tenant B's trivial block alone, then while tenant A floods the sandbox
-/// with 16 clients looping on blocks that never end.
-fn fair_share(oha: &Path, sandbox: &str) -> anyhow::Result<()> {
-    let url = format!("{sandbox}/v1/exec");
-    let as_b = ["-m", "POST", "-T", "application/json", "-H", "x-api-key: bench-b", "-d", r#"{"code":"REPLY = {'status': 200}"}"#];
-    println!("\nfair share: tenant B's trivial block, {REQUESTS} requests per row, c=1");
-    println!("{:<34} {:>5} {:>10} {:>10} {:>10}", "request", "conc", "p50", "p99", "req/s");
-    let alone = load(oha, &url, REQUESTS, "1", &as_b)?;
-    report("B alone", "1", &alone);
-    let flood = Command::new(oha)
-        .args(["--no-tui", "-z", "120s", "-c", "16", "-m", "POST", "-T", "application/json"])
-        .args(["-H", "x-api-key: bench-a", "-d", r#"{"code":"while True:\n    pass"}"#])
-        .arg(&url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting the flood")?;
-    let flood = Running(flood);
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let flooded = load(oha, &url, REQUESTS, "1", &as_b)?;
-    drop(flood);
-    report("B while A floods (16 clients)", "1", &flooded);
-    let ms = |result: &Value, key: &str| result["latencyPercentiles"][key].as_f64().unwrap_or(f64::NAN) * 1e3;
-    println!(
-        "B's p50 while A floods: {:.2}x its p50 alone; p99 {:.1} ms (targets: within 2x, under 50 ms)",
-        ms(&flooded, "p50") / ms(&alone, "p50"),
-        ms(&flooded, "p99")
-    );
-    Ok(())
-}
-
-/// The same through the app: tenant B's `GET` alone, then while tenant A
-/// floods the app with 32 clients (far past its share, so most of A's
-/// requests are refused): what A's refusals cost B.
-fn fair_share_through_app(oha: &Path, base: &str) -> anyhow::Result<()> {
-    let (as_a, as_b) = (["-H", "x-session-id: bench-flood-a"], ["-H", "x-session-id: bench-flood-b"]);
-    let post = ["-m", "POST", "-T", "application/json", "-d", MEMBER];
-    load(oha, &format!("{base}/members/"), "1", "1", &[&post[..], &as_b[..]].concat())?;
-    let url = format!("{base}/members/1");
-    println!("\nfair share through the app (anypath up, rules planner): tenant B's GET /members/1, {REQUESTS} requests per row, c=1");
-    println!("{:<34} {:>5} {:>10} {:>10} {:>10}", "request", "conc", "p50", "p99", "req/s");
-    let alone = load(oha, &url, REQUESTS, "1", &as_b)?;
-    report("B alone", "1", &alone);
-    let flood = Command::new(oha)
-        .args(["--no-tui", "--output-format", "json", "-z", "20s", "-c", "32"])
-        .args(as_a)
-        .arg(&url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting the flood")?;
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let flooded = load(oha, &url, REQUESTS, "1", &as_b)?;
-    let flood = flood.wait_with_output().context("the flood's figures")?;
-    report("B while A floods (32 clients)", "1", &flooded);
-    let codes: Value = serde_json::from_slice::<Value>(&flood.stdout).map(|r| r["statusCodeDistribution"].clone()).unwrap_or_default();
-    let ms = |result: &Value, key: &str| result["latencyPercentiles"][key].as_f64().unwrap_or(f64::NAN) * 1e3;
-    println!(
-        "B's p50 while A floods the app: {:.2}x its p50 alone; p99 {:.1} ms (targets: within 2x, under 50 ms); A's answers in 20 s: {codes}",
-        ms(&flooded, "p50") / ms(&alone, "p50"),
-        ms(&flooded, "p99")
-    );
-    Ok(())
-}
-
 fn ensure_oha() -> anyhow::Result<PathBuf> {
     let tools = root().join("target/tools");
     let oha = tools.join("bin/oha");
@@ -505,7 +468,7 @@ pub(crate) fn load(oha: &Path, url: &str, requests: &str, concurrency: &str, ext
     Ok(result)
 }
 
-fn report(name: &str, concurrency: &str, result: &Value) {
+pub(crate) fn report(name: &str, concurrency: &str, result: &Value) {
     let ms = |key: &str| result["latencyPercentiles"][key].as_f64().unwrap_or(f64::NAN) * 1e3;
     let rps = result["summary"]["requestsPerSec"].as_f64().unwrap_or(f64::NAN);
     println!("{name:<34} {concurrency:>5} {:>7.1} ms {:>7.1} ms {rps:>10.0}", ms("p50"), ms("p99"));

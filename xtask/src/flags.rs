@@ -82,11 +82,13 @@ pub struct Test {
 #[command(verbatim_doc_comment)]
 pub struct Bench {
     /// `app`: only the app section. `rest`: only the app section's REST rows
-    /// (beside json-server) and Redis's round trips per request. `fleet`:
+    /// (beside json-server) and Redis's round trips per request. `fair`: only
+    /// the app section's fair-share rows (a tenant flooding each kind of
+    /// request beside another's requests). `fleet`:
     /// only the fleet section. `density`: only the density section. `scale`:
     /// the scale section, which only this runs. Any other text goes to
     /// anypath-bench (only its scenarios whose name contains it).
-    #[arg(long = "only", value_name = "app|rest|fleet|density|scale|TEXT")]
+    #[arg(long = "only", value_name = "app|rest|fair|fleet|density|scale|TEXT")]
     only: Vec<String>,
     /// Sessions of the fleet section's many-sessions row.
     #[arg(long, value_name = "N", default_value_t = crate::fleet_bench::DEFAULT_SESSIONS)]
@@ -109,10 +111,10 @@ pub struct Bench {
 
 /// The `--only` texts that name a section of this command's own rather
 /// than anypath-bench's scenarios.
-const PARTS: &[&str] = &["app", "rest", "fleet", "density", "scale"];
+const PARTS: &[&str] = &["app", "rest", "fair", "fleet", "density", "scale"];
 
 impl Bench {
-    /// The app's sections `--only` chose (the last of `app`, `rest`,
+    /// The app's sections `--only` chose (the last of `app`, `rest`, `fair`,
     /// `fleet`, `density` and `scale` given wins); `None`: every section but
     /// the scale one, the sandbox's included, unless that last was `fleet`,
     /// `density` or `scale` ([`Self::fleet_only`], [`Self::density_only`],
@@ -121,6 +123,7 @@ impl Bench {
         match self.part().as_deref() {
             Some("app") => Some(AppSections::All),
             Some("rest") => Some(AppSections::Rest),
+            Some("fair") => Some(AppSections::Fair),
             _ => None,
         }
     }

@@ -21,6 +21,7 @@ mod chromium;
 mod doc_links;
 mod density_bench;
 mod docs;
+mod fair_bench;
 mod flags;
 mod fleet;
 mod fleet_bench;

@@ -12,9 +12,17 @@
 //! tenant may take, so a tenant whose code never ends cannot fill every slot;
 //! waiting requests are served round robin across tenants, not first come
 //! first served.
+//!
+//! The same mechanism schedules the app's public requests under `anypath up`
+//! ([`AdmissionConfig::for_requests`]): there most work waits on storage
+//! rather than on a core, so a lone tenant runs many requests at once (group
+//! commit needs them), and a tenant counts as contending for a moment after
+//! its last request ended (`linger`), so a client sending one request after
+//! another holds a flooding tenant to its contended share between them too.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::sync::oneshot;
@@ -24,9 +32,16 @@ use tokio::sync::oneshot;
 pub struct AdmissionConfig {
     /// Executions running at once, over all tenants.
     pub max_running: usize,
-    /// Executions one tenant may run at once when alone (half, at least
-    /// one, while other tenants are active).
+    /// Executions one tenant may run at once when alone.
     pub tenant_running: usize,
+    /// Executions one tenant may run at once while another tenant is
+    /// running or waiting (at least one, at most `tenant_running`).
+    pub contended_running: usize,
+    /// How long after its last execution ended a tenant still holds the
+    /// others to their contended share (zero: only while it runs or waits).
+    /// Queue places are never held this way: a burst is not refused because
+    /// another tenant was here a moment ago.
+    pub linger: Duration,
     /// Requests waiting at once, over all tenants.
     pub max_queued: usize,
     /// Requests one tenant may keep waiting while another tenant is
@@ -37,10 +52,42 @@ pub struct AdmissionConfig {
 impl AdmissionConfig {
     /// The defaults for a machine with `cpus` cores: a lone tenant runs as
     /// many executions as there are cores (what a single queue gave), and as
-    /// many slots again stay for everyone else.
+    /// many slots again stay for everyone else; a tenant sending one run
+    /// after another keeps the others to half their share between its runs.
     pub fn for_cpus(cpus: usize) -> Self {
         let cpus = cpus.max(1);
-        Self { max_running: 2 * cpus, tenant_running: cpus, max_queued: 64, tenant_queued: 8 }
+        Self {
+            max_running: 2 * cpus,
+            tenant_running: cpus,
+            contended_running: Self::half(cpus),
+            linger: Duration::from_millis(250),
+            max_queued: 64,
+            tenant_queued: 8,
+        }
+    }
+
+    /// The defaults for an app's public requests on `cpus` cores: most of a
+    /// REST request's time is a storage write or a sandbox's answer, not a
+    /// core, so a lone tenant runs eight per core at once (creates share one
+    /// durable commit) and may fill a long queue (a burst waits, it is not
+    /// refused); while another tenant is here it runs one per two cores and
+    /// keeps eight waiting, past that its requests are refused (429).
+    pub fn for_requests(cpus: usize) -> Self {
+        let cpus = cpus.max(1);
+        Self {
+            max_running: 16 * cpus,
+            tenant_running: 8 * cpus,
+            contended_running: Self::half(cpus),
+            linger: Duration::from_millis(500),
+            max_queued: 4096,
+            tenant_queued: 8,
+        }
+    }
+
+    /// Half of `running`, at least one: a tenant's share while contended
+    /// when nothing else says otherwise.
+    pub fn half(running: usize) -> usize {
+        (running / 2).max(1)
     }
 }
 
@@ -115,6 +162,8 @@ type Answer = Result<(), Refused>;
 struct Tenant {
     counts: TenantCounts,
     waiting: VecDeque<(u64, oneshot::Sender<Answer>)>,
+    /// When its last execution ended, kept only under a `linger`.
+    last_ended: Option<Instant>,
 }
 
 /// A running execution's slot, given back when dropped.
@@ -126,9 +175,12 @@ pub struct Permit {
 impl Admission {
     /// Admission under `config` (every bound at least 1, queues may be 0).
     pub fn new(config: AdmissionConfig) -> Arc<Self> {
+        let max_running = config.max_running.max(1);
+        let tenant_running = config.tenant_running.clamp(1, max_running);
         let config = AdmissionConfig {
-            max_running: config.max_running.max(1),
-            tenant_running: config.tenant_running.clamp(1, config.max_running.max(1)),
+            max_running,
+            tenant_running,
+            contended_running: config.contended_running.clamp(1, tenant_running),
             ..config
         };
         Arc::new(Self { config, state: Mutex::new(State::default()) })
@@ -205,7 +257,7 @@ impl Admission {
         let config = self.config;
         let others_active = state.others_active(key);
         let queue_share = if others_active { config.tenant_queued } else { config.max_queued };
-        let running_share = self.running_share(others_active);
+        let running_share = self.running_share(state, key);
         let (running, queued) = state.tenants.get(key).map_or((0, 0), |t| (t.counts.running, t.waiting.len()));
         if queued == 0 && running < running_share && state.running < config.max_running {
             return Decision::Run;
@@ -245,11 +297,13 @@ impl Admission {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The executions a tenant may run at once: `tenant_running` alone, half
-    /// of it (at least one) while another tenant runs or waits, so a tenant
-    /// whose code never ends leaves most of the cores to the others.
-    fn running_share(&self, others_active: bool) -> usize {
-        if others_active { (self.config.tenant_running / 2).max(1) } else { self.config.tenant_running }
+    /// The executions `key` may run at once: `tenant_running` alone,
+    /// `contended_running` while another tenant runs, waits or ended its
+    /// last execution less than `linger` ago, so a tenant whose code never
+    /// ends leaves most of the cores to the others.
+    fn running_share(&self, state: &State, key: &Arc<str>) -> usize {
+        let contended = state.others_active(key) || state.others_lingering(key, self.config.linger);
+        if contended { self.config.contended_running } else { self.config.tenant_running }
     }
 
     /// Gives a slot back and hands free slots to waiting tenants in turn.
@@ -258,6 +312,9 @@ impl Admission {
         state.running = state.running.saturating_sub(1);
         if let Some(entry) = state.tenants.get_mut(tenant) {
             entry.counts.running = entry.counts.running.saturating_sub(1);
+            if self.config.linger > Duration::ZERO {
+                entry.last_ended = Some(Instant::now());
+            }
         }
         self.dispatch(&mut state);
     }
@@ -267,7 +324,7 @@ impl Admission {
     fn dispatch(&self, state: &mut State) {
         while state.running < self.config.max_running {
             let eligible = |key: &Arc<str>| {
-                let cap = self.running_share(state.others_active(key));
+                let cap = self.running_share(state, key);
                 state.tenants.get(key).is_some_and(|t| t.counts.running < cap && !t.waiting.is_empty())
             };
             let Some(position) = state.turn.iter().position(eligible) else { break };
@@ -295,6 +352,16 @@ impl State {
     /// Whether a tenant other than `key` is running or waiting right now.
     fn others_active(&self, key: &Arc<str>) -> bool {
         self.tenants.iter().any(|(name, t)| name != key && (t.counts.running > 0 || !t.waiting.is_empty()))
+    }
+
+    /// Whether a tenant other than `key` ended an execution less than
+    /// `linger` ago.
+    fn others_lingering(&self, key: &Arc<str>, linger: Duration) -> bool {
+        if linger.is_zero() {
+            return false;
+        }
+        let now = Instant::now();
+        self.tenants.iter().any(|(name, t)| name != key && t.last_ended.is_some_and(|ended| now.duration_since(ended) < linger))
     }
 
     /// Frees a place in a full queue for `key`: the newest waiter of the
@@ -370,7 +437,7 @@ mod tests {
     use super::*;
 
     fn config(max_running: usize, tenant_running: usize, tenant_queued: usize) -> AdmissionConfig {
-        AdmissionConfig { max_running, tenant_running, max_queued: 32, tenant_queued }
+        AdmissionConfig { max_running, tenant_running, contended_running: AdmissionConfig::half(tenant_running), linger: Duration::ZERO, max_queued: 32, tenant_queued }
     }
 
     /// Polls `future` once: `Some` when it is ready.
@@ -399,7 +466,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lone_tenant_may_fill_the_whole_queue() {
-        let admission = Admission::new(AdmissionConfig { max_running: 1, tenant_running: 1, max_queued: 5, tenant_queued: 1 });
+        let admission = Admission::new(AdmissionConfig { max_running: 1, tenant_running: 1, contended_running: 1, linger: Duration::ZERO, max_queued: 5, tenant_queued: 1 });
         let _running = admission.admit("a").await.expect("running");
         let mut queued: Vec<_> = (0..5).map(|_| Box::pin(admission.admit("a"))).collect();
         for waiter in &mut queued {
@@ -463,11 +530,33 @@ mod tests {
         drop(running);
     }
 
+    /// Under a linger, a tenant that just ended its request still holds a
+    /// flooding tenant to its contended share until the linger passes; then
+    /// the flooding tenant has its whole share again. Queue places are not
+    /// held: the flood waits, it is not refused.
+    #[tokio::test]
+    async fn a_tenant_that_just_left_holds_the_others_to_their_contended_share_for_its_linger() {
+        let linger = Duration::from_millis(200);
+        let admission = Admission::new(AdmissionConfig { max_running: 8, tenant_running: 4, contended_running: 1, linger, max_queued: 32, tenant_queued: 2 });
+        drop(admission.admit("b").await.expect("b's request"));
+        let first = admission.admit("a").await.expect("a runs its contended share");
+        let mut burst: Vec<_> = (0..6).map(|_| Box::pin(admission.admit("a"))).collect();
+        for waiter in &mut burst {
+            assert!(poll_now(waiter).is_none(), "past its contended share a waits, and is not refused");
+        }
+        assert_eq!(admission.snapshot().0, 1, "b's linger keeps a at one running");
+        tokio::time::sleep(linger + Duration::from_millis(50)).await;
+        drop(first);
+        let granted: Vec<Permit> = burst.iter_mut().filter_map(poll_now).filter_map(Result::ok).collect();
+        assert_eq!(granted.len(), 4, "once b's linger passed, a has its whole share");
+        assert_eq!(admission.snapshot().2["a"].refused_total, 0);
+    }
+
     /// A full queue makes way for a lighter tenant: the heaviest tenant's
     /// newest waiter is refused (429) and the newcomer takes its place.
     #[tokio::test]
     async fn a_full_queue_sheds_the_heaviest_tenants_newest_waiter() {
-        let admission = Admission::new(AdmissionConfig { max_running: 1, tenant_running: 1, max_queued: 3, tenant_queued: 8 });
+        let admission = Admission::new(AdmissionConfig { max_running: 1, tenant_running: 1, contended_running: 1, linger: Duration::ZERO, max_queued: 3, tenant_queued: 8 });
         let _running = admission.admit("a").await.expect("running");
         let mut a_waiters: Vec<_> = (0..3).map(|_| Box::pin(admission.admit("a"))).collect();
         for waiter in &mut a_waiters {
@@ -505,7 +594,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiter_that_leaves_frees_its_place_and_no_slot_leaks() {
-        let admission = Admission::new(AdmissionConfig { max_running: 1, tenant_running: 1, max_queued: 1, tenant_queued: 1 });
+        let admission = Admission::new(AdmissionConfig { max_running: 1, tenant_running: 1, contended_running: 1, linger: Duration::ZERO, max_queued: 1, tenant_queued: 1 });
         let running = admission.admit("a").await.expect("running");
         let mut waiter = Box::pin(admission.admit("a"));
         assert!(poll_now(&mut waiter).is_none());

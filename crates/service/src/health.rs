@@ -28,23 +28,34 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
 
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     let (running, queued, tenants) = state.admission.snapshot();
-    let config = state.admission.config();
-    let body = json!({
+    let mut body = json!({
         "status": "ok",
         "limits": state.sandbox.limits(),
         "running": running,
         "queued": queued,
-        "admission": {
-            "max_running": config.max_running,
-            "tenant_running": config.tenant_running,
-            "max_queued": config.max_queued,
-            "tenant_queued": config.tenant_queued,
-        },
+        "admission": bounds(&state.admission),
         "tenants": tenants,
         "runtimes": runtimes(&state),
         "sessions": sessions(&state),
     });
+    if let Some(app) = &state.app_requests {
+        let (running, queued, tenants) = app.snapshot();
+        body["app_requests"] = json!({ "running": running, "queued": queued, "admission": bounds(app), "tenants": tenants });
+    }
     axum::Json(body).into_response()
+}
+
+/// The bounds an admission keeps, as `/healthz` reports them.
+fn bounds(admission: &crate::admission::Admission) -> serde_json::Value {
+    let config = admission.config();
+    json!({
+        "max_running": config.max_running,
+        "tenant_running": config.tenant_running,
+        "contended_running": config.contended_running,
+        "linger_ms": config.linger.as_millis(),
+        "max_queued": config.max_queued,
+        "tenant_queued": config.tenant_queued,
+    })
 }
 
 /// The Prometheus text exposition, behind the same credentials as the

@@ -37,4 +37,7 @@ pub struct ServeOptions {
     pub run_env: crate::run_env::RunEnvPolicy,
     /// Where Jupyter's kernels keep their files ([`crate::jupyter`]).
     pub jupyter_kernel_files: crate::jupyter::KernelFiles,
+    /// The admission of the app's public requests, when an app is served
+    /// beside this service (`anypath up`): `/healthz` reports it too.
+    pub app_requests: Option<Arc<crate::admission::Admission>>,
 }

@@ -22,6 +22,8 @@ pub struct AppState {
     credentials: Credentials,
     pub(crate) interpreter: Option<Arc<Interpreter>>,
     pub(crate) admission: Arc<Admission>,
+    /// The admission of the app's public requests, under `anypath up`.
+    pub(crate) app_requests: Option<Arc<Admission>>,
     /// What `/metrics` reports.
     pub(crate) metrics: crate::metrics::ServiceMetrics,
     /// Which environment variable names a run may set.
@@ -48,6 +50,7 @@ impl AppState {
             interpreter: options.interpreter.clone(),
             metrics: crate::metrics::ServiceMetrics::new(options.interpreter.as_ref(), &admission),
             admission,
+            app_requests: options.app_requests.clone(),
             listen: options.listen,
         })
     }

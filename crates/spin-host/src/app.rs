@@ -23,6 +23,7 @@ use crate::kv::{KvAccess, KvDatabase};
 use crate::manifest::{Manifest, Route, Source};
 use crate::redis::{self, RedisPool, RedisView};
 use crate::runtime_config::{DEFAULT_STORE, RuntimeConfig, StoreLocation};
+use crate::gate::RequestGate;
 use crate::outbound::AllowedHosts;
 use crate::platform::{self, PlatformView};
 use crate::routes::{Matched, Router};
@@ -47,6 +48,9 @@ pub struct AppConfig {
     /// Where the components' native code is cached (compiled on first use,
     /// then loaded in milliseconds); `None` compiles them at every load.
     pub native_cache: Option<PathBuf>,
+    /// What every public request passes before its component runs (`None`:
+    /// served as it comes, as `spin up` does).
+    pub gate: Option<Arc<dyn RequestGate>>,
 }
 
 /// The response body a [`LocalService`] answers with.
@@ -77,6 +81,7 @@ struct AppInner {
     redis: RedisPool,
     router: Router,
     local_services: HashMap<String, LocalService>,
+    gate: Option<Arc<dyn RequestGate>>,
 }
 
 struct Loaded {
@@ -251,7 +256,8 @@ impl App {
         }
         let router = Router::new(&manifest.triggers);
         let local_services = config.local_services.clone();
-        Ok(Self { inner: Arc::new(AppInner { components, redis: RedisPool::default(), router, local_services }) })
+        let gate = config.gate.clone();
+        Ok(Self { inner: Arc::new(AppInner { components, redis: RedisPool::default(), router, local_services, gate }) })
     }
 
     /// Serves on `listener` until `shutdown` resolves.
@@ -321,7 +327,18 @@ impl AppInner {
         let headers = SpinHeaders { matched, full_url, client: client.to_string() };
         let request = request.map(|body| body.map_err(HttpError::Hyper).boxed_unsync());
         let component = headers.matched.component.clone();
-        match self.dispatch(&component, request, Some(headers), "public").await {
+        let (parts, body) = request.into_parts();
+        let admitted = match &self.gate {
+            Some(gate) => match gate.admit(&component, &parts).await {
+                Ok(admitted) => Some(admitted),
+                Err(refused) => return refused,
+            },
+            None => None,
+        };
+        let request = http::Request::from_parts(parts, body);
+        let dispatched = self.dispatch(&component, request, Some(headers), "public").await;
+        drop(admitted);
+        match dispatched {
             Ok(response) => response,
             Err(error) => {
                 tracing::error!(error = %format!("{error:#}"), component, "request failed");

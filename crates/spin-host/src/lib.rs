@@ -4,6 +4,7 @@
 //! Spin's layout, outbound Redis, application variables and
 //! `allowed_outbound_hosts`.
 
+pub mod gate;
 pub mod ids;
 pub mod kv;
 pub mod manifest;
