@@ -293,6 +293,15 @@ pub struct InterpreterArgs {
     /// Public base URL of the sandbox service for absolute links (default: the request's Host).
     #[arg(long, env = "ANYPATH_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Hosts runs' callbacks (`callback_url`) may go to, `HOST:PORT`
+    /// separated by commas. None by default: a run naming any other host is
+    /// refused when it is submitted.
+    #[arg(long, env = "ANYPATH_CALLBACK_ALLOW", default_value = "")]
+    callback_allow: String,
+    /// Seconds a graceful stop waits for background runs to end before it
+    /// interrupts them (their reports are kept either way).
+    #[arg(long, default_value_t = 30)]
+    drain_runs_seconds: u64,
     /// `Host` values `/mcp` answers, separated by commas (`*`: any). The
     /// default is loopback only, a guard against DNS rebinding; the host of
     /// `--public-url` is added to it.
@@ -432,6 +441,17 @@ impl InterpreterArgs {
         Ok(anypath_service::run_env::RunEnvPolicy::parse(&self.run_env_allow)?)
     }
 
+    /// The hosts runs' callbacks may go to.
+    pub fn callbacks(&self) -> anyhow::Result<anypath_service::background_runs::CallbackPolicy> {
+        let entries: Vec<String> = self.callback_allow.split(',').map(str::trim).filter(|e| !e.is_empty()).map(str::to_owned).collect();
+        Ok(anypath_service::background_runs::CallbackPolicy::parse(&entries)?)
+    }
+
+    /// How long a graceful stop waits for background runs.
+    pub fn drain_runs(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.drain_runs_seconds)
+    }
+
     /// Which web pages on other origins may call; `fallback` (the app's own
     /// setting, for `anypath up`) when no origin is given here.
     pub fn cors(&self, fallback: Option<String>) -> anyhow::Result<anypath_rest::cors::CorsPolicy> {
@@ -566,6 +586,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 run_env: args.interpreter.run_env()?,
                 jupyter_kernel_files: args.jupyter_kernel_files.into(),
                 app_requests: None,
+                callbacks: args.interpreter.callbacks()?,
+                drain_runs: args.interpreter.drain_runs(),
             };
             anypath_service::serve::serve(sandbox, options).await?;
             Ok(ExitCode::SUCCESS)
@@ -597,6 +619,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 cors: args.interpreter.cors(std::env::var("SPIN_VARIABLE_CORS_ALLOWED_ORIGINS").ok())?,
                 run_env: args.interpreter.run_env()?,
                 jupyter_kernel_files: args.jupyter_kernel_files.into(),
+                callbacks: args.interpreter.callbacks()?,
+                drain_runs: args.interpreter.drain_runs(),
             };
             crate::up::up(options, &args.runner).await?;
             Ok(ExitCode::SUCCESS)
@@ -622,6 +646,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 run_env: args.interpreter.run_env()?,
                 jupyter_kernel_files: anypath_service::jupyter::KernelFiles::default(),
                 app_requests: None,
+                callbacks: args.interpreter.callbacks()?,
+                drain_runs: args.interpreter.drain_runs(),
             };
             let state = anypath_service::state::AppState::new(sandbox, &options);
             anypath_service::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;

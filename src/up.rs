@@ -55,6 +55,10 @@ pub struct UpOptions {
     pub mcp_allowed_hosts: Vec<String>,
     /// Which web pages on other origins may call the sandbox listener.
     pub cors: anypath_rest::cors::CorsPolicy,
+    /// The hosts runs' callbacks may go to.
+    pub callbacks: anypath_service::background_runs::CallbackPolicy,
+    /// How long a graceful stop waits for background runs.
+    pub drain_runs: std::time::Duration,
 }
 
 /// Runs the app until Ctrl-C or SIGTERM.
@@ -121,10 +125,13 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
         run_env: options.run_env,
         jupyter_kernel_files: options.jupyter_kernel_files,
         app_requests: Some(app_requests),
+        callbacks: options.callbacks,
+        drain_runs: options.drain_runs,
     };
     // One state, so in-process calls and outside callers (E2B's too) share one admission.
     let routers = routers(sandbox, &sandbox_options);
     let sandbox_router = routers.sandbox;
+    let service_state = routers.state;
     let mut e2b_address = "off".to_owned();
     let e2b_task = match (e2b_listener, routers.e2b) {
         (Some(listener), Some(e2b)) => {
@@ -158,7 +165,7 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     if let Some(task) = e2b_task {
         let _ = task.await;
     }
-    anypath_service::serve::hibernate_all(&interpreter).await;
+    anypath_service::serve::Routers::stop(service_state).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -10,6 +10,7 @@ mod agent_run;
 mod api_fuzz;
 mod app_http;
 mod audit_trail;
+mod background_runs;
 mod configuration_reference;
 mod data_runtime;
 mod datasets;

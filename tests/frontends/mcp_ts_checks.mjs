@@ -22,7 +22,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 
 const TOOLS = [
   'attach_dataset', 'close_session', 'delete_snapshot', 'fork_session', 'list_files', 'list_snapshots', 'load_artifact', 'read_artifact',
-  'run_python', 'snapshot_session', 'start_from_snapshot', 'upload_file',
+  'run_python', 'snapshot_session', 'start_from_snapshot', 'upload_file', 'start_run', 'get_run',
 ];
 
 const assert = (condition, message) => {
@@ -154,6 +154,8 @@ async function tools(transport, key) {
     list_snapshots: [],
     start_from_snapshot: ['snapshot', 'new_session_id'],
     delete_snapshot: ['snapshot'],
+    start_run: ['session_id', 'code'],
+    get_run: ['session_id', 'run_id'],
   };
   const outputs = {
     upload_file: ['path'],
@@ -168,6 +170,8 @@ async function tools(transport, key) {
     list_snapshots: ['snapshots'],
     start_from_snapshot: ['session_id', 'hibernated'],
     delete_snapshot: ['deleted'],
+    start_run: ['run_id', 'session_id', 'state', 'started_at', 'events'],
+    get_run: ['run_id', 'session_id', 'state', 'started_at', 'events'],
   };
   await using([await connect(transport, key)], async (_client, listedTools) => {
     const listed = Object.fromEntries(listedTools.map((t) => [t.name, t]));

@@ -22,7 +22,7 @@ import mcp
 from mcp.client.streamable_http import streamable_http_client
 
 TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files", "fork_session", "load_artifact", "attach_dataset",
-         "snapshot_session", "list_snapshots", "start_from_snapshot", "delete_snapshot"}
+         "snapshot_session", "list_snapshots", "start_from_snapshot", "delete_snapshot", "start_run", "get_run"}
 
 
 def connect(transport, key=None):
@@ -83,6 +83,8 @@ async def tools(transport, key, _other):
         "list_snapshots": set(),
         "start_from_snapshot": {"snapshot", "new_session_id"},
         "delete_snapshot": {"snapshot"},
+        "start_run": {"session_id", "code"},
+        "get_run": {"session_id", "run_id"},
     }
     outputs = {
         "upload_file": {"path"},
@@ -97,6 +99,8 @@ async def tools(transport, key, _other):
         "list_snapshots": {"snapshots"},
         "start_from_snapshot": {"session_id", "hibernated"},
         "delete_snapshot": {"deleted"},
+        "start_run": {"run_id", "session_id", "state", "started_at", "events"},
+        "get_run": {"run_id", "session_id", "state", "started_at", "events"},
     }
     async with connect(transport, key) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
@@ -325,6 +329,21 @@ async def state(transport, key, _other):
         tool_error(await client.call_tool("start_from_snapshot", {"snapshot": name, "new_session_id": session + "-late"}),
                    "start_from_snapshot", "no_such_snapshot")
         ok(await client.call_tool("close_session", {"session_id": started}), "close_session")
+
+        # A run in the background: its id at once, its report by polling.
+        run_id = session + "-bg"
+        begun = ok(await client.call_tool("start_run", {"session_id": session, "run_id": run_id,
+            "code": "import time\ntime.sleep(1)\nprint(double(21))"}), "start_run")
+        assert (begun["run_id"], begun["state"]) == (run_id, "running"), begun
+        for _ in range(100):
+            polled = ok(await client.call_tool("get_run", {"session_id": session, "run_id": run_id}), "get_run")
+            if polled["state"] != "running":
+                break
+            await asyncio.sleep(0.1)
+        assert polled["state"] == "done" and polled["report"]["stdout"].strip() == "42", polled
+        tool_error(await client.call_tool("get_run", {"session_id": session, "run_id": "no-such-run"}), "get_run", "no_such_run")
+        tool_error(await client.call_tool("start_run", {"session_id": session, "code": "1", "callback_url": "http://169.254.169.254/"}),
+                   "start_run", "callback_not_allowed")
         ok(await client.call_tool("close_session", {"session_id": session}), "close_session")
 
 

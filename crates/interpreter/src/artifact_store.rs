@@ -96,6 +96,11 @@ pub struct LinkQuery {
 }
 
 impl ArtifactStore {
+    /// The service's key, which signs links (and runs' callbacks).
+    pub fn signer(&self) -> &Signer {
+        &self.signer
+    }
+
     /// Opens (or creates) the store under `dir`.
     pub fn open(dir: &Path, signer: Signer, config: ArtifactConfig) -> Result<Self, InterpreterError> {
         let blobs = dir.join("blobs");

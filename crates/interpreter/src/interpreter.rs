@@ -76,6 +76,11 @@ impl Interpreter {
         &self.config
     }
 
+    /// The service's key: it signs download links and runs' callbacks.
+    pub fn signer(&self) -> &crate::signing::Signer {
+        self.artifact_store.signer()
+    }
+
     /// Records every host of the fleet sees, when sessions are shared
     /// between hosts; `None` on one host.
     pub fn shared_records(&self) -> Option<Arc<dyn crate::shared_records::SharedRecords>> {

@@ -17,6 +17,8 @@ pub enum NameError {
     Filename { name: String, reason: &'static str },
     #[error("session ids starting with \"{HIDDEN_PREFIX}\" are kept for the service's own sessions (snapshots), not {0:?}")]
     Reserved(String),
+    #[error("run_id must be 1 to 64 characters of A-Z, a-z, 0-9, '-' and '_', not {0:?}")]
+    RunId(String),
     #[error("dataset name must be 1 to 128 characters of A-Z, a-z, 0-9, '-', '_' and '.', not starting with '.', not {0:?}")]
     Dataset(String),
 }
@@ -32,6 +34,11 @@ pub fn new_short_id() -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let (a, b) = (uuid::Uuid::new_v4().into_bytes(), uuid::Uuid::new_v4().into_bytes());
     a.iter().chain(b.iter()).take(20).map(|byte| ALPHABET[usize::from(*byte) % ALPHABET.len()] as char).collect()
+}
+
+/// A run id a client chose: `[A-Za-z0-9_-]{1,64}`, as a session id.
+pub fn run_id(value: &str) -> Result<&str, NameError> {
+    if small_alphabet(value, 64) { Ok(value) } else { Err(NameError::RunId(value.to_owned())) }
 }
 
 /// A session id: `[A-Za-z0-9_-]{1,64}`.

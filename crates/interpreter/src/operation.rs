@@ -119,6 +119,10 @@ pub enum OperationKind {
     ListSnapshots,
     DescribeSnapshot,
     DeleteSnapshot,
+    /// A run's state and report, by its id.
+    DescribeRun,
+    /// A run's events, as they come or again from an event id.
+    FollowRun,
 }
 
 impl OperationKind {
@@ -156,6 +160,8 @@ impl OperationKind {
             Self::ListSnapshots => "list_snapshots",
             Self::DescribeSnapshot => "describe_snapshot",
             Self::DeleteSnapshot => "delete_snapshot",
+            Self::DescribeRun => "describe_run",
+            Self::FollowRun => "follow_run",
             Self::AttachDataset => "attach_dataset",
         }
     }

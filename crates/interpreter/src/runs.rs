@@ -63,6 +63,10 @@ impl<'a> Runs<'a> {
         Box::pin(async move {
             let interpreter = self.interpreter;
             let env = checked_env(request.env)?;
+            let run_id = match request.run_id {
+                Some(given) => names::run_id(&given)?.to_owned(),
+                None => uuid::Uuid::new_v4().simple().to_string(),
+            };
             let create = Create::Yes { ttl: None, runtime: request.runtime };
             // A warm run finds its session in the table; only a new or reloaded
             // one needs the store, on the blocking pool.
@@ -80,7 +84,7 @@ impl<'a> Runs<'a> {
             };
             // Armed under the run's lock: an interrupt stops this run, never a later one.
             let interrupt = Interrupt::new();
-            *session.running.lock().unwrap_or_else(|p| p.into_inner()) = Some(interrupt.clone());
+            *session.running.lock().unwrap_or_else(|p| p.into_inner()) = Some((run_id.clone(), interrupt.clone()));
             let cell = live
                 .run(CellRequest {
                     code: request.code,
@@ -134,7 +138,6 @@ impl<'a> Runs<'a> {
             }
             drop(live);
             interpreter.hibernation().evict_beyond_limit(&session).await;
-            let run_id = uuid::Uuid::new_v4().simple().to_string();
             Ok(RunReport { run_id, session_id: session_id.to_owned(), runtime: session.runtime, cell, artifacts, artifact_errors })
         })
     }
@@ -142,6 +145,16 @@ impl<'a> Runs<'a> {
     /// Stops the session's run in progress, if there is one; true when one
     /// was stopped. Touches no file: the async workers may call it.
     pub fn interrupt(&self, tenant: &str, session_id: &str) -> Result<bool, InterpreterError> {
+        self.interrupt_matching(tenant, session_id, None)
+    }
+
+    /// Stops the session's run in progress when it is the run `run_id` (a
+    /// run still waiting for the session is not stopped, nor one after it).
+    pub fn interrupt_run(&self, tenant: &str, session_id: &str, run_id: &str) -> Result<bool, InterpreterError> {
+        self.interrupt_matching(tenant, session_id, Some(run_id))
+    }
+
+    fn interrupt_matching(&self, tenant: &str, session_id: &str, run_id: Option<&str>) -> Result<bool, InterpreterError> {
         let key = (names::tenant(tenant)?.to_owned(), names::session_id(session_id)?.to_owned());
         let session = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         let Some(session) = session else {
@@ -149,11 +162,11 @@ impl<'a> Runs<'a> {
         };
         let running = session.running.lock().unwrap_or_else(|p| p.into_inner());
         match running.as_ref() {
-            Some(interrupt) => {
+            Some((running_id, interrupt)) if run_id.is_none_or(|id| id == running_id) => {
                 interrupt.interrupt();
                 Ok(true)
             }
-            None => Ok(false),
+            _ => Ok(false),
         }
     }
 

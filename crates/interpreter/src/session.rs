@@ -76,8 +76,8 @@ pub(crate) struct Session {
     /// When the metadata was last written, and whether it said the session
     /// held state.
     pub(crate) meta_written: Mutex<Option<(Instant, bool)>>,
-    /// Stops the run going on now, if there is one.
-    pub(crate) running: Mutex<Option<anypath_sandbox::Interrupt>>,
+    /// The run going on now, if there is one: its id, and what stops it.
+    pub(crate) running: Mutex<Option<(String, anypath_sandbox::Interrupt)>>,
     /// The image its last fork was given (held weakly: the live instance
     /// keeps it while its state is unchanged), and that fork's id: a fork
     /// of the same state shares the fork's stored image instead of writing it.

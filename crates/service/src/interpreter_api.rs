@@ -12,7 +12,7 @@
 //! | `GET /v1/sessions/{id}/files` | list |
 //! | `GET` / `DELETE /v1/sessions/{id}/files/{path}` | download / delete |
 //! | `POST /v1/sessions/{id}/files/from-artifact` `{artifact_id, filename?, overwrite?, runtime?}` | an earlier artifact back into the session |
-//! | `POST /v1/sessions/{id}/run` `{code, env?, limits?, runtime?, figure_formats?}` | run Python (`Accept: text/event-stream`: as it happens, [`crate::run_events`]) |
+//! | `POST /v1/sessions/{id}/run` `{code, env?, limits?, runtime?, figure_formats?, run_id?, background?, callback_url?, cancel_on_disconnect?}` | run Python (`Accept: text/event-stream`: as it happens; every run tracked by its id, [`crate::run_api`]) |
 //!
 //! `runtime` (`python` or `python-data`) applies when the call creates the
 //! session; a session keeps the runtime it was created with.
@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anypath_interpreter::{Artifact, InterpreterError, LinkQuery, LoadArtifactRequest, RunRequest, artifacts, files, runs, sessions, snapshots};
+use anypath_interpreter::{Artifact, InterpreterError, LinkQuery, LoadArtifactRequest, RunRequest, artifacts, files, sessions, snapshots};
 use anypath_wire::{OpenSessionRequest, UploadRequest};
 use anypath_sandbox::Runtime;
 use axum::body::Bytes;
@@ -177,11 +177,8 @@ async fn delete_file(c: Call, Path((session_id, path)): Path<(String, String)>) 
 
 async fn run(c: Call, headers: HeaderMap, Path(session_id): Path<String>, body: Bytes) -> Answer<Response> {
     let request = parse::<RunRequest>(&body)?;
-    if crate::run_events::wants_events(&headers) {
-        return crate::run_events::stream_run(c.service, c.caller, session_id, request).await;
-    }
-    let report = c.service.call(&c.caller, runs::RunCode { session_id, request, live: None }).await?;
-    Ok(Json(report).into_response())
+    let control = parse::<anypath_wire::RunControl>(&body)?;
+    crate::run_api::run(c, &headers, session_id, request, control).await
 }
 
 async fn list_artifacts(c: Call, Path(session_id): Path<String>) -> Answer<impl IntoResponse> {

@@ -9,6 +9,7 @@
 //! decides (`request_id`), and every error answers in its transport's shape.
 
 pub mod admission;
+pub mod background_runs;
 mod block_api;
 mod cell_text;
 mod cors;
@@ -27,6 +28,7 @@ pub mod metrics;
 mod options;
 mod refusal_audit;
 mod request_id;
+mod run_api;
 pub mod run_env;
 pub mod run_events;
 pub mod serve;

@@ -40,4 +40,9 @@ pub struct ServeOptions {
     /// The admission of the app's public requests, when an app is served
     /// beside this service (`anypath up`): `/healthz` reports it too.
     pub app_requests: Option<Arc<crate::admission::Admission>>,
+    /// The hosts runs' callbacks may go to (none by default).
+    pub callbacks: crate::background_runs::CallbackPolicy,
+    /// How long a graceful stop waits for background runs before it
+    /// interrupts them.
+    pub drain_runs: std::time::Duration,
 }

@@ -34,6 +34,7 @@ async fn serve_until_stopped(sandbox: BlockRunner, mut options: ServeOptions) ->
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
     options.listen = listener.local_addr()?;
     let routers = routers(sandbox, &options);
+    let state = routers.state.clone();
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let e2b_task = match (options.e2b_listen, routers.e2b) {
         (Some(address), Some(e2b)) => {
@@ -51,9 +52,7 @@ async fn serve_until_stopped(sandbox: BlockRunner, mut options: ServeOptions) ->
     if let Some(task) = e2b_task {
         let _ = task.await;
     }
-    if let Some(interpreter) = &options.interpreter {
-        hibernate_all(interpreter).await;
-    }
+    Routers::stop(state).await;
     served
 }
 
@@ -109,6 +108,23 @@ pub struct Routers {
     pub sandbox: Router,
     /// E2B's API ([`crate::e2b`]), when the service runs a code interpreter.
     pub e2b: Option<Router>,
+    /// What the routers share: a graceful stop drains its runs ([`Routers::stop`]).
+    pub state: Arc<AppState>,
+}
+
+impl Routers {
+    /// What a graceful stop does once the listeners stopped: background
+    /// runs may end (up to the drain deadline, then they are interrupted;
+    /// every report is kept), then every live session is hibernated.
+    pub fn stop(state: Arc<AppState>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let service = crate::interpreter_service::InterpreterService::of(&state).ok();
+            state.runs.drain(service.as_ref(), state.drain_runs).await;
+            if let Some(interpreter) = &state.interpreter {
+                hibernate_all(interpreter).await;
+            }
+        })
+    }
 }
 
 /// The sandbox's API and E2B's, over one state.
@@ -127,6 +143,7 @@ pub fn routers(sandbox: BlockRunner, options: &ServeOptions) -> Routers {
         .merge(crate::interpreter_api::routes(&state))
         .merge(crate::dataset_api::routes())
         .merge(crate::snapshot_api::routes())
+        .merge(crate::run_api::routes())
         .merge(crate::mcp::http::routes(&state, &options.mcp_allowed_hosts))
         .fallback(crate::envelope::not_found)
         .layer(from_fn(crate::envelope::every_error_an_envelope))
@@ -143,5 +160,5 @@ pub fn routers(sandbox: BlockRunner, options: &ServeOptions) -> Routers {
         Some(layer) => router.layer(layer),
         None => router,
     };
-    Routers { sandbox, e2b }
+    Routers { sandbox, e2b, state }
 }

@@ -22,6 +22,10 @@ pub struct AppState {
     credentials: Credentials,
     pub(crate) interpreter: Option<Arc<Interpreter>>,
     pub(crate) admission: Arc<Admission>,
+    /// Runs tracked by their id, background ones kept on disk.
+    pub(crate) runs: Arc<crate::background_runs::RunRegistry>,
+    /// How long a graceful stop waits for background runs.
+    pub(crate) drain_runs: std::time::Duration,
     /// The admission of the app's public requests, under `anypath up`.
     pub(crate) app_requests: Option<Arc<Admission>>,
     /// What `/metrics` reports.
@@ -51,6 +55,12 @@ impl AppState {
             metrics: crate::metrics::ServiceMetrics::new(options.interpreter.as_ref(), &admission),
             admission,
             app_requests: options.app_requests.clone(),
+            runs: crate::background_runs::RunRegistry::new(
+                options.interpreter.as_ref().map(|i| i.config().root.join("runs")),
+                options.callbacks.clone(),
+                options.interpreter.as_ref().map(|i| i.signer().clone()),
+            ),
+            drain_runs: options.drain_runs,
             listen: options.listen,
         })
     }

@@ -22,6 +22,8 @@
 //!   and [`Artifact`]s), on the [`Runtime`] a session runs, and the
 //!   datasets it reads at `/data` ([`DatasetInfo`], [`AttachDatasetRequest`]),
 //!   and the snapshots new sessions start from ([`SnapshotInfo`]).
+//! - Runs that outlive their caller: [`RunControl`] (background, callback)
+//!   and [`RunStatus`] in its [`RunState`].
 
 mod datasets;
 mod envelope;
@@ -29,6 +31,7 @@ mod exec;
 mod exec_request;
 mod loaded;
 mod planner;
+mod runs;
 mod runtime;
 mod session;
 mod snapshots;
@@ -40,6 +43,7 @@ pub use exec::{ExecError, ExecReport, Metrics, MutationRecord, Op, Output, ReadS
 pub use exec_request::{CollectionInput, ExecRequest, LimitOverrides};
 pub use loaded::{Documents, Loaded};
 pub use planner::{PlannerStatus, SettingError};
+pub use runs::{RunControl, RunState, RunStatus};
 pub use runtime::{Runtime, UnknownRuntime};
 pub use session::{
     Artifact, ArtifactContent, ArtifactFailure, ArtifactList, CellReport, CellResult, Closed, FigureFormat, FileInfo, FileList, ForkRequest, OpenSessionRequest, RunReport,

@@ -161,6 +161,10 @@ pub struct RunRequest {
     /// (`application/vnd.anypath.chart+json`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub result_data: bool,
+    /// The run's id (`[A-Za-z0-9_-]{1,64}`), when the client chose one: a
+    /// client that lost its connection finds the run by it. A new one otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// A form a matplotlib figure is rendered in.

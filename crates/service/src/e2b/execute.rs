@@ -124,7 +124,7 @@ pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, SandboxCall { sandbox, 
     };
     let mut pending = VecDeque::new();
     pending.push_back(json!({ "type": "number_of_executions", "execution_count": count }));
-    let stream = Stream { e2b: e2b.clone(), caller, session, key, cancelled, run, lines: Lines::default(), pending, finished: false };
+    let stream = Stream { e2b: e2b.clone(), key, cancelled, run, lines: Lines::default(), pending, finished: false };
     let mut response = Response::new(Body::from_stream(stream.into_stream()));
     response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/x-ndjson"));
     Ok(response)
@@ -133,8 +133,6 @@ pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, SandboxCall { sandbox, 
 /// A run's answer as it is streamed.
 struct Stream {
     e2b: Arc<E2b>,
-    caller: Caller,
-    session: String,
     key: u64,
     cancelled: CancellationToken,
     run: LiveRun,
@@ -218,12 +216,12 @@ impl Stream {
 }
 
 impl Drop for Stream {
-    /// A client that went away before the end stops its run.
+    /// A client that went away before the end (its `timeout`, a process
+    /// that ended) leaves its run going to its end, as E2B's own server
+    /// does: the context's next run waits for it, and sees what it left.
+    /// Killing the sandbox still stops it.
     fn drop(&mut self) {
         self.e2b.runs.finish(self.key);
-        if self.run.is_running() {
-            self.e2b.interrupt_run(&self.caller, &self.session);
-        }
     }
 }
 

@@ -44,6 +44,15 @@ pub(crate) enum ServiceError {
     /// The interpreter refused or failed the call.
     #[error(transparent)]
     Interpreter(InterpreterError),
+    /// No run of the caller's by this id in this session.
+    #[error("no run {0:?} in this session")]
+    NoSuchRun(String),
+    /// A run already has this id.
+    #[error("a run with id {0:?} was already asked for: GET /v1/sessions/{{id}}/runs/{0} finds it")]
+    RunExists(String),
+    /// A callback to a host the operator does not allow.
+    #[error("{0}")]
+    CallbackNotAllowed(String),
     /// Work on the blocking pool did not finish (it panicked or was cancelled).
     #[error("the call's file work did not finish: {0}")]
     Internal(String),
@@ -63,6 +72,9 @@ impl ServiceError {
                 StatusCode::BAD_REQUEST
             }
             Self::Body { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
+            Self::NoSuchRun(_) => StatusCode::NOT_FOUND,
+            Self::RunExists(_) => StatusCode::CONFLICT,
+            Self::CallbackNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -81,6 +93,9 @@ impl ServiceError {
             Self::EnvNotAllowed(_) => "env_not_allowed",
             Self::Refused(refused) => refused.code(),
             Self::Interpreter(e) => e.code(),
+            Self::NoSuchRun(_) => "no_such_run",
+            Self::RunExists(_) => "run_exists",
+            Self::CallbackNotAllowed(_) => "callback_not_allowed",
             Self::Internal(_) => "internal",
         }
     }

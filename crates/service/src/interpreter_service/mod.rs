@@ -20,10 +20,10 @@ use anypath_sandbox::Runtime;
 use anypath_wire::DatasetInfo;
 use axum::http::HeaderMap;
 
-use audit::Audit;
 pub(crate) use anypath_interpreter::files::{Content, Upload};
 pub(crate) use anypath_interpreter::sessions::OpenSession;
 pub(crate) use anypath_wire::{Closed, FileList};
+pub(crate) use audit::Audit;
 pub(crate) use caller::Caller;
 pub(crate) use error::ServiceError;
 pub(crate) use limits::RunningLimits;
@@ -142,6 +142,20 @@ impl InterpreterService {
         if let Ok(true) = self.interpreter.runs().interrupt(&caller.tenant, session_id) {
             let _ = audit.finish(Ok(()));
         }
+    }
+
+    /// The runs tracked by their id.
+    pub fn runs(&self) -> &Arc<crate::background_runs::RunRegistry> {
+        &self.state.runs
+    }
+
+    /// Stops the session's run when it is the run `run_id`: true when it
+    /// was stopped (a run still waiting for the session is not).
+    pub fn interrupt_run(&self, caller: &Caller, session_id: &str, run_id: &str) -> bool {
+        let audit = Audit::of(caller, OperationKind::Interrupt).session(session_id).subject(run_id);
+        let stopped = matches!(self.interpreter.runs().interrupt_run(&caller.tenant, session_id, run_id), Ok(true));
+        let _ = audit.finish(Ok(()));
+        stopped
     }
 
     /// Where a body for a staged dataset is received before it is kept.

@@ -31,7 +31,14 @@ pub(crate) enum Window {
     /// Until the run's first live event too: a run that shows output was
     /// admitted, and its output goes out at once.
     UntilFirstEvent,
+    /// A moment only ([`BRIEF_WINDOW`]): long enough for a refusal or a bad
+    /// request, which come at once, not for a run that waits its turn (a
+    /// background run, answered as soon as it is on its way).
+    Brief,
 }
+
+/// How long [`Window::Brief`] waits.
+const BRIEF_WINDOW: Duration = Duration::from_millis(25);
 
 /// A run going on (or just ended) with its live events.
 pub(crate) struct LiveRun {
@@ -54,8 +61,15 @@ impl LiveRun {
     /// Starts running `request` in `session_id` for `caller`, on a task of
     /// its own: it goes on when the client that asked goes away.
     pub fn start(service: InterpreterService, caller: Caller, session_id: String, request: RunRequest) -> Self {
+        Self::start_with(service, caller, session_id, request, true)
+    }
+
+    /// [`Self::start`], with its output live only when `live` (without, the
+    /// run has no events: its report alone holds its output).
+    pub fn start_with(service: InterpreterService, caller: Caller, session_id: String, request: RunRequest, live: bool) -> Self {
         let (sink, events) = tokio::sync::mpsc::unbounded_channel();
-        let task = tokio::spawn(crate::refusal_audit::carried(async move { service.call(&caller, runs::RunCode { session_id, request, live: Some(sink) }).await }));
+        let sink = live.then_some(sink);
+        let task = tokio::spawn(crate::refusal_audit::carried(async move { service.call(&caller, runs::RunCode { session_id, request, live: sink }).await }));
         Self { events: LiveEvents::new(events), outcome: Outcome::Running(task) }
     }
 
@@ -72,7 +86,7 @@ impl LiveRun {
                 None => Some(task.await),
             },
             finished = &mut *task => Some(finished),
-            () = tokio::time::sleep(EARLY_FAILURE_WINDOW) => None,
+            () = tokio::time::sleep(if window == Window::Brief { BRIEF_WINDOW } else { EARLY_FAILURE_WINDOW }) => None,
         };
         match finished {
             None => Ok(self),
@@ -105,9 +119,13 @@ impl LiveRun {
         }
     }
 
-    /// Whether the run is still going on (its outcome not yet handed out).
-    pub fn is_running(&self) -> bool {
-        matches!(&self.outcome, Outcome::Running(task) if !task.is_finished())
+    /// What cancels the run's task (a run still waiting for its session or
+    /// a slot leaves without running), while it is under way.
+    pub fn abort_handle(&self) -> Option<tokio::task::AbortHandle> {
+        match &self.outcome {
+            Outcome::Running(task) => Some(task.abort_handle()),
+            _ => None,
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use anypath_interpreter::{ArtifactContent, FileInfo, LoadArtifactRequest, RunReport, RunRequest, SessionInfo, artifacts, datasets, files, runs, sessions, snapshots};
 use anypath_sandbox::{LimitOverrides, Runtime};
-use anypath_wire::{DatasetInfo, FigureFormat, SnapshotInfo, SnapshotList};
+use anypath_wire::{DatasetInfo, FigureFormat, RunControl, RunStatus, SnapshotInfo, SnapshotList};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Json;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -80,6 +80,42 @@ pub struct RunPython {
     /// The forms figures come back in: `png` (the default) and/or `svg`.
     #[serde(default)]
     pub figure_formats: Option<Vec<FigureFormat>>,
+}
+
+/// `start_run`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartRun {
+    /// The session to run in (created when new).
+    pub session_id: String,
+    /// Python 3 source, run as a notebook cell.
+    pub code: String,
+    /// The run's id (`[A-Za-z0-9_-]{1,64}`), to find it by; a new one otherwise.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// Lower limits for this run only; a limit can never be raised.
+    #[serde(default)]
+    pub limits: Option<LimitOverrides>,
+    /// Environment variables the code sees (os.environ); nothing of the host's.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// The runtime when this call creates the session.
+    #[serde(default)]
+    pub runtime: Option<Runtime>,
+    /// Where the run's status and report are POSTed when it ends (signed),
+    /// on a host the operator allows.
+    #[serde(default)]
+    pub callback_url: Option<String>,
+}
+
+/// `get_run`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunOnly {
+    /// The session the run is in.
+    pub session_id: String,
+    /// The run's id, as start_run (or run_python's report) gave it.
+    pub run_id: String,
 }
 
 /// `read_artifact`'s arguments.
@@ -242,6 +278,7 @@ impl CodeInterpreterTools {
             runtime: args.runtime,
             figure_formats: args.figure_formats.unwrap_or_default(),
             result_data: false,
+            run_id: None,
         };
         let report = match ctx.meta.get_progress_token() {
             None => self.service.call(&caller, runs::RunCode { session_id: args.session_id, request, live: None }).await?,
@@ -257,6 +294,44 @@ impl CodeInterpreterTools {
             }
         };
         super::progress::run_result(&report)
+    }
+
+    #[tool(
+        description = "Start Python in the session in the background and return at once with the run's id and \
+state: for work longer than a tool call should wait. Ask get_run with the id for its state (running, done, \
+interrupted, failed, lost) and, once done, the report run_python gives. The run goes on whatever happens to this \
+connection.",
+        input_schema = input_schema::<StartRun>(),
+        annotations(title = "Start a run", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn start_run(&self, ctx: RequestContext<RoleServer>, args: Arguments<StartRun>) -> Result<Json<RunStatus>, ToolError> {
+        let args = args.0?;
+        let caller = self.caller(&ctx)?;
+        let request = RunRequest {
+            code: args.code,
+            env: args.env.unwrap_or_default(),
+            limits: args.limits.unwrap_or_default(),
+            runtime: args.runtime,
+            run_id: args.run_id,
+            ..RunRequest::default()
+        };
+        let control = RunControl { background: true, callback_url: args.callback_url, cancel_on_disconnect: false };
+        let started = self.service.runs().start(self.service.clone(), &caller, args.session_id, request, &control, true).await?;
+        Ok(Json(started.tracked.status()))
+    }
+
+    #[tool(
+        description = "A run's state (running, done, interrupted, failed, lost) by its id and, once it is done, \
+its report: the same run_python gives.",
+        input_schema = input_schema::<RunOnly>(),
+        annotations(title = "Get a run", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn get_run(&self, ctx: RequestContext<RoleServer>, args: Arguments<RunOnly>) -> Result<Json<RunStatus>, ToolError> {
+        let RunOnly { session_id, run_id } = args.0?;
+        let caller = self.caller(&ctx)?;
+        let audit = crate::interpreter_service::Audit::of(&caller, anypath_interpreter::OperationKind::DescribeRun).session(&session_id).subject(&run_id);
+        let found = self.service.runs().find(&caller.tenant, &run_id).await.filter(|t| t.session_id() == session_id).map(|t| t.status());
+        Ok(Json(audit.finish(found.ok_or(ServiceError::NoSuchRun(run_id)))?))
     }
 
     /// Reads a file back; its description, stating the read cap, is set

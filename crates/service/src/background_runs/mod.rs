@@ -1,0 +1,298 @@
+//! Runs that outlive their caller. Every run asked over `/v1` is tracked
+//! here by its id: it runs on a task of its own, its live events are kept
+//! as it makes them, and its report once it ends, so a client that went
+//! away (a timeout, a laptop asleep, a proxy that cut the request) finds it
+//! again by its id, re-reads its events from any point (SSE's
+//! `Last-Event-ID`), or stops it. A background run answers at once and is
+//! written to disk when it starts and when it ends: a graceful stop lets it
+//! finish (up to a deadline) and keeps its report; after a kill the next
+//! process marks it `lost`, never silently missing. Its callback, when it
+//! asked for one, is sent when it ends ([`callback`]).
+
+pub mod callback;
+mod records;
+mod tracked;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anypath_interpreter::{RunRequest, Signer};
+use anypath_wire::RunControl;
+
+pub use self::callback::CallbackPolicy;
+use self::records::RunRecords;
+pub(crate) use self::tracked::{Followed, Tracked};
+use crate::interpreter_service::{Caller, InterpreterService, ServiceError};
+use crate::live_run::{LiveRun, Window};
+
+/// How long a finished run stays in memory (a background run stays on
+/// disk longer: [`records::KEPT_FOR`]).
+const FINISHED_IN_MEMORY: Duration = Duration::from_secs(15 * 60);
+/// Finished runs kept in memory at most, the oldest forgotten first.
+const MAX_FINISHED_IN_MEMORY: usize = 10_000;
+
+/// A run just started: tracked, and its outcome for a caller that waits.
+pub(crate) struct Started {
+    pub tracked: Arc<Tracked>,
+    pub outcome: tokio::sync::oneshot::Receiver<Result<anypath_interpreter::RunReport, ServiceError>>,
+}
+
+/// A run's key: its tenant and its id.
+type Key = (String, String);
+
+/// The runs of one service.
+pub(crate) struct RunRegistry {
+    inner: Mutex<Inner>,
+    records: Option<Arc<RunRecords>>,
+    callbacks: CallbackPolicy,
+    signer: Option<Signer>,
+    /// Told whenever a run ends, for [`Self::drain`].
+    ended: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct Inner {
+    runs: HashMap<Key, Arc<Tracked>>,
+    /// Finished runs in the order they ended, to forget the oldest.
+    finished: VecDeque<(Instant, Key)>,
+}
+
+impl RunRegistry {
+    /// Runs kept in memory, and on disk under `dir` when given (the
+    /// interpreter's data directory), with callbacks to `callbacks`' hosts
+    /// signed by `signer`. Background runs an earlier process left running
+    /// are marked `lost`.
+    pub fn new(dir: Option<PathBuf>, callbacks: CallbackPolicy, signer: Option<Signer>) -> Arc<Self> {
+        let records = dir.and_then(|dir| match RunRecords::open(dir) {
+            Ok(records) => Some(Arc::new(records)),
+            Err(error) => {
+                tracing::error!(%error, "the runs' directory cannot be used: background runs are kept in memory only");
+                None
+            }
+        });
+        if let Some(records) = &records {
+            Self::recover(records.clone());
+        }
+        let registry = Arc::new(Self { inner: Mutex::default(), records, callbacks, signer, ended: tokio::sync::Notify::new() });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(prune_every_hour(Arc::downgrade(&registry)));
+        }
+        registry
+    }
+
+    /// Marks what an earlier process left running as lost, off the async
+    /// workers (at once when there is no runtime, as in a plain test).
+    fn recover(records: Arc<RunRecords>) {
+        let recover = move || match records.recover() {
+            Ok(0) => {}
+            Ok(lost) => tracing::warn!(lost, "background runs of the last process never ended: marked lost"),
+            Err(error) => tracing::error!(%error, "the runs an earlier process left could not be marked lost"),
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(recover)),
+            Err(_) => recover(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts `request` in `session_id` for `caller`, tracked under its id
+    /// (the client's, else a new one). A background run waits a moment
+    /// first, for a refusal or a bad request, which come at once and are
+    /// its answer rather than a run that failed; a foreground one returns
+    /// at once, for its caller to wait on it. Its events are kept when it
+    /// is `followed` (streamed, or in the background); a run answered with
+    /// its report alone keeps none (the report holds its output).
+    pub async fn start(
+        self: &Arc<Self>,
+        service: InterpreterService,
+        caller: &Caller,
+        session_id: String,
+        mut request: RunRequest,
+        control: &RunControl,
+        followed: bool,
+    ) -> Result<Started, ServiceError> {
+        let run_id = match request.run_id.take() {
+            Some(given) => anypath_interpreter::names::run_id(&given).map_err(anypath_interpreter::InterpreterError::from)?.to_owned(),
+            None => anypath_interpreter::names::new_short_id(),
+        };
+        let callback = match &control.callback_url {
+            Some(url) => Some(self.callbacks.check(url)?),
+            None => None,
+        };
+        request.run_id = Some(run_id.clone());
+        let key = (caller.tenant.clone(), run_id.clone());
+        let exists = self.find(&caller.tenant, &run_id).await.is_some();
+        let tracked = {
+            let mut inner = self.lock();
+            if exists || inner.runs.contains_key(&key) {
+                return Err(ServiceError::RunExists(run_id));
+            }
+            let tracked = Arc::new(Tracked::new(caller, session_id.clone(), run_id, control.background));
+            inner.runs.insert(key, tracked.clone());
+            tracked
+        };
+        if control.background {
+            self.persist(&tracked).await;
+        }
+        let live = LiveRun::start_with(service.clone(), caller.clone(), session_id, request, followed);
+        tracked.set_abort(live.abort_handle());
+        let live = if control.background {
+            match live.unless_failed_early(Window::Brief).await {
+                Ok(live) => live,
+                Err(error) => {
+                    self.forget(&tracked).await;
+                    return Err(error);
+                }
+            }
+        } else {
+            live
+        };
+        let registry = self.clone();
+        let pumped = tracked.clone();
+        let (outcome_tx, outcome) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move { registry.pump(service, live, pumped, callback, outcome_tx).await });
+        Ok(Started { tracked, outcome })
+    }
+
+    /// Keeps the run's events as they come, then its outcome; writes it,
+    /// sends its callback.
+    async fn pump(
+        self: Arc<Self>,
+        service: InterpreterService,
+        mut live: LiveRun,
+        tracked: Arc<Tracked>,
+        callback: Option<url::Url>,
+        waiter: tokio::sync::oneshot::Sender<Result<anypath_interpreter::RunReport, ServiceError>>,
+    ) {
+        while let Some(event) = live.next_event().await {
+            tracked.push_event(event);
+        }
+        let outcome = live.outcome().await;
+        drop(service);
+        tracked.finish(&outcome);
+        // A foreground caller still waiting gets the outcome itself (its
+        // error answers with its own headers); one that left does not.
+        let _ = waiter.send(outcome);
+        if tracked.background() {
+            self.persist(&tracked).await;
+        }
+        self.lock().finished.push_back((Instant::now(), (tracked.tenant().to_owned(), tracked.run_id().to_owned())));
+        self.forget_old();
+        self.ended.notify_waiters();
+        if let (Some(url), Some(signer)) = (callback, self.signer.clone()) {
+            callback::deliver(url, tracked.status(), signer).await;
+        }
+    }
+
+    /// A run of `tenant` by its id: in memory, else a background run's record on disk.
+    pub async fn find(&self, tenant: &str, run_id: &str) -> Option<Arc<Tracked>> {
+        if let Some(tracked) = self.lock().runs.get(&(tenant.to_owned(), run_id.to_owned())) {
+            return Some(tracked.clone());
+        }
+        let records = self.records.clone()?;
+        let (tenant, run_id) = (tenant.to_owned(), run_id.to_owned());
+        let stored = tokio::task::spawn_blocking(move || records.read(&tenant, &run_id)).await.ok()??;
+        Some(Arc::new(Tracked::from_stored(stored)))
+    }
+
+    /// Stops the run: its session's run is interrupted when it is this
+    /// one; a run still waiting for its session is cancelled.
+    pub fn interrupt(&self, service: &InterpreterService, caller: &Caller, tracked: &Tracked) {
+        if tracked.state().is_final() {
+            return;
+        }
+        tracked.mark_interrupt_asked();
+        if !service.interrupt_run(caller, tracked.session_id(), tracked.run_id()) {
+            tracked.abort();
+        }
+    }
+
+    /// Whether any background run is still going on.
+    fn running_background(&self) -> usize {
+        self.lock().runs.values().filter(|t| t.background() && !t.state().is_final()).count()
+    }
+
+    /// On a graceful stop: waits for the running background runs to end,
+    /// up to `deadline`, then interrupts the rest and waits a moment for
+    /// their reports. Every one of them is written as it ends.
+    pub async fn drain(&self, service: Option<&InterpreterService>, deadline: Duration) {
+        let started = Instant::now();
+        let waiting = self.running_background();
+        if waiting == 0 {
+            return;
+        }
+        tracing::info!(running = waiting, deadline_s = deadline.as_secs(), "waiting for background runs to end");
+        let until = tokio::time::Instant::now() + deadline;
+        while self.running_background() > 0 {
+            let notified = self.ended.notified();
+            if tokio::time::timeout_at(until, notified).await.is_err() {
+                break;
+            }
+        }
+        let left: Vec<Arc<Tracked>> = self.lock().runs.values().filter(|t| t.background() && !t.state().is_final()).cloned().collect();
+        if let Some(service) = service {
+            for tracked in &left {
+                let caller = Caller { tenant: tracked.tenant().to_owned(), request_id: uuid::Uuid::new_v4().to_string(), base_url: String::new() };
+                self.interrupt(service, &caller, tracked);
+            }
+        }
+        let grace = tokio::time::Instant::now() + Duration::from_secs(5);
+        while self.running_background() > 0 {
+            if tokio::time::timeout_at(grace, self.ended.notified()).await.is_err() {
+                break;
+            }
+        }
+        tracing::info!(interrupted = left.len(), elapsed_ms = started.elapsed().as_millis() as u64, "background runs ended for the stop");
+    }
+
+    /// Writes a background run's record, on the blocking pool.
+    async fn persist(&self, tracked: &Tracked) {
+        let Some(records) = self.records.clone() else { return };
+        let stored = tracked.stored();
+        let run_id = tracked.run_id().to_owned();
+        match tokio::task::spawn_blocking(move || records.write(&stored)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::error!(%error, run_id, "a background run's record could not be written"),
+            Err(error) => tracing::error!(%error, run_id, "a background run's record was not written"),
+        }
+    }
+
+    /// Forgets a run that never started (its start was refused).
+    async fn forget(&self, tracked: &Tracked) {
+        let (tenant, run_id) = (tracked.tenant().to_owned(), tracked.run_id().to_owned());
+        self.lock().runs.remove(&(tenant.clone(), run_id.clone()));
+        if let Some(records) = self.records.clone() {
+            let _ = tokio::task::spawn_blocking(move || records.remove(&tenant, &run_id)).await;
+        }
+    }
+
+    /// Forgets finished runs past their time in memory, or past the cap.
+    fn forget_old(&self) {
+        let mut inner = self.lock();
+        while let Some((ended, _)) = inner.finished.front() {
+            if ended.elapsed() < FINISHED_IN_MEMORY && inner.finished.len() <= MAX_FINISHED_IN_MEMORY {
+                break;
+            }
+            if let Some((_, key)) = inner.finished.pop_front() {
+                inner.runs.remove(&key);
+            }
+        }
+    }
+
+}
+
+/// Removes background runs' records past their retention, every hour, on
+/// the blocking pool, while the registry lives.
+async fn prune_every_hour(registry: std::sync::Weak<RunRegistry>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(3600));
+    loop {
+        tick.tick().await;
+        let Some(records) = registry.upgrade().and_then(|r| r.records.clone()) else { return };
+        let _ = tokio::task::spawn_blocking(move || records.prune()).await;
+    }
+}
