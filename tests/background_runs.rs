@@ -137,34 +137,41 @@ fn a_run_outlives_its_client_and_its_events_reattach_without_loss_or_repeat() {
     assert_eq!(run["report"]["stdout"], "finished\n", "{run}");
 }
 
-/// A receiver of one HTTP request: its head and body.
-fn receive_one(listener: TcpListener) -> std::thread::JoinHandle<(String, Vec<u8>)> {
+/// A receiver of as many HTTP requests as `answers` holds, each answered
+/// with its status line in turn: their heads and bodies.
+fn receive(listener: TcpListener, answers: Vec<&'static str>) -> std::thread::JoinHandle<Vec<(String, Vec<u8>)>> {
     std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().expect("a callback");
-        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-        let mut head = String::new();
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).expect("a header line");
-            if line == "\r\n" || line.is_empty() {
-                break;
-            }
-            head.push_str(&line);
-        }
-        let length = head
-            .lines()
-            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
-            .unwrap_or(0);
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).expect("the body");
-        stream.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n").expect("answer");
-        (head, body)
+        answers
+            .into_iter()
+            .map(|answer| {
+                let (mut stream, _) = listener.accept().expect("a callback");
+                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                let mut head = String::new();
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).expect("a header line");
+                    if line == "\r\n" || line.is_empty() {
+                        break;
+                    }
+                    head.push_str(&line);
+                }
+                let length = head
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                    .unwrap_or(0);
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).expect("the body");
+                stream.write_all(format!("HTTP/1.1 {answer}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").as_bytes()).expect("answer");
+                (head, body)
+            })
+            .collect()
     })
 }
 
 /// A background run answers 202 at once and, when it ends, its report goes
-/// to the allowed receiver, signed with the service's key. A callback to a
-/// host not allowed is refused at submit, and no run is made.
+/// to the allowed receiver, signed with the service's key, and again after
+/// the receiver failed once. A callback to a host not allowed is refused at
+/// submit, and no run is made.
 #[test]
 fn a_background_run_calls_back_signed_and_only_to_an_allowed_host() {
     const SIGNING_KEY: &str = "background-runs-test-signing-key-32-bytes";
@@ -172,7 +179,7 @@ fn a_background_run_calls_back_signed_and_only_to_an_allowed_host() {
     let allowed = receiver.local_addr().expect("address").to_string();
     let dir = common::scratch("anypath-runs-callback-");
     let service = Service::start_with(dir.path(), &["--callback-allow", &allowed, "--signing-key", SIGNING_KEY]);
-    let received = receive_one(receiver);
+    let received = receive(receiver, vec!["503 Service Unavailable", "204 No Content"]);
 
     let elsewhere = TcpListener::bind("127.0.0.1:0").expect("another port");
     let refused_url = format!("http://{}/hook", elsewhere.local_addr().expect("address"));
@@ -190,7 +197,10 @@ fn a_background_run_calls_back_signed_and_only_to_an_allowed_host() {
     let accepted: Value = response.json().expect("status");
     assert_eq!((accepted["run_id"].as_str(), accepted["state"].as_str()), (Some("hooked"), Some("running")));
 
-    let (head, body) = received.join().expect("the callback arrived");
+    let mut received = received.join().expect("the callback arrived");
+    assert_eq!(received.len(), 2, "tried again after the receiver's 503");
+    let (head, body) = received.pop().expect("the second try");
+    assert_eq!(received[0].1, body, "the same report both times");
     let header = |name: &str| head.lines().find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_owned()));
     assert!(head.starts_with("POST /hook "), "{head}");
     assert_eq!(header("x-anypath-run-id").as_deref(), Some("hooked"));
@@ -203,6 +213,21 @@ fn a_background_run_calls_back_signed_and_only_to_an_allowed_host() {
     assert_eq!(hex::encode(mac.finalize().into_bytes()), v1, "signed with the service's key over the time and the body");
     let status: Value = serde_json::from_slice(&body).expect("JSON");
     assert_eq!((status["state"].as_str(), status["report"]["stdout"].as_str()), (Some("done"), Some("called back\n")), "{status}");
+}
+
+/// A foreground run that asked to be cancelled on disconnect is stopped
+/// when its client goes away: its state is `interrupted`.
+#[test]
+fn a_run_asked_to_stop_with_its_client_is_interrupted_when_it_goes() {
+    let dir = common::scratch("anypath-runs-cancel-");
+    let service = Service::start(dir.path());
+    let body = json!({"code": "print('spinning', flush=True)\nwhile True:\n    pass", "run_id": "tied", "cancel_on_disconnect": true});
+    let gave_up = client(Duration::from_secs(2)).post(format!("{}/v1/sessions/tied/run", service.base)).header("x-api-key", KEY).json(&body).send();
+    assert!(gave_up.is_err(), "the client was meant to give up");
+    let stopped = common::eventually(Duration::from_secs(20), || service.json(KEY, "GET", "/v1/sessions/tied/runs/tied", None).1["state"] == "interrupted");
+    let (_, run) = service.json(KEY, "GET", "/v1/sessions/tied/runs/tied", None);
+    assert!(stopped, "{run}");
+    assert_eq!(run["report"]["error"]["type_name"], "KeyboardInterrupt", "{run}");
 }
 
 /// `DELETE` on a running run interrupts it: its state is `interrupted`
