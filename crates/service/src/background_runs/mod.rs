@@ -181,6 +181,7 @@ impl RunRegistry {
         if tracked.background() {
             self.persist(&tracked).await;
         }
+        tracked.mark_settled();
         self.lock().finished.push_back((Instant::now(), (tracked.tenant().to_owned(), tracked.run_id().to_owned())));
         self.forget_old();
         self.ended.notify_waiters();
@@ -212,9 +213,9 @@ impl RunRegistry {
         }
     }
 
-    /// Whether any background run is still going on.
+    /// Background runs still going on, or not yet written since they ended.
     fn running_background(&self) -> usize {
-        self.lock().runs.values().filter(|t| t.background() && !t.state().is_final()).count()
+        self.lock().runs.values().filter(|t| t.background() && !t.settled()).count()
     }
 
     /// On a graceful stop: waits for the running background runs to end,
@@ -227,13 +228,7 @@ impl RunRegistry {
             return;
         }
         tracing::info!(running = waiting, deadline_s = deadline.as_secs(), "waiting for background runs to end");
-        let until = tokio::time::Instant::now() + deadline;
-        while self.running_background() > 0 {
-            let notified = self.ended.notified();
-            if tokio::time::timeout_at(until, notified).await.is_err() {
-                break;
-            }
-        }
+        self.wait_for_background(tokio::time::Instant::now() + deadline).await;
         let left: Vec<Arc<Tracked>> = self.lock().runs.values().filter(|t| t.background() && !t.state().is_final()).cloned().collect();
         if let Some(service) = service {
             for tracked in &left {
@@ -241,13 +236,21 @@ impl RunRegistry {
                 self.interrupt(service, &caller, tracked);
             }
         }
-        let grace = tokio::time::Instant::now() + Duration::from_secs(5);
-        while self.running_background() > 0 {
-            if tokio::time::timeout_at(grace, self.ended.notified()).await.is_err() {
-                break;
+        self.wait_for_background(tokio::time::Instant::now() + Duration::from_secs(5)).await;
+        tracing::info!(interrupted = left.len(), elapsed_ms = started.elapsed().as_millis() as u64, "background runs ended for the stop");
+    }
+
+    /// Waits until no background run is running, or `until`.
+    async fn wait_for_background(&self, until: tokio::time::Instant) {
+        loop {
+            // Listening before looking: a run that ends in between still wakes the wait.
+            let notified = self.ended.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.running_background() == 0 || tokio::time::timeout_at(until, notified).await.is_err() {
+                return;
             }
         }
-        tracing::info!(interrupted = left.len(), elapsed_ms = started.elapsed().as_millis() as u64, "background runs ended for the stop");
     }
 
     /// Writes a background run's record, on the blocking pool.

@@ -30,6 +30,8 @@ pub(crate) struct Tracked {
     changed: tokio::sync::watch::Sender<u64>,
     abort: Mutex<Option<AbortHandle>>,
     interrupt_asked: AtomicBool,
+    /// Ended and, for a background run, written: nothing of it is left to do.
+    settled: AtomicBool,
 }
 
 #[derive(Default)]
@@ -83,6 +85,7 @@ impl Tracked {
             changed: tokio::sync::watch::Sender::new(0),
             abort: Mutex::new(None),
             interrupt_asked: AtomicBool::new(false),
+            settled: AtomicBool::new(false),
         }
     }
 
@@ -110,6 +113,7 @@ impl Tracked {
             changed: tokio::sync::watch::Sender::new(0),
             abort: Mutex::new(None),
             interrupt_asked: AtomicBool::new(false),
+            settled: AtomicBool::new(true),
         }
     }
 
@@ -146,6 +150,15 @@ impl Tracked {
         if let Some(handle) = self.abort.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
             handle.abort();
         }
+    }
+
+    /// Whether it ended and its record (if it keeps one) is written.
+    pub fn settled(&self) -> bool {
+        self.settled.load(Ordering::Acquire)
+    }
+
+    pub fn mark_settled(&self) {
+        self.settled.store(true, Ordering::Release);
     }
 
     pub fn mark_interrupt_asked(&self) {
