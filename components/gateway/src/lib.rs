@@ -285,6 +285,9 @@ fn serve(
         Failure::new(500, "reply_failed", message, "committed_reply_failed")
     })?;
     outcome.response.set_header("x-anypath-plan", served.source.as_str());
+    for callee in calls::take_callee_timings() {
+        timings.add_entries(&callee);
+    }
     outcome.response.set_header("server-timing", timings.header());
     Ok(outcome)
 }

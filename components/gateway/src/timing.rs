@@ -25,8 +25,23 @@ impl Timings {
         }
     }
 
+    /// Adds each `name;dur=ms` entry of a called component's
+    /// `Server-Timing` to its phase (a phase called twice adds up).
+    pub fn add_entries(&mut self, header: &str) {
+        for entry in header.split(',') {
+            let Some((name, duration)) = entry.trim().split_once(";dur=") else { continue };
+            let (Ok(ms), Some(phase)) = (duration.parse::<f64>(), known_phase(name)) else { continue };
+            self.add(phase, ms);
+        }
+    }
+
     /// `plan;dur=0.41, load;dur=0.83, ...` (milliseconds, as the header defines).
     pub fn header(&self) -> String {
         self.phases.iter().map(|(name, ms)| format!("{name};dur={ms:.2}")).collect::<Vec<_>>().join(", ")
     }
+}
+
+/// The callee phases the gateway passes on (a phase name is `'static`).
+fn known_phase(name: &str) -> Option<&'static str> {
+    ["store-handler"].into_iter().find(|known| *known == name)
 }

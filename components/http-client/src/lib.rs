@@ -16,6 +16,9 @@ pub struct Answer {
     pub body: Vec<u8>,
     /// The `Retry-After` header, when the answer has one (a refusal passed on keeps it).
     pub retry_after: Option<String>,
+    /// The `Server-Timing` header: a component called by service chaining
+    /// says where its own time went.
+    pub server_timing: Option<String>,
 }
 
 /// Why an outbound call produced no answer.
@@ -118,12 +121,8 @@ pub fn call_with(method: Method, url: &str, body: Option<&[u8]>, headers: &[(&st
     };
     written?;
     let status = response.status();
-    let retry_after = response
-        .headers()
-        .get(&"retry-after".to_string())
-        .into_iter()
-        .next()
-        .and_then(|value| String::from_utf8(value).ok());
+    let header = |name: &str| response.headers().get(&name.to_string()).into_iter().next().and_then(|value| String::from_utf8(value).ok());
+    let (retry_after, server_timing) = (header("retry-after"), header("server-timing"));
     let incoming = response.consume().map_err(|()| CallError::Transport("response body unavailable".into()))?;
     let stream = incoming.stream().map_err(|()| CallError::Transport("response stream unavailable".into()))?;
     let mut bytes = Vec::new();
@@ -134,7 +133,7 @@ pub fn call_with(method: Method, url: &str, body: Option<&[u8]>, headers: &[(&st
             Err(e) => return Err(CallError::Transport(format!("reading the response: {e:?}"))),
         }
     }
-    Ok(Answer { status, body: bytes, retry_after })
+    Ok(Answer { status, body: bytes, retry_after, server_timing })
 }
 
 fn write_body(body: &OutgoingBody, bytes: &[u8]) -> Result<(), CallError> {

@@ -46,8 +46,15 @@ use spin_sdk::http_component;
 #[http_component]
 fn handle(request: Request) -> Response {
     let request_id = request.header("x-request-id").and_then(|v| v.as_str()).unwrap_or("-").to_owned();
-    match routes::route(&request) {
+    let started = std::time::Instant::now();
+    let routed = routes::route(&request);
+    // The handler's own time, which the gateway sets beside the hop's
+    // round trip: what the hop itself (a new instance, the call) costs is the difference.
+    let timing = format!("store-handler;dur={:.2}", started.elapsed().as_secs_f64() * 1e3);
+    let mut response = match routed {
         Ok(body) => answer::json_response(200, body),
         Err(error) => error::into_response(&error, &request_id),
-    }
+    };
+    response.set_header("server-timing", timing);
+    response
 }
