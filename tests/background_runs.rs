@@ -295,3 +295,36 @@ fn a_graceful_stop_keeps_every_report_and_a_kill_leaves_lost_runs() {
     assert!(lost, "{run}");
     assert_eq!(run["error"]["code"], "run_lost", "{run}");
 }
+
+/// A session restored from an image taken after a run with live output
+/// (here a fork's first run) streams its next run too, on each runtime: the
+/// image keeps the handle of the stdout stream that live output goes out
+/// on, and the restored instance holds the same one. Before, on `python`,
+/// that run trapped (`unknown handle index`).
+#[test]
+fn live_output_after_a_restore_of_a_live_run_works_on_each_runtime() {
+    let dir = common::scratch("anypath-runs-restore-");
+    let service = Service::start(dir.path());
+    let streamed = |session: &str, body: Value| {
+        let response = client(Duration::from_secs(60))
+            .post(format!("{}/v1/sessions/{session}/run", service.base))
+            .header("x-api-key", KEY)
+            .header("accept", "text/event-stream")
+            .json(&body)
+            .send()
+            .expect("the run");
+        parse_events(response, |e| e.event == "report" || e.event == "error")
+    };
+    for runtime in ["python", "python-data"] {
+        let first = format!("live-{runtime}");
+        let events = streamed(&first, json!({"code": "x = 41\nprint('first')", "runtime": runtime}));
+        assert_eq!(stdout_text(&events), "first\n", "{runtime}: {events:?}");
+        let fork = format!("fork-{runtime}");
+        let (status, forked) = service.json(KEY, "POST", &format!("/v1/sessions/{first}/fork"), Some(json!({"session_id": fork})));
+        assert!((200..300).contains(&status), "{forked}");
+        let events = streamed(&fork, json!({"code": "print(x + 1)"}));
+        let end = events.last().expect("an end");
+        assert_eq!((end.event.as_str(), end.data["error"].clone()), ("report", Value::Null), "{runtime}: {:?}", end.data);
+        assert_eq!(stdout_text(&events), "42\n", "{runtime}: the restored state, streamed");
+    }
+}

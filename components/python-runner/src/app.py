@@ -10,6 +10,7 @@ import ast
 import gc
 import json
 import linecache
+import os
 import sys
 import traceback
 
@@ -163,7 +164,27 @@ class WitWorld(wit_world.WitWorld):
         return _run_cell(input)
 
 
+# Whether this instance opened its stdout stream yet (`_claim_stdout`).
+_stdout_claimed = False
+
+
+def _claim_stdout():
+    """Opens the host's stdout stream at the start of an instance's first
+    cell, whether or not the cell streams. Live output goes out on file
+    descriptor 1, and libc keeps the stream's handle in memory: a state image
+    carries that number, and the instance it is restored into (whose first
+    cell is an empty prologue) must hold the same stream under it. Opened
+    only by the first live write, the numbers differed and the restored
+    instance's first live write trapped. The byte goes to the host's pipe,
+    which drops what no cell asked for."""
+    global _stdout_claimed
+    if not _stdout_claimed:
+        _stdout_claimed = True
+        os.write(1, b"\n")
+
+
 def _run_cell(input):
+    _claim_stdout()
     stdout, stderr, error, results = cell.run(
         input.code, dict(input.env), input.stdout_bytes, input.stderr_bytes,
         input.result_bytes, input.figure_formats, input.live)
