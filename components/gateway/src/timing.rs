@@ -43,5 +43,5 @@ impl Timings {
 
 /// The callee phases the gateway passes on (a phase name is `'static`).
 fn known_phase(name: &str) -> Option<&'static str> {
-    ["store-handler"].into_iter().find(|known| *known == name)
+    ["store-handler", "store-read", "store-ids", "store-write", "store-commit"].into_iter().find(|known| *known == name)
 }

@@ -36,6 +36,7 @@ mod open_backend;
 mod plans;
 mod redis_backend;
 mod routes;
+mod timed_backend;
 mod transaction;
 
 use anypath_rest::store_keys as keys;
@@ -50,7 +51,7 @@ fn handle(request: Request) -> Response {
     let routed = routes::route(&request);
     // The handler's own time, which the gateway sets beside the hop's
     // round trip: what the hop itself (a new instance, the call) costs is the difference.
-    let timing = format!("store-handler;dur={:.2}", started.elapsed().as_secs_f64() * 1e3);
+    let timing = format!("store-handler;dur={:.2}{}", started.elapsed().as_secs_f64() * 1e3, timed_backend::take_entries());
     let mut response = match routed {
         Ok(body) => answer::json_response(200, body),
         Err(error) => error::into_response(&error, &request_id),

@@ -6,8 +6,12 @@ use crate::error::StoreError;
 use crate::kv_backend::KvBackend;
 use crate::redis_backend::RedisBackend;
 
-/// The backend the `store_backend` variable names.
+/// The backend the `store_backend` variable names, its calls timed.
 pub fn open() -> Result<Box<dyn Backend>, StoreError> {
+    Ok(Box::new(crate::timed_backend::Timed(open_named()?)))
+}
+
+fn open_named() -> Result<Box<dyn Backend>, StoreError> {
     match variable("store_backend")?.trim() {
         "" | "kv" => Ok(Box::new(KvBackend::open()?)),
         "redis" => {
