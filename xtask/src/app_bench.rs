@@ -272,15 +272,20 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
     let redis_rows = Server { name: "anypath up, redis".into(), base: &on_redis.base, planner: Some(&stub) };
     let (redis_rows, _) = rest_bench::measure(&oha, &redis_rows, Some(&answers))?;
     let spin = crate::spin::find()?;
-    let spin_rows = match &spin {
-        Some(spin) => {
-            let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin"), &planned)?;
-            let server = Server { name: "spin up, sqlite".into(), base: &under_spin.base, planner: Some(&stub) };
-            Some(rest_bench::measure(&oha, &server, Some(&answers))?.0)
-        }
-        None => None,
-    };
-    let anypath: Vec<Measured> = [Some(sqlite), Some(redis_rows), spin_rows].into_iter().flatten().collect();
+    let mut spin_rows = Vec::new();
+    if let Some(spin) = &spin {
+        let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin"), &planned)?;
+        let server = Server { name: "spin up, sqlite".into(), base: &under_spin.base, planner: Some(&stub) };
+        spin_rows.push(rest_bench::measure(&oha, &server, Some(&answers))?.0);
+        drop(under_spin);
+        // The store on Redis under Spin too: a Redis server of its own, so
+        // its records start from the same ids.
+        let spin_redis = BenchRedis::start(redis_server, &data.join("redis-spin-data"))?;
+        let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin-redis"), &[spin_redis.app_env(), planned.clone()].concat())?;
+        let server = Server { name: "spin up, redis".into(), base: &under_spin.base, planner: Some(&stub) };
+        spin_rows.push(rest_bench::measure(&oha, &server, Some(&answers))?.0);
+    }
+    let anypath: Vec<Measured> = [sqlite, redis_rows].into_iter().chain(spin_rows).collect();
 
     println!("\nREST face beside json-server: the same {RECORDS} records, created through each server's POST; {} requests per row ({} for the list), load from oha {OHA_VERSION}", rest_bench::REQUESTS, rest_bench::LIST_REQUESTS);
     println!("anypath plans in auto mode against a model stub: the rules plan the CRUD rows, the cached plan the last; json-server has no planner");
@@ -299,8 +304,11 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
     }
     let [on_sqlite, on_redis_rows, rest @ ..] = anypath.as_slice() else { bail!("the SQLite and Redis rows are missing") };
     println!("p50 on Redis against SQLite (anypath up): {}", rest_bench::p50_ratios(on_sqlite, on_redis_rows));
-    match (&spin, rest.first()) {
-        (Some(spin), Some(rows)) => println!("p50 under {} against anypath up (SQLite): {}", spin.version, rest_bench::p50_ratios(on_sqlite, rows)),
+    match (&spin, rest) {
+        (Some(spin), [on_spin, on_spin_redis, ..]) => {
+            println!("p50 under {} against anypath up (SQLite): {}", spin.version, rest_bench::p50_ratios(on_sqlite, on_spin));
+            println!("p50 under {} on Redis against anypath up on Redis: {}", spin.version, rest_bench::p50_ratios(on_redis_rows, on_spin_redis));
+        }
         _ => println!("spin up rows skipped: no Spin CLI found (set SPIN_BIN, or put spin on PATH)"),
     }
 
