@@ -12,7 +12,6 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anypath_interpreter::{OperationKind, RunRequest};
 use anypath_wire::{RunControl, RunStatus};
@@ -31,9 +30,6 @@ use crate::v1_call::Call;
 
 /// The header naming a run's id on its answer.
 const RUN_ID: &str = "x-anypath-run-id";
-/// How long a streamed run may take to fail before the answer commits to
-/// a stream (as [`crate::live_run`]'s window).
-const EARLY_FAILURE_WINDOW: Duration = Duration::from_millis(200);
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
@@ -93,7 +89,7 @@ async fn stream(mut started: Started) -> Result<Response, ServiceError> {
     let early = tokio::select! {
         outcome = &mut started.outcome => Some(outcome),
         _ = changed.changed() => None,
-        () = tokio::time::sleep(EARLY_FAILURE_WINDOW) => None,
+        () = tokio::time::sleep(crate::live_run::EARLY_FAILURE_WINDOW) => None,
     };
     let failed_early = match early {
         Some(Ok(Err(error))) => Some(error),
@@ -152,7 +148,7 @@ fn follow(tracked: Arc<Tracked>, after: u64) -> impl Stream<Item = Result<Event,
 
 /// The caller's run `run_id` in `session_id`, or 404.
 async fn find(c: &Call, session_id: &str, run_id: &str) -> Result<Arc<Tracked>, ServiceError> {
-    c.service.runs().find(&c.caller.tenant, run_id).await.filter(|t| t.session_id() == session_id).ok_or_else(|| ServiceError::NoSuchRun(run_id.to_owned()))
+    c.service.runs().find_in(&c.caller.tenant, session_id, run_id).await
 }
 
 async fn describe(c: Call, Path((session_id, run_id)): Path<(String, String)>) -> Result<axum::Json<RunStatus>, ServiceError> {

@@ -116,8 +116,9 @@ impl RunRegistry {
         control: &RunControl,
         followed: bool,
     ) -> Result<Started, ServiceError> {
-        let run_id = match request.run_id.take() {
-            Some(given) => anypath_interpreter::names::run_id(&given).map_err(anypath_interpreter::InterpreterError::from)?.to_owned(),
+        let given = request.run_id.take();
+        let run_id = match &given {
+            Some(given) => anypath_interpreter::names::run_id(given).map_err(anypath_interpreter::InterpreterError::from)?.to_owned(),
             None => anypath_interpreter::names::new_short_id(),
         };
         let callback = match &control.callback_url {
@@ -126,7 +127,9 @@ impl RunRegistry {
         };
         request.run_id = Some(run_id.clone());
         let key = (caller.tenant.clone(), run_id.clone());
-        let exists = self.find(&caller.tenant, &run_id).await.is_some();
+        // Only an id the client chose can name a run kept on disk: a new
+        // one is not looked for there (no file read on a warm cell's path).
+        let exists = given.is_some() && self.find(&caller.tenant, &run_id).await.is_some();
         let tracked = {
             let mut inner = self.lock();
             if exists || inner.runs.contains_key(&key) {
@@ -139,7 +142,7 @@ impl RunRegistry {
         if control.background {
             self.persist(&tracked).await;
         }
-        let live = LiveRun::start_with(service.clone(), caller.clone(), session_id, request, followed);
+        let live = LiveRun::start_with(service, caller.clone(), session_id, request, followed);
         tracked.set_abort(live.abort_handle());
         let live = if control.background {
             match live.unless_failed_early(Window::Brief).await {
@@ -155,7 +158,7 @@ impl RunRegistry {
         let registry = self.clone();
         let pumped = tracked.clone();
         let (outcome_tx, outcome) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move { registry.pump(service, live, pumped, callback, outcome_tx).await });
+        tokio::spawn(async move { registry.pump(live, pumped, callback, outcome_tx).await });
         Ok(Started { tracked, outcome })
     }
 
@@ -163,7 +166,6 @@ impl RunRegistry {
     /// sends its callback.
     async fn pump(
         self: Arc<Self>,
-        service: InterpreterService,
         mut live: LiveRun,
         tracked: Arc<Tracked>,
         callback: Option<url::Url>,
@@ -173,7 +175,6 @@ impl RunRegistry {
             tracked.push_event(event);
         }
         let outcome = live.outcome().await;
-        drop(service);
         tracked.finish(&outcome);
         // A foreground caller still waiting gets the outcome itself (its
         // error answers with its own headers); one that left does not.
@@ -199,6 +200,12 @@ impl RunRegistry {
         let (tenant, run_id) = (tenant.to_owned(), run_id.to_owned());
         let stored = tokio::task::spawn_blocking(move || records.read(&tenant, &run_id)).await.ok()??;
         Some(Arc::new(Tracked::from_stored(stored)))
+    }
+
+    /// The caller's run `run_id` in `session_id`, or `no_such_run`: what
+    /// every transport that names a run by its id asks.
+    pub async fn find_in(&self, tenant: &str, session_id: &str, run_id: &str) -> Result<Arc<Tracked>, ServiceError> {
+        self.find(tenant, run_id).await.filter(|t| t.session_id() == session_id).ok_or_else(|| ServiceError::NoSuchRun(run_id.to_owned()))
     }
 
     /// Stops the run: its session's run is interrupted when it is this

@@ -21,7 +21,7 @@ use crate::interpreter_service::{Caller, InterpreterService, ServiceError};
 
 /// How long a run may take to fail before an answer commits to a stream: a
 /// refusal or a bad request within it is a plain error with its status.
-const EARLY_FAILURE_WINDOW: Duration = Duration::from_millis(200);
+pub(crate) const EARLY_FAILURE_WINDOW: Duration = Duration::from_millis(200);
 
 /// How long [`LiveRun::unless_failed_early`] waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

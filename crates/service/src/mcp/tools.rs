@@ -330,8 +330,8 @@ its report: the same run_python gives.",
         let RunOnly { session_id, run_id } = args.0?;
         let caller = self.caller(&ctx)?;
         let audit = crate::interpreter_service::Audit::of(&caller, anypath_interpreter::OperationKind::DescribeRun).session(&session_id).subject(&run_id);
-        let found = self.service.runs().find(&caller.tenant, &run_id).await.filter(|t| t.session_id() == session_id).map(|t| t.status());
-        Ok(Json(audit.finish(found.ok_or(ServiceError::NoSuchRun(run_id)))?))
+        let found = self.service.runs().find_in(&caller.tenant, &session_id, &run_id).await.map(|t| t.status());
+        Ok(Json(audit.finish(found)?))
     }
 
     /// Reads a file back; its description, stating the read cap, is set
