@@ -16,7 +16,7 @@ use anypath_rest::settings::{SettingError, Settings};
 use anypath_rest::{ErrorEnvelope, PoolError, SandboxPool, caller};
 use http_client::{CallError, call};
 use serde_json::{Value, json};
-use spin_sdk::http::{IntoResponse, Method, Request, Response};
+use spin_sdk::http::{IncomingRequest, Method, Request, Response, ResponseOutparam};
 use spin_sdk::http_component;
 use spin_sdk::variables;
 
@@ -74,7 +74,11 @@ struct Tally {
 }
 
 #[http_component]
-fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
+async fn handle(incoming: IncomingRequest, out: ResponseOutparam) {
+    front::respond::serve(incoming, out, answer).await;
+}
+
+fn answer(request: Request) -> Response {
     let started = Instant::now();
     let request_id = caller::usable_request_id(request.header("x-request-id").and_then(|v| v.as_str())).unwrap_or_else(random_id);
     let config = Config::load();
@@ -96,7 +100,7 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
     if status == 405 {
         builder.header("allow", "POST");
     }
-    Ok(builder.body(serde_json::to_vec(&body).unwrap_or_default()).build())
+    builder.body(serde_json::to_vec(&body).unwrap_or_default()).build()
 }
 
 type Refusal = (u16, &'static str, String);

@@ -20,58 +20,32 @@ mod timing;
 
 use std::time::Instant;
 
-use anypath_rest::context::RawRequest;
-use anypath_rest::cors;
-use anypath_rest::list_answer;
 use anypath_rest::surface::{self, Planning, Shape};
-use anypath_rest::{ErrorEnvelope, RequestContext, RestError, caller, names, reply::ReplyError};
-use anypath_wire::{ExecReport, PlannerStatus};
-use serde_json::{Value, json};
-use spin_sdk::http::{IntoResponse, Method, Request, Response};
+use anypath_rest::{RequestContext, RestError, cors, names};
+use anypath_wire::PlannerStatus;
+use front::checks;
+use front::log::{Committed, RequestLine, Usage};
+use front::reply::{self as replies, Outcome};
+use serde_json::json;
+use spin_sdk::http::{IncomingRequest, Method, Request, Response, ResponseOutparam};
 use spin_sdk::http_component;
 
 use calls::PLANNER_STATUS;
 use config::Config;
 use failure::Failure;
 use http_client::call;
-use planning::{Usage, plan_and_run};
+use planning::plan_and_run;
 
 use timing::Timings;
 
-/// A finished response plus what the log line needs.
-struct Outcome {
-    response: Response,
-    status: u16,
-    detail: &'static str,
-}
-
-/// What a request committed, for the log line: `[{collection, op, id}]`.
-#[derive(Default)]
-struct Committed(Vec<Value>);
-
-impl Committed {
-    fn from_report(report: &ExecReport) -> Self {
-        Self(report.mutations.iter().map(|m| json!({"collection": m.collection, "op": m.op, "id": m.id})).collect())
-    }
-
-    /// `members: insert 3, replace 4`, or `nothing`.
-    fn describe(&self) -> String {
-        if self.0.is_empty() {
-            return "nothing".into();
-        }
-        let parts: Vec<String> = self
-            .0
-            .iter()
-            .map(|m| format!("{}: {} {}", m["collection"].as_str().unwrap_or("?"), m["op"].as_str().unwrap_or("?"), m["id"]))
-            .collect();
-        parts.join(", ")
-    }
-}
-
 #[http_component]
-fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
+async fn handle(incoming: IncomingRequest, out: ResponseOutparam) {
+    front::respond::serve(incoming, out, answer).await;
+}
+
+fn answer(request: Request) -> Response {
     let started = Instant::now();
-    let request_id = request_id(&request);
+    let request_id = checks::request_id(&request);
     let config = Config::load();
     let method = request.method().to_string();
     let path = request.path().to_owned();
@@ -89,25 +63,24 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
     };
     if outcome.detail != "preflight" {
         // Every answer, errors included: a page must be able to read why it failed.
-        for (name, value) in config.cors.response_headers(origin.as_deref()) {
+        for (name, value) in config.front.cors.response_headers(origin.as_deref()) {
             outcome.response.set_header(name, &value);
         }
     }
-    // One JSON line per request; never headers, bodies or data, but which documents it committed.
-    log_line(&json!({"request_id": request_id, "method": method, "path": path, "status": outcome.status,
-               "detail": outcome.detail, "plan": source, "llm_calls": usage.llm_calls, "repairs": usage.repairs,
-               "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens, "committed": committed.0,
-               "config_errors": config.errors, "duration_ms": started.elapsed().as_secs_f64() * 1e3}));
-    Ok(outcome.response)
-}
-
-/// Writes one JSON log line to stderr in a single write: `eprintln!` writes
-/// each formatted piece on its own, and every write is a host call and a
-/// system call (a tenth of a request's CPU on the fast path).
-pub(crate) fn log_line(line: &Value) {
-    let mut bytes = serde_json::to_vec(line).unwrap_or_default();
-    bytes.push(b'\n');
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), &bytes);
+    RequestLine {
+        request_id: &request_id,
+        method: &method,
+        path: &path,
+        status: outcome.status,
+        detail: outcome.detail,
+        plan: &source,
+        usage: &usage,
+        committed: &committed,
+        config_errors: &config.errors,
+        duration_ms: started.elapsed().as_secs_f64() * 1e3,
+    }
+    .write();
+    outcome.response
 }
 
 /// The gateway's own paths: `GET` and `HEAD` answer, `OPTIONS` lists those, anything else is a 405.
@@ -167,9 +140,9 @@ fn preflight(request: &Request, config: &Config, request_id: &str) -> Option<Out
         return None;
     }
     // Checked before the planner is asked what the path allows.
-    let origin = origin.filter(|origin| !config.cors.response_headers(Some(origin)).is_empty())?;
+    let origin = origin.filter(|origin| !config.front.cors.response_headers(Some(origin)).is_empty())?;
     let methods = preflight_methods(request.path(), config, request_id);
-    let headers = config.cors.preflight_headers(origin, methods)?;
+    let headers = config.front.cors.preflight_headers(origin, methods)?;
     let mut outcome = options(methods, request_id);
     for (name, value) in headers {
         outcome.response.set_header(name, &value);
@@ -202,8 +175,7 @@ fn planning(config: &Config, request_id: &str) -> (Planning, bool) {
 }
 
 fn error_outcome(failure: Failure, request_id: &str) -> Outcome {
-    let envelope = ErrorEnvelope::new(&failure.code, failure.message, request_id);
-    let mut outcome = respond(failure.status, &serde_json::to_value(envelope).unwrap_or(Value::Null), request_id, failure.detail);
+    let mut outcome = replies::error(failure.status, &failure.code, failure.message, request_id, failure.detail);
     if let Some(allow) = failure.allow {
         outcome.response.set_header("allow", &allow);
     }
@@ -224,43 +196,14 @@ fn serve(
     if !config.errors.is_empty() {
         return Err(Failure::misconfigured(&config.errors));
     }
-    authorise(request, config)?;
-    let tenant = tenant(request, config)?;
-    if request.body().len() > config.max_body_bytes {
-        return Err(Failure::rest(RestError::BodyTooLarge { limit: config.max_body_bytes }));
-    }
-    let headers: Vec<(String, String)> = request
-        .headers()
-        .filter_map(|(name, value)| value.as_str().map(|v| (name.to_owned(), v.to_owned())))
-        .collect();
-    let client_ip = request
-        .header("spin-client-addr")
-        .and_then(|v| v.as_str())
-        .unwrap_or("")
-        .rsplit_once(':')
-        .map(|(ip, _)| ip.to_owned())
-        .unwrap_or_default();
-    let raw = RawRequest {
-        method: &request.method().to_string(),
-        path: request.path(),
-        query: request.query(),
-        headers: &headers,
-        body: request.body(),
-        client_ip: &client_ip,
-    };
-    let mut ctx = RequestContext::build(&raw, &tenant).map_err(Failure::rest)?;
+    let (mut ctx, tenant) = checks::context(request, &config.front).map_err(Failure::rest)?;
     if let Some(outcome) = check_method(&ctx, request.path(), config, request_id)? {
         return Ok(outcome);
     }
-    names::body_id(ctx.body_json.as_mut()).map_err(Failure::rest)?;
-    // `delete_reply = "record"`: every DELETE answers as if it asked for
-    // the deleted record (what react-admin's deleteMany reads).
-    if config.delete_returns_record && ctx.method == "DELETE" {
-        ctx.headers.entry("prefer".into()).or_insert_with(|| "return=representation".into());
-    }
+    checks::finish(&mut ctx, &config.front).map_err(Failure::rest)?;
     // A tenant past its share of the sandbox is turned away before planning
     // costs anything; a request the store runs by itself uses no sandbox.
-    let in_store = planning::runs_in_store(&ctx, config);
+    let in_store = checks::runs_in_store(&ctx, &config.front);
     if !in_store {
         let refused = sandboxes::with_tenant_headers(config, request_id, &tenant, |headers| sandboxes::refused_before_planning(config, request_id, headers));
         if let Some(refused) = refused {
@@ -271,19 +214,7 @@ fn serve(
     let served = plan_and_run(&ctx, &tenant, in_store, config, request_id, &mut timings, usage)?;
     served.source.as_str().clone_into(source);
     *committed = Committed::from_report(&served.report);
-    let shaped;
-    let reply_value = match (&ctx.list, ctx.segments.last()) {
-        (Some(list), Some(resource)) => {
-            shaped = list_answer::shape(&served.report.reply, list, resource, request.path(), request.query());
-            &shaped
-        }
-        _ => &served.report.reply,
-    };
-    let mut outcome = reply(reply_value, *request.method() == Method::Head, request_id).map_err(|e| {
-        // The changes are committed: say so, rather than let the request look failed and unwritten.
-        let message = format!("the request's changes were committed ({}), but its reply cannot be sent: {e}", committed.describe());
-        Failure::new(500, "reply_failed", message, "committed_reply_failed")
-    })?;
+    let mut outcome = replies::served(&served.report.reply, &ctx, request, committed, request_id);
     outcome.response.set_header("x-anypath-plan", served.source.as_str());
     for callee in calls::take_callee_timings() {
         timings.add_entries(&callee);
@@ -318,59 +249,8 @@ fn check_method(ctx: &RequestContext, path: &str, config: &Config, request_id: &
     Ok(None)
 }
 
-fn authorise(request: &Request, config: &Config) -> Result<(), Failure> {
-    let presented = request.header("authorization").and_then(|v| v.as_str());
-    caller::authorise(&config.auth_token, presented).map_err(Failure::rest)
-}
-
-fn tenant(request: &Request, config: &Config) -> Result<String, Failure> {
-    let header = |name| request.header(name).and_then(|v| v.as_str());
-    caller::tenant(&config.api_keys, header("x-api-key"), header("x-session-id")).map_err(Failure::rest)
-}
-
-/// Maps REPLY to the response: JSON body, the block's headers, none for HEAD or 204.
-fn reply(reply: &Value, head: bool, request_id: &str) -> Result<Outcome, ReplyError> {
-    let checked = anypath_rest::reply::head(reply)?;
-    let status = checked.status;
-    let mut builder = Response::builder();
-    builder.status(status);
-    for (name, value) in &checked.headers {
-        builder.header(name, value);
-    }
-    builder.header("x-request-id", request_id);
-    let mut body = reply["body"].clone();
-    // Error bodies written by a block get the request id, like the gateway's own.
-    if status >= 400 {
-        if let Some(error) = body.get_mut("error").and_then(Value::as_object_mut) {
-            error.entry("request_id").or_insert_with(|| Value::String(request_id.to_owned()));
-        }
-    }
-    let body = &body;
-    let response = if status == 204 || status == 304 || body.is_null() {
-        builder.build()
-    } else {
-        if !checked.has_content_type() {
-            builder.header("content-type", "application/json");
-        }
-        let bytes = serde_json::to_vec(body).unwrap_or_default();
-        if head {
-            builder.header("content-length", bytes.len().to_string());
-            builder.build()
-        } else {
-            builder.body(bytes).build()
-        }
-    };
-    Ok(Outcome { response, status, detail: "ok" })
-}
-
-fn respond(status: u16, body: &Value, request_id: &str, detail: &'static str) -> Outcome {
-    let response = Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .header("x-request-id", request_id)
-        .body(serde_json::to_vec(body).unwrap_or_default())
-        .build();
-    Outcome { response, status, detail }
+fn respond(status: u16, body: &serde_json::Value, request_id: &str, detail: &'static str) -> Outcome {
+    replies::json(status, body, request_id, detail)
 }
 
 /// The planner's `/status`, or why there is none.
@@ -416,13 +296,4 @@ fn ready(config: &Config, request_id: &str) -> Outcome {
     } else {
         respond(503, &body, request_id, "not_ready")
     }
-}
-
-/// The caller's `x-request-id` when usable, otherwise 128 random bits.
-fn request_id(request: &Request) -> String {
-    if let Some(given) = caller::usable_request_id(request.header("x-request-id").and_then(|v| v.as_str())) {
-        return given;
-    }
-    let (a, b) = (wasi::random::random::get_random_u64(), wasi::random::random::get_random_u64());
-    format!("{a:016x}{b:016x}")
 }

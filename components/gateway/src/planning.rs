@@ -2,8 +2,9 @@
 //! most two repairs when the LLM's plan is invalid or its block fails. A
 //! failed attempt writes nothing: only a block that succeeds is committed.
 
-use anypath_rest::{PlanAnswer, PlanCacheEntry, PlanCacheKey, PlanOutcome, PlanRequest, PlanSource, PlanUsage, Repair, RequestContext, lessons, rules, shape};
+use anypath_rest::{PlanAnswer, PlanCacheEntry, PlanCacheKey, PlanOutcome, PlanRequest, PlanSource, Repair, RequestContext, lessons, shape};
 use anypath_wire::ExecReport;
+use front::log::Usage;
 use serde_json::Value;
 
 use crate::calls::{PLANNER_PLAN, STORE_PLAN_EVICT, STORE_PLAN_PUT, post, post_json};
@@ -15,44 +16,14 @@ use crate::timing::Timings;
 /// Repairs asked of the model before the request fails with 502.
 pub const MAX_REPAIRS: u64 = 2;
 
-/// LLM use of one request, for the log line.
-#[derive(Default)]
-pub struct Usage {
-    pub llm_calls: u64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub repairs: u64,
-}
-
-impl Usage {
-    fn add(&mut self, reported: &PlanUsage) {
-        self.llm_calls += u64::from(reported.llm_calls);
-        self.input_tokens += reported.tokens.input_tokens;
-        self.output_tokens += reported.tokens.output_tokens;
-    }
-}
-
 /// A committed report and where its plan came from.
 pub struct Served {
     pub report: ExecReport,
     pub source: PlanSource,
 }
 
-/// Whether the request is planned by the rules here, without asking the
-/// planner, and run in the store: what the planner would decide, read from
-/// the same `planner_mode` (every mode but `llm` plans a conventional request
-/// by the rules; `rules` plans all it can).
-pub fn runs_in_store(ctx: &RequestContext, config: &Config) -> bool {
-    config.rules_direct
-        && match config.planner_mode.as_str() {
-            "rules" => rules::plan(ctx).is_ok(),
-            "" | "auto" => rules::conventional(ctx),
-            _ => false,
-        }
-}
-
 /// Plans and runs the request, repairing the LLM's plan when it fails;
-/// `in_store` is [`runs_in_store`]'s answer for it, decided once.
+/// `in_store` is `front::checks::runs_in_store`'s answer for it, decided once.
 pub fn plan_and_run(
     ctx: &RequestContext,
     tenant: &str,
@@ -77,7 +48,7 @@ pub fn plan_and_run(
             .map_err(|e| Failure::new(502, "planner_failed", format!("the planner's plan is malformed: {e}"), "upstream"))?;
         usage.add(&answer.usage);
         let (problem, answer) = match answer.outcome {
-            PlanOutcome::Planned { source, plan, cache_key, answer } => match if source == PlanSource::Rules && config.rules_direct {
+            PlanOutcome::Planned { source, plan, cache_key, answer } => match if source == PlanSource::Rules && config.front.rules_direct {
                 run_in_store(ctx, tenant, config, request_id, timings)
             } else {
                 run(&plan, ctx, tenant, config, request_id, timings)

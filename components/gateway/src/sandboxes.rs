@@ -38,7 +38,7 @@ pub fn exec(config: &Config, request_id: &str, body: &[u8], headers: &[(&str, &s
         Ok(answered) => {
             for (host, error) in &answered.skipped {
                 // Beside the request's own log line: which host failed it, and how.
-                crate::log_line(&json!({"request_id": request_id, "sandbox_unreachable": host, "error": error.to_string(), "ran_on": answered.host}));
+                front::log::write(&json!({"request_id": request_id, "sandbox_unreachable": host, "error": error.to_string(), "ran_on": answered.host}));
             }
             Ok(answered.answer)
         }

@@ -19,6 +19,8 @@ pub struct Answer {
     /// The `Server-Timing` header: a component called by service chaining
     /// says where its own time went.
     pub server_timing: Option<String>,
+    /// Every header, in order (an answer passed on keeps them all).
+    pub headers: Vec<(String, Vec<u8>)>,
 }
 
 /// Why an outbound call produced no answer.
@@ -60,6 +62,16 @@ pub fn call(url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: D
 
 /// The same with any method (`DELETE`, `PUT`, ...).
 pub fn call_with(method: Method, url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: Duration) -> Result<Answer, CallError> {
+    send(method, url, body, headers, timeout, true)
+}
+
+/// Passes a request on as it came: its headers only, with no content type
+/// assumed for a body that names none.
+pub fn pass_on(method: Method, url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: Duration) -> Result<Answer, CallError> {
+    send(method, url, body, headers, timeout, false)
+}
+
+fn send(method: Method, url: &str, body: Option<&[u8]>, headers: &[(&str, &str)], timeout: Duration, json_by_default: bool) -> Result<Answer, CallError> {
     let (scheme, rest) = url
         .split_once("://")
         .ok_or_else(|| CallError::BadUrl(url.to_owned()))?;
@@ -78,7 +90,7 @@ pub fn call_with(method: Method, url: &str, body: Option<&[u8]>, headers: &[(&st
         // local model servers among them) cannot read a chunked request body.
         let _ = fields.append(&"content-length".to_string(), &bytes.len().to_string().into_bytes());
     }
-    if body.is_some() && !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
+    if json_by_default && body.is_some() && !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
         let _ = fields.append(&"content-type".to_string(), &b"application/json".to_vec());
     }
     let request = OutgoingRequest::new(fields);
@@ -123,6 +135,11 @@ pub fn call_with(method: Method, url: &str, body: Option<&[u8]>, headers: &[(&st
     let status = response.status();
     let header = |name: &str| response.headers().get(&name.to_string()).into_iter().next().and_then(|value| String::from_utf8(value).ok());
     let (retry_after, server_timing) = (header("retry-after"), header("server-timing"));
+    let headers = response.headers().entries();
+    // A HEAD answer has no body, though its length may say how long one would be.
+    if matches!(method, Method::Head) {
+        return Ok(Answer { status, body: Vec::new(), retry_after, server_timing, headers });
+    }
     let incoming = response.consume().map_err(|()| CallError::Transport("response body unavailable".into()))?;
     let stream = incoming.stream().map_err(|()| CallError::Transport("response stream unavailable".into()))?;
     let mut bytes = Vec::new();
@@ -133,7 +150,7 @@ pub fn call_with(method: Method, url: &str, body: Option<&[u8]>, headers: &[(&st
             Err(e) => return Err(CallError::Transport(format!("reading the response: {e:?}"))),
         }
     }
-    Ok(Answer { status, body: bytes, retry_after, server_timing })
+    Ok(Answer { status, body: bytes, retry_after, server_timing, headers })
 }
 
 fn write_body(body: &OutgoingBody, bytes: &[u8]) -> Result<(), CallError> {

@@ -25,7 +25,7 @@ use anypath_rest::{
     RestError, lessons, names, plan_schema, rules, shape,
 };
 use http_client::call;
-use spin_sdk::http::{IntoResponse, Method, Request, Response};
+use spin_sdk::http::{IncomingRequest, Method, Request, Response, ResponseOutparam};
 use spin_sdk::http_component;
 
 use config::{Config, Mode};
@@ -49,7 +49,11 @@ impl From<RestError> for Failure {
 }
 
 #[http_component]
-fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
+async fn handle(incoming: IncomingRequest, out: ResponseOutparam) {
+    front::respond::serve(incoming, out, answer).await;
+}
+
+fn answer(request: Request) -> Response {
     let request_id = request.header("x-request-id").and_then(|v| v.as_str()).unwrap_or("-").to_owned();
     let config = Config::load();
     let result = match (request.method(), request.path()) {
@@ -68,10 +72,11 @@ fn handle(request: Request) -> anyhow::Result<impl IntoResponse> {
             .and_then(|answer| serde_json::to_value(answer).map_err(|e| Failure { status: 500, code: "internal", message: e.to_string() })),
         _ => Err(RestError::NotFound(format!("no planner endpoint {}", request.path())).into()),
     };
-    Ok(match result {
-        Ok(body) => json(200, &serde_json::to_vec(&body)?),
-        Err(f) => json(f.status, &serde_json::to_vec(&ErrorEnvelope::new(f.code, f.message, &request_id))?),
-    })
+    // Values and envelopes of strings always encode.
+    match result {
+        Ok(body) => json(200, &serde_json::to_vec(&body).unwrap_or_default()),
+        Err(f) => json(f.status, &serde_json::to_vec(&ErrorEnvelope::new(f.code, f.message, &request_id)).unwrap_or_default()),
+    }
 }
 
 /// Whether an LLM can be called: valid settings and a host.

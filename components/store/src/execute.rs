@@ -18,13 +18,17 @@ use crate::commit;
 use crate::error::StoreError;
 use crate::load::load_collections;
 
-/// Runs the planned request to its committed report (`ExecReport`).
+/// `POST /execute`: runs the planned request to its committed report (`ExecReport`).
 pub fn execute(backend: &dyn Backend, request: DirectRequest) -> Result<Vec<u8>, StoreError> {
-    let DirectRequest { tenant, ctx } = request;
-    let plan = rules::plan(&ctx)?;
-    let mut attempt = Direct { backend, plan: &plan, ctx: &ctx, tenant: &tenant };
-    let report = conflict_retry::run_to_commit(&mut attempt, &tenant, plan.load_specs(ctx.body_json.as_ref()))?;
-    encode(&report)
+    encode(&run(backend, &request.tenant, &request.ctx)?)
+}
+
+/// Plans `ctx` by the rules and runs it to its committed report: for the
+/// gateway's `/execute` and for a public request served here.
+pub fn run(backend: &dyn Backend, tenant: &str, ctx: &RequestContext) -> Result<ExecReport, StoreError> {
+    let plan = rules::plan(ctx)?;
+    let mut attempt = Direct { backend, plan: &plan, ctx, tenant };
+    Ok(conflict_retry::run_to_commit(&mut attempt, tenant, plan.load_specs(ctx.body_json.as_ref()))?)
 }
 
 /// One attempt at a planned request, on this store's backend.

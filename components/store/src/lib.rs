@@ -1,6 +1,11 @@
-//! The store component: per-tenant JSON collections.
+//! The store component: per-tenant JSON collections, and the public face
+//! for every request the rules plan.
 //!
-//! Private, and the only component with data access. Layout per collection
+//! The only component with data access. It is the app's public route
+//! (`/...`): a request the rules plan is served here, where the data is
+//! ([`public`]); anything else is handed to the private gateway
+//! ([`hand_over`]). The endpoints below answer only the app's own
+//! components, by service chaining. Layout per collection
 //! (see `anypath_rest::journal`): an index value, one immutable value per
 //! document version and a counter for reserved ids. `POST /load` reads what
 //! a plan needs (some ids or everything, plus a reserved id); `POST /commit`
@@ -28,27 +33,38 @@ mod commit;
 mod describe;
 mod error;
 mod execute;
+mod hand_over;
 mod indexes;
 mod kv_backend;
 mod load;
 mod memo;
 mod open_backend;
 mod plans;
+mod public;
 mod redis_backend;
 mod routes;
 mod timed_backend;
 mod transaction;
 
 use anypath_rest::store_keys as keys;
-use spin_sdk::http::{Request, Response};
+use spin_sdk::http::{IncomingRequest, Request, Response, ResponseOutparam};
 use spin_sdk::http_component;
 
-/// Answers one request: the endpoint's JSON body, or its failure's answer.
 #[http_component]
-fn handle(request: Request) -> Response {
+async fn handle(incoming: IncomingRequest, out: ResponseOutparam) {
+    front::respond::serve(incoming, out, |request| {
+        // Only another component of the app reaches the endpoints; from
+        // outside, `/load` is a collection like any other.
+        if front::checks::chained(&request) { endpoint(&request) } else { public::answer(&request) }
+    })
+    .await;
+}
+
+/// Answers one of the app's own components: the endpoint's JSON body, or its failure's answer.
+fn endpoint(request: &Request) -> Response {
     let request_id = request.header("x-request-id").and_then(|v| v.as_str()).unwrap_or("-").to_owned();
     let started = std::time::Instant::now();
-    let routed = routes::route(&request);
+    let routed = routes::route(request);
     // The handler's own time, which the gateway sets beside the hop's
     // round trip: what the hop itself (a new instance, the call) costs is the difference.
     let timing = format!("store-handler;dur={:.2}{}", started.elapsed().as_secs_f64() * 1e3, timed_backend::take_entries());

@@ -31,11 +31,15 @@ const fn secret(name: &'static str, read_by: &'static [&'static str], descriptio
 }
 
 const GATEWAY: &[&str] = &["gateway"];
-const PUBLIC: &[&str] = &["gateway", "agent"];
+/// The components that answer the REST face: the store (what the rules plan) and the gateway.
+const REST_FACE: &[&str] = &["gateway", "store"];
+const PUBLIC: &[&str] = &["gateway", "store", "agent"];
+/// The components that call the sandbox hosts.
+const SANDBOX_CALLERS: &[&str] = &["gateway", "agent"];
 const PLANNER: &[&str] = &["planner"];
 const STORE: &[&str] = &["store"];
 const AGENT: &[&str] = &["agent"];
-const ALL_CALLERS: &[&str] = &["gateway", "agent", "planner"];
+const ALL_CALLERS: &[&str] = &["gateway", "store", "agent", "planner"];
 
 /// Every variable of the app, in `spin.toml` order.
 pub const VARIABLES: &[Variable] = &[
@@ -52,7 +56,7 @@ pub const VARIABLES: &[Variable] = &[
     var(
         "sandbox_hosts",
         "127.0.0.1:3001",
-        PUBLIC,
+        SANDBOX_CALLERS,
         "The sandbox hosts (`anypath sandbox serve`), comma-separated `host:port`. REST blocks spread over them and move on when one does not answer; an agent session stays on one host. `anypath up` fills in its own host unless `SPIN_VARIABLE_SANDBOX_HOSTS` is set.",
     ),
     var(
@@ -61,7 +65,7 @@ pub const VARIABLES: &[Variable] = &[
         &[],
         "The outbound allowlist entry (`host[:port]`) covering every sandbox host, e.g. `127.0.0.1:3001..3011` (a port range, end excluded) or `*.anypath-sandbox.anypath.svc.cluster.local:3001`. Used by `spin.toml` itself.",
     ),
-    secret("sandbox_token", PUBLIC, "Shared secret of the sandbox hosts, when they require one."),
+    secret("sandbox_token", SANDBOX_CALLERS, "Shared secret of the sandbox hosts, when they require one."),
     var(
         "store_backend",
         "kv",
@@ -78,17 +82,17 @@ pub const VARIABLES: &[Variable] = &[
     var(
         "cors_allowed_origins",
         "",
-        GATEWAY,
+        REST_FACE,
         "Origins whose web pages may call the REST face from a browser: comma-separated `scheme://host[:port]`, or `*` for any. Empty: no CORS headers at all.",
     ),
-    var("cors_allow_credentials", "false", GATEWAY, "`true` lets those pages send credentials (cookies, `Authorization`); never together with `*`."),
+    var("cors_allow_credentials", "false", REST_FACE, "`true` lets those pages send credentials (cookies, `Authorization`); never together with `*`."),
     var(
         "delete_reply",
         "",
-        GATEWAY,
+        REST_FACE,
         "What a `DELETE` answers: `no-content` (`204`, the default when empty) or `record` (`200` with the deleted record, as `Prefer: return=representation` asks per request; react-admin's `deleteMany` reads each answer's id).",
     ),
-    var("max_body_bytes", "1048576", GATEWAY, "Largest request body the REST face accepts, in bytes."),
+    var("max_body_bytes", "1048576", REST_FACE, "Largest request body the REST face accepts, in bytes."),
     var("call_timeout_ms", "10000", ALL_CALLERS, "Deadline of each call between components and to the sandbox hosts, in milliseconds."),
     var("exec_fuel", "", GATEWAY, "Lower the sandbox's fuel budget for every block (empty: the sandbox's own)."),
     var("exec_timeout_ms", "", GATEWAY, "Lower the sandbox's wall-clock budget for every block, in milliseconds (empty: the sandbox's own)."),
@@ -96,13 +100,13 @@ pub const VARIABLES: &[Variable] = &[
     var(
         "planner_mode",
         "",
-        &["gateway", "planner"],
+        &["gateway", "store", "planner"],
         "`rules`, `llm` or `auto`; empty picks `auto` when an LLM host with an API key (or on a local address) is configured, `rules` otherwise.",
     ),
     var(
         "rules_direct",
         "true",
-        GATEWAY,
+        REST_FACE,
         "A request the rules plan runs in the store by the data operations themselves, with no sandbox instance; `false` runs the rules' Python blocks in the sandbox instead (the same answers, slower; the REST suites compare the two).",
     ),
     var("llm_provider", "openai", PLANNER, "`openai` (any OpenAI-compatible Chat Completions server) or `anthropic`."),

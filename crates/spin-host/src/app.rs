@@ -463,7 +463,8 @@ impl SpinHeaders {
                 path_info: path,
             },
             full_url: uri.to_string(),
-            client: "127.0.0.1:0".to_owned(),
+            // As Spin gives a chained request: no TCP client has port 0.
+            client: "0.0.0.0:0".to_owned(),
         }
     }
 

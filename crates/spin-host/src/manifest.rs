@@ -360,8 +360,8 @@ mod tests {
     fn the_projects_manifest_parses() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spin.toml");
         let manifest = Manifest::load(&path).unwrap();
-        assert!(manifest.triggers.iter().any(|t| t.route == Route::Public("/...".into()) && t.component == "gateway"));
-        assert!(manifest.triggers.iter().any(|t| t.route == Route::Private && t.component == "store"));
+        assert!(manifest.triggers.iter().any(|t| t.route == Route::Public("/...".into()) && t.component == "store"));
+        assert!(manifest.triggers.iter().any(|t| t.route == Route::Private && t.component == "gateway"));
         assert_eq!(manifest.components["store"].key_value_stores, vec!["default"]);
         assert!(manifest.components["gateway"].key_value_stores.is_empty());
     }
