@@ -138,15 +138,22 @@ impl Backend for KvBackend {
             }
         }
         let writes: Vec<&Part<'_>> = parts.iter().filter(|p| p.write.is_some()).collect();
+        let mut values: Vec<(String, Vec<u8>)> = Vec::new();
         for part in &writes {
             for (tag, bytes) in part.write.iter().flat_map(|w| &w.documents) {
                 let key = part.keys.document(tag);
                 if !self.written.borrow().contains(&key) {
-                    self.bucket.set(&key, bytes).map_err(kv_failed)?;
-                    self.written.borrow_mut().insert(key);
+                    values.push((key, bytes.clone()));
                 }
             }
         }
+        // Every value in one batch: one durable transaction on Spin's SQLite store, not one each.
+        match values.as_slice() {
+            [] => {}
+            [(key, bytes)] => self.bucket.set(key, bytes).map_err(kv_failed)?,
+            _ => batch::set_many(&self.bucket, &values).map_err(kv_failed)?,
+        }
+        self.written.borrow_mut().extend(values.into_iter().map(|(key, _)| key));
         let committed = match writes.as_slice() {
             [] => true,
             [part] => match &part.write {
