@@ -157,9 +157,24 @@ struct SpinApp {
     base: String,
 }
 
-fn start_spin_app(spin: &Path, binary: &Path, runner: &Path, data: &Path, env: &[(String, String)]) -> anyhow::Result<SpinApp> {
+/// How `spin up`'s SQLite key-value file journals its transactions.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Journal {
+    /// As Spin makes the file: a rollback journal, several syncs per transaction.
+    Default,
+    /// Write-ahead logging, set on the file before Spin first opens it (what the README advises).
+    Wal,
+}
+
+fn start_spin_app(spin: &Path, binary: &Path, runner: &Path, data: &Path, env: &[(String, String)], journal: Journal) -> anyhow::Result<SpinApp> {
     const TOKEN: &str = "bench-sandbox-token";
     std::fs::create_dir_all(data)?;
+    if journal == Journal::Wal {
+        // The mode is kept in the file: Spin's connection opens it in it.
+        let db = rusqlite::Connection::open(data.join("kv.db"))?;
+        let mode: String = db.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))?;
+        anyhow::ensure!(mode == "wal", "the key-value file is in {mode} mode, not wal");
+    }
     let mut sandbox = Command::new(binary)
         .args(["sandbox", "serve", "--listen", "127.0.0.1:0", "--token", TOKEN, "--runner"])
         .arg(runner)
@@ -248,7 +263,7 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
         drop(app);
         // Under `spin up` the host is Spin's: what a flood does there.
         if let Some(spin) = crate::spin::find()? {
-            let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin"), &stub.app_env())?;
+            let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin"), &stub.app_env(), Journal::Default)?;
             crate::fair_bench::through_app(&oha, &spin.version, &under_spin.base, None)?;
         }
         let _ = std::fs::remove_dir_all(&data);
@@ -274,14 +289,19 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
     let spin = crate::spin::find()?;
     let mut spin_rows = Vec::new();
     if let Some(spin) = &spin {
-        let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin"), &planned)?;
+        let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin"), &planned, Journal::Default)?;
         let server = Server { name: "spin up, sqlite".into(), base: &under_spin.base, planner: Some(&stub) };
+        spin_rows.push(rest_bench::measure(&oha, &server, Some(&answers))?.0);
+        drop(under_spin);
+        let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin-wal"), &planned, Journal::Wal)?;
+        let server = Server { name: "spin up, sqlite wal".into(), base: &under_spin.base, planner: Some(&stub) };
         spin_rows.push(rest_bench::measure(&oha, &server, Some(&answers))?.0);
         drop(under_spin);
         // The store on Redis under Spin too: a Redis server of its own, so
         // its records start from the same ids.
         let spin_redis = BenchRedis::start(redis_server, &data.join("redis-spin-data"))?;
-        let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin-redis"), &[spin_redis.app_env(), planned.clone()].concat())?;
+        let under_spin =
+            start_spin_app(&spin.path, binary, runner, &data.join("spin-redis"), &[spin_redis.app_env(), planned.clone()].concat(), Journal::Default)?;
         let server = Server { name: "spin up, redis".into(), base: &under_spin.base, planner: Some(&stub) };
         spin_rows.push(rest_bench::measure(&oha, &server, Some(&answers))?.0);
     }
@@ -305,8 +325,9 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
     let [on_sqlite, on_redis_rows, rest @ ..] = anypath.as_slice() else { bail!("the SQLite and Redis rows are missing") };
     println!("p50 on Redis against SQLite (anypath up): {}", rest_bench::p50_ratios(on_sqlite, on_redis_rows));
     match (&spin, rest) {
-        (Some(spin), [on_spin, on_spin_redis, ..]) => {
+        (Some(spin), [on_spin, on_spin_wal, on_spin_redis, ..]) => {
             println!("p50 under {} against anypath up (SQLite): {}", spin.version, rest_bench::p50_ratios(on_sqlite, on_spin));
+            println!("p50 under {} with the key-value file in WAL mode against anypath up (SQLite): {}", spin.version, rest_bench::p50_ratios(on_sqlite, on_spin_wal));
             println!("p50 under {} on Redis against anypath up on Redis: {}", spin.version, rest_bench::p50_ratios(on_redis_rows, on_spin_redis));
         }
         _ => println!("spin up rows skipped: no Spin CLI found (set SPIN_BIN, or put spin on PATH)"),

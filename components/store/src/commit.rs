@@ -5,7 +5,7 @@
 //! read again and retry, so no concurrent update is lost and unrelated ones
 //! do not conflict.
 
-use anypath_rest::{RestError, inline_docs};
+use anypath_rest::{RestError, conflict_retry, inline_docs};
 use anypath_rest::journal::{MutationRecord, id_key};
 use anypath_wire::{Change, CommitAnswer, CommitRequest};
 
@@ -33,7 +33,10 @@ pub fn commit(backend: &dyn Backend, request: CommitRequest) -> Result<Vec<u8>, 
     work.sort_by(|(_, a), (_, b)| a.name.cmp(&b.name));
     let prefix = tag_prefix();
     let mut last = Vec::new();
-    for _ in 0..MAX_COMMIT_ATTEMPTS {
+    for attempt in 0..MAX_COMMIT_ATTEMPTS {
+        if attempt > 0 {
+            conflict_retry::lost_swap_back_off(attempt);
+        }
         let parts = match prepare(backend, &work, &prefix) {
             Ok(parts) => parts,
             Err(e) => {

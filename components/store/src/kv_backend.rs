@@ -30,11 +30,20 @@ pub struct KvBackend {
     written: RefCell<HashSet<String>>,
     /// Collections whose creation another writer's ticket won: wait for its index.
     lost_tickets: RefCell<HashSet<String>>,
+    /// The compare-and-swap each commit snapshot was read through, by index
+    /// key: the swap then needs no second read of the head, and nothing can
+    /// land between the read a journal was applied to and the swap's own.
+    snapshots: RefCell<HashMap<String, atomics::Cas>>,
 }
 
 impl KvBackend {
     pub fn open() -> Result<Self, StoreError> {
-        Ok(Self { bucket: store::open(STORE_LABEL).map_err(kv_failed)?, written: RefCell::default(), lost_tickets: RefCell::default() })
+        Ok(Self {
+            bucket: store::open(STORE_LABEL).map_err(kv_failed)?,
+            written: RefCell::default(),
+            lost_tickets: RefCell::default(),
+            snapshots: RefCell::default(),
+        })
     }
 
     /// Swaps `bytes` in where `snapshot` is stored; false when it is no longer there.
@@ -52,7 +61,15 @@ impl KvBackend {
             pause_ms(1);
             return Ok(false);
         };
-        transaction::swap_if(&self.bucket, &keys.index(), expected, bytes)
+        match self.snapshots.borrow_mut().remove(&keys.index()) {
+            // It read `expected`: the snapshot is what it read last.
+            Some(cas) => match atomics::swap(cas, bytes) {
+                Ok(()) => Ok(true),
+                Err(atomics::CasError::CasFailed(_)) => Ok(false),
+                Err(atomics::CasError::StoreError(e)) => Err(kv_failed(e)),
+            },
+            None => transaction::swap_if(&self.bucket, &keys.index(), expected, bytes),
+        }
     }
 
     /// Removes what earlier attempts of this commit wrote and the landed
@@ -117,12 +134,16 @@ impl Backend for KvBackend {
     }
 
     fn snapshot_head(&self, keys: &CollectionKeys) -> Result<(Option<Vec<u8>>, StoredIndex), StoreError> {
+        let index_key = keys.index();
         for _ in 0..MAX_SETTLE_ROUNDS {
-            let Some(bytes) = self.bucket.get(&keys.index()).map_err(kv_failed)? else {
+            let cas = atomics::Cas::new(&self.bucket, &index_key).map_err(kv_failed)?;
+            let Some(bytes) = cas.current().map_err(kv_failed)? else {
+                self.snapshots.borrow_mut().remove(&index_key);
                 return Ok((None, StoredIndex::default()));
             };
             let head = decode_index(&bytes)?;
             if head.lock.is_none() {
+                self.snapshots.borrow_mut().insert(index_key, cas);
                 return Ok((Some(bytes), head));
             }
             transaction::settle(&self.bucket, keys, &bytes, &head)?;
