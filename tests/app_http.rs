@@ -127,21 +127,22 @@ fn records_land_in_the_configured_store() {
     let marker = "stored-where-configured-7f3a";
     let created = app.send_as("POST", "/ledger/", Some(json!({"memo": marker})), &[("x-session-id", "backend")]);
     assert_eq!(created.status(), 201);
-    // The record is in one value of the collection: its own, or the index head that holds it.
-    let in_sqlite: Vec<String> = sqlite_values(&kv, "anypath/v2/t/backend/c/ledger/%").into_iter().filter(|v| v.contains(marker)).collect();
+    let in_sqlite = sqlite_values(&kv, "anypath/v2/t/backend/c/ledger/d/%");
     if common::redis_server::suite_on_redis() {
         let env = common::redis_server::for_app(&kv);
         let url = env.iter().find(|(k, _)| k == "SPIN_VARIABLE_REDIS_URL").map(|(_, v)| v.clone()).expect("the app's Redis");
         let mut redis = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let keys: Vec<String> = redis::cmd("KEYS").arg("anypath/v2/t/{backend}/c/ledger/*").query(&mut redis).unwrap();
-        let values: Vec<String> = keys.iter().map(|k| redis::cmd("GET").arg(k).query(&mut redis).unwrap()).filter(|v: &String| v.contains(marker)).collect();
-        assert!(values.len() == 1, "the record in one value in Redis: {values:?}");
+        let keys: Vec<String> = redis::cmd("KEYS").arg("anypath/v2/t/{backend}/c/ledger/d/*").query(&mut redis).unwrap();
+        let values: Vec<String> = keys.iter().map(|k| redis::cmd("GET").arg(k).query(&mut redis).unwrap()).collect();
+        assert!(values.len() == 1 && values[0].contains(marker), "one document in Redis: {values:?}");
         assert!(in_sqlite.is_empty(), "nothing in the key-value file on Redis: {in_sqlite:?}");
     } else {
-        assert!(in_sqlite.len() == 1, "the record in one value of the key-value file: {in_sqlite:?}");
+        assert!(in_sqlite.len() == 1 && in_sqlite[0].contains(marker), "one document in the key-value file: {in_sqlite:?}");
     }
 }
 
+/// The values of Spin's key-value table under keys `LIKE pattern` (none when
+/// the file or table does not exist).
 fn sqlite_values(kv: &std::path::Path, pattern: &str) -> Vec<String> {
     let Ok(db) = rusqlite::Connection::open_with_flags(kv, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) else {
         return vec![];

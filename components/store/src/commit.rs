@@ -5,7 +5,7 @@
 //! read again and retry, so no concurrent update is lost and unrelated ones
 //! do not conflict.
 
-use anypath_rest::{RestError, conflict_retry, inline_docs};
+use anypath_rest::RestError;
 use anypath_rest::journal::{MutationRecord, id_key};
 use anypath_wire::{Change, CommitAnswer, CommitRequest};
 
@@ -33,10 +33,7 @@ pub fn commit(backend: &dyn Backend, request: CommitRequest) -> Result<Vec<u8>, 
     work.sort_by(|(_, a), (_, b)| a.name.cmp(&b.name));
     let prefix = tag_prefix();
     let mut last = Vec::new();
-    for attempt in 0..MAX_COMMIT_ATTEMPTS {
-        if attempt > 0 {
-            conflict_retry::lost_swap_back_off(attempt);
-        }
+    for _ in 0..MAX_COMMIT_ATTEMPTS {
         let parts = match prepare(backend, &work, &prefix) {
             Ok(parts) => parts,
             Err(e) => {
@@ -78,19 +75,12 @@ fn prepare<'a>(backend: &dyn Backend, work: &'a [(CollectionKeys, Change)], pref
         } else {
             let entries: Vec<&MutationRecord> = change.mutations.iter().collect();
             let applied = index.apply(&entries, prefix)?;
-            let mut stored = snapshot.layout.restore(&applied.index, prefix);
-            // New documents go into the head while it has room (see `inline_docs`);
-            // a held one moved out is re-tagged, so place before the chunks are encoded.
-            let held = &snapshot.layout.head.inline;
-            let move_prefix = format!("{prefix}-v{}", applied.index.version);
-            let placed = inline_docs::place(held, &applied.superseded, applied.writes, &mut stored, &move_prefix);
-            let mut documents = placed.values.iter().map(|(tag, doc)| Ok((tag.clone(), encode(doc)?))).collect::<Result<Vec<_>, StoreError>>()?;
+            let stored = snapshot.layout.restore(&applied.index, prefix);
+            let mut documents = applied.writes.iter().map(|(tag, doc)| Ok((tag.clone(), encode(doc)?))).collect::<Result<Vec<_>, StoreError>>()?;
             for (tag, chunk) in &stored.chunks {
                 documents.push((tag.clone(), encode(chunk)?));
             }
-            stored.head.inline = placed.inline;
-            // A document the head held has no value of its own to remove.
-            let superseded = applied.superseded.into_iter().filter(|tag| !held.contains_key(tag)).chain(stored.superseded).collect();
+            let superseded = applied.superseded.into_iter().chain(stored.superseded).collect();
             Some(IndexWrite { next: stored.head, documents, superseded })
         };
         parts.push(Part { keys, snapshot, write });

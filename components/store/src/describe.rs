@@ -20,17 +20,12 @@ pub fn describe(backend: &dyn Backend, request: DescribeRequest) -> Result<Vec<C
     let mut out = Vec::with_capacity(request.collections.len());
     for name in request.collections {
         let keys = CollectionKeys::new(&request.tenant, &name, backend.key_style())?;
-        let layout = indexes::read_for(backend, &keys, None)?;
-        let index = layout.index();
+        let index = indexes::read_index(backend, &keys)?;
         let mut fields = BTreeMap::new();
         let mut sample_ids = Vec::new();
-        let tags: Vec<&String> = index.docs.values().take(SAMPLES).collect();
-        // Documents the head holds itself, then the others from their values.
-        let mut sampled: Vec<Value> = tags.iter().filter_map(|tag| layout.head.inline.get(*tag).cloned()).collect();
-        let stored: Vec<String> = tags.iter().filter(|tag| !layout.head.inline.contains_key(**tag)).map(|tag| keys.document(tag)).collect();
-        sampled.extend(backend.get_many(&stored)?.into_iter().flatten().filter_map(|bytes| serde_json::from_slice::<Value>(&bytes).ok()));
-        for doc in sampled {
-            let Value::Object(doc) = doc else { continue };
+        let sampled: Vec<String> = index.docs.values().take(SAMPLES).map(|tag| keys.document(tag)).collect();
+        for bytes in backend.get_many(&sampled)?.into_iter().flatten() {
+            let Ok(Value::Object(doc)) = serde_json::from_slice::<Value>(&bytes) else { continue };
             if let Some(id) = doc.get("id") {
                 sample_ids.push(id.clone());
             }

@@ -6,7 +6,7 @@
 //! meanwhile: read the head again.
 
 use anypath_rest::stored_index::Chunk;
-use anypath_rest::{Layout, RestError, StoredIndex};
+use anypath_rest::{Index, Layout, RestError, StoredIndex};
 
 use crate::backend::{Backend, Snapshot};
 use crate::codec::decode;
@@ -15,6 +15,11 @@ use crate::keys::CollectionKeys;
 
 /// Heads read again when their chunks were superseded under the reader.
 const MAX_HEAD_READS: usize = 16;
+
+/// The committed index, whole, as readers must see it.
+pub fn read_index(backend: &dyn Backend, keys: &CollectionKeys) -> Result<Index, StoreError> {
+    Ok(read_for(backend, keys, None)?.index())
+}
 
 /// The committed index as readers must see it, for looking up `ids` (all:
 /// whole). Its [`Layout::index`] is right for those ids, and may hold no others.

@@ -168,7 +168,7 @@ impl Backend for KvBackend {
                 }
             }
         }
-        // Every value in one batch: one durable transaction on Spin's SQLite store, not one each.
+        // Several values in one batch: one durable transaction on Spin's SQLite store, not one each.
         match values.as_slice() {
             [] => {}
             [(key, bytes)] => self.bucket.set(key, bytes).map_err(kv_failed)?,

@@ -33,9 +33,7 @@ pub fn load_collections(backend: &dyn Backend, tenant: &str, specs: Vec<LoadSpec
 
 fn load_one(backend: &dyn Backend, keys: &CollectionKeys, spec: LoadSpec) -> Result<LoadedCollection, StoreError> {
     for _ in 0..MAX_LOAD_ATTEMPTS {
-        let layout = indexes::read_for(backend, keys, spec.ids.as_deref())?;
-        let index = layout.index();
-        let held = &layout.head.inline;
+        let index = indexes::read_for(backend, keys, spec.ids.as_deref())?.index();
         let wanted: Vec<String> = match &spec.ids {
             Some(ids) => ids.clone(),
             None => index.docs.keys().cloned().collect(),
@@ -48,19 +46,14 @@ fn load_one(backend: &dyn Backend, keys: &CollectionKeys, spec: LoadSpec) -> Res
                 None => absent_ids.push(id),
             }
         }
-        // Documents the head holds need no read (see `anypath_rest::inline_docs`).
-        let document_keys: Vec<String> = present.iter().filter(|(_, tag)| !held.contains_key(tag)).map(|(_, tag)| keys.document(tag)).collect();
+        let document_keys: Vec<String> = present.iter().map(|(_, tag)| keys.document(tag)).collect();
         let values = backend.get_many(&document_keys)?;
         // A value superseded by a commit after the index was read: read again.
         if values.iter().any(Option::is_none) {
             continue;
         }
-        let mut values = values.into_iter().flatten();
-        for (id, tag) in present {
-            match held.get(&tag) {
-                Some(doc) => documents.push(doc.clone()),
-                None => documents.push(decode(&values.next().unwrap_or_default(), "document")?),
-            }
+        for ((id, tag), bytes) in present.into_iter().zip(values.into_iter().flatten()) {
+            documents.push(decode(&bytes, "document")?);
             tags.insert(id, tag);
         }
         let reserved_id = if spec.reserve_id { Some(reserve_id(backend, keys, &index)?) } else { None };

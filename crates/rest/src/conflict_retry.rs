@@ -24,21 +24,6 @@ pub fn back_off(attempt: usize) {
     clock::pause_ns(back_off_ns(attempt, clock::random()));
 }
 
-/// The pause after a commit's `attempt`-th swap of an index was lost to
-/// another commit (nothing to run again, only the swap to retry), in
-/// nanoseconds: a uniform share of `attempt / 2` ms, at most 4 ms. Writers
-/// that retry at once collide again, each spending a read, a decode and an
-/// encode of the head on every try, until the cores are busy with nothing else.
-pub fn lost_swap_back_off_ns(attempt: usize, random: u64) -> u64 {
-    let ceiling_ns = (attempt as u64).min(8) * 500_000;
-    random % (ceiling_ns + 1)
-}
-
-/// Waits out the pause after a lost swap (see [`lost_swap_back_off_ns`]).
-pub fn lost_swap_back_off(attempt: usize) {
-    clock::pause_ns(lost_swap_back_off_ns(attempt, clock::random()));
-}
-
 /// What one run produced.
 #[derive(Debug)]
 pub enum Ran {
@@ -171,9 +156,6 @@ mod tests {
         assert!((0..1000u64).all(|r| back_off_ns(3, r.wrapping_mul(0x9e37_79b9_7f4a_7c15)) <= 6_000_000));
         assert_eq!(back_off_ns(50, 20_000_000), 20_000_000, "the ceiling is reachable");
         assert_eq!(back_off_ns(50, 20_000_001), 0, "and never passed");
-        assert_eq!(lost_swap_back_off_ns(1, 500_000), 500_000);
-        assert_eq!(lost_swap_back_off_ns(40, 4_000_000), 4_000_000, "the ceiling is reachable");
-        assert_eq!(lost_swap_back_off_ns(40, 4_000_001), 0, "and never passed");
         assert_eq!(back_off_ns(0, 12345), 0, "no pause before the first run");
     }
 

@@ -12,7 +12,6 @@ pub mod cors;
 pub mod direct;
 pub mod error;
 pub mod examples;
-pub mod inline_docs;
 pub mod journal;
 pub mod lessons;
 pub mod list_answer;

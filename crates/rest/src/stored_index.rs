@@ -10,11 +10,8 @@
 //! collection. An index stored before chunks existed is a head with no
 //! chunks, read as it always was.
 
-use std::collections::BTreeMap;
-
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::journal::{Index, Lock, integer_key};
 
@@ -33,11 +30,6 @@ pub struct StoredIndex {
     pub chunks: Vec<String>,
     /// The open chunk: the newest entries, id key to document tag.
     pub docs: IndexMap<String, String>,
-    /// Documents the head holds itself, by tag, instead of in values of
-    /// their own: a create then writes one value, the head, instead of two
-    /// ([`crate::inline_docs`]).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub inline: BTreeMap<String, Value>,
     /// Set while a journal over several collections is being committed:
     /// the fields above stay the committed state until the transaction's
     /// decision says `commit`, then `next` replaces them.
