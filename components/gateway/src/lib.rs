@@ -1,6 +1,8 @@
-//! The gateway component: the only public route (`/...`).
+//! The gateway component: private, it answers what the store (the public
+//! route) hands it, the request as the client sent it: everything the rules
+//! do not serve in the store, and every refusal.
 //!
-//! It authenticates, binds the request to a tenant, builds the request
+//! It authenticates (with the same checks as the store, `front::checks`), binds the request to a tenant, builds the request
 //! context, asks the planner for a plan, loads the plan's collections from
 //! the store, runs the block on a sandbox host of the pool (the next one when
 //! a host does not answer), commits the journal with a version check
