@@ -80,7 +80,7 @@ async fn handle(incoming: IncomingRequest, out: ResponseOutparam) {
 
 fn answer(request: Request) -> Response {
     let started = Instant::now();
-    let request_id = caller::usable_request_id(request.header("x-request-id").and_then(|v| v.as_str())).unwrap_or_else(random_id);
+    let request_id = front::checks::request_id(&request);
     let config = Config::load();
     let mut tally = Tally::default();
     let (status, body) = match serve(&request, &config, &request_id, started, &mut tally) {

@@ -1,8 +1,6 @@
 //! The settings every public REST request is served under, from the app's
 //! Spin variables: the same ones in both components that answer it.
 
-use std::time::Duration;
-
 use anypath_rest::cors::CorsPolicy;
 use anypath_rest::settings::Settings;
 
@@ -25,8 +23,6 @@ pub struct FrontSettings {
     /// data operations themselves; `false` runs the rules' Python blocks in
     /// the sandbox instead (the same answers, slower; for comparison).
     pub rules_direct: bool,
-    /// Deadline of each call between components.
-    pub call_timeout: Duration,
 }
 
 impl FrontSettings {
@@ -47,7 +43,6 @@ impl FrontSettings {
             },
             planner_mode: settings.text("planner_mode").trim().to_owned(),
             rules_direct: settings.flag("rules_direct", true),
-            call_timeout: settings.millis("call_timeout_ms", 10_000),
         }
     }
 }

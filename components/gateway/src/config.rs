@@ -34,8 +34,8 @@ impl Config {
         let mut settings = Settings::new(|name: &str| variables::get(name).ok());
         let front = FrontSettings::read(&mut settings);
         let config = Self {
-            call_timeout: front.call_timeout,
             front,
+            call_timeout: settings.millis("call_timeout_ms", 10_000),
             sandbox_pool: SandboxPool::parse(&settings.text("sandbox_hosts")),
             sandbox_token: settings.text("sandbox_token"),
             plan_timeout: settings.millis("planner_timeout_ms", 120_000),

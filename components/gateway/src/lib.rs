@@ -2,9 +2,10 @@
 //! route) hands it, the request as the client sent it: everything the rules
 //! do not serve in the store, and every refusal.
 //!
-//! It authenticates (with the same checks as the store, `front::checks`), binds the request to a tenant, builds the request
-//! context, asks the planner for a plan, loads the plan's collections from
-//! the store, runs the block on a sandbox host of the pool (the next one when
+//! It authenticates (with the same checks as the store, `front::checks`),
+//! binds the request to a tenant, builds the request context, asks the
+//! planner for a plan, loads the plan's collections from the store, runs
+//! the block on a sandbox host of the pool (the next one when
 //! a host does not answer), commits the journal with a version check
 //! (re-running on a conflict), and maps `REPLY` to the HTTP response. It also
 //! answers `/healthz`, `/readyz` and the documentation paths, and decides
@@ -251,10 +252,6 @@ fn check_method(ctx: &RequestContext, path: &str, config: &Config, request_id: &
     Ok(None)
 }
 
-fn respond(status: u16, body: &serde_json::Value, request_id: &str, detail: &'static str) -> Outcome {
-    replies::json(status, body, request_id, detail)
-}
-
 /// The planner's `/status`, or why there is none.
 fn planner_status(config: &Config, request_id: &str) -> Result<PlannerStatus, String> {
     match call(PLANNER_STATUS, None, &[("x-request-id", request_id)], config.call_timeout) {
@@ -272,7 +269,7 @@ fn health(config: &Config, request_id: &str) -> Outcome {
         Ok(planner) => json!({"status": "ok", "planner_mode": planner.planner_mode, "planner": planner}),
         Err(error) => json!({"status": "ok", "planner_mode": null, "planner": {"error": error}}),
     };
-    respond(200, &body, request_id, "health")
+    replies::json(200, &body, request_id, "health")
 }
 
 /// Readiness: 200 while every variable is usable and at least one sandbox
@@ -294,8 +291,8 @@ fn ready(config: &Config, request_id: &str) -> Outcome {
     body["ready"] = json!(ready);
     body["status"] = json!(if ready { "ready" } else { "not_ready" });
     if ready {
-        respond(200, &body, request_id, "ready")
+        replies::json(200, &body, request_id, "ready")
     } else {
-        respond(503, &body, request_id, "not_ready")
+        replies::json(503, &body, request_id, "not_ready")
     }
 }

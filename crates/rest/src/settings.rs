@@ -39,7 +39,7 @@ const SANDBOX_CALLERS: &[&str] = &["gateway", "agent"];
 const PLANNER: &[&str] = &["planner"];
 const STORE: &[&str] = &["store"];
 const AGENT: &[&str] = &["agent"];
-const ALL_CALLERS: &[&str] = &["gateway", "store", "agent", "planner"];
+const ALL_CALLERS: &[&str] = &["gateway", "agent", "planner"];
 
 /// Every variable of the app, in `spin.toml` order.
 pub const VARIABLES: &[Variable] = &[
