@@ -125,8 +125,9 @@ fn run_passes(budget: &Budget, built: &Built, tools: &TestTools, extra: &[String
 /// the binaries `cargo xtask up` runs (`APP_BUILD`) are built once, with
 /// one set of features. Every cargo command here names the whole workspace:
 /// a subset (`-p anypath`) resolves other features of shared dependencies
-/// (wasmtime's among them) and would rebuild them.
-pub const TEST_BUILD: &[&str] = &["build", "--release", "--workspace", "--all-targets"];
+/// (wasmtime's among them) and would rebuild them. `--timings` leaves the
+/// time of every unit in `target/cargo-timings/` (where the build's CPU goes).
+pub const TEST_BUILD: &[&str] = &["build", "--release", "--workspace", "--all-targets", "--timings"];
 
 /// A nextest filter that selects the named suites (modules of the one
 /// integration-test binary, `tests/main.rs`).
