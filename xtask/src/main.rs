@@ -22,6 +22,7 @@ mod doc_links;
 mod density_bench;
 mod docs;
 mod fair_bench;
+mod figures;
 mod flags;
 mod fleet;
 mod fleet_bench;

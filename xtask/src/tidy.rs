@@ -1,8 +1,9 @@
 //! `cargo xtask tidy`: the source tree's conventions, checked in seconds
 //! (`cargo xtask test` runs it before the build): every Rust file opens with
 //! a `//!` comment saying its job, none outgrows the line budget unless
-//! listed here with a reason, no file names a machine's own directories, and
-//! no `dbg!` is left behind.
+//! listed here with a reason, no file names a machine's own directories,
+//! no `dbg!` is left behind, and the README's figures table is the
+//! Performance page's ([`crate::figures`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -79,7 +80,9 @@ pub fn run() -> anyhow::Result<()> {
     step("tidy: the source tree's conventions");
     let root = root();
     let files = files(&root)?;
-    let report = check(files.iter().filter_map(|path| read(&root, path).map(|text| (path.as_str(), text))));
+    let mut report = check(files.iter().filter_map(|path| read(&root, path).map(|text| (path.as_str(), text))));
+    let figures = crate::figures::check(&root).into_iter();
+    report.violations.extend(figures.map(|f| Violation { path: f.path, line: f.line, problem: f.problem, hint: crate::figures::HINT }));
     let counts: Vec<String> = report.large_files_per_crate.iter().map(|(krate, n)| format!("{krate} {n}")).collect();
     if !counts.is_empty() {
         eprintln!("tidy: Rust files over {LINE_BUDGET} lines, per crate: {}", counts.join(", "));
