@@ -26,7 +26,7 @@ use futures_util::Stream;
 use crate::background_runs::{Followed, Started, Tracked};
 use crate::interpreter_service::{Audit, Caller, InterpreterService, ServiceError};
 use crate::state::AppState;
-use crate::v1_call::Call;
+use super::call::Call;
 
 /// The header naming a run's id on its answer.
 const RUN_ID: &str = "x-anypath-run-id";
@@ -40,7 +40,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
 /// `POST /v1/sessions/{id}/run`, whichever way it is answered.
 pub(crate) async fn run(c: Call, headers: &HeaderMap, session_id: String, request: RunRequest, control: RunControl) -> Result<Response, ServiceError> {
     let registry = c.service.runs().clone();
-    let streamed = crate::run_events::wants_events(headers);
+    let streamed = super::events::wants_events(headers);
     let followed = control.background || streamed;
     let started = registry.start(c.service.clone(), &c.caller, session_id, request, &control, followed).await?;
     let run_id = started.tracked.run_id().to_owned();
@@ -126,13 +126,13 @@ fn follow(tracked: Arc<Tracked>, after: u64) -> impl Stream<Item = Result<Event,
                 Followed::Events(events) => {
                     for (id, event) in events {
                         after = id;
-                        ready.push_back(crate::run_events::live_event(event).id(id.to_string()));
+                        ready.push_back(super::events::live_event(event).id(id.to_string()));
                     }
                 }
                 Followed::End(id, outcome) => {
                     let last = match outcome {
                         Ok(report) => Event::default().event("report").json_data(&report).unwrap_or_else(|_| Event::default().event("report")),
-                        Err((status, error)) => crate::run_events::stored_error_event(status, error),
+                        Err((status, error)) => super::events::stored_error_event(status, error),
                     };
                     return Some((Ok(last.id(id.to_string())), None));
                 }
