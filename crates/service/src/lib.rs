@@ -10,6 +10,7 @@
 
 pub mod admission;
 pub mod background_runs;
+mod caller;
 mod cell_text;
 mod cors;
 pub mod credentials;
@@ -26,6 +27,7 @@ mod refusal_audit;
 mod request_id;
 pub mod run_env;
 pub mod serve;
+mod service_error;
 mod shutdown;
 pub mod state;
 mod sweeper;

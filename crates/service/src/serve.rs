@@ -119,7 +119,12 @@ impl Routers {
     pub fn stop(state: Arc<AppState>) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             let service = crate::interpreter_service::InterpreterService::of(&state).ok();
-            state.runs.drain(service.as_ref(), state.drain_runs).await;
+            let stop = |caller: &_, tracked: &_| {
+                if let Some(service) = &service {
+                    service.stop_tracked(caller, tracked);
+                }
+            };
+            state.runs.drain(state.drain_runs, stop).await;
             if let Some(interpreter) = &state.interpreter {
                 hibernate_all(interpreter).await;
             }
