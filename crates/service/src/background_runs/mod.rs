@@ -30,8 +30,8 @@ pub use self::callback::CallbackPolicy;
 use self::records::RunRecords;
 pub(crate) use self::tracked::{Followed, Tracked};
 use crate::caller::Caller;
-use crate::service_error::ServiceError;
 use crate::live_run::{LiveRun, Window};
+use crate::service_error::ServiceError;
 
 /// How long a finished run stays in memory (a background run stays on
 /// disk longer: [`records::KEPT_FOR`]).
