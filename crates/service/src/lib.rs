@@ -2,24 +2,32 @@
 //! `anypath up`): the code interpreter and the REST blocks behind one facade
 //! that resolves the caller's tenant, admits runs fairly, accounts for them
 //! and logs them ([`interpreter_service`], [`admission`]), served over its
-//! transports: `/v1` HTTP ([`serve`], [`interpreter_api`], [`dataset_api`],
-//! [`run_events`]), MCP ([`mcp`]), E2B's API ([`e2b`]) and Jupyter's ([`jupyter`]). A transport maps names and shapes onto
-//! the facade; it never runs a session flow of its own. What every route
-//! shares is [`state::AppState`]; every request goes by the id one layer
-//! decides (`request_id`), and every error answers in its transport's shape.
+//! transports, a folder each: the service's own HTTP API, `/v1` (`v1`), MCP
+//! ([`mcp`]), E2B's API ([`e2b`]) and Jupyter's ([`jupyter`]). A transport
+//! maps names and shapes onto the facade; it never runs a session flow of
+//! its own.
+//!
+//! Beside the transports is the core they share, and it imports none of
+//! them ([`serve`] alone assembles them): what every route shares
+//! ([`state::AppState`], built from [`serve::ServeOptions`]), the caller and
+//! the error every transport names (`caller`, `service_error`), credentials,
+//! admission, metrics, health, the run-environment policy ([`run_env`]), a
+//! run with its output live (`live_run`), the runs tracked by their id
+//! ([`background_runs`], which the facade hands the function that starts a
+//! run, so it knows neither the facade nor `AppState`), the error envelope
+//! ([`envelope`]), the audit of refusals, the sweeper and the shutdown.
+//! Every request goes by the id one layer decides (`request_id`), and every
+//! error answers in its transport's shape.
 
 pub mod admission;
 pub mod background_runs;
-mod block_api;
+mod caller;
 mod cell_text;
 mod cors;
 pub mod credentials;
-pub mod dataset_api;
 pub mod e2b;
 pub mod envelope;
-mod error_response;
 mod health;
-pub mod interpreter_api;
 pub mod interpreter_service;
 pub mod jupyter;
 mod live_run;
@@ -28,12 +36,10 @@ pub mod metrics;
 mod options;
 mod refusal_audit;
 mod request_id;
-mod run_api;
 pub mod run_env;
-pub mod run_events;
 pub mod serve;
+mod service_error;
 mod shutdown;
-mod snapshot_api;
 pub mod state;
 mod sweeper;
-mod v1_call;
+mod v1;

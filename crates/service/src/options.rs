@@ -36,7 +36,7 @@ pub struct ServeOptions {
     /// Which environment variable names a run may set.
     pub run_env: crate::run_env::RunEnvPolicy,
     /// Where Jupyter's kernels keep their files ([`crate::jupyter`]).
-    pub jupyter_kernel_files: crate::jupyter::KernelFiles,
+    pub jupyter_kernel_files: KernelFiles,
     /// The admission of the app's public requests, when an app is served
     /// beside this service (`anypath up`): `/healthz` reports it too.
     pub app_requests: Option<Arc<crate::admission::Admission>>,
@@ -45,4 +45,16 @@ pub struct ServeOptions {
     /// How long a graceful stop waits for background runs before it
     /// interrupts them.
     pub drain_runs: std::time::Duration,
+}
+
+/// Where Jupyter's kernels keep their files (`--jupyter-kernel-files`;
+/// [`crate::jupyter`] serves them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KernelFiles {
+    /// Every kernel of a tenant works in one directory that outlives the
+    /// kernels, as on a Jupyter server.
+    #[default]
+    Shared,
+    /// Each kernel works in a directory of its own, removed with it.
+    PerKernel,
 }

@@ -2,52 +2,31 @@
 //! request reaches the service facade (whose operations write their own):
 //! a body that is not JSON or is cut short, a query that does not parse, a
 //! body over its limit, an unknown route, a missing or wrong E2B or Jupyter
-//! token. The layer here notes whether the request's handling wrote an
-//! audit line; an error answer without one gets a `refused` line, naming
+//! token. The layer here asks the audit trail whether the request's
+//! handling wrote a line; an error answer without one gets a `refused` line, naming
 //! the method and path (never the query, which may hold a link's
 //! signature), the status and the error's code.
-
-use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
 
+use crate::interpreter_service::audit;
 use crate::request_id::RequestId;
-
-tokio::task_local! {
-    /// Set once an audit line was written for the request handled on this task.
-    static WRITTEN: Arc<AtomicBool>;
-}
 
 /// The error code an answer carries in its body, for the refusal's line.
 #[derive(Debug, Clone)]
 pub(crate) struct RefusalCode(pub(crate) String);
 
-/// Notes that the request being handled has its audit line.
-pub(crate) fn note_written() {
-    let _ = WRITTEN.try_with(|written| written.store(true, Ordering::Relaxed));
-}
-
-/// `work`, spawned apart from its request, still noting that request's
-/// audit line when it writes one (a streamed run's facade call).
-pub(crate) fn carried<F: Future>(work: F) -> impl Future<Output = F::Output> {
-    let written = WRITTEN.try_with(Arc::clone).unwrap_or_default();
-    WRITTEN.scope(written, work)
-}
-
 /// The layer: an error answer whose handling wrote no audit line gets one.
 pub(crate) async fn audit_refusals(id: RequestId, request: Request, next: Next) -> Response {
     let route = format!("{} {}", request.method(), request.uri().path());
-    let written = Arc::new(AtomicBool::new(false));
-    let response = WRITTEN.scope(written.clone(), next.run(request)).await;
+    let (response, written) = audit::noting(next.run(request)).await;
     let status = response.status();
-    if (status.is_client_error() || status.is_server_error()) && !written.load(Ordering::Relaxed) {
+    if (status.is_client_error() || status.is_server_error()) && !written {
         let code = response.extensions().get::<RefusalCode>().map_or_else(|| status_code(status), |code| code.0.clone());
-        crate::interpreter_service::audit::refused(id.as_str(), &route, status.as_u16(), &code);
+        audit::refused(id.as_str(), &route, status.as_u16(), &code);
     }
     response
 }

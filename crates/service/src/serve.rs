@@ -1,9 +1,9 @@
 //! `anypath sandbox serve`: the sandbox as an HTTP JSON API, assembled.
 //!
-//! The REST blocks (`/v1/exec`, `/v1/admission`: [`crate::block_api`]), the
+//! The service's own API (`/v1`: [`crate::v1`], the REST blocks and, with a
+//! code interpreter, its sessions, datasets, snapshots and runs), the
 //! service's own description (`/healthz`, `/readyz`, `/metrics`,
-//! `/openapi.json`: [`crate::health`]), with a code interpreter
-//! `/v1/sessions/...` ([`crate::interpreter_api`]), `/mcp` as MCP tools
+//! `/openapi.json`: [`crate::health`]), `/mcp` as MCP tools
 //! ([`crate::mcp::http`]), Jupyter's kernel gateway API ([`crate::jupyter`])
 //! and E2B's API on its own listener ([`crate::e2b`]); and the listeners
 //! that serve them until the process is told to stop.
@@ -119,7 +119,12 @@ impl Routers {
     pub fn stop(state: Arc<AppState>) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             let service = crate::interpreter_service::InterpreterService::of(&state).ok();
-            state.runs.drain(service.as_ref(), state.drain_runs).await;
+            let stop = |caller: &_, tracked: &_| {
+                if let Some(service) = &service {
+                    service.stop_tracked(caller, tracked);
+                }
+            };
+            state.runs.drain(state.drain_runs, stop).await;
             if let Some(interpreter) = &state.interpreter {
                 hibernate_all(interpreter).await;
             }
@@ -138,12 +143,8 @@ pub fn routers(sandbox: BlockRunner, options: &ServeOptions) -> Routers {
     // Inside the id layer, an audit line for every refusal no operation wrote one for.
     let e2b = crate::e2b::router(&state).map(|e2b| e2b.layer(from_fn(crate::refusal_audit::audit_refusals)).layer(from_fn(crate::request_id::assign)));
     let router = Router::new()
-        .merge(crate::block_api::routes())
+        .merge(crate::v1::routes(&state))
         .merge(crate::health::routes())
-        .merge(crate::interpreter_api::routes(&state))
-        .merge(crate::dataset_api::routes())
-        .merge(crate::snapshot_api::routes())
-        .merge(crate::run_api::routes())
         .merge(crate::mcp::http::routes(&state, &options.mcp_allowed_hosts))
         .fallback(crate::envelope::not_found)
         .layer(from_fn(crate::envelope::every_error_an_envelope))

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anypath_interpreter::Signer;
 use anypath_wire::RunStatus;
 
-use crate::interpreter_service::ServiceError;
+use crate::service_error::ServiceError;
 
 /// Waits between tries: the first try at once, then these.
 const BACKOFF: [Duration; 5] = [

@@ -8,6 +8,11 @@
 //! finish (up to a deadline) and keeps its report; after a kill the next
 //! process marks it `lost`, never silently missing. Its callback, when it
 //! asked for one, is sent when it ends ([`callback`]).
+//!
+//! The registry runs nothing itself: whoever starts a run hands it the start
+//! function (the facade's, `InterpreterService::start_tracked`), and a
+//! graceful stop hands it what stops a run, so the registry knows neither
+//! the facade nor the state that owns it.
 
 pub mod callback;
 mod records;
@@ -24,8 +29,9 @@ use anypath_wire::RunControl;
 pub use self::callback::CallbackPolicy;
 use self::records::RunRecords;
 pub(crate) use self::tracked::{Followed, Tracked};
-use crate::interpreter_service::{Caller, InterpreterService, ServiceError};
+use crate::caller::Caller;
 use crate::live_run::{LiveRun, Window};
+use crate::service_error::ServiceError;
 
 /// How long a finished run stays in memory (a background run stays on
 /// disk longer: [`records::KEPT_FOR`]).
@@ -101,20 +107,22 @@ impl RunRegistry {
     }
 
     /// Starts `request` in `session_id` for `caller`, tracked under its id
-    /// (the client's, else a new one). A background run waits a moment
-    /// first, for a refusal or a bad request, which come at once and are
-    /// its answer rather than a run that failed; a foreground one returns
-    /// at once, for its caller to wait on it. Its events are kept when it
-    /// is `followed` (streamed, or in the background); a run answered with
-    /// its report alone keeps none (the report holds its output).
+    /// (the client's, else a new one), by `start` (the session, the request
+    /// with its id, and whether its output is live: the run under way). A
+    /// background run waits a moment first, for a refusal or a bad request,
+    /// which come at once and are its answer rather than a run that failed;
+    /// a foreground one returns at once, for its caller to wait on it. Its
+    /// events are kept when it is `followed` (streamed, or in the
+    /// background); a run answered with its report alone keeps none (the
+    /// report holds its output).
     pub async fn start(
         self: &Arc<Self>,
-        service: InterpreterService,
         caller: &Caller,
         session_id: String,
         mut request: RunRequest,
         control: &RunControl,
         followed: bool,
+        start: impl FnOnce(String, RunRequest, bool) -> LiveRun,
     ) -> Result<Started, ServiceError> {
         let given = request.run_id.take();
         let run_id = match &given {
@@ -142,7 +150,7 @@ impl RunRegistry {
         if control.background {
             self.persist(&tracked).await;
         }
-        let live = LiveRun::start_with(service, caller.clone(), session_id, request, followed);
+        let live = start(session_id, request, followed);
         tracked.set_abort(live.abort_handle());
         let live = if control.background {
             match live.unless_failed_early(Window::Brief).await {
@@ -208,27 +216,16 @@ impl RunRegistry {
         self.find(tenant, run_id).await.filter(|t| t.session_id() == session_id).ok_or_else(|| ServiceError::NoSuchRun(run_id.to_owned()))
     }
 
-    /// Stops the run: its session's run is interrupted when it is this
-    /// one; a run still waiting for its session is cancelled.
-    pub fn interrupt(&self, service: &InterpreterService, caller: &Caller, tracked: &Tracked) {
-        if tracked.state().is_final() {
-            return;
-        }
-        tracked.mark_interrupt_asked();
-        if !service.interrupt_run(caller, tracked.session_id(), tracked.run_id()) {
-            tracked.abort();
-        }
-    }
-
     /// Background runs still going on, or not yet written since they ended.
     fn running_background(&self) -> usize {
         self.lock().runs.values().filter(|t| t.background() && !t.settled()).count()
     }
 
     /// On a graceful stop: waits for the running background runs to end,
-    /// up to `deadline`, then interrupts the rest and waits a moment for
-    /// their reports. Every one of them is written as it ends.
-    pub async fn drain(&self, service: Option<&InterpreterService>, deadline: Duration) {
+    /// up to `deadline`, then interrupts the rest by `stop` (as their
+    /// tenant, under a request id of their own) and waits a moment for their
+    /// reports. Every one of them is written as it ends.
+    pub async fn drain(&self, deadline: Duration, stop: impl Fn(&Caller, &Tracked)) {
         let started = Instant::now();
         let waiting = self.running_background();
         if waiting == 0 {
@@ -237,11 +234,9 @@ impl RunRegistry {
         tracing::info!(running = waiting, deadline_s = deadline.as_secs(), "waiting for background runs to end");
         self.wait_for_background(tokio::time::Instant::now() + deadline).await;
         let left: Vec<Arc<Tracked>> = self.lock().runs.values().filter(|t| t.background() && !t.state().is_final()).cloned().collect();
-        if let Some(service) = service {
-            for tracked in &left {
-                let caller = Caller { tenant: tracked.tenant().to_owned(), request_id: uuid::Uuid::new_v4().to_string(), base_url: String::new() };
-                self.interrupt(service, &caller, tracked);
-            }
+        for tracked in &left {
+            let caller = Caller { tenant: tracked.tenant().to_owned(), request_id: uuid::Uuid::new_v4().to_string(), base_url: String::new() };
+            stop(&caller, tracked);
         }
         self.wait_for_background(tokio::time::Instant::now() + Duration::from_secs(5)).await;
         tracing::info!(interrupted = left.len(), elapsed_ms = started.elapsed().as_millis() as u64, "background runs ended for the stop");

@@ -9,7 +9,8 @@ use anypath_wire::{ErrorBody, LiveEvent, RunState, RunStatus};
 use serde::{Deserialize, Serialize};
 use tokio::task::AbortHandle;
 
-use crate::interpreter_service::{Caller, ServiceError};
+use crate::caller::Caller;
+use crate::service_error::ServiceError;
 
 /// Bytes of live events a run keeps for its followers, at most; past them
 /// the events are not kept (the report still holds the output, within the

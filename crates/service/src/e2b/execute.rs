@@ -114,7 +114,7 @@ pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, SandboxCall { sandbox, 
     let request = RunRequest { code: crate::cell_text::dedent(&request.code), env, result_data: true, ..RunRequest::default() };
     let (key, cancelled) = e2b.runs.start(&sandbox.id);
     // A refusal or a busy session within the window is a plain error answer.
-    let started = LiveRun::start(e2b.service.clone(), caller.clone(), session.clone(), request).unless_failed_early(Window::Whole).await;
+    let started = e2b.service.start_live(caller.clone(), session.clone(), request, true).unless_failed_early(Window::Whole).await;
     let run = match started {
         Ok(run) => run,
         Err(error) => {

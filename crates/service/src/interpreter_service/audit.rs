@@ -8,16 +8,48 @@
 //! run id), how it ended (`ok` or the error's code, a run's exit code) and how
 //! long it took, plus a run's limits in force. It never holds file contents,
 //! code, output, environment values, credentials or a link's signature.
+//!
+//! Whether the request handled on a task wrote its line is noted here too
+//! ([`noting`], [`carried`]): a request refused without one gets a line of
+//! its own from the refusal layer (`crate::refusal_audit`).
 
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anypath_interpreter::{Described, OperationKind, RunReport};
 use anypath_sandbox::Limits;
 
-use super::{Caller, ServiceError};
+use crate::caller::Caller;
+use crate::service_error::ServiceError;
 
 /// The `tracing` target of every audit line.
 pub(crate) const TARGET: &str = "anypath::audit";
+
+tokio::task_local! {
+    /// Set once an audit line was written for the request handled on this task.
+    static WRITTEN: Arc<AtomicBool>;
+}
+
+/// Notes that the request being handled has its audit line.
+fn note_written() {
+    let _ = WRITTEN.try_with(|written| written.store(true, Ordering::Relaxed));
+}
+
+/// `work`, and whether an audit line was written for it while it ran.
+pub(crate) async fn noting<F: Future>(work: F) -> (F::Output, bool) {
+    let written = Arc::new(AtomicBool::new(false));
+    let output = WRITTEN.scope(written.clone(), work).await;
+    (output, written.load(Ordering::Relaxed))
+}
+
+/// `work`, spawned apart from its request, still noting that request's
+/// audit line when it writes one (a streamed run's facade call).
+pub(crate) fn carried<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    let written = WRITTEN.try_with(Arc::clone).unwrap_or_default();
+    WRITTEN.scope(written, work)
+}
 
 /// One operation under way: started when the facade is called, written
 /// once when it ends.
@@ -89,7 +121,7 @@ impl Audit {
     }
 
     fn write(&self, outcome: &str, run: Option<&RunFacts<'_>>) {
-        crate::refusal_audit::note_written();
+        note_written();
         let duration_ms = self.started.elapsed().as_micros() as f64 / 1000.0;
         let limits = run.and_then(|r| r.limits.as_ref());
         tracing::info!(

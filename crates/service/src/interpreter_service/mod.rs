@@ -3,31 +3,36 @@
 //! [`Operation`] through one generic [`InterpreterService::call`], which
 //! writes the audit trail (one line per operation, [`audit`]) and, for runs,
 //! checks the environment against the allowlist, admits the run fairly and
-//! counts limit breaches. The HTTP API (`interpreter_api`), the MCP tools
-//! (`mcp`), E2B's and Jupyter's APIs only extract a call's inputs, build the
-//! operation's request, call here and map its answer.
+//! counts limit breaches. The HTTP API (`v1`), the MCP tools (`mcp`),
+//! E2B's and Jupyter's APIs only extract a call's inputs, build the
+//! operation's request, call here and map its answer. A run with its output
+//! live starts here too ([`InterpreterService::start_live`]), and a run
+//! tracked by its id is the run registry's (`background_runs`) with this
+//! facade as its start ([`InterpreterService::start_tracked`]): the registry
+//! and the live run know the caller and the error ([`crate::caller`],
+//! [`crate::service_error`]) and never the facade.
 
 pub(crate) mod audit;
-mod caller;
-mod error;
 mod limits;
 
 use std::sync::Arc;
 
 use anypath_interpreter::operation::Operation;
-use anypath_interpreter::{Artifact, Interpreter, LinkQuery, OperationKind, ReceivedFile};
+use anypath_interpreter::{Artifact, Interpreter, LinkQuery, OperationKind, ReceivedFile, RunRequest, runs};
 use anypath_sandbox::Runtime;
-use anypath_wire::DatasetInfo;
+use anypath_wire::{DatasetInfo, RunControl};
 use axum::http::HeaderMap;
 
 pub(crate) use anypath_interpreter::files::{Content, Upload};
 pub(crate) use anypath_interpreter::sessions::OpenSession;
 pub(crate) use anypath_wire::{Closed, FileList};
 pub(crate) use audit::Audit;
-pub(crate) use caller::Caller;
-pub(crate) use error::ServiceError;
+pub(crate) use crate::caller::Caller;
+pub(crate) use crate::service_error::ServiceError;
 pub(crate) use limits::RunningLimits;
 
+use crate::background_runs::{RunRegistry, Started, Tracked};
+use crate::live_run::LiveRun;
 use crate::state::AppState;
 
 /// The interpreter service: cheap to clone, one per process in effect.
@@ -145,8 +150,36 @@ impl InterpreterService {
     }
 
     /// The runs tracked by their id.
-    pub fn runs(&self) -> &Arc<crate::background_runs::RunRegistry> {
+    pub fn runs(&self) -> &Arc<RunRegistry> {
         &self.state.runs
+    }
+
+    /// Starts running `request` in `session_id` for `caller` on a task of
+    /// its own, through [`Self::call`] ([`LiveRun`]): it goes on when the
+    /// client that asked goes away. Without `live` the run has no events:
+    /// its report alone holds its output.
+    pub fn start_live(&self, caller: Caller, session_id: String, request: RunRequest, live: bool) -> LiveRun {
+        let service = self.clone();
+        LiveRun::spawn(live, move |sink| audit::carried(async move { service.call(&caller, runs::RunCode { session_id, request, live: sink }).await }))
+    }
+
+    /// Starts `request` tracked by its id in the run registry
+    /// ([`RunRegistry::start`]), run by [`Self::start_live`].
+    pub async fn start_tracked(&self, caller: &Caller, session_id: String, request: RunRequest, control: &RunControl, followed: bool) -> Result<Started, ServiceError> {
+        let (service, run_caller) = (self.clone(), caller.clone());
+        self.runs().start(caller, session_id, request, control, followed, move |session_id, request, live| service.start_live(run_caller, session_id, request, live)).await
+    }
+
+    /// Stops a tracked run: its session's run is interrupted when it is
+    /// this one; a run still waiting for its session is cancelled.
+    pub fn stop_tracked(&self, caller: &Caller, tracked: &Tracked) {
+        if tracked.state().is_final() {
+            return;
+        }
+        tracked.mark_interrupt_asked();
+        if !self.interrupt_run(caller, tracked.session_id(), tracked.run_id()) {
+            tracked.abort();
+        }
     }
 
     /// Stops the session's run when it is the run `run_id`: true when it

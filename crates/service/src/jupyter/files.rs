@@ -21,20 +21,10 @@ use anypath_sandbox::Runtime;
 use super::Jupyter;
 use super::error::JupyterError;
 use crate::interpreter_service::Caller;
+use crate::options::KernelFiles;
 
 /// The hidden session holding a tenant's kernel files.
 pub(crate) const WORKSPACE: &str = "jupyter-files";
-
-/// Where kernels keep their files.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum KernelFiles {
-    /// Every kernel of a tenant works in one directory that outlives the
-    /// kernels, as on a Jupyter server.
-    #[default]
-    Shared,
-    /// Each kernel works in a directory of its own, removed with it.
-    PerKernel,
-}
 
 impl Jupyter {
     /// Opens the session behind a new kernel, over the tenant's kernel

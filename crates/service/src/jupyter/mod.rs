@@ -30,7 +30,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use axum::routing::{get, post};
 
-pub use self::files::KernelFiles;
+pub use crate::options::KernelFiles;
 
 use self::error::JupyterError;
 use self::kernels::{Kernel, Kernels};

@@ -17,7 +17,7 @@ use super::kernels::Kernel;
 use super::message::{Incoming, PROTOCOL_VERSION};
 use crate::cell_text::{Failure, dedent};
 use crate::interpreter_service::{Caller, ServiceError};
-use crate::live_run::{Lined, Lines, LiveRun};
+use crate::live_run::{Lined, Lines};
 
 /// Marks the line a helper run prints its answer on.
 const HELPER_MARK: &str = "\u{1e}anypath-helper ";
@@ -159,7 +159,7 @@ impl Shell<'_> {
     async fn run_live(&self, asked: &Execute, count: u64) -> Result<Option<Failure>, Failure> {
         self.jupyter.keep_kernel_files(&self.caller).await;
         let request = RunRequest { code: dedent(&asked.code), env: self.kernel.record.env.clone(), ..RunRequest::default() };
-        let mut run = LiveRun::start(self.jupyter.service.clone(), self.caller.clone(), self.kernel.record.session_id.clone(), request);
+        let mut run = self.jupyter.service.start_live(self.caller.clone(), self.kernel.record.session_id.clone(), request, true);
         let mut lines = Lines::default();
         while let Some(lined) = lines.next(&mut run, None).await {
             let Lined::Send(events) = lined else { continue };

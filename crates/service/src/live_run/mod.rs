@@ -1,29 +1,32 @@
 //! One run with its output live, for every transport that streams one
 //! (server-sent events, E2B's NDJSON, Jupyter's iopub, MCP progress): the
-//! run started through the facade on a task of its own with a live sink, an
-//! early failure told apart from a run under way, its live events with the
-//! text pieces already waiting merged ([`merged`]), then its outcome. Each
-//! transport only frames what it is given; output that goes out a line at a
-//! time is cut by [`lines`].
+//! run on a task of its own with a live sink (the facade starts it:
+//! `InterpreterService::start_live`), an early failure told apart from a run
+//! under way ([`ended_early`], the one early-failure window), its live events
+//! with the text pieces already waiting merged ([`merged`]), then its
+//! outcome. Each transport only frames what it is given; output that goes
+//! out a line at a time is cut by [`lines`].
 
 mod lines;
 mod merged;
 
+use std::future::Future;
 use std::time::Duration;
 
-use anypath_interpreter::{RunReport, RunRequest, runs};
+use anypath_interpreter::RunReport;
+use anypath_sandbox::LiveSink;
 use anypath_wire::LiveEvent;
 use tokio::task::JoinHandle;
 
 pub(crate) use self::lines::{Lined, Lines};
 pub(crate) use self::merged::LiveEvents;
-use crate::interpreter_service::{Caller, InterpreterService, ServiceError};
+use crate::service_error::ServiceError;
 
 /// How long a run may take to fail before an answer commits to a stream: a
 /// refusal or a bad request within it is a plain error with its status.
-pub(crate) const EARLY_FAILURE_WINDOW: Duration = Duration::from_millis(200);
+const EARLY_FAILURE_WINDOW: Duration = Duration::from_millis(200);
 
-/// How long [`LiveRun::unless_failed_early`] waits.
+/// How long [`ended_early`] waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Window {
     /// The whole window, unless the run ends first.
@@ -39,6 +42,29 @@ pub(crate) enum Window {
 
 /// How long [`Window::Brief`] waits.
 const BRIEF_WINDOW: Duration = Duration::from_millis(25);
+
+impl Window {
+    /// How long the window lasts at most.
+    fn length(self) -> Duration {
+        if self == Window::Brief { BRIEF_WINDOW } else { EARLY_FAILURE_WINDOW }
+    }
+}
+
+/// Waits out the early-failure window of a run just started: its end
+/// (`ended`) when it comes within the window, else None once the window is
+/// over or, with [`Window::UntilFirstEvent`], once the run shows a first
+/// sign of life (`shown` answers true; false when the run went quiet for
+/// good, so its end is near and waited for). Every transport that streams a
+/// run asks this one question before it commits to a stream.
+pub(crate) async fn ended_early<T>(window: Window, ended: impl Future<Output = T>, shown: impl Future<Output = bool>) -> Option<T> {
+    tokio::pin!(ended);
+    let alive = tokio::select! {
+        alive = shown, if window == Window::UntilFirstEvent => alive,
+        end = &mut ended => return Some(end),
+        () = tokio::time::sleep(window.length()) => return None,
+    };
+    if alive { None } else { Some(ended.await) }
+}
 
 /// A run going on (or just ended) with its live events.
 pub(crate) struct LiveRun {
@@ -58,18 +84,15 @@ enum Outcome {
 }
 
 impl LiveRun {
-    /// Starts running `request` in `session_id` for `caller`, on a task of
-    /// its own: it goes on when the client that asked goes away.
-    pub fn start(service: InterpreterService, caller: Caller, session_id: String, request: RunRequest) -> Self {
-        Self::start_with(service, caller, session_id, request, true)
-    }
-
-    /// [`Self::start`], with its output live only when `live` (without, the
-    /// run has no events: its report alone holds its output).
-    pub fn start_with(service: InterpreterService, caller: Caller, session_id: String, request: RunRequest, live: bool) -> Self {
+    /// `run` on a task of its own, handed the sink of its live events when
+    /// `live` (without, the run has no events: its report alone holds its
+    /// output). It goes on when the client that asked goes away.
+    pub fn spawn<F>(live: bool, run: impl FnOnce(Option<LiveSink>) -> F) -> Self
+    where
+        F: Future<Output = Result<RunReport, ServiceError>> + Send + 'static,
+    {
         let (sink, events) = tokio::sync::mpsc::unbounded_channel();
-        let sink = live.then_some(sink);
-        let task = tokio::spawn(crate::refusal_audit::carried(async move { service.call(&caller, runs::RunCode { session_id, request, live: sink }).await }));
+        let task = tokio::spawn(run(live.then_some(sink)));
         Self { events: LiveEvents::new(events), outcome: Outcome::Running(task) }
     }
 
@@ -79,15 +102,11 @@ impl LiveRun {
     pub async fn unless_failed_early(mut self, window: Window) -> Result<Self, ServiceError> {
         let Outcome::Running(task) = &mut self.outcome else { return Ok(self) };
         let events = &mut self.events;
-        let finished = tokio::select! {
-            first = events.take_first(), if window == Window::UntilFirstEvent => match first {
-                Some(()) => None,
-                // The run let go of its sink without a word: it has ended.
-                None => Some(task.await),
-            },
-            finished = &mut *task => Some(finished),
-            () = tokio::time::sleep(if window == Window::Brief { BRIEF_WINDOW } else { EARLY_FAILURE_WINDOW }) => None,
+        let first = async {
+            // None: the run let go of its sink without a word, it has ended.
+            events.take_first().await.is_some()
         };
+        let finished = ended_early(window, &mut *task, first).await;
         match finished {
             None => Ok(self),
             Some(joined) => {

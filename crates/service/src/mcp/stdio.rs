@@ -32,7 +32,7 @@ async fn serve_stdio(state: Arc<AppState>, tenant: String, downloads: SocketAddr
     let address = listener.local_addr()?;
     let caller = service.sole_caller(tenant, &address.to_string());
     // Its answers name their request as the service's do.
-    let routes = crate::interpreter_api::signed_download_routes().layer(axum::middleware::from_fn(crate::request_id::assign)).with_state(state.clone());
+    let routes = crate::v1::signed_download_routes().layer(axum::middleware::from_fn(crate::request_id::assign)).with_state(state.clone());
     let downloads_task = tokio::spawn(async move { axum::serve(listener, routes).await });
     tracing::info!(tenant = %caller.tenant, downloads = %caller.base_url, "mcp serving on stdio");
 

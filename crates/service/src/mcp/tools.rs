@@ -316,7 +316,7 @@ connection.",
             ..RunRequest::default()
         };
         let control = RunControl { background: true, callback_url: args.callback_url, cancel_on_disconnect: false };
-        let started = self.service.runs().start(self.service.clone(), &caller, args.session_id, request, &control, true).await?;
+        let started = self.service.start_tracked(&caller, args.session_id, request, &control, true).await?;
         Ok(Json(started.tracked.status()))
     }
 

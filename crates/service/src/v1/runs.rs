@@ -25,8 +25,9 @@ use futures_util::Stream;
 
 use crate::background_runs::{Followed, Started, Tracked};
 use crate::interpreter_service::{Audit, Caller, InterpreterService, ServiceError};
+use crate::live_run::{Window, ended_early};
 use crate::state::AppState;
-use crate::v1_call::Call;
+use super::call::Call;
 
 /// The header naming a run's id on its answer.
 const RUN_ID: &str = "x-anypath-run-id";
@@ -39,10 +40,9 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
 
 /// `POST /v1/sessions/{id}/run`, whichever way it is answered.
 pub(crate) async fn run(c: Call, headers: &HeaderMap, session_id: String, request: RunRequest, control: RunControl) -> Result<Response, ServiceError> {
-    let registry = c.service.runs().clone();
-    let streamed = crate::run_events::wants_events(headers);
+    let streamed = super::events::wants_events(headers);
     let followed = control.background || streamed;
-    let started = registry.start(c.service.clone(), &c.caller, session_id, request, &control, followed).await?;
+    let started = c.service.start_tracked(&c.caller, session_id, request, &control, followed).await?;
     let run_id = started.tracked.run_id().to_owned();
     if control.background {
         let status = started.tracked.status();
@@ -76,7 +76,7 @@ impl CancelOnDisconnect {
 impl Drop for CancelOnDisconnect {
     fn drop(&mut self) {
         if self.armed {
-            self.service.runs().interrupt(&self.service, &self.caller, &self.tracked);
+            self.service.stop_tracked(&self.caller, &self.tracked);
         }
     }
 }
@@ -86,21 +86,15 @@ impl Drop for CancelOnDisconnect {
 async fn stream(mut started: Started) -> Result<Response, ServiceError> {
     let tracked = started.tracked.clone();
     let mut changed = tracked.subscribe();
-    let early = tokio::select! {
-        outcome = &mut started.outcome => Some(outcome),
-        _ = changed.changed() => None,
-        () = tokio::time::sleep(crate::live_run::EARLY_FAILURE_WINDOW) => None,
+    let shown = async {
+        let _ = changed.changed().await;
+        // The first change may be the end: a failure without events is still early.
+        !(tracked.status().events == 0 && tracked.state() == anypath_wire::RunState::Failed)
     };
-    let failed_early = match early {
+    let failed_early = match ended_early(Window::UntilFirstEvent, &mut started.outcome, shown).await {
         Some(Ok(Err(error))) => Some(error),
         Some(Err(_)) => Some(ServiceError::Internal("the run's outcome was lost".into())),
-        Some(Ok(Ok(_))) => None,
-        // The first change may be the end: a failure without events is still early.
-        None if tracked.status().events == 0 && tracked.state() == anypath_wire::RunState::Failed => match started.outcome.await {
-            Ok(Err(error)) => Some(error),
-            _ => None,
-        },
-        None => None,
+        Some(Ok(Ok(_))) | None => None,
     };
     if let Some(error) = failed_early {
         return Err(error);
@@ -126,13 +120,13 @@ fn follow(tracked: Arc<Tracked>, after: u64) -> impl Stream<Item = Result<Event,
                 Followed::Events(events) => {
                     for (id, event) in events {
                         after = id;
-                        ready.push_back(crate::run_events::live_event(event).id(id.to_string()));
+                        ready.push_back(super::events::live_event(event).id(id.to_string()));
                     }
                 }
                 Followed::End(id, outcome) => {
                     let last = match outcome {
                         Ok(report) => Event::default().event("report").json_data(&report).unwrap_or_else(|_| Event::default().event("report")),
-                        Err((status, error)) => crate::run_events::stored_error_event(status, error),
+                        Err((status, error)) => super::events::stored_error_event(status, error),
                     };
                     return Some((Ok(last.id(id.to_string())), None));
                 }
@@ -182,6 +176,6 @@ async fn interrupt(c: Call, Path((session_id, run_id)): Path<(String, String)>) 
         let _ = Audit::of(&c.caller, OperationKind::Interrupt).session(&session_id).subject(&run_id).finish(Ok(()));
         return Ok(axum::Json(tracked.status()).into_response());
     }
-    c.service.runs().interrupt(&c.service, &c.caller, &tracked);
+    c.service.stop_tracked(&c.caller, &tracked);
     Ok((StatusCode::ACCEPTED, axum::Json(tracked.status())).into_response())
 }

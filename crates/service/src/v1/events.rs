@@ -5,7 +5,7 @@
 //! error envelope). Text pieces that are already waiting are sent together,
 //! up to 4 KiB an event; nothing waits to be batched (`live_run`). Every
 //! event carries its id, so a client re-attaches after the last it saw
-//! (`crate::run_api`); this module shapes the events.
+//! (`super::runs`); this module shapes the events.
 
 use anypath_wire::{ErrorEnvelope, LiveEvent};
 use axum::response::sse::Event;

@@ -25,7 +25,7 @@ use serde::Deserialize;
 
 use crate::interpreter_service::ServiceError;
 use crate::state::AppState;
-use crate::v1_call::Call;
+use super::call::Call;
 
 /// The snapshot routes.
 pub(crate) fn routes() -> Router<Arc<AppState>> {

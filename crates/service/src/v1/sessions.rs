@@ -12,14 +12,14 @@
 //! | `GET /v1/sessions/{id}/files` | list |
 //! | `GET` / `DELETE /v1/sessions/{id}/files/{path}` | download / delete |
 //! | `POST /v1/sessions/{id}/files/from-artifact` `{artifact_id, filename?, overwrite?, runtime?}` | an earlier artifact back into the session |
-//! | `POST /v1/sessions/{id}/run` `{code, env?, limits?, runtime?, figure_formats?, run_id?, background?, callback_url?, cancel_on_disconnect?}` | run Python (`Accept: text/event-stream`: as it happens; every run tracked by its id, [`crate::run_api`]) |
+//! | `POST /v1/sessions/{id}/run` `{code, env?, limits?, runtime?, figure_formats?, run_id?, background?, callback_url?, cancel_on_disconnect?}` | run Python (`Accept: text/event-stream`: as it happens; every run tracked by its id, [`super::runs`]) |
 //!
 //! `runtime` (`python` or `python-data`) applies when the call creates the
 //! session; a session keeps the runtime it was created with.
 //! | `GET /v1/sessions/{id}/artifacts` | the session's artifacts |
 //! | `GET /v1/sessions/{id}/artifacts/{path}` | a file's bytes as base64, up to the read cap |
 //! | `GET /v1/artifacts/{artifact_id}` | one artifact's metadata |
-//! | `GET /v1/datasets`, `PUT` / `DELETE /v1/datasets/{name}`, `POST /v1/sessions/{id}/datasets` `{name}` | datasets at /data ([`crate::dataset_api`]) |
+//! | `GET /v1/datasets`, `PUT` / `DELETE /v1/datasets/{name}`, `POST /v1/sessions/{id}/datasets` `{name}` | datasets at /data ([`super::datasets`]) |
 //! | `GET /v1/artifacts/{artifact_id}/content?expires&signature` | signed download, no header needed |
 //! | `GET /files/{session_id}/{filename}?tenant&expires&signature` | the same, by name |
 
@@ -41,13 +41,13 @@ use serde::Deserialize;
 use crate::envelope::{refuse_oversized_body, upload_body_limit};
 use crate::interpreter_service::{Content, InterpreterService, OpenSession, ServiceError, SignedTarget, Upload};
 use crate::request_id::RequestId;
-use crate::v1_call::Call;
+use super::call::Call;
 use crate::state::AppState;
 
 /// The interpreter's routes. The two that take a file accept a body as
 /// large as the upload quota allows (as base64 in its envelope); every other
 /// route keeps the framework's default limit.
-pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
+pub(crate) fn routes(state: &AppState) -> Router<Arc<AppState>> {
     let upload_limit = state.interpreter.as_ref().map_or(0, |i| upload_body_limit(i.max_upload_bytes()));
     let files = Router::new()
         .route("/v1/sessions/{session_id}/files", get(list_files).post(upload_base64))
@@ -73,7 +73,7 @@ pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
 
 /// The two signed-download routes: the only ones that need no key, so the
 /// stdio MCP server can serve them alone on loopback.
-pub fn signed_download_routes() -> Router<Arc<AppState>> {
+pub(crate) fn signed_download_routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/v1/artifacts/{artifact_id}/content", get(download_signed))
         .route("/files/{session_id}/{*filename}", get(download_signed_file))
@@ -178,7 +178,7 @@ async fn delete_file(c: Call, Path((session_id, path)): Path<(String, String)>) 
 async fn run(c: Call, headers: HeaderMap, Path(session_id): Path<String>, body: Bytes) -> Answer<Response> {
     let request = parse::<RunRequest>(&body)?;
     let control = parse::<anypath_wire::RunControl>(&body)?;
-    crate::run_api::run(c, &headers, session_id, request, control).await
+    super::runs::run(c, &headers, session_id, request, control).await
 }
 
 async fn list_artifacts(c: Call, Path(session_id): Path<String>) -> Answer<impl IntoResponse> {

@@ -26,7 +26,7 @@ use axum::{Json, Router};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use crate::v1_call::Call;
+use super::call::Call;
 use crate::interpreter_service::{InterpreterService, ServiceError};
 use crate::state::AppState;
 
