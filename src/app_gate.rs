@@ -54,8 +54,8 @@ impl TenantGate {
 impl RequestGate for TenantGate {
     fn admit(&self, _component: &str, request: &http::request::Parts) -> Decision {
         let tenant = self.tenant(request);
-        let request_id = anypath_rest::caller::usable_request_id(request.headers.get("x-request-id").and_then(|v| v.to_str().ok()))
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let given = request.headers.get(anypath_wire::request_id::HEADER).and_then(|v| v.to_str().ok());
+        let request_id = anypath_wire::request_id::decide(given, || uuid::Uuid::new_v4().to_string());
         let admission = self.admission.clone();
         let (method, path) = (request.method.to_string(), request.uri.path().to_owned());
         Box::pin(async move {
@@ -85,7 +85,7 @@ fn refusal(refused: &Refused, request_id: &str) -> http::Response<OutBody> {
     headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     headers.insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
     if let Ok(value) = http::HeaderValue::from_str(request_id) {
-        headers.insert("x-request-id", value);
+        headers.insert(anypath_wire::request_id::HEADER, value);
     }
     response
 }

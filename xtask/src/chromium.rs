@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::steps::{run, step};
+use crate::shell::{run, step};
 
 /// Where Debian puts it.
 const CHROMIUM: &str = "/usr/bin/chromium";

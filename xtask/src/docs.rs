@@ -6,7 +6,7 @@ use std::process::Command;
 
 use anyhow::bail;
 
-use crate::steps::{cargo_command, root, run, step};
+use crate::shell::{cargo_command, root, run, step};
 
 /// The mdbook release the book is built with.
 pub const MDBOOK_VERSION: &str = "0.5.4";
@@ -36,7 +36,7 @@ pub fn ensure_mdbook() -> anyhow::Result<PathBuf> {
 pub fn build() -> anyhow::Result<()> {
     let mdbook = ensure_mdbook()?;
     step("building the native host (for its configuration reference)");
-    run(cargo_command().args(crate::steps::APP_BUILD))?;
+    run(cargo_command().args(crate::build::APP_BUILD))?;
     build_with(&mdbook, &root().join("target/release/anypath"))
 }
 

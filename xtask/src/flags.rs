@@ -3,8 +3,6 @@
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::app_bench::AppSections;
-
 /// Build automation for anypath.
 #[derive(Debug, Parser)]
 #[command(name = "cargo xtask", bin_name = "cargo xtask", disable_version_flag = true)]
@@ -91,13 +89,13 @@ pub struct Bench {
     #[arg(long = "only", value_name = "app|rest|fair|fleet|density|scale|TEXT")]
     only: Vec<String>,
     /// Sessions of the fleet section's many-sessions row.
-    #[arg(long, value_name = "N", default_value_t = crate::fleet_bench::DEFAULT_SESSIONS)]
+    #[arg(long, value_name = "N", default_value_t = FLEET_SESSIONS)]
     fleet_sessions: usize,
     /// Sessions per runtime of the density section.
-    #[arg(long, value_name = "N", default_value_t = crate::density_bench::DEFAULT_SESSIONS)]
+    #[arg(long, value_name = "N", default_value_t = DENSITY_SESSIONS)]
     density_sessions: usize,
     /// Sessions of the scale section (`--only scale`).
-    #[arg(long, value_name = "N", default_value_t = crate::scale_bench::DEFAULT_SESSIONS)]
+    #[arg(long, value_name = "N", default_value_t = SCALE_SESSIONS)]
     scale_sessions: usize,
     /// Use what the last build left in target/ (target/release/anypath,
     /// target/python-runner/runner.wasm, the Spin components) instead of
@@ -107,6 +105,25 @@ pub struct Bench {
     /// Passed on to anypath-bench (e.g. `--iterations 10`).
     #[arg(allow_hyphen_values = true, value_name = "ANYPATH_BENCH_OPTIONS")]
     args: Vec<String>,
+}
+
+/// Sessions of the fleet section's many-sessions row unless `--fleet-sessions` says otherwise.
+const FLEET_SESSIONS: usize = 1000;
+/// Sessions per runtime of the density section unless `--density-sessions` says otherwise.
+const DENSITY_SESSIONS: usize = 1000;
+/// Sessions of the scale section unless `--scale-sessions` says otherwise.
+const SCALE_SESSIONS: usize = 10_000;
+
+/// Which parts of the app benchmark run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum AppSections {
+    /// The REST rows beside json-server, and Redis's round trips.
+    Rest,
+    /// Those, then the code interpreter's rows (HTTP, MCP, E2B, Jupyter)
+    /// and fair share.
+    All,
+    /// Only fair share: on the sandbox, then on every kind of request.
+    Fair,
 }
 
 /// The `--only` texts that name a section of this command's own rather
@@ -272,7 +289,7 @@ mod tests {
         assert!(!last_wins.fleet_only() && last_wins.sections() == Some(AppSections::All));
         let everything = bench("");
         assert!(!everything.fleet_only() && everything.sections().is_none());
-        assert_eq!(everything.fleet_sessions(), crate::fleet_bench::DEFAULT_SESSIONS);
+        assert_eq!(everything.fleet_sessions(), FLEET_SESSIONS);
     }
 
     #[test]
@@ -287,7 +304,7 @@ mod tests {
         assert!(!last_wins.scale_only() && last_wins.fleet_only());
         let everything = bench("--fleet-sessions 20");
         assert!(!everything.scale_only() && everything.fleet_sessions() == 20);
-        assert_eq!(everything.scale_sessions(), crate::scale_bench::DEFAULT_SESSIONS);
+        assert_eq!(everything.scale_sessions(), SCALE_SESSIONS);
     }
 
     #[test]
@@ -298,7 +315,7 @@ mod tests {
         let late = bench("--iterations 10 --only density --density-sessions 50");
         assert!(late.density_only() && late.density_sessions() == 50);
         assert_eq!(late.passed(), args("--iterations 10"));
-        assert_eq!(bench("").density_sessions(), crate::density_bench::DEFAULT_SESSIONS);
+        assert_eq!(bench("").density_sessions(), DENSITY_SESSIONS);
     }
 
     #[test]

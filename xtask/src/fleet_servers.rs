@@ -1,7 +1,7 @@
 //! The object store and Redis one test run's fleet suites share: one
-//! SeaweedFS (the fleet benchmark's [`ObjectStore`], with the bucket the
-//! suites use) and one `redis-server`, on free loopback ports, started
-//! before the tests and stopped after them. The tests find them by
+//! SeaweedFS ([`ObjectStore`], with the bucket the suites use) and one
+//! `redis-server`, on free loopback ports, started before the tests and
+//! stopped after them. The tests find them by
 //! `ANYPATH_FLEET_S3` and `ANYPATH_FLEET_REDIS` and keep apart by prefix; a
 //! test that kills its store or Redis starts its own.
 
@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::Context;
 
-use crate::app_bench::Running;
-use crate::fleet::{ObjectStore, ScratchDir};
+use crate::seaweedfs::ObjectStore;
+use crate::shell::{Running, ScratchDir};
 
 /// The two servers, stopped (and then their data removed) when dropped.
 pub struct FleetServers {

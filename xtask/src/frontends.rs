@@ -13,7 +13,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 
-use crate::steps::{root, run, step};
+use crate::shell::{root, run, step};
 
 /// What the provider tests need: Node and the installed packages.
 pub struct Frontends {

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use anyhow::Context;
 
-use crate::steps::{root, run, step};
+use crate::shell::{root, run, step};
 
 /// Every requirement, pinned; pip resolves their own dependencies once.
 const PINS: &[&str] = &[

@@ -1,5 +1,6 @@
 //! Build automation: `cargo xtask <up|test|bench|build|model|docs|python-data|tidy>`
-//! (the command line: [`flags`]).
+//! (the command line: [`flags`]): one module per command, the benchmark's
+//! in [`bench`], all running their steps through [`shell`].
 //!
 //! Each command installs what it needs (wasm targets through
 //! `rust-toolchain.toml`, componentize-py and, for the tests, schemathesis,
@@ -14,27 +15,17 @@
 //! `docs/` is built with a pinned mdbook (from crates.io, into `target/tools`)
 //! and its links checked, by `docs` and by `test`.
 
-mod app_bench;
 mod bench;
 mod budget;
+mod build;
 mod chromium;
 mod doc_links;
-mod density_bench;
 mod docs;
-mod fair_bench;
 mod figures;
 mod flags;
-mod fleet;
-mod fleet_bench;
-mod fleet_many;
 mod fleet_servers;
 mod frontends;
-mod jupyter_bench;
 mod jupyter_clients;
-mod json_server;
-mod llm_stub;
-mod machine;
-mod many_sessions;
 mod model;
 mod model_server;
 mod nextest;
@@ -42,16 +33,15 @@ mod open_webui;
 mod python_data;
 mod python_runner;
 mod reactor_component;
-mod rest_bench;
-mod runtime_wheels;
 mod redis_server;
-mod scale_bench;
+mod runtime_wheels;
 mod seaweedfs;
 mod shared_build;
+mod shell;
 mod spin;
-mod steps;
 mod test_run;
 mod tidy;
+mod up;
 mod venv;
 
 use std::process::ExitCode;
@@ -76,11 +66,11 @@ fn run(xtask: flags::Xtask) -> anyhow::Result<()> {
         return Ok(());
     };
     match command {
-        Command::Build => steps::build_all().map(drop),
+        Command::Build => build::build_all().map(drop),
         Command::Test(test) => test_run::test(&test.args),
-        Command::Up(up) => steps::up(&up.args),
+        Command::Up(up) => up::up(&up.args),
         Command::Bench(bench) => bench::run_bench(&bench),
-        Command::Model => steps::model(),
+        Command::Model => model::command(),
         Command::Docs => docs::build(),
         Command::PythonData => python_data::build().map(drop),
         Command::Tidy => tidy::run(),

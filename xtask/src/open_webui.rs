@@ -14,7 +14,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 
-use crate::steps::{root, run, step};
+use crate::shell::{root, run, step};
 use crate::venv;
 
 /// The release of Open WebUI whose client the tests run.

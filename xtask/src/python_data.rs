@@ -25,7 +25,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 
-use crate::steps::{root, step};
+use crate::shell::{root, step};
 use crate::venv::{self, Library};
 
 /// The wheel: a static CPython 3.15 for wasm32-wasip1 with numpy, pandas,
@@ -197,7 +197,7 @@ pub fn preinitialise(binary: &Path, out: &Path) -> anyhow::Result<()> {
     let artifacts = artifact_dir(&python)?;
     let core = out.join("python-data-preimported.core.wasm");
     step("pre-initialising the python-data runtime: numpy, pandas, matplotlib and seaborn imported into its image (about a minute, 2.5 GiB of memory)");
-    crate::steps::run(
+    crate::shell::run(
         Command::new(binary)
             .args(["sandbox", "preinit-data", "--core"])
             .arg(artifacts.join("python-snapshot.wasm"))

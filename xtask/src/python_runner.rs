@@ -6,7 +6,7 @@ use std::process::Command;
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 
-use crate::steps::{root, run, step};
+use crate::shell::{root, run, step};
 use crate::venv::{self, COMPONENTIZE_PY};
 const PYTHON_SOURCES: &str = "components/python-runner/src";
 const WIT_DIR: &str = "wit";

@@ -17,7 +17,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 
-use crate::steps::{root, run, step};
+use crate::shell::{root, run, step};
 use crate::venv::{self, Library};
 
 /// pytest and its dependencies for CPython 3.15 on wasi (all `py3-none-any`;

@@ -7,7 +7,8 @@ use std::process::Stdio;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::steps::{APP_BUILD, cargo_command, root, step};
+use crate::build::APP_BUILD;
+use crate::shell::{cargo_command, root, step};
 
 /// Runs up's cargo build and fails, naming them, if it compiled any crate.
 pub fn check() -> anyhow::Result<()> {

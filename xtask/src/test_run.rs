@@ -12,7 +12,8 @@ use std::process::Command;
 use anyhow::bail;
 
 use crate::budget::Budget;
-use crate::steps::{Built, build_with, cargo_command, run, step};
+use crate::build::{Built, build_with};
+use crate::shell::{cargo_command, run, step};
 
 /// `cargo xtask test`: build (with the downloads and installs the tests need
 /// running beside it), the book, then every test of the workspace under

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::steps::{root, step};
+use crate::shell::{root, step};
 
 /// The directories whose Rust files the Rust rules apply to.
 const RUST_DIRS: &[&str] = &["crates/", "components/", "src/", "xtask/", "tests/"];

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::steps::{root, run, step};
+use crate::shell::{root, run, step};
 
 /// A command-line tool from PyPI, pinned to one release.
 pub struct Tool {

@@ -20,11 +20,10 @@ fn header<'a>(request: &'a Request, name: &str) -> Option<&'a str> {
 
 /// The caller's `x-request-id` when usable, otherwise 128 random bits.
 pub fn request_id(request: &Request) -> String {
-    if let Some(given) = caller::usable_request_id(header(request, "x-request-id")) {
-        return given;
-    }
-    let (a, b) = (wasi::random::random::get_random_u64(), wasi::random::random::get_random_u64());
-    format!("{a:016x}{b:016x}")
+    anypath_wire::request_id::decide(header(request, anypath_wire::request_id::HEADER), || {
+        let (a, b) = (wasi::random::random::get_random_u64(), wasi::random::random::get_random_u64());
+        format!("{a:016x}{b:016x}")
+    })
 }
 
 /// Whether the request came from another component of the app by service

@@ -5,11 +5,11 @@
 //! trait ([`crate::commit`], [`crate::load`]); a backend only decides how an
 //! index swap over one or several collections is made atomic.
 
+use anypath_rest::store_keys::{CollectionKeys, KeyStyle};
 use anypath_rest::{Layout, StoredIndex};
 
 use crate::codec::decode;
 use crate::error::StoreError;
-use crate::keys::{CollectionKeys, KeyStyle};
 
 /// A collection's index as a commit found it.
 pub struct Snapshot {

@@ -7,13 +7,13 @@
 
 use anypath_rest::RestError;
 use anypath_rest::journal::{MutationRecord, id_key};
+use anypath_rest::store_keys::CollectionKeys;
 use anypath_wire::{Change, CommitAnswer, CommitRequest};
 
 use crate::backend::{Backend, IndexWrite, Outcome, Part};
 use crate::codec::encode;
 use crate::error::StoreError;
 use crate::indexes;
-use crate::keys::CollectionKeys;
 
 /// Commit attempts while other commits keep landing in between.
 const MAX_COMMIT_ATTEMPTS: usize = 64;

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use anypath_rest::DescribeRequest;
 use anypath_rest::prompt::{CollectionSummary, type_name};
+use anypath_rest::store_keys::CollectionKeys;
 use serde_json::Value;
 
 use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::indexes;
-use crate::keys::CollectionKeys;
 
 /// Ids and documents sampled per collection.
 const SAMPLES: usize = 3;

@@ -5,13 +5,13 @@
 //! stopped naming them, so a chunk missing means the head was superseded
 //! meanwhile: read the head again.
 
+use anypath_rest::store_keys::CollectionKeys;
 use anypath_rest::stored_index::Chunk;
 use anypath_rest::{Index, Layout, RestError, StoredIndex};
 
 use crate::backend::{Backend, Snapshot};
 use crate::codec::decode;
 use crate::error::StoreError;
-use crate::keys::CollectionKeys;
 
 /// Heads read again when their chunks were superseded under the reader.
 const MAX_HEAD_READS: usize = 16;

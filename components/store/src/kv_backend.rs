@@ -7,6 +7,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
+use anypath_rest::store_keys::{CollectionKeys, KeyStyle};
 use anypath_rest::{RestError, StoredIndex};
 use spin_sdk::wit::wasi::keyvalue::{atomics, batch, store};
 
@@ -14,7 +15,6 @@ use crate::backend::{Backend, Outcome, Part, Snapshot, decode_index};
 use crate::clock::pause_ms;
 use crate::codec::encode;
 use crate::error::{StoreError, kv_failed};
-use crate::keys::{CollectionKeys, KeyStyle};
 use crate::transaction::{self, Locked, Transaction};
 
 /// The key-value store label granted to the store in `spin.toml`.

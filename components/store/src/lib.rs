@@ -46,7 +46,6 @@ mod routes;
 mod timed_backend;
 mod transaction;
 
-use anypath_rest::store_keys as keys;
 use spin_sdk::http::{IncomingRequest, Request, Response, ResponseOutparam};
 use spin_sdk::http_component;
 

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use anypath_rest::store_keys::CollectionKeys;
 use anypath_rest::{Index, RestError};
 use anypath_wire::{Documents, LoadAnswer, LoadRequest, LoadSpec, Loaded, LoadedCollection};
 
@@ -11,7 +12,6 @@ use crate::backend::Backend;
 use crate::codec::{decode, encode};
 use crate::error::StoreError;
 use crate::indexes;
-use crate::keys::CollectionKeys;
 
 /// Loads retried when a document value vanished under a concurrent commit.
 const MAX_LOAD_ATTEMPTS: usize = 8;

@@ -1,11 +1,11 @@
 //! The plan cache: plans the LLM made, by request shape, per tenant.
 
+use anypath_rest::store_keys::{KeyStyle, tenant_prefix};
 use anypath_rest::{CachedPlan, PlanCacheEntry, PlanCacheKey, PlanEvicted, PlanStored, RestError};
 
 use crate::backend::Backend;
 use crate::codec::encode;
 use crate::error::StoreError;
-use crate::keys::{KeyStyle, tenant_prefix};
 
 /// `anypath/v2/t/<tenant>/plans/<sha256 hex>`.
 fn cache_key(tenant: &str, key: &str, style: KeyStyle) -> Result<String, StoreError> {

@@ -11,12 +11,12 @@
 //! `SET ... NX` inside the script.
 
 use anypath_rest::StoredIndex;
+use anypath_rest::store_keys::{CollectionKeys, KeyStyle};
 use spin_sdk::redis::{Connection, Error, RedisParameter, RedisResult};
 
 use crate::backend::{Backend, Outcome, Part, decode_index};
 use crate::codec::encode;
 use crate::error::StoreError;
-use crate::keys::{CollectionKeys, KeyStyle};
 
 /// KEYS: the parts' index keys (n), then document keys (d), then superseded
 /// document keys (x). ARGV: n, d, x; per part `present`, `expected`,

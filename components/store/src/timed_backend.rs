@@ -7,10 +7,10 @@ use std::cell::RefCell;
 use std::time::Instant;
 
 use anypath_rest::StoredIndex;
+use anypath_rest::store_keys::{CollectionKeys, KeyStyle};
 
 use crate::backend::{Backend, Outcome, Part};
 use crate::error::StoreError;
-use crate::keys::{CollectionKeys, KeyStyle};
 
 std::thread_local! {
     /// Milliseconds per kind of backend call in this request.

@@ -11,13 +11,13 @@
 //! may be aborted by anyone (the same strict swap, so the committer and an
 //! aborter can never both win); whoever meets a decided lock finishes it.
 
+use anypath_rest::store_keys::CollectionKeys;
 use anypath_rest::{Lock, StoredIndex};
 use spin_sdk::wit::wasi::keyvalue::{atomics, store};
 
 use crate::clock::{now_ms, pause_ms};
 use crate::codec::{decode, encode};
 use crate::error::{StoreError, kv_failed};
-use crate::keys::CollectionKeys;
 
 /// How long a transaction may hold its locks before others may abort it.
 const LOCK_TIMEOUT_MS: u64 = 10_000;

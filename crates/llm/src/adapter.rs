@@ -5,10 +5,9 @@
 use serde::Serialize;
 
 use crate::answer::ChatAnswer;
-use crate::chat::ChatRequest;
+use crate::chat::{ChatRequest, OutputSchema};
 use crate::error::LlmError;
 use crate::provider::Settings;
-use crate::structured::OutputSchema;
 
 /// An HTTP request to make: path (after the base URL), headers, JSON body.
 #[derive(Debug, Clone, PartialEq)]

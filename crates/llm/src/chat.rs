@@ -103,6 +103,18 @@ pub enum ResponseFormat {
     },
 }
 
+/// The schema an answer is held to ([`OutputMode`](crate::OutputMode)
+/// says how a request asks for it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputSchema {
+    /// Its name (the forced tool's name where a tool carries it).
+    pub name: String,
+    /// What the answer is for, where a tool carries it.
+    pub description: String,
+    /// The JSON Schema.
+    pub schema: Value,
+}
+
 /// A whole completion request in the provider-neutral shape. Model, and
 /// the temperature and token cap unless given here, come from the caller's
 /// [`Settings`](crate::Settings).

@@ -24,7 +24,17 @@ pub mod structured;
 
 pub use adapter::{Adapter, HttpCall};
 pub use answer::{ChatAnswer, FinishReason, ToolCall, Usage};
-pub use chat::{ChatRequest, Message, ResponseFormat, ToolChoice, ToolSpec};
+pub use chat::{ChatRequest, Message, OutputSchema, ResponseFormat, ToolChoice, ToolSpec};
 pub use error::LlmError;
 pub use provider::{Provider, Settings, UnknownProvider};
-pub use structured::{OutputMode, OutputSchema};
+pub use structured::OutputMode;
+
+impl Provider {
+    /// The adapter that writes requests and reads answers in this format.
+    pub fn adapter(self) -> &'static dyn Adapter {
+        match self {
+            Self::OpenAi => &openai::OpenAiCompatible,
+            Self::Anthropic => &anthropic::Anthropic,
+        }
+    }
+}

@@ -1,11 +1,10 @@
 //! Which wire format a provider speaks, and the settings of a call to it.
+//! The adapter that writes each format is picked in the crate root, above
+//! both adapters, which take these settings.
 
 use serde::Serialize;
 
-use crate::adapter::Adapter;
-use crate::anthropic::Anthropic;
 use crate::chat::ChatRequest;
-use crate::openai::OpenAiCompatible;
 
 /// Which API a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,16 +29,6 @@ impl std::str::FromStr for Provider {
             "openai" | "openai-compatible" | "ollama" | "azure" => Ok(Self::OpenAi),
             "anthropic" => Ok(Self::Anthropic),
             other => Err(UnknownProvider(other.to_owned())),
-        }
-    }
-}
-
-impl Provider {
-    /// The adapter that writes requests and reads answers in this format.
-    pub fn adapter(self) -> &'static dyn Adapter {
-        match self {
-            Self::OpenAi => &OpenAiCompatible,
-            Self::Anthropic => &Anthropic,
         }
     }
 }

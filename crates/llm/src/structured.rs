@@ -3,21 +3,9 @@
 //! server refuses a stronger one, and where what a server accepted is
 //! remembered ([`memo_key`]). The caller keeps the memo and sends the bytes.
 
-use serde_json::Value;
 
-use crate::chat::{ChatRequest, ResponseFormat};
+use crate::chat::{ChatRequest, OutputSchema, ResponseFormat};
 use crate::provider::Provider;
-
-/// The schema an answer is held to.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OutputSchema {
-    /// Its name (the forced tool's name where a tool carries it).
-    pub name: String,
-    /// What the answer is for, where a tool carries it.
-    pub description: String,
-    /// The JSON Schema.
-    pub schema: Value,
-}
 
 /// How the answer is held to the schema, strongest first. A server that
 /// refuses one is asked again with the next, and the caller remembers what

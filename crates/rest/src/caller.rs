@@ -1,6 +1,7 @@
-//! Who is calling: the bearer token check, the tenant a request is bound to
-//! and the request id. Shared by every public component (the gateway and the
-//! agent), so both bind a request to a tenant the same way.
+//! Who is calling: the bearer token check and the tenant a request is bound
+//! to (its id follows [`anypath_wire::request_id`]). Shared by every public
+//! component (the gateway and the agent), so both bind a request to a
+//! tenant the same way.
 
 use crate::RestError;
 use crate::names;
@@ -65,13 +66,6 @@ pub fn tenant(api_keys: &[(String, String)], api_key: Option<&str>, session_id: 
     Ok(tenant.to_owned())
 }
 
-/// The caller's request id when usable (1-64 of letters, digits, `-_.`).
-pub fn usable_request_id(given: Option<&str>) -> Option<String> {
-    let given = given.unwrap_or("");
-    let usable = !given.is_empty() && given.len() <= 64 && given.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    usable.then(|| given.to_owned())
-}
-
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
@@ -93,7 +87,5 @@ mod tests {
         assert!(authorise("", None).is_ok());
         assert!(authorise("t", Some("Bearer t")).is_ok());
         assert!(authorise("t", Some("Bearer u")).is_err() && authorise("t", None).is_err());
-        assert_eq!(usable_request_id(Some("abc-1")).as_deref(), Some("abc-1"));
-        assert_eq!(usable_request_id(Some("a b")), None);
     }
 }

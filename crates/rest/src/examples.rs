@@ -6,12 +6,10 @@
 //! escape). They are sent as an earlier request and its answer, on a
 //! collection of their own, `books`.
 
-use anypath_llm::Message;
 use serde_json::{Value, json};
 
 use crate::RequestContext;
 use crate::context::RawRequest;
-use crate::prompt::{CollectionSummary, request_turn};
 
 /// What a missing document answers.
 const NOT_FOUND: &str = "{'status': 404, 'body': {'error': {'code': 'not_found', 'message': 'no such document'}}}";
@@ -133,20 +131,6 @@ impl Example {
             "id": id,
             "code": {"language": "python", "block": format!("```python\n{}\n```", self.source())},
         })
-    }
-
-    /// The example as an earlier request and its answer.
-    pub fn turns(&self) -> [Message; 2] {
-        let books = CollectionSummary {
-            name: "books".into(),
-            count: 12,
-            sample_ids: vec![json!(1), json!(2), json!(3)],
-            fields: [("id", "integer"), ("title", "string"), ("year", "integer")]
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        };
-        [request_turn(&self.context(), &[books]), Message::assistant(self.plan().to_string())]
     }
 }
 

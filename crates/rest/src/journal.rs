@@ -14,12 +14,9 @@
 //! two requests creating or updating different documents both commit.
 
 use indexmap::IndexMap;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use anypath_wire::{MutationRecord, Op, ReadCheck};
-
-use crate::stored_index::StoredIndex;
 
 /// Why a journal was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,18 +54,6 @@ pub struct Index {
     pub max_int_id: i64,
     /// Document id key to the tag of its stored value, in insertion order.
     pub docs: IndexMap<String, String>,
-}
-
-/// A collection's part in a multi-collection commit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Lock {
-    /// The transaction, whose decision (`pending`, `commit`, `abort`) is stored apart.
-    pub tx: String,
-    /// The stored index once the transaction commits.
-    pub next: Box<StoredIndex>,
-    /// Wall-clock milliseconds when the lock was taken; a lock left pending
-    /// for too long may be aborted by anyone.
-    pub since_ms: u64,
 }
 
 /// The result of applying a journal to an index: the index to swap in, the

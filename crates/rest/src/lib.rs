@@ -34,8 +34,8 @@ pub mod surface;
 
 pub use context::RequestContext;
 pub use error::{ErrorEnvelope, RestError};
-pub use journal::{Index, JournalError, Lock, MutationRecord, ReadCheck};
-pub use stored_index::{Layout, StoredIndex};
+pub use journal::{Index, JournalError, MutationRecord, ReadCheck};
+pub use stored_index::{Layout, Lock, StoredIndex};
 pub use plan::Plan;
 pub use planner_api::{
     CachedPlan, DescribeRequest, PlanAnswer, PlanCacheEntry, PlanCacheKey, PlanEvicted, PlanOutcome, PlanRequest, PlanSource, PlanStored,

@@ -61,8 +61,8 @@ const SUFFIXES: [(&str, &str); 4] = [("_gte", "gte"), ("_lte", "lte"), ("_ne", "
 /// The store's own operators, written `field__op`.
 const OWN_OPERATORS: [&str; 8] = ["contains", "icontains", "gte", "gt", "lte", "lt", "ne", "in"];
 /// The most collections `_embed` and `_expand` may read besides the list's
-/// own: what a planned block may load ([`crate::plan_check::MAX_ALSO_LOADS`]).
-const MAX_RELATED: usize = crate::plan_check::MAX_ALSO_LOADS;
+/// own: what a planned block may load ([`crate::plan::MAX_ALSO_LOADS`]).
+const MAX_RELATED: usize = crate::plan::MAX_ALSO_LOADS;
 /// The longest `_like` pattern, in characters.
 const MAX_PATTERN: usize = 256;
 

@@ -3,6 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// Collections a plan may load besides its resource (its `also_loads`).
+pub const MAX_ALSO_LOADS: usize = 4;
+
 /// One planned request: the action, its collection(s) and one Python block.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {

@@ -9,12 +9,10 @@ use serde_json::Value;
 
 use crate::RequestContext;
 use crate::names;
-use crate::plan::{Code, Plan};
+use crate::plan::{Code, MAX_ALSO_LOADS, Plan};
 
 /// Actions a plan may name; `custom` is anything beyond CRUD.
 pub const ACTIONS: &[&str] = &["create", "get", "list", "replace", "patch", "delete", "search", "custom"];
-/// Collections a plan may load besides its resource.
-pub const MAX_ALSO_LOADS: usize = 4;
 
 /// Why a model's answer is not a usable plan.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

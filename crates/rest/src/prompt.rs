@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::RequestContext;
+use crate::examples::{self, Example};
 
 /// Bumped whenever the prompt changes, so cached plans of the old prompt are not reused.
 pub const PROMPT_VERSION: &str = "p6";
@@ -86,12 +87,27 @@ pub fn request_turn(ctx: &RequestContext, collections: &[CollectionSummary]) -> 
 /// Everything after the system prompt: the worked example for this shape of
 /// request, the request itself, then each failed answer with what was wrong.
 pub fn conversation(ctx: &RequestContext, collections: &[CollectionSummary], repairs: &[(String, String)]) -> Vec<Message> {
-    let mut turns: Vec<Message> = crate::examples::for_request(ctx).turns().into();
+    let mut turns: Vec<Message> = example_turns(examples::for_request(ctx)).into();
     turns.push(request_turn(ctx, collections));
     for (answer, problem) in repairs {
         turns.extend(repair_turns(answer, problem));
     }
     turns
+}
+
+/// A worked example as an earlier request on a collection of its own,
+/// `books`, and the plan that answered it.
+pub fn example_turns(example: &Example) -> [Message; 2] {
+    let books = CollectionSummary {
+        name: "books".into(),
+        count: 12,
+        sample_ids: vec![json!(1), json!(2), json!(3)],
+        fields: [("id", "integer"), ("title", "string"), ("year", "integer")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    [request_turn(&example.context(), &[books]), Message::assistant(example.plan().to_string())]
 }
 
 /// The turns that ask for a repair of `previous` (the model's last answer).
@@ -111,8 +127,8 @@ mod tests {
     #[test]
     fn the_prompt_stays_small() {
         assert!(SYSTEM.len() < 3_000, "system prompt is {} characters", SYSTEM.len());
-        for example in &crate::examples::EXAMPLES {
-            let chars: usize = example.turns().iter().map(|t| t.text().len()).sum();
+        for example in &examples::EXAMPLES {
+            let chars: usize = example_turns(example).iter().map(|t| t.text().len()).sum();
             assert!(chars < 900, "the {} example is {chars} characters", example.action);
         }
         let headers = vec![("content-type".to_string(), "application/json".to_string())];

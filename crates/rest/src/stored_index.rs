@@ -13,10 +13,22 @@
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use crate::journal::{Index, Lock, integer_key};
+use crate::journal::{Index, integer_key};
 
 /// The most entries the head keeps before they are sealed into a chunk.
 pub const OPEN_LIMIT: usize = 256;
+
+/// A collection's part in a multi-collection commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lock {
+    /// The transaction, whose decision (`pending`, `commit`, `abort`) is stored apart.
+    pub tx: String,
+    /// The stored index once the transaction commits.
+    pub next: Box<StoredIndex>,
+    /// Wall-clock milliseconds when the lock was taken; a lock left pending
+    /// for too long may be aborted by anyone.
+    pub since_ms: u64,
+}
 
 /// What is stored under a collection's index key.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,11 +1,13 @@
-//! Every request's id: one layer decides it (the caller's `x-request-id`
-//! when it is usable, else a new one), hands it to handlers as the
+//! Every request's id: one layer decides it by the rule every face follows
+//! ([`anypath_wire::request_id`]: the caller's `x-request-id` when it is
+//! usable, else a new UUID v4), hands it to handlers as the
 //! [`RequestId`] extractor and to error answers through a task-local, and
 //! names it in the answer's `x-request-id` header.
 
 use std::convert::Infallible;
 use std::fmt;
 
+use anypath_wire::request_id;
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{Extensions, HeaderMap, HeaderValue};
@@ -13,9 +15,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 /// Header carrying the caller's request id (generated when absent or unusable).
-pub(crate) const REQUEST_ID: &str = "x-request-id";
-/// The longest caller-chosen id kept: it is logged and echoed on every answer.
-const MAX_LEN: usize = 64;
+pub(crate) const REQUEST_ID: &str = request_id::HEADER;
 
 tokio::task_local! {
     /// The id of the request whose handler runs on this task: an error's
@@ -30,12 +30,8 @@ pub(crate) struct RequestId(String);
 impl RequestId {
     /// The id `headers` carry when it is short and printable, otherwise a new one.
     pub fn from_headers(headers: &HeaderMap) -> Self {
-        headers
-            .get(REQUEST_ID)
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| is_usable(v))
-            .map(|v| Self(v.to_owned()))
-            .unwrap_or_else(Self::fresh)
+        let given = headers.get(REQUEST_ID).and_then(|v| v.to_str().ok());
+        Self(request_id::decide(given, || Self::fresh().0))
     }
 
     /// A new id, for a request that brought none.
@@ -110,14 +106,9 @@ pub(crate) async fn assign(request: Request, next: Next) -> Response {
     response
 }
 
-/// Whether a caller's id may be kept: not empty, at most [`MAX_LEN`]
-/// characters, letters, digits and `-_.` only (it goes into logs and headers).
-fn is_usable(id: &str) -> bool {
-    !id.is_empty() && id.len() <= MAX_LEN && id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-}
-
 #[cfg(test)]
 mod tests {
+    use anypath_wire::request_id::MAX_LEN;
     use axum::Router;
     use axum::body::Body;
     use axum::routing::get;

@@ -24,6 +24,7 @@
 //!   and the snapshots new sessions start from ([`SnapshotInfo`]).
 //! - Runs that outlive their caller: [`RunControl`] (background, callback)
 //!   and [`RunStatus`] in its [`RunState`].
+//! - [`request_id`]: which caller-given request id is kept, in every face.
 
 mod datasets;
 mod envelope;
@@ -31,6 +32,7 @@ mod exec;
 mod exec_request;
 mod loaded;
 mod planner;
+pub mod request_id;
 mod runs;
 mod runtime;
 mod session;

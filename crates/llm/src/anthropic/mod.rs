@@ -11,10 +11,9 @@ mod tests;
 
 use crate::adapter::{Adapter, HttpCall};
 use crate::answer::ChatAnswer;
-use crate::chat::{ChatRequest, ToolChoice, ToolSpec};
+use crate::chat::{ChatRequest, OutputSchema, ToolChoice, ToolSpec};
 use crate::error::LlmError;
 use crate::provider::Settings;
-use crate::structured::OutputSchema;
 
 /// The API version every request names.
 const API_VERSION: &str = "2023-06-01";

@@ -10,7 +10,8 @@ use crate::chat::{ChatRequest, Message, ResponseFormat, ToolChoice};
 use crate::error::LlmError;
 use crate::openai::tests::conversation;
 use crate::provider::{Provider, Settings};
-use crate::structured::{OutputMode, OutputSchema};
+use crate::chat::OutputSchema;
+use crate::structured::OutputMode;
 
 fn settings() -> Settings {
     Settings { provider: Provider::Anthropic, model: "m".into(), temperature: 0.0, max_tokens: 100 }

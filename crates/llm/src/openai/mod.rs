@@ -10,10 +10,9 @@ pub(crate) mod tests;
 
 use crate::adapter::{Adapter, HttpCall};
 use crate::answer::ChatAnswer;
-use crate::chat::{ChatRequest, ResponseFormat};
+use crate::chat::{ChatRequest, OutputSchema, ResponseFormat};
 use crate::error::LlmError;
 use crate::provider::Settings;
-use crate::structured::OutputSchema;
 
 /// The OpenAI-compatible adapter.
 #[derive(Debug, Clone, Copy, Default)]

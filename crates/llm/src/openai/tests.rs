@@ -9,7 +9,8 @@ use crate::answer::{ChatAnswer, FinishReason, ToolCall, Usage};
 use crate::chat::{ChatRequest, Message, ResponseFormat, ToolChoice, ToolSpec};
 use crate::error::LlmError;
 use crate::provider::{Provider, Settings};
-use crate::structured::{OutputMode, OutputSchema};
+use crate::chat::OutputSchema;
+use crate::structured::OutputMode;
 
 fn settings() -> Settings {
     Settings { provider: Provider::OpenAi, model: "m".into(), temperature: 0.0, max_tokens: 100 }

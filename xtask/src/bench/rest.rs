@@ -12,8 +12,8 @@ use anyhow::{Context, bail, ensure};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::app_bench::load;
-use crate::llm_stub::{LlmStub, PLANNED_PATH};
+use crate::bench::llm_stub::{LlmStub, PLANNED_PATH};
+use crate::bench::oha::load;
 
 /// Requests per row.
 pub const REQUESTS: u32 = 2000;
@@ -26,7 +26,7 @@ const GET_PATH: &str = "/members/42";
 /// A sorted page of the records, in json-server's dialect.
 const LIST_PATH: &str = "/members?_sort=age&_order=desc&_limit=10";
 /// What the POST row creates.
-const MEMBER: &str = r#"{"name":"Alice","age":31}"#;
+pub(crate) const MEMBER: &str = r#"{"name":"Alice","age":31}"#;
 /// Samples of the cached row checked before its load.
 const CACHE_SAMPLES: usize = 3;
 

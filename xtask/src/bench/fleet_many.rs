@@ -1,12 +1,12 @@
 //! The many-sessions part of the fleet benchmark: sessions
-//! ([`crate::many_sessions`]) spread round-robin over the hosts, each host
+//! ([`crate::bench::many_sessions`]) spread round-robin over the hosts, each host
 //! stopped gracefully (which hands its sessions to the store) and started
 //! again in turn, then every session read back through a host other than
 //! the one that made it.
 
-use crate::fleet::{Calls, FleetConfig, Host};
-use crate::fleet_bench::{Part, Row};
-use crate::many_sessions::{SET_UP, Sessions};
+use crate::bench::hosts::{Calls, FleetConfig, Host};
+use crate::bench::many_sessions::{SET_UP, Sessions};
+use crate::bench::table::{Part, Row};
 
 /// Runs the part on `hosts` (running, restarted in place): the read-back
 /// row, and lines on the set-up, the restarts and the reads that went wrong.

@@ -9,8 +9,10 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, ensure};
 use serde_json::Value;
 
-use crate::app_bench::{MEMBER, REQUESTS, Running, load, report};
-use crate::llm_stub::PLANNED_PATH;
+use crate::bench::llm_stub::PLANNED_PATH;
+use crate::bench::oha::{REQUESTS, load, report};
+use crate::bench::rest::MEMBER;
+use crate::shell::Running;
 
 /// Clients of the flooding tenant.
 const FLOOD_CLIENTS: &str = "32";

@@ -1,18 +1,34 @@
 //! `cargo xtask bench`: build, then the sandbox's in-process benchmark
-//! (`anypath-bench`), the app's ([`crate::app_bench`]) and the fleet's
-//! ([`crate::fleet_bench`]) and the density section
-//! ([`crate::density_bench`]), or only a part; the scale section
-//! ([`crate::scale_bench`]) runs only when asked for (the options:
+//! (`anypath-bench`), the app's ([`crate::bench::app`]) and the fleet's
+//! ([`crate::bench::fleet`]) and the density section
+//! ([`crate::bench::density`]), or only a part; the scale section
+//! ([`crate::bench::scale`]) runs only when asked for (the options:
 //! [`crate::flags::Bench`]).
+
+mod app;
+mod density;
+mod fair;
+mod fleet;
+mod fleet_many;
+mod hosts;
+mod json_server;
+mod jupyter;
+mod llm_stub;
+mod machine;
+mod many_sessions;
+mod oha;
+mod rest;
+mod scale;
+mod table;
 
 use std::process::Command;
 
 use anyhow::bail;
 use clap::CommandFactory;
 
-use crate::app_bench::AppSections;
-use crate::flags::Bench;
-use crate::steps::{Built, build_all, root, run, step};
+use crate::build::{Built, build_all};
+use crate::flags::{AppSections, Bench};
+use crate::shell::{root, run, step};
 
 /// Runs the command.
 pub fn run_bench(options: &Bench) -> anyhow::Result<()> {
@@ -26,14 +42,14 @@ pub fn run_bench(options: &Bench) -> anyhow::Result<()> {
     }
     let built = if options.build() { build_all()? } else { prebuilt()? };
     if scale_only {
-        return crate::scale_bench::run_scale_bench(&built.binary, &built.runner, options.scale_sessions());
+        return crate::bench::scale::run_scale_bench(&built.binary, &built.runner, options.scale_sessions());
     }
     if density_only {
-        return crate::density_bench::run_density_bench(&built.binary, &built.runner, options.density_sessions());
+        return crate::bench::density::run_density_bench(&built.binary, &built.runner, options.density_sessions());
     }
     if fleet_only {
         let redis_server = crate::redis_server::ensure()?;
-        return crate::fleet_bench::run_fleet_bench(&built.binary, &built.runner, &redis_server, options.fleet_sessions());
+        return crate::bench::fleet::run_fleet_bench(&built.binary, &built.runner, &redis_server, options.fleet_sessions());
     }
     if only.is_none() {
         step("running the benchmarks");
@@ -47,10 +63,10 @@ pub fn run_bench(options: &Bench) -> anyhow::Result<()> {
             .args(&passed))?;
     }
     let redis_server = crate::redis_server::ensure()?;
-    crate::app_bench::run_app_bench(&built.binary, &built.runner, &redis_server, only.unwrap_or(AppSections::All))?;
+    crate::bench::app::run_app_bench(&built.binary, &built.runner, &redis_server, only.unwrap_or(AppSections::All))?;
     if only.is_none() {
-        crate::fleet_bench::run_fleet_bench(&built.binary, &built.runner, &redis_server, options.fleet_sessions())?;
-        crate::density_bench::run_density_bench(&built.binary, &built.runner, options.density_sessions())?;
+        crate::bench::fleet::run_fleet_bench(&built.binary, &built.runner, &redis_server, options.fleet_sessions())?;
+        crate::bench::density::run_density_bench(&built.binary, &built.runner, options.density_sessions())?;
     }
     Ok(())
 }

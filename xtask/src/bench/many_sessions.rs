@@ -1,14 +1,14 @@
 //! Many sessions, each holding variables of its own (`python`) or a small
 //! DataFrame too (`python-data`, [`Workload`]): opened and set up one after
 //! another, then each read back and its answer checked. The loop the
-//! fleet's many-sessions part ([`crate::fleet_many`]), the scale section
-//! ([`crate::scale_bench`]) and the density section
-//! ([`crate::density_bench`]) share; which host serves which session is
+//! fleet's many-sessions part ([`crate::bench::fleet_many`]), the scale section
+//! ([`crate::bench::scale`]) and the density section
+//! ([`crate::bench::density`]) share; which host serves which session is
 //! theirs to say.
 
 use std::time::{Duration, Instant};
 
-use crate::fleet::{Calls, Latencies};
+use crate::bench::hosts::{Calls, Latencies};
 
 /// What each session runs once opened, as the reports show it (`i`: the
 /// session's number).

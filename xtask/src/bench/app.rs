@@ -1,53 +1,22 @@
 //! The whole request path under load: `anypath up` (and the app under
-//! `spin up`) beside json-server, driven by `oha`, a load generator from
-//! crates.io installed into `target/tools` on first use (the rows are in
-//! [`crate::rest_bench`]); then a code-interpreter run through the plain
+//! `spin up`) beside json-server, driven by `oha` ([`crate::bench::oha`];
+//! the rows are in [`crate::bench::rest`]); then a code-interpreter run through the plain
 //! HTTP API and through MCP, E2B's SDK, Jupyter, and fair share.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::json_server::JsonServer;
-use crate::llm_stub::LlmStub;
-use crate::rest_bench::{self, Measured, RECORDS, Server};
-use crate::steps::{cargo_command, root, run, step};
-
-const OHA_VERSION: &str = "1.16.0";
-pub(crate) const REQUESTS: &str = "2000";
-
-/// Kills the app when the benchmark ends, however it ends: with the process
-/// group it leads, when it was started in one of its own (`spin up`, whose
-/// app runs in a `spin trigger http` child).
-pub(crate) struct Running(pub(crate) Child);
-
-impl Running {
-    /// Waits for the process to end by itself and gives its standard output.
-    pub(crate) fn finish(mut self) -> std::io::Result<Vec<u8>> {
-        let mut output = Vec::new();
-        if let Some(mut stdout) = self.0.stdout.take() {
-            std::io::Read::read_to_end(&mut stdout, &mut output)?;
-        }
-        self.0.wait()?;
-        Ok(output)
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Ok(group) = i32::try_from(self.0.id()) {
-            // SAFETY: kill(2) on a negative pid signals that process group;
-            // a process not leading one has no such group and nothing happens.
-            unsafe { libc::kill(-group, libc::SIGKILL) };
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::bench::json_server::JsonServer;
+use crate::bench::llm_stub::LlmStub;
+use crate::bench::oha::{OHA_VERSION, REQUESTS, ensure_oha, load, report};
+use crate::bench::rest::{self, MEMBER, Measured, RECORDS, Server};
+use crate::flags::AppSections;
+use crate::shell::{Running, root};
 
 /// A Redis server for the benchmark, with production durability
 /// (`appendfsync everysec`); killed when dropped.
@@ -233,20 +202,6 @@ fn announced<T: Send + 'static>(
     address.recv_timeout(std::time::Duration::from_secs(120)).context("no address announced")
 }
 
-pub(crate) const MEMBER: &str = r#"{"name":"Alice","age":31}"#;
-
-/// Which parts of the app benchmark run.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum AppSections {
-    /// The REST rows beside json-server, and Redis's round trips.
-    Rest,
-    /// Those, then the code interpreter's rows (HTTP, MCP, E2B, Jupyter)
-    /// and fair share.
-    All,
-    /// Only fair share: on the sandbox, then on every kind of request.
-    Fair,
-}
-
 /// Runs the REST rows on json-server, `anypath up` with the store on
 /// SQLite (key-value) and on Redis, and the app under `spin up` when there
 /// is a Spin CLI; then, for [`AppSections::All`], the code interpreter's rows.
@@ -254,17 +209,17 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
     let oha = ensure_oha()?;
     let data = std::env::temp_dir().join(format!("anypath-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
-    let load_before = crate::machine::load_average();
+    let load_before = crate::bench::machine::load_average();
     if sections == AppSections::Fair {
         let stub = LlmStub::start()?;
         let app = start_app(binary, runner, &data.join("sqlite"), &stub.app_env())?;
-        crate::fair_bench::endless_blocks(&oha, &app.sandbox)?;
-        crate::fair_bench::through_app(&oha, "anypath up", &app.base, Some(&app.sandbox))?;
+        crate::bench::fair::endless_blocks(&oha, &app.sandbox)?;
+        crate::bench::fair::through_app(&oha, "anypath up", &app.base, Some(&app.sandbox))?;
         drop(app);
         // Under `spin up` the host is Spin's: what a flood does there.
         if let Some(spin) = crate::spin::find()? {
             let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin"), &stub.app_env(), Journal::Default)?;
-            crate::fair_bench::through_app(&oha, &spin.version, &under_spin.base, None)?;
+            crate::bench::fair::through_app(&oha, &spin.version, &under_spin.base, None)?;
         }
         let _ = std::fs::remove_dir_all(&data);
         return Ok(());
@@ -272,7 +227,7 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
 
     let json_server = JsonServer::start(&data.join("json-server"))?;
     let reference = Server { name: format!("json-server {}", json_server.version), base: &json_server.base, planner: None };
-    let (reference, answers) = rest_bench::measure(&oha, &reference, None)?;
+    let (reference, answers) = rest::measure(&oha, &reference, None)?;
     drop(json_server);
 
     // Every anypath server plans in `auto` mode against the stub: the rules
@@ -281,21 +236,21 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
     let planned = stub.app_env();
     let app = start_app(binary, runner, &data.join("sqlite"), &planned)?;
     let sqlite = Server { name: "anypath up, sqlite".into(), base: &app.base, planner: Some(&stub) };
-    let (sqlite, _) = rest_bench::measure(&oha, &sqlite, Some(&answers))?;
+    let (sqlite, _) = rest::measure(&oha, &sqlite, Some(&answers))?;
     let redis = BenchRedis::start(redis_server, &data.join("redis-data"))?;
     let on_redis = start_app(binary, runner, &data.join("redis"), &[redis.app_env(), planned.clone()].concat())?;
     let redis_rows = Server { name: "anypath up, redis".into(), base: &on_redis.base, planner: Some(&stub) };
-    let (redis_rows, _) = rest_bench::measure(&oha, &redis_rows, Some(&answers))?;
+    let (redis_rows, _) = rest::measure(&oha, &redis_rows, Some(&answers))?;
     let spin = crate::spin::find()?;
     let mut spin_rows = Vec::new();
     if let Some(spin) = &spin {
         let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin"), &planned, Journal::Default)?;
         let server = Server { name: "spin up, sqlite".into(), base: &under_spin.base, planner: Some(&stub) };
-        spin_rows.push(rest_bench::measure(&oha, &server, Some(&answers))?.0);
+        spin_rows.push(rest::measure(&oha, &server, Some(&answers))?.0);
         drop(under_spin);
         let under_spin = start_spin_app(&spin.path, binary, runner, &data.join("spin-wal"), &planned, Journal::Wal)?;
         let server = Server { name: "spin up, sqlite wal".into(), base: &under_spin.base, planner: Some(&stub) };
-        spin_rows.push(rest_bench::measure(&oha, &server, Some(&answers))?.0);
+        spin_rows.push(rest::measure(&oha, &server, Some(&answers))?.0);
         drop(under_spin);
         // The store on Redis under Spin too: a Redis server of its own, so
         // its records start from the same ids.
@@ -303,32 +258,32 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
         let under_spin =
             start_spin_app(&spin.path, binary, runner, &data.join("spin-redis"), &[spin_redis.app_env(), planned.clone()].concat(), Journal::Default)?;
         let server = Server { name: "spin up, redis".into(), base: &under_spin.base, planner: Some(&stub) };
-        spin_rows.push(rest_bench::measure(&oha, &server, Some(&answers))?.0);
+        spin_rows.push(rest::measure(&oha, &server, Some(&answers))?.0);
     }
     let anypath: Vec<Measured> = [sqlite, redis_rows].into_iter().chain(spin_rows).collect();
 
-    println!("\nREST face beside json-server: the same {RECORDS} records, created through each server's POST; {} requests per row ({} for the list), load from oha {OHA_VERSION}", rest_bench::REQUESTS, rest_bench::LIST_REQUESTS);
+    println!("\nREST face beside json-server: the same {RECORDS} records, created through each server's POST; {} requests per row ({} for the list), load from oha {OHA_VERSION}", rest::REQUESTS, rest::LIST_REQUESTS);
     println!("anypath plans in auto mode against a model stub: the rules plan the CRUD rows, the cached plan the last; json-server has no planner");
     println!("last column: the anypath server's req/s over json-server's on the same row");
     println!(
         "machine: {} cores, load average (1, 5, 15 min) {load_before} before the rows, {} after",
-        crate::machine::cores(),
-        crate::machine::load_average()
+        crate::bench::machine::cores(),
+        crate::bench::machine::load_average()
     );
-    rest_bench::print_table(&reference, &anypath);
+    rest::print_table(&reference, &anypath);
     for measured in &anypath {
-        println!("cached LLM plan against the rules-planned GET, {}: {} (goal: p50 within 2x)", measured.server, rest_bench::cached_against_rules(measured));
+        println!("cached LLM plan against the rules-planned GET, {}: {} (goal: p50 within 2x)", measured.server, rest::cached_against_rules(measured));
         for (request, phases) in &measured.phases {
             println!("  where the time goes, {} (Server-Timing medians, c=1): {phases}", request.label());
         }
     }
     let [on_sqlite, on_redis_rows, rest @ ..] = anypath.as_slice() else { bail!("the SQLite and Redis rows are missing") };
-    println!("p50 on Redis against SQLite (anypath up): {}", rest_bench::p50_ratios(on_sqlite, on_redis_rows));
+    println!("p50 on Redis against SQLite (anypath up): {}", rest::p50_ratios(on_sqlite, on_redis_rows));
     match (&spin, rest) {
         (Some(spin), [on_spin, on_spin_wal, on_spin_redis, ..]) => {
-            println!("p50 under {} against anypath up (SQLite): {}", spin.version, rest_bench::p50_ratios(on_sqlite, on_spin));
-            println!("p50 under {} with the key-value file in WAL mode against anypath up (SQLite): {}", spin.version, rest_bench::p50_ratios(on_sqlite, on_spin_wal));
-            println!("p50 under {} on Redis against anypath up on Redis: {}", spin.version, rest_bench::p50_ratios(on_redis_rows, on_spin_redis));
+            println!("p50 under {} against anypath up (SQLite): {}", spin.version, rest::p50_ratios(on_sqlite, on_spin));
+            println!("p50 under {} with the key-value file in WAL mode against anypath up (SQLite): {}", spin.version, rest::p50_ratios(on_sqlite, on_spin_wal));
+            println!("p50 under {} on Redis against anypath up on Redis: {}", spin.version, rest::p50_ratios(on_redis_rows, on_spin_redis));
         }
         _ => println!("spin up rows skipped: no Spin CLI found (set SPIN_BIN, or put spin on PATH)"),
     }
@@ -355,9 +310,9 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
     if sections == AppSections::All {
         interpreter_over_mcp(&oha, &app.sandbox)?;
         e2b_sdk_row(&app)?;
-        crate::jupyter_bench::row(&app.sandbox, "bench-a")?;
-        crate::fair_bench::endless_blocks(&oha, &app.sandbox)?;
-        crate::fair_bench::through_app(&oha, "anypath up", &app.base, Some(&app.sandbox))?;
+        crate::bench::jupyter::row(&app.sandbox, "bench-a")?;
+        crate::bench::fair::endless_blocks(&oha, &app.sandbox)?;
+        crate::bench::fair::through_app(&oha, "anypath up", &app.base, Some(&app.sandbox))?;
     }
     drop(app);
     let _ = std::fs::remove_dir_all(&data);
@@ -450,18 +405,6 @@ from a snapshot / fresh sandbox at p50 = {:.2}x",
     Ok(())
 }
 
-fn ensure_oha() -> anyhow::Result<PathBuf> {
-    let tools = root().join("target/tools");
-    let oha = tools.join("bin/oha");
-    if !oha.is_file() {
-        step(&format!("installing the load generator oha {OHA_VERSION} into target/tools (once)"));
-        run(cargo_command()
-            .args(["install", "--locked", "--quiet", "oha", "--version", OHA_VERSION, "--root"])
-            .arg(&tools))?;
-    }
-    Ok(oha)
-}
-
 /// The app's address and its sandbox listener's, from its log line "app serving".
 fn listen_addresses(stderr: impl std::io::Read + Send + 'static) -> anyhow::Result<(String, String, String)> {
     announced(stderr, |line| {
@@ -470,35 +413,4 @@ fn listen_addresses(stderr: impl std::io::Read + Send + 'static) -> anyhow::Resu
         (entry["message"] == "app serving").then(|| (text("listen"), text("sandbox"), text("e2b")))
     })
     .context("anypath up did not start serving")
-}
-
-pub(crate) fn load(oha: &Path, url: &str, requests: &str, concurrency: &str, extra: &[&str]) -> anyhow::Result<Value> {
-    let output = Command::new(oha)
-        .args(["--no-tui", "--output-format", "json", "-n", requests, "-c", concurrency])
-        .args(extra)
-        .arg(url)
-        .output()
-        .context("running oha")?;
-    if !output.status.success() {
-        bail!("oha failed: {}", String::from_utf8_lossy(&output.stderr));
-    }
-    let result: Value = serde_json::from_slice(&output.stdout).context("oha's JSON output")?;
-    let codes = &result["statusCodeDistribution"];
-    let bad: u64 = codes
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(code, _)| !code.starts_with('2'))
-        .filter_map(|(_, n)| n.as_u64())
-        .sum();
-    if bad > 0 || result["summary"]["successRate"].as_f64() != Some(1.0) {
-        bail!("{url}: not every request succeeded: {codes}");
-    }
-    Ok(result)
-}
-
-pub(crate) fn report(name: &str, concurrency: &str, result: &Value) {
-    let ms = |key: &str| result["latencyPercentiles"][key].as_f64().unwrap_or(f64::NAN) * 1e3;
-    let rps = result["summary"]["requestsPerSec"].as_f64().unwrap_or(f64::NAN);
-    println!("{name:<34} {concurrency:>5} {:>7.1} ms {:>7.1} ms {rps:>10.0}", ms("p50"), ms("p99"));
 }

@@ -1,8 +1,8 @@
-//! The fleet the fleet benchmark runs on: one SeaweedFS object store, one
-//! Redis and `anypath sandbox serve` hosts sharing them, each host started,
-//! stopped gracefully and started again on demand, its log lines about
-//! hand-overs and stops kept for the report; and the HTTP calls the rows
-//! time. The same hosts also run alone, on a data directory of their own
+//! The fleet the fleet benchmark runs on: one SeaweedFS object store
+//! ([`ObjectStore`]), one Redis and `anypath sandbox serve` hosts sharing
+//! them, each host started, stopped gracefully and started again on demand,
+//! its log lines about hand-overs and stops kept for the report; and the
+//! HTTP calls the rows time, and what the store alone costs ([`time_plain`]). The same hosts also run alone, on a data directory of their own
 //! ([`FleetConfig::local`]), for the scale section.
 
 use std::io::{BufRead, BufReader};
@@ -14,165 +14,47 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::app_bench::Running;
+use crate::seaweedfs::{BUCKET, ObjectStore, START_TIMEOUT};
+use crate::shell::Running;
 
-/// The bucket and prefix every host keeps its sessions under (the bucket
-/// is the one the fleet test suites use too).
-pub const BUCKET: &str = "anypath-sessions";
+/// The prefix every host keeps its sessions under, in the store's [`BUCKET`].
 const PREFIX: &str = "sessions";
 /// Every host signs links with the same key, as a fleet must.
 const SIGNING_KEY: &str = "fleet-bench-signing-key-0123456789abcdef";
 /// Idle hibernation never fires during a run: only the benchmark decides when to hibernate.
 const NEVER_IDLE: &str = "86400";
-/// Long enough for a loaded machine: weed's first start takes a few seconds.
-const START_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// A directory removed when this is dropped: made to be dropped after
-/// every process that writes into it (a binding made before theirs).
-pub struct ScratchDir(pub PathBuf);
-
-impl ScratchDir {
-    /// `<temp>/<name>-<this process's id>`, emptied of what a killed run left.
-    pub fn in_temp(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        Self(dir)
+/// Plain `PUT`s and `GET`s of `n` objects of `bytes` pseudo-random
+/// bytes, one after another on one connection: what the store itself
+/// costs a hand-over's image, apart from the hosts.
+pub fn time_plain(store: &ObjectStore, bytes: usize, n: usize) -> anyhow::Result<(Latencies, Latencies)> {
+    let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build()?;
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let body: Vec<u8> = (0..bytes)
+        .map(|_| {
+            // xorshift64: incompressible enough, and no dependency for it.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    let (mut puts, mut gets) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let url = format!("{}/{BUCKET}/plain/{i}", store.endpoint());
+        let started = Instant::now();
+        let response = client.put(&url).body(body.clone()).send()?;
+        anyhow::ensure!(response.status().is_success(), "PUT {url}: {}", response.status());
+        puts.push(started.elapsed());
+        let started = Instant::now();
+        let response = client.get(&url).send()?;
+        anyhow::ensure!(response.status().is_success(), "GET {url}: {}", response.status());
+        let got = response.bytes()?.len();
+        gets.push(started.elapsed());
+        anyhow::ensure!(got == bytes, "GET {url} gave {got} bytes, not {bytes}");
+        let _ = client.delete(&url).send();
     }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// One `weed server -s3` (master, volume server, filer and S3 gateway in one
-/// process) on free loopback ports, over a fresh directory; killed when dropped.
-pub struct ObjectStore {
-    process: Running,
-    endpoint: String,
-}
-
-impl ObjectStore {
-    /// Starts weed in `dir` and waits until a write to the bucket goes through.
-    pub fn start(weed: &Path, dir: &Path) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let listeners = (0..8).map(|_| std::net::TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>()?;
-        let ports = listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<Result<Vec<_>, _>>()?;
-        drop(listeners);
-        let log = std::fs::File::create(dir.join("weed.log"))?;
-        let child = Command::new(weed)
-            .arg("-logtostderr")
-            .arg("server")
-            .arg(format!("-dir={}", dir.display()))
-            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
-            .arg(format!("-master.port={}", ports[0]))
-            .arg(format!("-master.port.grpc={}", ports[1]))
-            .arg(format!("-volume.port={}", ports[2]))
-            .arg(format!("-volume.port.grpc={}", ports[3]))
-            .arg("-filer")
-            .arg(format!("-filer.port={}", ports[4]))
-            .arg(format!("-filer.port.grpc={}", ports[5]))
-            .arg("-s3")
-            .arg(format!("-s3.port={}", ports[6]))
-            .arg(format!("-s3.port.grpc={}", ports[7]))
-            // Its Iceberg and Lance catalogs would take fixed ports; no IAM: any caller.
-            .args(["-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.iam=false", "-master.telemetry=false"])
-            // Volumes of 1 GiB, up to 32 of them (nothing is preallocated):
-            // the section writes some gigabytes of images, and a removed
-            // object's space comes back only when weed compacts its volume.
-            .args(["-master.resumeState=false", "-master.volumeSizeLimitMB=1024", "-volume.max=32", "-volume.preStopSeconds=0"])
-            // With AWS credentials in its environment the gateway would require them.
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
-            .env_remove("AWS_SESSION_TOKEN")
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .context("starting weed")?;
-        let mut store = Self { process: Running(child), endpoint: format!("http://127.0.0.1:{}", ports[6]) };
-        store.wait_writable()?;
-        Ok(store)
-    }
-
-    /// Creates the bucket, then writes and removes one object until that
-    /// works: until the master knows the volume server, a write finds no
-    /// volume to grow.
-    fn wait_writable(&mut self) -> anyhow::Result<()> {
-        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build()?;
-        let deadline = Instant::now() + START_TIMEOUT;
-        let mut bucket = false;
-        loop {
-            if let Some(status) = self.process.0.try_wait()? {
-                bail!("weed ended with {status} before it served");
-            }
-            if !bucket {
-                bucket = client.put(format!("{}/{BUCKET}", self.endpoint)).send().is_ok_and(|r| r.status().is_success());
-            }
-            let probe = format!("{}/{BUCKET}/probe", self.endpoint);
-            if bucket && client.put(&probe).body("ready").send().is_ok_and(|r| r.status().is_success()) {
-                let _ = client.delete(&probe).send();
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!("SeaweedFS did not take a write within {START_TIMEOUT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    /// Plain `PUT`s and `GET`s of `n` objects of `bytes` pseudo-random
-    /// bytes, one after another on one connection: what the store itself
-    /// costs a hand-over's image, apart from the hosts.
-    pub fn time_plain(&self, bytes: usize, n: usize) -> anyhow::Result<(Latencies, Latencies)> {
-        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build()?;
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let body: Vec<u8> = (0..bytes)
-            .map(|_| {
-                // xorshift64: incompressible enough, and no dependency for it.
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
-        let (mut puts, mut gets) = (Vec::new(), Vec::new());
-        for i in 0..n {
-            let url = format!("{}/{BUCKET}/plain/{i}", self.endpoint);
-            let started = Instant::now();
-            let response = client.put(&url).body(body.clone()).send()?;
-            anyhow::ensure!(response.status().is_success(), "PUT {url}: {}", response.status());
-            puts.push(started.elapsed());
-            let started = Instant::now();
-            let response = client.get(&url).send()?;
-            anyhow::ensure!(response.status().is_success(), "GET {url}: {}", response.status());
-            let got = response.bytes()?.len();
-            gets.push(started.elapsed());
-            anyhow::ensure!(got == bytes, "GET {url} gave {got} bytes, not {bytes}");
-            let _ = client.delete(&url).send();
-        }
-        Ok((Latencies::of(&puts), Latencies::of(&gets)))
-    }
-
-    /// The S3 endpoint, `http://127.0.0.1:<port>`.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    /// The environment that puts a host's S3 client on this store.
-    fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
-            ("AWS_REGION", "us-east-1".into()),
-            // Any pair does: the store checks none, but a client refuses to sign without one.
-            ("AWS_ACCESS_KEY_ID", "fleet-bench".into()),
-            ("AWS_SECRET_ACCESS_KEY", "fleet-bench-secret".into()),
-            ("AWS_ALLOW_HTTP", "true".into()),
-            ("AWS_EC2_METADATA_DISABLED", "true".into()),
-        ]
-    }
+    Ok((Latencies::of(&puts), Latencies::of(&gets)))
 }
 
 /// Reads the fleet's session records on Redis (`redis-cli`), for what no
@@ -374,8 +256,8 @@ impl Host {
     }
 
     /// The running process's memory, when it runs and Linux tells.
-    pub fn memory(&self) -> Option<crate::machine::Memory> {
-        crate::machine::memory(self.process.as_ref()?.0.id())
+    pub fn memory(&self) -> Option<crate::bench::machine::Memory> {
+        crate::bench::machine::memory(self.process.as_ref()?.0.id())
     }
 }
 

@@ -14,18 +14,15 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::fleet::{Calls, FleetConfig, Host, HostOptions, ScratchDir};
-use crate::fleet_bench::{Row, print_table, warnings};
-use crate::machine::Memory;
-use crate::many_sessions::{Sessions, Workload};
-use crate::steps::step;
+use crate::bench::hosts::{Calls, FleetConfig, Host, HostOptions};
+use crate::bench::machine::Memory;
+use crate::bench::many_sessions::{Sessions, Workload};
+use crate::bench::table::{Row, print_table, warnings};
+use crate::shell::{ScratchDir, step};
 
 /// How long the sessions are left idle before they are measured: past the
 /// service's ten seconds after which an idle session gives back pages.
 const IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(12);
-
-/// Sessions per runtime unless `--density-sessions` says otherwise.
-pub const DEFAULT_SESSIONS: usize = 1000;
 
 /// Runs the section on `sessions` sessions per runtime and prints it; an
 /// error, after printing, when a session was read back wrong or not at all.
@@ -33,7 +30,7 @@ pub fn run_density_bench(binary: &Path, runner: &Path, sessions: usize) -> anyho
     anyhow::ensure!(sessions > 0, "--density-sessions must be at least 1");
     // Bound first, so dropped last: after the hosts that write into it were killed.
     let scratch = ScratchDir::in_temp("anypath-density-bench");
-    let section = crate::machine::Section::start();
+    let section = crate::bench::machine::Section::start();
     let config = FleetConfig::local(binary, runner, &scratch.0);
     let calls = Calls::new()?;
     let mut measured = Vec::new();

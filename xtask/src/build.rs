@@ -1,32 +1,15 @@
-//! The steps behind each xtask command.
+//! `cargo xtask build`: the Python runtimes, the Spin components and the
+//! native host, built side by side; `up`, `test`, `bench` and `docs` build
+//! through it first.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 
 use crate::python_runner;
-
-/// The repository root (the parent of `xtask/`).
-pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
-}
-
-/// Prints a progress line for a step.
-pub fn step(message: &str) {
-    eprintln!("==> {message}");
-}
-
-/// Runs a command from the repository root, failing on a non-zero exit.
-pub fn run(command: &mut Command) -> anyhow::Result<()> {
-    let shown = format!("{command:?}");
-    let status = command.current_dir(root()).status().with_context(|| format!("starting {shown}"))?;
-    if !status.success() {
-        bail!("{shown} failed with {status}");
-    }
-    Ok(())
-}
+use crate::shell::{cargo_command, root, run, step};
 
 /// What a full build produced.
 pub struct Built {
@@ -107,57 +90,3 @@ fn ensure_wasm_target() -> anyhow::Result<()> {
     }
 }
 
-/// The venv's Python with the llama.cpp server, and the small model's path:
-/// what `tests/small_model.rs` runs a real model with.
-fn small_model() -> anyhow::Result<(PathBuf, PathBuf)> {
-    let python = crate::venv::ensure_library(&crate::venv::XLLAMACPP)?;
-    let model = crate::model::ensure_small_model()?;
-    Ok((python, model))
-}
-
-/// `cargo xtask model`: install the model server and the small model, and
-/// print the settings the small-model test reads.
-pub fn model() -> anyhow::Result<()> {
-    let (python, model) = small_model()?;
-    println!("ANYPATH_PYTHON={}", python.display());
-    println!("ANYPATH_LLM_MODEL={}", model.display());
-    Ok(())
-}
-
-/// `cargo xtask up`: build, then run the app on 127.0.0.1:3000 until Ctrl-C.
-pub fn up(extra: &[String]) -> anyhow::Result<()> {
-    let built = build_all()?;
-    step("running the app on http://127.0.0.1:3000 (Ctrl-C stops)");
-    let mut command = Command::new(&built.binary);
-    command.args(["up", "--listen", "127.0.0.1:3000", "--runner"]).arg(&built.runner).arg("--python-data").arg(&built.python_data);
-    if !extra.is_empty() {
-        command.args(extra);
-    }
-    run(&mut command)
-}
-
-/// The cargo that runs this xtask, so the pinned toolchain is used throughout.
-pub fn cargo() -> String {
-    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
-}
-
-/// A command running [`cargo`] without the variables `cargo run` gave this
-/// xtask about itself (`CARGO_MANIFEST_DIR=xtask/`, `CARGO_PKG_*`, ...):
-/// build scripts that watch them (ring's watches `CARGO_MANIFEST_DIR`) would
-/// otherwise see a change between a build from here and one from a shell,
-/// and everything above them (rustls, wasmtime-wasi-http, the host) would be
-/// rebuilt each time one follows the other.
-pub fn cargo_command() -> Command {
-    let mut command = Command::new(cargo());
-    for (name, _) in std::env::vars_os() {
-        let Some(name) = name.to_str() else { continue };
-        if name.starts_with("CARGO_PKG_") || RUN_VARIABLES.contains(&name) {
-            command.env_remove(name);
-        }
-    }
-    command
-}
-
-/// What `cargo run` sets for the program it runs, besides `CARGO_PKG_*`.
-const RUN_VARIABLES: &[&str] =
-    &["CARGO_MANIFEST_DIR", "CARGO_MANIFEST_PATH", "CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE", "CARGO_RUSTC_CURRENT_DIR"];

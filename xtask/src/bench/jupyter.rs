@@ -10,8 +10,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::app_bench::Running;
-use crate::steps::root;
+use crate::shell::{Running, root};
 
 /// Kernels started per side.
 const STARTS: &str = "10";

@@ -1,5 +1,5 @@
 //! The scale section of `cargo xtask bench` (`--only scale`, never part of
-//! the full run): many `python` sessions ([`crate::many_sessions`]) on one
+//! the full run): many `python` sessions ([`crate::bench::many_sessions`]) on one
 //! `anypath sandbox serve` with the service's defaults over a fresh data
 //! directory ([`FleetConfig::local`]); the host stopped gracefully (which
 //! hibernates its live sessions) and started again on that directory; then
@@ -12,13 +12,10 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-use crate::fleet::{Calls, FleetConfig, Host, HostOptions, ScratchDir};
-use crate::fleet_bench::{Row, print_table, warnings};
-use crate::many_sessions::{READ, SET_UP, Sessions};
-use crate::steps::step;
-
-/// Sessions unless `--scale-sessions` says otherwise.
-pub const DEFAULT_SESSIONS: usize = 10_000;
+use crate::bench::hosts::{Calls, FleetConfig, Host, HostOptions};
+use crate::bench::many_sessions::{READ, SET_UP, Sessions};
+use crate::bench::table::{Row, print_table, warnings};
+use crate::shell::{ScratchDir, step};
 
 /// The file a hibernated session's state is kept in, in its home (the
 /// interpreter's local session store names it so).
@@ -30,7 +27,7 @@ pub fn run_scale_bench(binary: &Path, runner: &Path, sessions: usize) -> anyhow:
     anyhow::ensure!(sessions > 0, "--scale-sessions must be at least 1");
     // Bound first, so dropped last: after the host that writes into it was killed.
     let scratch = ScratchDir::in_temp("anypath-scale-bench");
-    let section = crate::machine::Section::start();
+    let section = crate::bench::machine::Section::start();
     let config = FleetConfig::local(binary, runner, &scratch.0);
     let calls = Calls::new()?;
     step("scale: starting one host");
@@ -71,7 +68,7 @@ pub fn run_scale_bench(binary: &Path, runner: &Path, sessions: usize) -> anyhow:
         read.verdict()
     );
     read.named().for_each(|line| println!("{line}"));
-    let memory = |m: Option<crate::machine::Memory>| m.map_or_else(|| "unknown".to_owned(), |m| m.to_string());
+    let memory = |m: Option<crate::bench::machine::Memory>| m.map_or_else(|| "unknown".to_owned(), |m| m.to_string());
     println!("host memory after the set-up: {}; after the read-back (the restarted process): {}", memory(after_set_up), memory(after_read));
     println!("{}", disk.describe(sessions));
     let logged = warnings(&host);
