@@ -1,15 +1,15 @@
 //! How an interpreter is configured: where it keeps sessions and artifacts
 //! ([`Storage`]) and the limits and times its sessions live by
-//! ([`InterpreterConfig`]).
+//! ([`InterpreterConfig`]), its snapshots' among them ([`SnapshotConfig`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anypath_sandbox::{FileQuota, Runtime};
 
-use crate::artifact_store::ArtifactConfig;
-use crate::dataset_store::DatasetConfig;
 use crate::error::InterpreterError;
+use crate::stores::artifact_store::ArtifactConfig;
+use crate::stores::dataset_store::DatasetConfig;
 
 /// When a live session's state reaches its store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -62,7 +62,7 @@ pub struct InterpreterConfig {
     pub quota: FileQuota,
     /// Retention and quota of artifacts.
     pub artifacts: ArtifactConfig,
-    /// Largest artifact whose bytes [`crate::artifacts::Artifacts::read_artifact`] returns inline.
+    /// Largest artifact whose bytes [`crate::views::artifacts::Artifacts::read_artifact`] returns inline.
     pub read_cap_bytes: u64,
     /// Key signing download links; generated and kept under `root` when absent.
     pub signing_key: Option<Vec<u8>>,
@@ -76,7 +76,7 @@ pub struct InterpreterConfig {
     /// Mounted datasets and the staged datasets' quota.
     pub datasets: DatasetConfig,
     /// Retention and quota of snapshots.
-    pub snapshots: crate::snapshots::SnapshotConfig,
+    pub snapshots: SnapshotConfig,
 }
 
 impl InterpreterConfig {
@@ -99,7 +99,7 @@ impl InterpreterConfig {
             public_url: None,
             default_runtime: None,
             datasets: DatasetConfig::default(),
-            snapshots: crate::snapshots::SnapshotConfig::default(),
+            snapshots: SnapshotConfig::default(),
         }
     }
 
@@ -139,5 +139,23 @@ fn remove_dead_memory_roots(shm: &Path) {
         {
             let _ = std::fs::remove_dir_all(entry.path());
         }
+    }
+}
+
+/// Retention and quota of snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotConfig {
+    /// How long a snapshot lives after it was taken.
+    pub retention: Duration,
+    /// Bytes of snapshots (state images and files) one tenant may hold.
+    pub tenant_quota_bytes: u64,
+    /// Snapshots one tenant may hold.
+    pub max_per_tenant: usize,
+}
+
+impl Default for SnapshotConfig {
+    /// 7 days, 2 GiB and 100 snapshots per tenant.
+    fn default() -> Self {
+        Self { retention: Duration::from_secs(7 * 24 * 3600), tenant_quota_bytes: 2 << 30, max_per_tenant: 100 }
     }
 }

@@ -1,22 +1,22 @@
 //! The interpreter's shared state: the sandboxes, the session table, the
-//! stores and the counters. Each part (`sessions`, `hibernation`, `runs`,
-//! `files`, `artifacts`, `datasets`) adds its own accessor to
+//! stores, the gates and the counters (`held`, `stores`, `gates`). Each
+//! view (`sessions`, `hibernation`, `runs`, `files`, `artifacts`,
+//! `datasets`, `snapshots`, in `views`) adds its own accessor to
 //! [`Interpreter`] in its module, as a view over this state that does one
 //! kind of work, so this module depends on none of them; `opening` starts it.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use anypath_sandbox::{Runtime, SessionRuntime};
 use anypath_wire::ReadinessCheck;
 
-use crate::artifact_store::ArtifactStore;
 use crate::config::{InterpreterConfig, Storage};
-use crate::dataset_store::DatasetStore;
 use crate::error::InterpreterError;
-use crate::session::Table;
-use crate::session_store::SessionStore;
-use crate::stats::{Stats, StatsSnapshot};
+use crate::held::session::Table;
+use crate::held::stats::{Stats, StatsSnapshot};
+use crate::stores::artifact_store::ArtifactStore;
+use crate::stores::dataset_store::DatasetStore;
+use crate::stores::session_store::SessionStore;
 
 /// The code interpreter: sessions over one sandbox per runtime.
 pub struct Interpreter {
@@ -25,18 +25,16 @@ pub struct Interpreter {
     pub(crate) artifact_store: ArtifactStore,
     pub(crate) dataset_store: DatasetStore,
     /// Homes with started instances for new `python` sessions.
-    pub(crate) ready: Option<Arc<crate::ready::ReadyHomes>>,
+    pub(crate) ready: Option<Arc<crate::held::ready::ReadyHomes>>,
     /// What is kept for each session.
     pub(crate) store: Arc<dyn SessionStore>,
     pub(crate) table: Mutex<Table>,
-    /// Sessions this host is claiming from the store and not listed yet,
-    /// with how many calls claim each: a hand-over asked for meanwhile must
-    /// not let go of the lease the claim just took.
-    pub(crate) claiming: Mutex<HashMap<(String, String), usize>>,
+    /// Sessions this host is claiming from the store and not listed yet.
+    pub(crate) claiming: crate::gates::claims::Claims,
     /// Sessions being opened from the store: one opening of each at a time.
-    pub(crate) opening: crate::opening_gate::OpeningGate,
+    pub(crate) opening: crate::gates::opening_gate::OpeningGate,
     /// Where snapshots are recorded: the fleet's records, or this host's.
-    pub(crate) snapshot_records: Arc<dyn crate::shared_records::SharedRecords>,
+    pub(crate) snapshot_records: Arc<dyn crate::stores::shared_records::SharedRecords>,
     pub(crate) stats: Stats,
 }
 
@@ -77,13 +75,13 @@ impl Interpreter {
     }
 
     /// The service's key: it signs download links and runs' callbacks.
-    pub fn signer(&self) -> &crate::signing::Signer {
+    pub fn signer(&self) -> &crate::stores::signing::Signer {
         self.artifact_store.signer()
     }
 
     /// Records every host of the fleet sees, when sessions are shared
     /// between hosts; `None` on one host.
-    pub fn shared_records(&self) -> Option<Arc<dyn crate::shared_records::SharedRecords>> {
+    pub fn shared_records(&self) -> Option<Arc<dyn crate::stores::shared_records::SharedRecords>> {
         self.store.shared_records()
     }
 

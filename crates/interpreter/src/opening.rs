@@ -8,14 +8,14 @@ use std::sync::{Arc, Mutex};
 
 use anypath_sandbox::{Runtime, SessionRuntime};
 
-use crate::artifact_store::ArtifactStore;
 use crate::config::InterpreterConfig;
-use crate::dataset_store::DatasetStore;
 use crate::error::InterpreterError;
+use crate::held::stats::Stats;
 use crate::interpreter::Interpreter;
-use crate::session_store::{LocalSessionStore, SessionStore};
-use crate::signing::Signer;
-use crate::stats::Stats;
+use crate::stores::artifact_store::ArtifactStore;
+use crate::stores::dataset_store::DatasetStore;
+use crate::stores::session_store::{LocalSessionStore, SessionStore};
+use crate::stores::signing::Signer;
 
 impl Interpreter {
     /// The interpreter over `sandboxes` (one per runtime it offers, the
@@ -50,14 +50,14 @@ impl Interpreter {
         };
         let artifact_store = ArtifactStore::open(&config.root.join("artifacts"), signer, config.artifacts.clone())?.shared_through(store.artifact_share());
         let dataset_store = DatasetStore::new(config.datasets.clone(), &config.root)?;
-        let ready = sandboxes.iter().find(|s| s.runtime() == Runtime::Python).map(|python| crate::ready::ReadyHomes::new(&config.root, python.clone()));
+        let ready = sandboxes.iter().find(|s| s.runtime() == Runtime::Python).map(|python| crate::held::ready::ReadyHomes::new(&config.root, python.clone()));
         if let Some(ready) = &ready {
             ready.fill();
         }
         tracing::info!(storage = ?config.storage, root = %config.root.display(), "interpreter storage");
-        let snapshot_records: Arc<dyn crate::shared_records::SharedRecords> = match store.shared_records() {
+        let snapshot_records: Arc<dyn crate::stores::shared_records::SharedRecords> = match store.shared_records() {
             Some(shared) => shared,
-            None => Arc::new(crate::local_records::LocalRecords::open(&config.root.join("records"))?),
+            None => Arc::new(crate::stores::local_records::LocalRecords::open(&config.root.join("records"))?),
         };
         let interpreter = Self {
             sandboxes,
@@ -67,12 +67,12 @@ impl Interpreter {
             ready,
             store,
             table: Mutex::new(HashMap::new()),
-            claiming: Mutex::new(HashMap::new()),
+            claiming: Default::default(),
             opening: Default::default(),
             snapshot_records,
             stats: Stats::default(),
         };
-        crate::sessions::sweep_store(&interpreter);
+        crate::views::sessions::sweep_store(&interpreter);
         Ok(interpreter)
     }
 }

@@ -78,93 +78,118 @@ impl Described {
     }
 }
 
-/// What was asked of the interpreter's host, by the name its audit line carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OperationKind {
-    /// A caller presented no valid credential.
-    Authenticate,
-    Open,
-    Describe,
-    Close,
-    Fork,
-    OpenContext,
-    Hibernate,
-    Restart,
-    Interrupt,
-    Upload,
-    WriteFile,
-    MakeDir,
-    Move,
-    Remove,
-    Stat,
-    ListDir,
-    ListFiles,
-    /// A session file's bytes, to an authenticated caller.
-    Read,
-    /// A session file's bytes as base64 (`read_artifact`).
-    ReadArtifact,
-    /// An artifact's metadata.
-    Artifact,
-    ListArtifacts,
-    /// An artifact's bytes through a signed link.
-    Download,
-    LoadArtifact,
-    Run,
-    ListDatasets,
-    StageDataset,
-    RemoveDataset,
-    AttachDataset,
-    /// A session's state and files kept as a snapshot.
-    Snapshot,
-    ListSnapshots,
-    DescribeSnapshot,
-    DeleteSnapshot,
-    /// A run's state and report, by its id.
-    DescribeRun,
-    /// A run's events, as they come or again from an event id.
-    FollowRun,
+/// Makes [`OperationKind`] from its variants alone, each written once:
+/// [`OperationKind::ALL`] lists them and [`OperationKind::name`] is each
+/// one's name in snake case, so no second list can miss or misspell one.
+macro_rules! operation_kinds {
+    ($(#[$outer:meta])* pub enum OperationKind { $($(#[$inner:meta])* $kind:ident,)* }) => {
+        $(#[$outer])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum OperationKind {
+            $($(#[$inner])* $kind,)*
+        }
+
+        impl OperationKind {
+            /// Every operation, in the order declared.
+            pub const ALL: &[Self] = &[$(Self::$kind),*];
+
+            /// The name an audit line carries as its `operation` and
+            /// message: the variant's name in snake case (`OpenContext` is
+            /// `open_context`).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Self::$kind => {
+                        const BYTES: [u8; snake_len(stringify!($kind))] = snake_bytes(stringify!($kind));
+                        const NAME: &str = match std::str::from_utf8(&BYTES) {
+                            Ok(name) => name,
+                            Err(_) => panic!("a variant's name is ASCII"),
+                        };
+                        NAME
+                    })*
+                }
+            }
+        }
+    };
 }
 
-impl OperationKind {
-    /// The name an audit line carries as its `operation` and message.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Authenticate => "authenticate",
-            Self::Open => "open",
-            Self::Describe => "describe",
-            Self::Close => "close",
-            Self::Fork => "fork",
-            Self::OpenContext => "open_context",
-            Self::Hibernate => "hibernate",
-            Self::Restart => "restart",
-            Self::Interrupt => "interrupt",
-            Self::Upload => "upload",
-            Self::WriteFile => "write_file",
-            Self::MakeDir => "make_dir",
-            Self::Move => "move",
-            Self::Remove => "remove",
-            Self::Stat => "stat",
-            Self::ListDir => "list_dir",
-            Self::ListFiles => "list_files",
-            Self::Read => "read",
-            Self::ReadArtifact => "read_artifact",
-            Self::Artifact => "artifact",
-            Self::ListArtifacts => "list_artifacts",
-            Self::Download => "download",
-            Self::LoadArtifact => "load_artifact",
-            Self::Run => "run",
-            Self::ListDatasets => "list_datasets",
-            Self::StageDataset => "stage_dataset",
-            Self::RemoveDataset => "remove_dataset",
-            Self::Snapshot => "snapshot",
-            Self::ListSnapshots => "list_snapshots",
-            Self::DescribeSnapshot => "describe_snapshot",
-            Self::DeleteSnapshot => "delete_snapshot",
-            Self::DescribeRun => "describe_run",
-            Self::FollowRun => "follow_run",
-            Self::AttachDataset => "attach_dataset",
-        }
+operation_kinds! {
+    /// What was asked of the interpreter's host, by the name its audit line carries.
+    pub enum OperationKind {
+        /// A caller presented no valid credential.
+        Authenticate,
+        Open,
+        Describe,
+        Close,
+        Fork,
+        OpenContext,
+        Hibernate,
+        Restart,
+        Interrupt,
+        Upload,
+        WriteFile,
+        MakeDir,
+        Move,
+        Remove,
+        Stat,
+        ListDir,
+        ListFiles,
+        /// A session file's bytes, to an authenticated caller.
+        Read,
+        /// A session file's bytes as base64 (`read_artifact`).
+        ReadArtifact,
+        /// An artifact's metadata.
+        Artifact,
+        ListArtifacts,
+        /// An artifact's bytes through a signed link.
+        Download,
+        LoadArtifact,
+        Run,
+        ListDatasets,
+        StageDataset,
+        RemoveDataset,
+        AttachDataset,
+        /// A session's state and files kept as a snapshot.
+        Snapshot,
+        ListSnapshots,
+        DescribeSnapshot,
+        DeleteSnapshot,
+        /// A run's state and report, by its id.
+        DescribeRun,
+        /// A run's events, as they come or again from an event id.
+        FollowRun,
     }
+}
+
+/// The length of ASCII `camel` (`CamelCase`) in snake case: one `_` more
+/// before each capital but the first.
+const fn snake_len(camel: &str) -> usize {
+    let bytes = camel.as_bytes();
+    let mut len = bytes.len();
+    let mut i = 1;
+    while i < bytes.len() {
+        if bytes[i].is_ascii_uppercase() {
+            len += 1;
+        }
+        i += 1;
+    }
+    len
+}
+
+/// ASCII `camel` (`CamelCase`) in snake case, in its [`snake_len`] bytes.
+const fn snake_bytes<const N: usize>(camel: &str) -> [u8; N] {
+    let bytes = camel.as_bytes();
+    let mut out = [0u8; N];
+    let (mut i, mut j) = (0, 0);
+    while i < bytes.len() {
+        if i > 0 && bytes[i].is_ascii_uppercase() {
+            out[j] = b'_';
+            j += 1;
+        }
+        out[j] = bytes[i].to_ascii_lowercase();
+        i += 1;
+        j += 1;
+    }
+    out
 }
 
 /// The body of an operation whose work is blocking file work: `work` runs
@@ -179,5 +204,22 @@ pub fn blocking<T: Send + 'static>(
         tokio::task::spawn_blocking(move || work(&interpreter, &caller))
             .await
             .unwrap_or_else(|e| Err(InterpreterError::Unfinished(e.to_string())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OperationKind;
+
+    #[test]
+    fn an_operation_is_named_by_its_variant_in_snake_case() {
+        assert_eq!(OperationKind::Authenticate.name(), "authenticate");
+        assert_eq!(OperationKind::OpenContext.name(), "open_context");
+        assert_eq!(OperationKind::DescribeSnapshot.name(), "describe_snapshot");
+        let mut names: Vec<&str> = OperationKind::ALL.iter().map(|kind| kind.name()).collect();
+        assert!(names.iter().all(|name| name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') && !name.starts_with('_')));
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), OperationKind::ALL.len(), "every operation has a name of its own");
     }
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use anypath_sandbox::{BlockRunner, RunnerConfig};
 use anypath_wire::{RunReport, RunRequest};
 
-use crate::{Interpreter, InterpreterConfig};
+use crate::config::InterpreterConfig;
+use crate::interpreter::Interpreter;
 
 /// The file work a test may hold up.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -1,19 +1,19 @@
 //! Artifacts as callers reach them: the ones runs kept (listed by session,
 //! one by id, opened through a signed link), a session file read back as
 //! base64 up to the read cap, and an earlier artifact put back into a
-//! session's files. The store itself is [`crate::artifact_store`].
+//! session's files. The store itself is [`crate::stores::artifact_store`].
 
 use std::sync::Arc;
 
 use anypath_wire::{ArtifactContent, ArtifactList, FileInfo, LoadArtifactRequest};
 use futures_util::future::BoxFuture;
 
-use crate::artifact_store::{Artifact, LinkQuery};
 use crate::error::InterpreterError;
+use crate::held::session::Create;
 use crate::interpreter::Interpreter;
 use crate::names;
 use crate::operation::{CallContext, Described, Operation, OperationKind, blocking};
-use crate::session::Create;
+use crate::stores::artifact_store::{Artifact, LinkQuery};
 
 /// The interpreter's artifacts: see [`Interpreter::artifacts`].
 pub struct Artifacts<'a> {
@@ -57,14 +57,14 @@ impl<'a> Artifacts<'a> {
             let kept = interpreter.artifact_store.find_content(&session.tenant, &session.id, &info.filename, &host_path, base_url)?;
             let download_url = match kept {
                 Some(artifact) => artifact.download_url,
-                None => format!("{base_url}/v1/sessions/{}/files/{}", session.id, crate::artifact_store::url_path(&info.filename)),
+                None => format!("{base_url}/v1/sessions/{}/files/{}", session.id, crate::stores::artifact_store::url_path(&info.filename)),
             };
             return Err(InterpreterError::TooLarge { path: info.path, size: info.size_bytes, cap: read_cap, download_url });
         }
         let (info, bytes) = session.files.read(path)?;
-        let head = &bytes[..bytes.len().min(crate::mime::SNIFF_BYTES)];
+        let head = &bytes[..bytes.len().min(crate::stores::mime::SNIFF_BYTES)];
         Ok(ArtifactContent {
-            mime_type: crate::mime::media_type(&info.filename, head),
+            mime_type: crate::stores::mime::media_type(&info.filename, head),
             sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
             size_bytes: info.size_bytes,
             content_base64: base64::engine::general_purpose::STANDARD.encode(&bytes),

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use anypath_sandbox::LiveInstance;
 
+use crate::held::session::Session;
 use crate::interpreter::Interpreter;
-use crate::session::Session;
 
 impl Interpreter {
     /// Measures what `session`'s live instance holds of its own now and

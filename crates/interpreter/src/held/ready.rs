@@ -92,14 +92,14 @@ impl ReadyHomes {
             // Never `create_dir_all`: a data directory taken away stays away.
             std::fs::create_dir(&made)?;
             std::fs::create_dir(made.join("data"))?;
-            std::fs::create_dir(made.join(crate::session_store::DATASETS_VIEW))?;
+            std::fs::create_dir(made.join(crate::stores::session_store::DATASETS_VIEW))?;
             // Written over when the session takes the home: no new inode then.
             std::fs::write(made.join("meta.json"), b"{}")
         })
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
-        match self.runtime.prestart(path.join("data"), path.join(crate::session_store::DATASETS_VIEW)).await {
+        match self.runtime.prestart(path.join("data"), path.join(crate::stores::session_store::DATASETS_VIEW)).await {
             Ok(started) => Ok(ReadyHome { path, started }),
             Err(error) => {
                 let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(path)).await;

@@ -11,14 +11,15 @@ use anypath_sandbox::{CellRequest, Interrupt, LiveSink};
 use anypath_wire::{ArtifactFailure, FileInfo, RunReport, RunRequest};
 use futures_util::future::BoxFuture;
 
-use crate::artifact_store::Artifact;
+use crate::directory::session_files::SessionFiles;
 use crate::error::InterpreterError;
+use crate::gates::files_gate::Picture;
+use crate::held::session::{Create, Session};
+use crate::held::stats::Stats;
 use crate::interpreter::Interpreter;
 use crate::names;
 use crate::operation::{CallContext, Described, Operation, OperationKind};
-use crate::session::{Create, Session, Snapshot};
-use crate::session_files::SessionFiles;
-use crate::stats::Stats;
+use crate::stores::artifact_store::Artifact;
 
 /// Environment a run may pass: this many variables, each name and value bounded.
 const MAX_ENV_VARS: usize = 64;
@@ -79,7 +80,7 @@ impl<'a> Runs<'a> {
                 Some(before) => before,
                 None => {
                     let scanned = session.clone();
-                    interpreter.off_workers(move |_| Ok(snapshot(scanned.files.dir()))).await?
+                    interpreter.off_workers(move |_| Ok(picture(scanned.files.dir()))).await?
                 }
             };
             // Armed under the run's lock: an interrupt stops this run, never a later one.
@@ -118,7 +119,7 @@ impl<'a> Runs<'a> {
                             kept.gate.keep_seen(&kept.seen, generation, before);
                             Vec::new()
                         } else if succeeded {
-                            let after = snapshot(kept.files.dir());
+                            let after = picture(kept.files.dir());
                             let mut found = changed(&before, &after);
                             found.retain(|file| after.get(&file.filename).is_none_or(|state| !kept.gate.written_outside(&file.filename, state)));
                             kept.gate.keep_seen(&kept.seen, generation, after);
@@ -174,7 +175,7 @@ impl<'a> Runs<'a> {
     fn keep(&self, session: &Session, files: Vec<FileInfo>, base_url: &str) -> (Vec<Artifact>, Vec<ArtifactFailure>) {
         let interpreter = self.interpreter;
         let mut kept = Vec::new();
-        let (files, mut failed) = crate::artifact_store::within_run_cap(files, interpreter.artifact_store.max_per_run());
+        let (files, mut failed) = crate::stores::artifact_store::within_run_cap(files, interpreter.artifact_store.max_per_run());
         for file in files {
             let ingested = session
                 .files
@@ -216,7 +217,7 @@ fn checked_env(env: BTreeMap<String, String>) -> Result<Vec<(String, String)>, I
 }
 
 /// Size and modification time of every file, to tell what a run changed.
-fn snapshot(dir: &Path) -> Snapshot {
+fn picture(dir: &Path) -> Picture {
     SessionFiles::new(dir.to_path_buf())
         .list()
         .unwrap_or_default()
@@ -229,11 +230,11 @@ fn snapshot(dir: &Path) -> Snapshot {
 }
 
 /// The files of `after` that are new or differ from `before`, by name.
-fn changed(before: &Snapshot, after: &Snapshot) -> Vec<FileInfo> {
+fn changed(before: &Picture, after: &Picture) -> Vec<FileInfo> {
     let mut found: Vec<FileInfo> = after
         .iter()
         .filter(|(name, seen)| before.get(*name) != Some(*seen))
-        .map(|(name, (size, _))| crate::session_files::info(name.clone(), *size))
+        .map(|(name, (size, _))| crate::directory::session_files::info(name.clone(), *size))
         .collect();
     found.sort_by(|a, b| a.filename.cmp(&b.filename));
     found
@@ -278,7 +279,7 @@ mod send_check {
     fn is_send<T: Send>(_: T) {}
 
     #[allow(dead_code)]
-    fn run_python_is_send(i: &std::sync::Arc<crate::Interpreter>) {
+    fn run_python_is_send(i: &std::sync::Arc<crate::interpreter::Interpreter>) {
         is_send(i.runs().run_python("t", "s", super::RunRequest::default(), "http://h"));
         let caller = CallContext { tenant: "t".to_owned(), base_url: "http://h".to_owned() };
         is_send(super::RunCode { session_id: "s".to_owned(), request: super::RunRequest::default(), live: None }.call(i.clone(), &caller));

@@ -16,14 +16,15 @@ use anypath_sandbox::{FilesLayout, LimitOverrides, Runtime};
 use anypath_wire::{Closed, SessionInfo};
 use futures_util::future::BoxFuture;
 
+use crate::directory::session_files::SessionFiles;
 use crate::error::InterpreterError;
+use crate::gates::files_gate::Picture;
+use crate::held::session::{Create, RunLock, Session, check_runtime, listed, unix_now};
+use crate::held::stats::Stats;
 use crate::interpreter::Interpreter;
 use crate::names;
 use crate::operation::{CallContext, Described, Operation, OperationKind, blocking};
-use crate::session::{Create, RunLock, Session, Snapshot, check_runtime, listed, unix_now};
-use crate::session_files::SessionFiles;
-use crate::session_store::{DiscardedHome, SessionMeta};
-use crate::stats::Stats;
+use crate::stores::session_store::{DiscardedHome, SessionMeta};
 
 /// What the first run of a session opened in place of an expired one says.
 /// The idle TTL of the service's own sessions ([`names::is_hidden`]): a
@@ -265,7 +266,7 @@ impl<'a> Sessions<'a> {
             }
             self.unlist_lapsed(tenant, session_id);
         }
-        let claiming = crate::handover::Claiming::of(self.interpreter, tenant, session_id);
+        let claiming = self.interpreter.claiming.claim(tenant, session_id);
         store.claim(tenant, session_id)?;
         let mut discarded = None;
         let session = self.get_locked(tenant, session_id, create, &mut discarded);
@@ -429,7 +430,7 @@ impl<'a> Sessions<'a> {
             store: store.clone(),
             files: SessionFiles::new(dirs.files),
             layout,
-            gate: crate::files_gate::FilesGate::new(live.change_notice()),
+            gate: crate::gates::files_gate::FilesGate::new(live.change_notice()),
             datasets_view: dirs.datasets_view,
             attached: std::sync::Mutex::new(attached),
             runtime,
@@ -445,7 +446,7 @@ impl<'a> Sessions<'a> {
             moved: std::sync::atomic::AtomicBool::new(false),
             // A new session's directory was just made empty: its first run
             // need not walk it to know what it held.
-            seen: std::sync::Mutex::new((kept.is_none() && shared_files.is_none()).then(Snapshot::new)),
+            seen: std::sync::Mutex::new((kept.is_none() && shared_files.is_none()).then(Picture::new)),
             meta_written: std::sync::Mutex::new(None),
             running: std::sync::Mutex::new(None),
             last_fork: std::sync::Mutex::new(None),
@@ -672,7 +673,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use crate::Interpreter;
+    use crate::interpreter::Interpreter;
     use crate::test_support::{Step, hold, interpreter, within};
 
     /// Reopening an expired session removes its old directory while the
@@ -694,7 +695,7 @@ mod tests {
             std::thread::spawn(move || interpreter.sessions().open("t", "old", None, None))
         };
         let removing = entered.recv_timeout(Duration::from_secs(10)).expect("the expired directory is removed");
-        assert!(removing.starts_with(dir.path().join(crate::session_store::local::DISCARDED)), "removed after being moved aside: {}", removing.display());
+        assert!(removing.starts_with(dir.path().join(crate::stores::session_store::local::DISCARDED)), "removed after being moved aside: {}", removing.display());
 
         let other = interpreter.clone();
         let answered = within(Duration::from_secs(5), move || other.sessions().info("t", "other").map(|i| i.session_id));

@@ -11,9 +11,9 @@ use anypath_sandbox::LiveInstance;
 use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
+use crate::held::session::{Create, Session};
 use crate::interpreter::Interpreter;
 use crate::operation::{CallContext, Described, Operation, OperationKind};
-use crate::session::{Create, Session};
 
 /// The interpreter's hibernation: see [`Interpreter::hibernation`].
 pub struct Hibernation<'a> {
@@ -342,7 +342,7 @@ mod tests {
         assert!(runtime.block_on(parking).is_err_and(|e| e.is_cancelled()), "the hibernation was dropped mid-write");
         release.send(()).expect("released");
         // The write, let go, ends on the blocking pool by itself.
-        let image = dir.path().join("sessions/t/s").join(crate::session_store::local::STATE_IMAGE);
+        let image = dir.path().join("sessions/t/s").join(crate::stores::session_store::local::STATE_IMAGE);
         let written = within(Duration::from_secs(30), move || {
             while !image.is_file() {
                 std::thread::sleep(Duration::from_millis(10));
@@ -363,8 +363,8 @@ mod tests {
         use crate::test_support::fail;
         let dir = tempfile::tempdir().expect("temp dir");
         let (runtime, interpreter) = interpreter(dir.path());
-        let image = dir.path().join("sessions/t/s").join(crate::session_store::local::STATE_IMAGE);
-        let hibernate = |interpreter: &std::sync::Arc<crate::Interpreter>| runtime.block_on(interpreter.hibernation().hibernate_session("t", "s")).expect("hibernated");
+        let image = dir.path().join("sessions/t/s").join(crate::stores::session_store::local::STATE_IMAGE);
+        let hibernate = |interpreter: &std::sync::Arc<crate::interpreter::Interpreter>| runtime.block_on(interpreter.hibernation().hibernate_session("t", "s")).expect("hibernated");
         assert_eq!(run(&runtime, &interpreter, "x = 41").cell.error, None);
         assert!(hibernate(&interpreter));
         fail(dir.path(), Step::ImageRemove, 1);
@@ -423,7 +423,7 @@ mod tests {
         let (runtime, interpreter) = interpreter(dir.path());
         assert_eq!(run(&runtime, &interpreter, "x = 41").cell.error, None);
         assert!(runtime.block_on(interpreter.hibernation().hibernate_session("t", "s")).expect("hibernated"));
-        std::fs::remove_file(dir.path().join("sessions/t/s").join(crate::session_store::local::STATE_IMAGE)).expect("image removed");
+        std::fs::remove_file(dir.path().join("sessions/t/s").join(crate::stores::session_store::local::STATE_IMAGE)).expect("image removed");
         let report = run(&runtime, &interpreter, "print(x)");
         let cell = &report.cell;
         assert!(cell.state_reset, "{cell:?}");

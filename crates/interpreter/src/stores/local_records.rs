@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::InterpreterError;
-use crate::shared_records::{Fields, RecordCall, SharedRecords};
+use crate::error::InterpreterError;
+use crate::stores::shared_records::{Fields, RecordCall, SharedRecords};
 
 /// Records by kind, then by id.
 type Kinds = BTreeMap<String, BTreeMap<String, Fields>>;

@@ -17,7 +17,9 @@ use std::time::SystemTime;
 
 use anypath_sandbox::ChangeNotice;
 
-use crate::session::Snapshot;
+/// Each file of a session directory with its size and modification time:
+/// what a run saw, kept for the next run while no file call changed it.
+pub(crate) type Picture = HashMap<String, (u64, SystemTime)>;
 
 /// The most files a session remembers as written from outside between two runs.
 const MAX_REMEMBERED: usize = 10_000;
@@ -57,7 +59,7 @@ impl FilesGate {
     /// A file call changed the directory: the next run recounts and walks
     /// it, and a run going on does not keep what it saw. `wrote` is a file
     /// it wrote, as it left it.
-    pub(crate) fn changed(&self, seen: &Mutex<Option<Snapshot>>, wrote: Option<(&str, u64, SystemTime)>) {
+    pub(crate) fn changed(&self, seen: &Mutex<Option<Picture>>, wrote: Option<(&str, u64, SystemTime)>) {
         if let Some((path, size, modified)) = wrote {
             let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
             if written.len() < MAX_REMEMBERED {
@@ -81,7 +83,7 @@ impl FilesGate {
 
     /// Keeps `picture` for the next run, unless a file call changed the
     /// directory since the run that took it started at `generation`.
-    pub(crate) fn keep_seen(&self, seen: &Mutex<Option<Snapshot>>, generation: u64, picture: Snapshot) {
+    pub(crate) fn keep_seen(&self, seen: &Mutex<Option<Picture>>, generation: u64, picture: Picture) {
         let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
         *seen = (self.generation.load(Ordering::Acquire) == generation).then_some(picture);
     }
@@ -101,12 +103,12 @@ mod tests {
         let gate = FilesGate::new(ChangeNotice::default());
         let seen = Mutex::new(None);
         let generation = gate.run_started();
-        gate.keep_seen(&seen, generation, Snapshot::new());
+        gate.keep_seen(&seen, generation, Picture::new());
         assert!(seen.lock().expect("seen").is_some(), "an undisturbed run keeps its picture");
         let generation = gate.run_started();
         let at = SystemTime::UNIX_EPOCH;
         gate.changed(&seen, Some(("up.txt", 3, at)));
-        gate.keep_seen(&seen, generation, Snapshot::new());
+        gate.keep_seen(&seen, generation, Picture::new());
         assert!(seen.lock().expect("seen").is_none(), "a picture taken before the change is stale");
         assert!(gate.written_outside("up.txt", &(3, at)));
         assert!(!gate.written_outside("up.txt", &(4, at)), "changed again since: by the run");

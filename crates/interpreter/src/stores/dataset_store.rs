@@ -31,9 +31,9 @@ use rusqlite::params;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::artifact_store::ArtifactStore;
 use crate::error::InterpreterError;
 use crate::names;
+use crate::stores::artifact_store::ArtifactStore;
 
 /// What the code sees as the datasets directory.
 pub const GUEST_DATASETS: &str = "/data";
@@ -244,7 +244,7 @@ impl DatasetStore {
             }
         }
         let total: u64 = hashed.iter().map(|(_, _, size)| size).sum();
-        let now = crate::artifact_store::unix_now();
+        let now = crate::stores::artifact_store::unix_now();
         let stored = store.with_index(|db| {
             let held: i64 = db
                 .query_row("SELECT COALESCE(SUM(size_bytes), 0) FROM dataset_files WHERE tenant = ?1 AND name != ?2", params![tenant, name], |r| r.get(0))
@@ -525,8 +525,8 @@ fn staged_infos(rows: Vec<StagedRow>) -> Vec<DatasetInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::artifact_store::ArtifactConfig;
-    use crate::signing::Signer;
+    use crate::stores::artifact_store::ArtifactConfig;
+    use crate::stores::signing::Signer;
 
     /// A store and datasets under a fresh root, with a 1 KiB dataset quota.
     fn fixture() -> (tempfile::TempDir, ArtifactStore, DatasetStore) {

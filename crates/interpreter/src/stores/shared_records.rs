@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::pin::Pin;
 
-use crate::InterpreterError;
+use crate::error::InterpreterError;
 
 /// A record's fields by name.
 pub type Fields = BTreeMap<String, String>;

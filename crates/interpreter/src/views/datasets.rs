@@ -1,6 +1,6 @@
 //! Datasets as callers reach them: the ones a tenant sees (mounted or
 //! staged), staging and removing its own, and attaching one to a session at
-//! /data/<name>. The store itself is [`crate::dataset_store`].
+//! /data/<name>. The store itself is [`crate::stores::dataset_store`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,12 +8,12 @@ use std::sync::Arc;
 use anypath_wire::{DatasetInfo, DatasetList};
 use futures_util::future::BoxFuture;
 
-use crate::dataset_store::ReceivedFile;
 use crate::error::InterpreterError;
+use crate::held::session::Create;
 use crate::interpreter::Interpreter;
 use crate::names;
 use crate::operation::{CallContext, Described, Operation, OperationKind, blocking};
-use crate::session::Create;
+use crate::stores::dataset_store::ReceivedFile;
 
 /// The interpreter's datasets: see [`Interpreter::datasets`].
 pub struct Datasets<'a> {

@@ -11,9 +11,9 @@ use anypath_wire::SessionInfo;
 use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
+use crate::held::session::Create;
 use crate::interpreter::Interpreter;
 use crate::operation::{CallContext, Described, Operation, OperationKind, blocking};
-use crate::session::Create;
 
 /// Creates a sandbox-layout session, or returns it as it is.
 #[derive(Debug)]
@@ -36,7 +36,7 @@ impl Operation for OpenSandbox {
     fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<SessionInfo, InterpreterError>> {
         Box::pin(blocking(interpreter, caller, move |i, c| {
             let session = i.sessions().get(&c.tenant, &self.session_id, Create::Sandbox { ttl: self.ttl, runtime: self.runtime })?;
-            Ok(crate::sessions::info(&session))
+            Ok(crate::views::sessions::info(&session))
         }))
     }
 }

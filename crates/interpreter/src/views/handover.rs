@@ -9,9 +9,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
-use crate::interpreter::Interpreter;
-use crate::session::Session;
-use crate::sessions::Sessions;
+use crate::held::session::Session;
+use crate::views::sessions::Sessions;
 
 impl Sessions<'_> {
     /// Hands the session over to the store for another host: its state
@@ -92,9 +91,8 @@ impl Sessions<'_> {
     pub(crate) fn release_unused(&self, tenant: &str, session_id: &str) {
         let key = (tenant.to_owned(), session_id.to_owned());
         let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
-        let claiming = self.interpreter.claiming.lock().unwrap_or_else(|p| p.into_inner());
-        if !sessions.contains_key(&key) && !claiming.contains_key(&key) {
-            self.interpreter.store.release(tenant, session_id);
+        if !sessions.contains_key(&key) {
+            self.interpreter.claiming.release_unclaimed(&key, || self.interpreter.store.release(tenant, session_id));
         }
     }
 
@@ -116,33 +114,6 @@ impl Sessions<'_> {
         if let Some(session) = sessions.get(&key).filter(|s| !s.store.holds(tenant, session_id)) {
             session.moved.store(true, Relaxed);
             sessions.remove(&key);
-        }
-    }
-}
-
-/// A claim of a session in progress on this host, counted in
-/// `Interpreter::claiming` while it lives.
-pub(crate) struct Claiming<'a> {
-    interpreter: &'a Interpreter,
-    key: (String, String),
-}
-
-impl<'a> Claiming<'a> {
-    pub(crate) fn of(interpreter: &'a Interpreter, tenant: &str, session_id: &str) -> Self {
-        let key = (tenant.to_owned(), session_id.to_owned());
-        *interpreter.claiming.lock().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default() += 1;
-        Self { interpreter, key }
-    }
-}
-
-impl Drop for Claiming<'_> {
-    fn drop(&mut self) {
-        let mut claiming = self.interpreter.claiming.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = claiming.get_mut(&self.key) {
-            *count -= 1;
-            if *count == 0 {
-                claiming.remove(&self.key);
-            }
         }
     }
 }

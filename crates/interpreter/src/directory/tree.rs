@@ -15,8 +15,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::directory::session_files::SessionFiles;
 use crate::error::InterpreterError;
-use crate::session_files::SessionFiles;
 use crate::names;
 
 /// What a tree entry is.
@@ -38,7 +38,7 @@ pub struct Entry {
     /// Permission bits, as `ls -l` shows them.
     pub mode: u32,
     pub modified: SystemTime,
-    /// A file's metadata (see [`crate::file_metadata`]); empty for a directory.
+    /// A file's metadata (see [`crate::directory::file_metadata`]); empty for a directory.
     pub metadata: BTreeMap<String, String>,
 }
 
@@ -129,14 +129,14 @@ impl SessionFiles {
     /// (and its metadata) and making the parent directories, as an upload
     /// is written.
     pub fn write_path(&self, relative: &str, bytes: &[u8], metadata: &BTreeMap<String, String>) -> Result<Entry, InterpreterError> {
-        crate::file_metadata::check(metadata)?;
+        crate::directory::file_metadata::check(metadata)?;
         let path = self.resolve(relative)?;
         if path == self.dir() || fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
             return Err(InterpreterError::NotAFile(relative.to_owned()));
         }
         let parent = path.parent().unwrap_or(self.dir());
         make_dirs(self.dir(), parent)?;
-        crate::session_files::write_replacing_as(&path, bytes, FILE_MODE, |new| crate::file_metadata::write(new, metadata))?;
+        crate::directory::session_files::write_replacing_as(&path, bytes, FILE_MODE, |new| crate::directory::file_metadata::write(new, metadata))?;
         self.stat(relative)
     }
 
@@ -188,7 +188,7 @@ impl SessionFiles {
             size: meta.len(),
             mode: meta.permissions().mode() & 0o777,
             modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            metadata: if kind == EntryKind::File { crate::file_metadata::read(path) } else { BTreeMap::new() },
+            metadata: if kind == EntryKind::File { crate::directory::file_metadata::read(path) } else { BTreeMap::new() },
         })
     }
 }

@@ -3,7 +3,7 @@
 //! each within the session's quota. None waits for, or is refused because
 //! of, a run going on: files and code are independent, and a cell sees a
 //! file a call writes appear as it would on a machine of its own (see
-//! [`crate::files_gate`]).
+//! [`crate::gates::files_gate`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,12 +15,12 @@ use anypath_wire::{FileInfo, FileList};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
+use crate::directory::tree::Entry;
 use crate::error::InterpreterError;
+use crate::held::session::{Create, Session};
 use crate::interpreter::Interpreter;
 use crate::names;
 use crate::operation::{CallContext, Described, Operation, OperationKind, blocking};
-use crate::session::{Create, Session};
-use crate::tree::Entry;
 
 /// How often a file call looks a session up again when it was handed over
 /// to another host while the call waited for it.

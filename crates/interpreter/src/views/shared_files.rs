@@ -14,10 +14,10 @@ use anypath_wire::SessionInfo;
 use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
+use crate::held::session::{Create, Session};
 use crate::interpreter::Interpreter;
 use crate::operation::{CallContext, Described, Operation, OperationKind, blocking};
-use crate::session::{Create, Session};
-use crate::sessions::{Sessions, info};
+use crate::views::sessions::{Sessions, info};
 
 impl Sessions<'_> {
     /// Opens `session_id` (creating it when missing) and marks it used now,
@@ -125,7 +125,7 @@ mod tests {
         assert!(interpreter.files().list("alice", "k2").expect("files").iter().any(|f| f.filename == "kept.txt"), "k2 sees k1's file");
         runtime.block_on(interpreter.sessions().close("alice", "k1")).expect("k1 closed");
         assert!(interpreter.files().list("alice", "files").expect("files").iter().any(|f| f.filename == "kept.txt"), "the file outlived k1");
-        assert!(matches!(interpreter.sessions().open_over("alice", "files", None, "k2", None, None), Err(crate::InterpreterError::SessionExists(_))));
+        assert!(matches!(interpreter.sessions().open_over("alice", "files", None, "k2", None, None), Err(crate::error::InterpreterError::SessionExists(_))));
         interpreter.sessions().open_over("bob", "files", None, "k1", None, None).expect("bob's own");
         assert!(interpreter.files().list("bob", "k1").expect("files").is_empty(), "another tenant's holder is another directory");
     }

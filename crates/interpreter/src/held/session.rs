@@ -10,10 +10,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anypath_sandbox::{FilesLayout, LiveInstance, Runtime};
 
+use crate::directory::session_files::SessionFiles;
 use crate::error::InterpreterError;
-use crate::files_gate::FilesGate;
-use crate::session_files::SessionFiles;
-use crate::session_store::{SessionMeta, SessionStore};
+use crate::gates::files_gate::{FilesGate, Picture};
+use crate::stores::session_store::{SessionMeta, SessionStore};
 
 /// How stale a session's metadata (its last use) may be: runs in between
 /// do not write it.
@@ -24,9 +24,6 @@ pub(crate) type RunLock = tokio::sync::OwnedMutexGuard<LiveInstance>;
 
 /// The sessions listed now, by (tenant, session id).
 pub(crate) type Table = HashMap<(String, String), Arc<Session>>;
-
-/// Each file of a session directory with its size and modification time.
-pub(crate) type Snapshot = HashMap<String, (u64, SystemTime)>;
 
 /// A listed session.
 pub(crate) struct Session {
@@ -52,11 +49,11 @@ pub(crate) struct Session {
     pub(crate) hibernated: AtomicBool,
     /// What the live instance held of its own after its last run: the
     /// pages of its memories it wrote, and the state image it keeps for
-    /// more forks of the same state (see `crate::footprint`).
+    /// more forks of the same state (see `crate::views::footprint`).
     pub(crate) memory_bytes: AtomicU64,
     /// When `memory_bytes` was last measured, and the instance's memory
     /// size and held image's size then: a run that left both as they were
-    /// within a second of that reuses it (see `crate::footprint`).
+    /// within a second of that reuses it (see `crate::views::footprint`).
     pub(crate) memory_measured: Mutex<Option<(Instant, u64, u64)>>,
     /// A measurement is scheduled for after the one that still stands.
     pub(crate) memory_owed: AtomicBool,
@@ -64,7 +61,7 @@ pub(crate) struct Session {
     /// for the session to be idle long enough (see `footprint`).
     pub(crate) give_back_owed: AtomicBool,
     /// The live instance behind the run lock (shared, so a lock can be
-    /// held apart from a borrow of the session: [`crate::sessions::Sessions::locked`]).
+    /// held apart from a borrow of the session: [`crate::views::sessions::Sessions::locked`]).
     pub(crate) live: Arc<tokio::sync::Mutex<LiveInstance>>,
     /// Handed over to another host sharing the store: a call that took the
     /// run lock after the hand-over looks the session up (claims it) again.
@@ -72,7 +69,7 @@ pub(crate) struct Session {
     /// The session directory as the last successful run left it, so the
     /// next run need not walk it again before it starts. Taken and kept by
     /// runs under `live`'s lock; a file call clears it (`gate`).
-    pub(crate) seen: Mutex<Option<Snapshot>>,
+    pub(crate) seen: Mutex<Option<Picture>>,
     /// When the metadata was last written, and whether it said the session
     /// held state.
     pub(crate) meta_written: Mutex<Option<(Instant, bool)>>,

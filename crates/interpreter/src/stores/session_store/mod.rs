@@ -184,13 +184,13 @@ pub trait SessionStore: Send + Sync {
 
     /// Where this fleet's hosts publish their artifacts, when the store is
     /// shared: links and session listings then work on every host.
-    fn artifact_share(&self) -> Option<std::sync::Arc<dyn crate::artifact_share::ArtifactShare>> {
+    fn artifact_share(&self) -> Option<std::sync::Arc<dyn crate::stores::artifact_share::ArtifactShare>> {
         None
     }
 
     /// Records every host of the fleet sees, when the store is shared
-    /// (see [`crate::shared_records`]).
-    fn shared_records(&self) -> Option<std::sync::Arc<dyn crate::shared_records::SharedRecords>> {
+    /// (see [`crate::stores::shared_records`]).
+    fn shared_records(&self) -> Option<std::sync::Arc<dyn crate::stores::shared_records::SharedRecords>> {
         None
     }
 

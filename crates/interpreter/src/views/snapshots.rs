@@ -23,7 +23,7 @@ use crate::error::InterpreterError;
 use crate::interpreter::Interpreter;
 use crate::names;
 use crate::operation::{CallContext, Described, Operation, OperationKind};
-use crate::shared_records::Fields;
+use crate::stores::shared_records::Fields;
 
 /// The kind of the snapshots' records.
 const KIND: &str = "snapshot";
@@ -31,24 +31,6 @@ const KIND: &str = "snapshot";
 const FIELD: &str = "snapshot";
 /// The stored session of snapshot `id` is `__snapshot_<id>`.
 const SESSION_PREFIX: &str = "__snapshot_";
-
-/// Retention and quota of snapshots.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotConfig {
-    /// How long a snapshot lives after it was taken.
-    pub retention: Duration,
-    /// Bytes of snapshots (state images and files) one tenant may hold.
-    pub tenant_quota_bytes: u64,
-    /// Snapshots one tenant may hold.
-    pub max_per_tenant: usize,
-}
-
-impl Default for SnapshotConfig {
-    /// 7 days, 2 GiB and 100 snapshots per tenant.
-    fn default() -> Self {
-        Self { retention: Duration::from_secs(7 * 24 * 3600), tenant_quota_bytes: 2 << 30, max_per_tenant: 100 }
-    }
-}
 
 /// A snapshot as its record keeps it.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -171,7 +153,7 @@ impl Snapshots<'_> {
         Box::pin(async move {
             names::client_session_id(session_id)?;
             let record = self.find(tenant, id_or_name).await?;
-            crate::session::check_runtime(session_id, record.info.runtime, runtime)?;
+            crate::held::session::check_runtime(session_id, record.info.runtime, runtime)?;
             let ttl = ttl.unwrap_or(self.interpreter.config.default_ttl).min(self.interpreter.config.max_ttl);
             let stored = stored_session(&record.info.snapshot_id);
             self.interpreter.sessions().copy_session(tenant, &stored, session_id, Some(ttl)).await.map_err(|error| match error {

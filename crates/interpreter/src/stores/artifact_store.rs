@@ -3,7 +3,7 @@
 //! store (`blobs/<sha256[..2]>/<sha256>`, written once, shared across sessions
 //! and tenants); metadata lives in SQLite (`index.sqlite3`). Each artifact has
 //! a stable id and a signed download link; it expires after the retention
-//! time, and a blob no artifact (nor staged dataset, `crate::dataset_store`)
+//! time, and a blob no artifact (nor staged dataset, `crate::stores::dataset_store`)
 //! refers to any more is removed.
 
 use std::fs;
@@ -18,11 +18,11 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
-use crate::artifact_share::ArtifactShare;
+use crate::directory::session_files::GUEST_DIR;
 use crate::error::InterpreterError;
-use crate::session_files::GUEST_DIR;
-use crate::mime::{SNIFF_BYTES, media_type};
-use crate::signing::Signer;
+use crate::stores::artifact_share::ArtifactShare;
+use crate::stores::mime::{SNIFF_BYTES, media_type};
+use crate::stores::signing::Signer;
 
 /// How artifacts are kept.
 #[derive(Debug, Clone)]
@@ -381,7 +381,7 @@ impl ArtifactStore {
     /// Hashes the file while copying it to a staging blob, synced to disk.
     fn stage(&self, source: &Path) -> Result<Staged, InterpreterError> {
         let io = |e| InterpreterError::io("reading the artifact", e);
-        let mut input = fs::OpenOptions::new().read(true).custom_flags(crate::session_files::O_NOFOLLOW).open(source).map_err(io)?;
+        let mut input = fs::OpenOptions::new().read(true).custom_flags(crate::directory::session_files::O_NOFOLLOW).open(source).map_err(io)?;
         let shard = self.blobs.join(STAGING);
         fs::create_dir_all(&shard).map_err(io)?;
         let path = shard.join(format!(".{}", uuid::Uuid::new_v4().simple()));
@@ -438,7 +438,7 @@ pub(crate) fn url_path(filename: &str) -> String {
 /// Hex SHA-256 of a file's bytes, read without following a symlink.
 fn hash_file(path: &Path) -> Result<String, InterpreterError> {
     let io = |e| InterpreterError::io("reading the file", e);
-    let mut input = fs::OpenOptions::new().read(true).custom_flags(crate::session_files::O_NOFOLLOW).open(path).map_err(io)?;
+    let mut input = fs::OpenOptions::new().read(true).custom_flags(crate::directory::session_files::O_NOFOLLOW).open(path).map_err(io)?;
     let mut hasher = Sha256::new();
     std::io::copy(&mut input, &mut hasher).map_err(io)?;
     Ok(hex::encode(hasher.finalize()))
@@ -629,7 +629,7 @@ mod tests {
 
     #[test]
     fn a_run_keeps_its_first_files_up_to_the_cap_and_names_the_rest() {
-        let files: Vec<FileInfo> = ["a.png", "b.png", "c.png"].iter().map(|n| crate::session_files::info((*n).to_owned(), 1)).collect();
+        let files: Vec<FileInfo> = ["a.png", "b.png", "c.png"].iter().map(|n| crate::directory::session_files::info((*n).to_owned(), 1)).collect();
         let (kept, dropped) = within_run_cap(files.clone(), 3);
         assert_eq!((kept.len(), dropped.len()), (3, 0), "at the cap all are kept");
         let (kept, dropped) = within_run_cap(files, 2);
