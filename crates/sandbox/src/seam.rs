@@ -101,8 +101,9 @@ pub(crate) trait RuntimeImage: Send + Sync + 'static {
     fn start(&self, at: Placement<'_>, start_for: StartFor) -> impl Future<Output = wasmtime::Result<Started<Self::Exports>>> + Send;
 
     /// Whether its instances start in their layout's working directory
-    /// (entered in their start turn); otherwise a first cell (the layout's
-    /// set-up cell) enters it.
+    /// (entered in their start turn); otherwise a first cell, the layout's
+    /// Python set-up cell (`FilesLayout::setup_cell`), enters it: a runtime
+    /// that does not run Python must enter it itself.
     fn enters_layout_at_start(&self) -> bool {
         false
     }
