@@ -47,10 +47,10 @@ const MPL_DATA_MEMBER: &str = "matplotlib/mpl-data.zip";
 /// What the pre-initialised image is made from besides the wheel and the
 /// world: the code that runs in it and the directories it is taken over.
 const PREINIT_INPUTS: &[&str] = &[
-    "crates/sandbox/src/data_runtime.rs",
-    "crates/sandbox/src/data_runtime/preinit.rs",
-    "crates/sandbox/src/data_runtime/preimport.py",
-    "crates/sandbox/src/data_runtime/cell_report.py",
+    "crates/sandbox/src/runtimes/python_data/reactor.rs",
+    "crates/sandbox/src/runtimes/python_data/preinit.rs",
+    "crates/sandbox/src/runtimes/python_data/preimport.py",
+    "crates/sandbox/src/runtimes/python_data/cell_report.py",
     "components/python-runner/src/cell.py",
     "components/python-runner/src/captured_output.py",
     "components/python-runner/src/rich_output.py",

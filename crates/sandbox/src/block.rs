@@ -20,6 +20,7 @@ use crate::pool::WarmPool;
 use crate::profile::Profile;
 use crate::recycler::Recycler;
 use crate::request::{ExecRequest, PolicyGate};
+use crate::runtimes::RuntimeConfig;
 use crate::session::SessionRuntime;
 
 /// Deadline for warming a fresh instance (no tenant code runs then).
@@ -58,7 +59,7 @@ impl BlockRunner {
             let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
             let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
             let recycler = Recycler::start().map_err(StartError::Thread)?;
-            let profile = Profile::python_runner(&config.runner_component, config.limits);
+            let profile = crate::runtimes::python::profile(&config.runner_component, config.limits);
             let image = Arc::new(RunnerImage { pre, profile, _ticker: loaded.ticker });
             let inner = Arc::new(BlockInner { image, config: config.clone(), sessions: tokio::sync::OnceCell::new(), pool: OnceLock::new(), recycler });
             if config.warm_instances > 0 {
@@ -94,7 +95,7 @@ impl BlockRunner {
     pub fn session_runtime(&self) -> BoxFuture<'_, Result<SessionRuntime, StartError>> {
         Box::pin(async move {
             let config = &self.inner.config;
-            self.inner.sessions.get_or_try_init(|| SessionRuntime::start_python(config)).await.cloned()
+            self.inner.sessions.get_or_try_init(|| SessionRuntime::start(RuntimeConfig::Python(config.clone()))).await.cloned()
         })
     }
 

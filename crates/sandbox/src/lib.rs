@@ -11,7 +11,9 @@
 //! deadline that also cuts calls blocked in the host: the [`BlockRunner`].
 //! Code-interpreter sessions keep one instance alive between runs (`live`),
 //! with a directory of their own at `/mnt/data`, optionally under a write
-//! quota, their datasets read-only at `/data`, and no gate, on a [`SessionRuntime`] of either Python.
+//! quota, their datasets read-only at `/data`, and no gate, on a [`SessionRuntime`]:
+//! any runtime registered in `runtimes` (`python`, `python-data`), each one
+//! implementation of the seam in `seam`.
 //!
 //! Public async functions return a boxed future ([`BoxFuture`]) made here:
 //! an `async fn`'s body is compiled again in every crate that awaits it,
@@ -25,7 +27,6 @@ mod artifact;
 mod bindings;
 mod block;
 mod config;
-mod data_runtime;
 mod drain_pipe;
 mod feed_pipe;
 mod engine;
@@ -54,6 +55,8 @@ mod profile;
 mod quota_fs;
 mod recycler;
 pub mod request;
+mod runtimes;
+mod seam;
 mod session;
 pub mod state_image;
 #[cfg(test)]
@@ -62,8 +65,7 @@ mod wasm_layer_tests;
 pub use anypath_wire::{Runtime, UnknownRuntime};
 pub use artifact::ArtifactError;
 pub use block::BlockRunner;
-pub use config::{DataVariant, PREIMPORTED_SUMMARY, PythonDataConfig, RunnerConfig};
-pub use data_runtime::preinit;
+pub use config::RunnerConfig;
 pub use engine::StartError;
 pub use footprint::MemoryRegions;
 pub use guest::{DATASETS_DIR, SESSION_DIR};
@@ -77,4 +79,6 @@ pub use outcome::{
 };
 pub use quota_fs::{FileQuota, Usage, directory_usage};
 pub use request::{CollectionInput, ExecRequest};
+pub use runtimes::RuntimeConfig;
+pub use runtimes::python_data::{DataVariant, PREIMPORTED_SUMMARY, PythonDataConfig, preinit};
 pub use session::SessionRuntime;

@@ -37,7 +37,8 @@ use crate::footprint::MemoryRegions;
 use crate::interrupt::Interrupt;
 use crate::layout::FilesLayout;
 use crate::live_frames::{LiveSink, result_of};
-use crate::session::{Guest, SessionGuest, SessionRuntime, StartFor};
+use crate::seam::{CellExports, RunCell, SessionGuest, StartFor};
+use crate::session::SessionRuntime;
 use crate::state_image::StateError;
 
 /// Asks the cell code, with no code to run, to close the file objects it
@@ -52,6 +53,10 @@ const STATE_NOT_HANDED_BACK: &str = "the session's saved state did not reach thi
 /// What an instance started ahead runs: it sets the cell counter back, so
 /// the session's first cell is still `<cell-1>`, and its value is `None`.
 const PRESTART_CELL: &str = "setattr(__import__('cell'), '_cells_run', 0)";
+
+/// Said when an instance's exports are not its session's runtime's (never,
+/// as every instance is started by its session's runtime).
+const NOT_ITS_RUNTIME: &str = "the instance was not started by its session's runtime";
 
 /// One run of code in a session.
 #[derive(Debug, Clone, Default)]
@@ -84,6 +89,8 @@ pub struct CellRequest {
 /// A session's runner instance, started on first use.
 pub struct LiveInstance {
     runtime: SessionRuntime,
+    /// How a cell runs on `runtime` (its exports known).
+    run_cell: RunCell,
     dir: Option<PathBuf>,
     /// How the code sees `dir`.
     layout: FilesLayout,
@@ -139,10 +146,11 @@ impl SessionRuntime {
     /// Starts an instance ahead of its session, seeing `dir` at /mnt/data
     /// and `datasets` at /data (see [`PreStarted`]). Only the default
     /// runtime: the data runtime keeps a private /tmp beside the session
-    /// directory by path, which a rename would leave behind.
+    /// directory by path, which a rename would leave behind (the runtime says
+    /// whether its instances may be: [`crate::seam::RuntimeImage::starts_ahead`]).
     pub fn prestart(&self, dir: PathBuf, datasets: PathBuf) -> BoxFuture<'_, Result<PreStarted, StateError>> {
         Box::pin(async move {
-            if self.runtime() != crate::Runtime::Python {
+            if !self.starts_ahead() {
                 return Err(StateError::Unsupported(format!("{} instances are not started ahead", self.runtime())));
             }
             let mut live = self.live_instance(Some(dir), &LimitOverrides::default()).with_datasets(datasets);
@@ -163,7 +171,7 @@ impl SessionRuntime {
     /// under `limits` (narrowed to the runtime's own). Nothing starts yet.
     pub fn live_instance(&self, dir: Option<PathBuf>, limits: &LimitOverrides) -> LiveInstance {
         let limits = self.limits().narrowed_by(limits);
-        LiveInstance { runtime: self.clone(), dir, layout: FilesLayout::MntData, datasets: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, away: false, quota: None, adopted: false, older_image: None }
+        LiveInstance { runtime: self.clone(), run_cell: self.cell_runner(), dir, layout: FilesLayout::MntData, datasets: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, away: false, quota: None, adopted: false, older_image: None }
     }
 }
 
@@ -477,16 +485,9 @@ impl LiveInstance {
             figure_formats: Vec::new(),
             live: false,
         };
-        let Instance { store, guest } = instance;
-        let called = engine::call(&limits, async {
-            match &guest.exports {
-                Guest::Runner(runner) => runner.call_run_cell(&mut *store, &input).await,
-                Guest::Data(data) => data.run_cell(&mut *store, &input).await,
-            }
-        })
-        .await;
+        let called = engine::call(&limits, self.runtime.host_cell(instance, &input)).await;
         let mut metrics = Metrics::default();
-        match engine::settle(store, &limits, &mut metrics, called) {
+        match engine::settle(&instance.store, &limits, &mut metrics, called) {
             Ok((output, false)) => Ok(output),
             Ok((_, true)) | Err(_) => {
                 self.instance = None;
@@ -497,61 +498,65 @@ impl LiveInstance {
 
     /// Runs `request`. Never panics on guest behaviour.
     pub fn run(&mut self, request: CellRequest) -> BoxFuture<'_, CellReport> {
-        Box::pin(async move {
-            let started = Instant::now();
-            let limits = self.limits.narrowed_by(&request.limits);
-            let kept = self.instance.is_some() && !std::mem::take(&mut self.adopted);
-            let mut metrics = Metrics { warm: kept, ..Metrics::default() };
-            let mut origin = if kept { StateOrigin::Kept } else { StateOrigin::Fresh };
-            let mut note = self.lost_note.take();
-            let mut older_resumed = false;
-            if self.instance.is_none()
-                && let Some(image) = self.saved.take()
-            {
-                match self.resume(image).await {
-                    Ok(closed) => {
-                        origin = StateOrigin::Resumed;
-                        let mut said = "the session's state was restored from its saved image".to_owned();
-                        if !closed.is_empty() {
-                            said.push_str(&format!("; these files were open when it was saved and are closed now: {}", closed.join(", ")));
-                        }
-                        if let Some(older) = self.older_image.take() {
-                            said = format!("{older}; {said}");
-                            older_resumed = true;
-                        }
-                        note = Some(said);
+        (self.run_cell)(self, request)
+    }
+
+    /// [`Self::run`] on a runtime whose instances export `E`: the runtime's
+    /// [`RunCell`] boxes it, the one boxed future of a run.
+    pub(crate) async fn run_on<E: CellExports>(&mut self, request: CellRequest) -> CellReport {
+        let started = Instant::now();
+        let limits = self.limits.narrowed_by(&request.limits);
+        let kept = self.instance.is_some() && !std::mem::take(&mut self.adopted);
+        let mut metrics = Metrics { warm: kept, ..Metrics::default() };
+        let mut origin = if kept { StateOrigin::Kept } else { StateOrigin::Fresh };
+        let mut note = self.lost_note.take();
+        let mut older_resumed = false;
+        if self.instance.is_none()
+            && let Some(image) = self.saved.take()
+        {
+            match self.resume(image).await {
+                Ok(closed) => {
+                    origin = StateOrigin::Resumed;
+                    let mut said = "the session's state was restored from its saved image".to_owned();
+                    if !closed.is_empty() {
+                        said.push_str(&format!("; these files were open when it was saved and are closed now: {}", closed.join(", ")));
                     }
-                    Err(error) => {
-                        tracing::warn!(%error, "a saved session state could not be restored");
-                        self.lost_state = true;
-                        note = Some(format!("the saved state could not be restored ({error}); the session starts fresh with its files"));
+                    if let Some(older) = self.older_image.take() {
+                        said = format!("{older}; {said}");
+                        older_resumed = true;
                     }
+                    note = Some(said);
                 }
-            } else if std::mem::take(&mut self.away) && self.instance.is_none() {
-                // The state was handed out and never came back.
-                self.lost_state = true;
-                note = Some(STATE_NOT_HANDED_BACK.to_owned());
+                Err(error) => {
+                    tracing::warn!(%error, "a saved session state could not be restored");
+                    self.lost_state = true;
+                    note = Some(format!("the saved state could not be restored ({error}); the session starts fresh with its files"));
+                }
             }
-            let state_reset = (self.lost_state && origin == StateOrigin::Fresh) || older_resumed;
-            let mut report = match self.run_in_instance(request, &limits, &mut metrics).await {
-                Ok(report) => report,
-                Err(error) => failed(error, Output::default()),
-            };
-            report.state = origin;
-            report.state_note = note;
-            if self.instance.is_none() {
-                // A trap dropped the instance: whatever this run built is gone too.
-                self.lost_state = true;
-                report.state_reset = true;
-            } else {
-                self.lost_state = false;
-            }
-            report.state_reset |= state_reset;
-            report.quota_exceeded = self.quota.as_ref().is_some_and(|q| q.refused());
-            metrics.duration_us = started.elapsed().as_micros() as u64;
-            report.metrics = metrics;
-            report
-        })
+        } else if std::mem::take(&mut self.away) && self.instance.is_none() {
+            // The state was handed out and never came back.
+            self.lost_state = true;
+            note = Some(STATE_NOT_HANDED_BACK.to_owned());
+        }
+        let state_reset = (self.lost_state && origin == StateOrigin::Fresh) || older_resumed;
+        let mut report = match self.run_in_instance::<E>(request, &limits, &mut metrics).await {
+            Ok(report) => report,
+            Err(error) => failed(error, Output::default()),
+        };
+        report.state = origin;
+        report.state_note = note;
+        if self.instance.is_none() {
+            // A trap dropped the instance: whatever this run built is gone too.
+            self.lost_state = true;
+            report.state_reset = true;
+        } else {
+            self.lost_state = false;
+        }
+        report.state_reset |= state_reset;
+        report.quota_exceeded = self.quota.as_ref().is_some_and(|q| q.refused());
+        metrics.duration_us = started.elapsed().as_micros() as u64;
+        report.metrics = metrics;
+        report
     }
 
     /// Starts an instance and restores `image` into it: the files closed
@@ -595,7 +600,7 @@ impl LiveInstance {
         restored
     }
 
-    async fn run_in_instance(&mut self, request: CellRequest, limits: &Limits, metrics: &mut Metrics) -> Result<CellReport, ExecError> {
+    async fn run_in_instance<E: CellExports>(&mut self, request: CellRequest, limits: &Limits, metrics: &mut Metrics) -> Result<CellReport, ExecError> {
         let code_bytes = request.code.len() as u64;
         if code_bytes > limits.max_code_bytes {
             return Err(ExecError::CodeTooLarge { size_bytes: code_bytes, limit_bytes: limits.max_code_bytes });
@@ -619,6 +624,9 @@ impl LiveInstance {
         let Some(instance) = self.instance.as_mut() else {
             return Err(ExecError::Internal { message: "no instance after start".into() });
         };
+        if instance.guest.exports::<E>().is_none() {
+            return Err(ExecError::Internal { message: NOT_ITS_RUNTIME.into() });
+        }
         if let (Some(quota), Some(dir)) = (&self.quota, &self.dir)
             && quota.needs_recount()
         {
@@ -628,12 +636,9 @@ impl LiveInstance {
             // nothing skips the walk. Inline: the quota bounds the walk to
             // `max_files` entries, and a hop to the blocking pool would cost
             // more than a small directory's walk.
-            match &instance.guest.exports {
-                Guest::Data(data) => match data.private_tmp() {
-                    Some(tmp) => quota.recount(&[dir, tmp]),
-                    None => quota.recount(&[dir]),
-                },
-                Guest::Runner(_) => quota.recount(&[dir]),
+            match instance.guest.exports::<E>().and_then(CellExports::private_tmp) {
+                Some(tmp) => quota.recount(&[dir, tmp]),
+                None => quota.recount(&[dir]),
             }
         }
         if request.interrupt.as_ref().is_some_and(Interrupt::is_interrupted) {
@@ -664,12 +669,10 @@ impl LiveInstance {
             instance.guest.stdout.attach(sink, live_budget(limits));
         }
         let Instance { store, guest } = instance;
-        let call = async {
-            match &guest.exports {
-                Guest::Runner(runner) => runner.call_run_cell(&mut *store, &input).await,
-                Guest::Data(data) => data.run_cell(&mut *store, &input).await,
-            }
+        let Some(exports) = guest.exports::<E>() else {
+            return Err(ExecError::Internal { message: NOT_ITS_RUNTIME.into() });
         };
+        let call = exports.run_cell(store, &input);
         let called = engine::call_interruptible(limits, request.interrupt.as_ref(), graceful, call).await;
         guest.stdout.detach();
         // Settled while the interrupt is still armed, so an epoch trap it caused reads as an interrupt.

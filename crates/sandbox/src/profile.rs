@@ -1,13 +1,11 @@
 //! What a runtime is, for health reports: the runtime, its component's file
-//! name and origin, the limits, and for the data runtime the image its
-//! instances start from.
+//! name and origin, the limits, and what else the runtime says of itself
+//! (the data runtime: the image its instances start from).
 
 use std::path::Path;
 
 use anypath_wire::Runtime;
 
-use crate::config::DataVariant;
-use crate::data_runtime::preinit::ImageSummary;
 use crate::limits::Limits;
 
 /// What a runtime is, for health reports.
@@ -16,16 +14,9 @@ pub(crate) struct Profile {
     pub(crate) component_name: String,
     pub(crate) origin: serde_json::Value,
     pub(crate) limits: Limits,
-    /// The data runtime's image (none for the runner).
-    pub(crate) image: Option<ImageDescription>,
-}
-
-/// Which image a data runtime starts from, for health reports.
-#[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct ImageDescription {
-    pub(crate) variant: DataVariant,
-    /// What the pre-initialised image holds.
-    pub(crate) preimported: Option<ImageSummary>,
+    /// The image its instances start from, as the runtime describes it
+    /// (none for the runner).
+    pub(crate) image: Option<serde_json::Value>,
 }
 
 impl Profile {
@@ -39,20 +30,9 @@ impl Profile {
             "limits": self.limits,
         });
         if let (Some(image), Some(fields)) = (&self.image, described.as_object_mut()) {
-            fields.insert("image".into(), serde_json::json!(image));
+            fields.insert("image".into(), image.clone());
         }
         described
-    }
-
-    /// The `python` runner's profile: the componentize-py component at `component`, under `limits`.
-    pub(crate) fn python_runner(component: &Path, limits: Limits) -> Self {
-        Self {
-            runtime: Runtime::Python,
-            component_name: component_name(component),
-            origin: serde_json::json!("built from components/python-runner by componentize-py"),
-            limits,
-            image: None,
-        }
     }
 }
 

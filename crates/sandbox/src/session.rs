@@ -1,65 +1,45 @@
-//! The runtimes code-interpreter sessions run on: `python`, on the block
-//! runner's engine and image, or `python-data`, on an engine of its own.
+//! The runtime a code-interpreter session runs on, whichever it is: it
+//! starts the session's instances through the runtime's seam
+//! (`seam::SessionImage`), and captures, restores and interrupts them the
+//! same way on every runtime (state images, the keyboard interrupt).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
-use wasmtime::component::Instance as Handle;
 
 use crate::bindings::anypath::runner::types as wit;
-use crate::bindings::{Runner, RunnerPre};
-use crate::config::{DataVariant, PREIMPORTED_SUMMARY, PythonDataConfig, RunnerConfig};
-use crate::state_image::access::Access;
-use crate::state_image::image::{self as state, Baseline, StateError};
-use crate::state_image::layout::Layout;
-use crate::data_runtime::preinit::ImageSummary;
-use crate::data_runtime::{self, DataGuest, DataImage, PythonDataPre};
-use crate::drain_pipe::DrainPipe;
-use crate::engine::{self, EpochTicker, Instance, StartError};
+use crate::engine::{self, Instance, StartError};
 use crate::footprint::MemoryRegions;
-use crate::guest::GuestState;
 use crate::interrupt::Interrupt;
 use crate::keyboard_interrupt::{self as keyboard, CalibrationError, FirstScan, KeyboardTrip, Probed, SignalLayout};
 use crate::layout::FilesLayout;
 use crate::limits::Limits;
-use crate::profile::{ImageDescription, Profile, component_name};
+use crate::profile::Profile;
 use crate::quota_fs::QuotaState;
+use crate::runtimes::{self, PythonDataConfig, RuntimeConfig};
+use crate::seam::{Placement, RunCell, SessionGuest, SessionImage, StartFor};
+use crate::state_image::access::Access;
+use crate::state_image::image::{self as state, Baseline, StateError};
+use crate::state_image::layout::Layout;
 use anypath_wire::Runtime;
 
 /// Deadline for starting a session's instance (no tenant code runs then):
 /// the data runtime's plain reactor initialises CPython and loads the cell code.
 const SESSION_START_BUDGET: Duration = Duration::from_secs(60);
 
-/// Starts code-interpreter sessions' instances, on either runtime.
+/// Starts code-interpreter sessions' instances, on any runtime.
 ///
-/// Cheap to clone; clones share the engine. `python` comes from
+/// Cheap to clone; clones share the engine. Started by
+/// [`SessionRuntime::start`]; `python` also from
 /// [`BlockRunner::session_runtime`](crate::BlockRunner::session_runtime),
-/// `python-data` from [`SessionRuntime::start_python_data`].
+/// sharing the block runner's configuration.
 #[derive(Clone)]
 pub struct SessionRuntime {
-    image: Image,
+    /// The runtime, pre-linked: what session instances start from.
+    image: Arc<dyn SessionImage>,
     states: Arc<StateImages>,
-}
-
-/// The pre-linked component session instances start from.
-#[derive(Clone)]
-enum Image {
-    Python(Arc<PythonRuntime>),
-    Data(Arc<DataRuntime>),
-}
-
-struct PythonRuntime {
-    pre: RunnerPre<GuestState>,
-    profile: Profile,
-    _ticker: EpochTicker,
-}
-
-struct DataRuntime {
-    image: DataImage,
-    profile: Profile,
-    _ticker: EpochTicker,
 }
 
 /// What capturing and restoring a runtime's state needs.
@@ -77,98 +57,28 @@ struct StateImages {
     unreturnable: crate::state_image::give_back::Unreturnable,
 }
 
-/// The exports of a session's instance, by runtime.
-pub(crate) enum Guest {
-    Runner(Runner),
-    Data(DataGuest),
-}
-
-/// A session's started instance: its exports, the component instance
-/// (through which its state is captured and restored) and its stdout (which
-/// carries a streaming run's live frames).
-pub(crate) struct SessionGuest {
-    pub(crate) exports: Guest,
-    pub(crate) handle: Handle,
-    pub(crate) stdout: DrainPipe,
-    /// Where its memories lie, as last found, with the memory guard's
-    /// growth count then: found again only after a memory grew.
-    pub(crate) regions: Option<(u64, MemoryRegions)>,
-    /// The state image captured since its last run, if one was: the state
-    /// has not changed since, so a second fork or snapshot reuses it.
-    pub(crate) captured: Option<Arc<[u8]>>,
-}
-
-/// What a session instance runs between its instantiation and its use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StartFor {
-    /// Nothing: the baseline state images are taken against.
-    Baseline,
-    /// A session's runs from a fresh state: the instance-start code (new
-    /// random state), and for the data runtime the layout's working
-    /// directory, in the same turn.
-    Runs,
-    /// A saved image about to be restored: only what the image's memory
-    /// cannot bring (see [`SessionRuntime::restores_without_prologue`]).
-    Restore,
-}
-
-/// Bytes the `python` runtime's stdout keeps between runs: the cell code
-/// captures `print`, so only what is written to the descriptor itself lands
-/// there, and it is not reported.
-const RUNNER_STDOUT_KEPT: usize = 64 << 10;
-
 /// Deadline for the host's own calls that capture or restore state.
 const STATE_BUDGET: Duration = Duration::from_secs(30);
 
 impl SessionRuntime {
-    /// Loads (or instruments, compiles and caches) the runner for sessions.
-    pub(crate) async fn start_python(config: &RunnerConfig) -> Result<Self, StartError> {
-        let mut loaded = engine::load(engine::session_engine_config(false), &config.runner_component, &config.cache_dir, &config.limits, engine::Form::WithStateAccess).await?;
-        let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
-        let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
-        let states = StateImages::new(&loaded.component, loaded.state.take())?;
-        let profile = Profile::python_runner(&config.runner_component, config.limits);
-        Ok(Self { image: Image::Python(Arc::new(PythonRuntime { pre, profile, _ticker: loaded.ticker })), states })
+    /// Loads (or compiles, instruments and caches) the runtime `config`
+    /// names. Must be called inside a Tokio runtime.
+    pub fn start(config: RuntimeConfig) -> BoxFuture<'static, Result<Self, StartError>> {
+        Box::pin(async move {
+            let loaded = runtimes::load(&config).await?;
+            let states = StateImages::new(&loaded.component, loaded.state)?;
+            Ok(Self { image: loaded.image, states })
+        })
     }
 
     /// Loads (or compiles and caches) the data runtime.
     /// Must be called inside a Tokio runtime.
     pub fn start_python_data(config: PythonDataConfig) -> BoxFuture<'static, Result<Self, StartError>> {
-        Box::pin(async move {
-            let mut loaded = engine::load(engine::session_engine_config(true), &config.component, &config.cache_dir, &config.limits, engine::Form::WithStateAccess).await?;
-            let states = StateImages::new(&loaded.component, loaded.state.take())?;
-            data_runtime::add_to_linker(&mut loaded.linker).map_err(StartError::Link)?;
-            let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
-            let pre = PythonDataPre::new(pre).map_err(StartError::Link)?;
-            let preinitialised = config.variant == DataVariant::Preimported;
-            let image = DataImage::new(pre, &config.layout, preinitialised).map_err(StartError::DataLayout)?;
-            // Best effort: a missing or unreadable origin or summary only leaves the health report without it.
-            let origin = std::fs::read(config.layout.join("origin.json"))
-                .ok()
-                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-                .unwrap_or(serde_json::Value::Null);
-            let preimported = match config.variant {
-                DataVariant::Preimported => std::fs::read(config.layout.join(PREIMPORTED_SUMMARY))
-                    .ok()
-                    .and_then(|bytes| serde_json::from_slice::<ImageSummary>(&bytes).ok()),
-                DataVariant::Snapshot | DataVariant::Plain => None,
-            };
-            let profile = Profile {
-                runtime: Runtime::PythonData,
-                component_name: component_name(&config.component),
-                origin,
-                limits: config.limits,
-                image: Some(ImageDescription { variant: config.variant, preimported }),
-            };
-            Ok(Self { image: Image::Data(Arc::new(DataRuntime { image, profile, _ticker: loaded.ticker })), states })
-        })
+        Self::start(RuntimeConfig::PythonData(config))
     }
 
     fn profile(&self) -> &Profile {
-        match &self.image {
-            Image::Python(image) => &image.profile,
-            Image::Data(data) => &data.profile,
-        }
+        self.image.profile()
     }
 
     /// The limits every run starts from.
@@ -176,7 +86,7 @@ impl SessionRuntime {
         self.profile().limits
     }
 
-    /// The Python this runtime runs.
+    /// Which runtime this is.
     pub fn runtime(&self) -> Runtime {
         self.profile().runtime
     }
@@ -189,21 +99,33 @@ impl SessionRuntime {
     }
 
     /// Whether this runtime's instances start in their layout's working
-    /// directory: the data runtime enters it in its start turn; the
-    /// runner's instances need a first cell for it.
+    /// directory; otherwise they need a first cell for it.
     pub(crate) fn enters_layout_at_start(&self) -> bool {
-        matches!(self.image, Image::Data(_))
+        self.image.enters_layout_at_start()
     }
 
     /// Whether an image can be restored into an instance that ran nothing
-    /// yet. The restore keeps the fresh instance's preview-1 adapter state
-    /// (its descriptors name this store's host handles): the pre-initialised
-    /// data image's instances hold that state from instantiation on, so
-    /// nothing needs to run first, and the instance-start code would only
-    /// change memory the image overwrites. Other instances allocate it on
-    /// their first run, which must then come before the restore.
+    /// yet; otherwise a first, empty run must come before the restore.
     pub(crate) fn restores_without_prologue(&self) -> bool {
-        matches!(&self.image, Image::Data(data) if data.image.preinitialised())
+        self.image.restores_without_prologue()
+    }
+
+    /// Whether this runtime's instances may be started ahead of their
+    /// session ([`Self::prestart`]).
+    pub fn starts_ahead(&self) -> bool {
+        self.image.starts_ahead()
+    }
+
+    /// How a live instance of this runtime runs a cell.
+    pub(crate) fn cell_runner(&self) -> RunCell {
+        self.image.cell_runner()
+    }
+
+    /// Runs a cell of the host's own (a probe, a set-up, parking files) in
+    /// `instance`, armed by the caller.
+    pub(crate) fn host_cell<'a>(&self, instance: &'a mut Instance<SessionGuest>, input: &'a wit::CellInput) -> BoxFuture<'a, wasmtime::Result<wit::CellOutput>> {
+        let Instance { store, guest } = instance;
+        self.image.run_cell(store, guest, input)
     }
 
     /// Starts a session's instance: it sees `dir` (when given) at
@@ -220,24 +142,7 @@ impl SessionRuntime {
         start_for: StartFor,
     ) -> wasmtime::Result<Instance<SessionGuest>> {
         let deadline = Instant::now() + SESSION_START_BUDGET;
-        match &self.image {
-            Image::Python(image) => {
-                // Only live frames matter on it: what else reaches it is dropped each run.
-                let stdout = DrainPipe::new(RUNNER_STDOUT_KEPT);
-                let mut state = GuestState::for_session(memory_cap, deadline, dir, layout, datasets, stdout.clone())?;
-                state.quota = quota;
-                let mut store = engine::new_store(image.pre.engine(), state)?;
-                let handle = image.pre.instance_pre().instantiate_async(&mut store).await?;
-                let runner = Runner::new(&mut store, &handle)?;
-                Ok(Instance { store, guest: SessionGuest { exports: Guest::Runner(runner), handle, stdout, regions: None, captured: None } })
-            }
-            Image::Data(data) => {
-                let wasm = data.image.pre.engine().clone();
-                let (store, guest, handle) = data.image.start((dir, layout), datasets, quota, memory_cap, deadline, start_for, |state| engine::new_store(&wasm, state)).await?;
-                let stdout = guest.stdout().clone();
-                Ok(Instance { store, guest: SessionGuest { exports: Guest::Data(guest), handle, stdout, regions: None, captured: None } })
-            }
-        }
+        self.image.start(Placement { dir, layout, datasets, quota, memory_cap, deadline }, start_for).await
     }
 
     /// The baseline state images are taken against: a bare instance's
@@ -358,6 +263,9 @@ impl SessionRuntime {
 
     /// Where this runtime's CPython keeps its SIGINT state (found on first use).
     pub(crate) async fn signal_layout(&self) -> Option<SignalLayout> {
+        if !self.image.keyboard_interrupts() {
+            return None;
+        }
         *self
             .states
             .signals
@@ -417,13 +325,13 @@ impl SessionRuntime {
         let mut probe = self.start_instance(None, FilesLayout::MntData, None, None, limits.memory_bytes, StartFor::Runs).await.map_err(|e| CalibrationError::Probe(format!("{e:#}")))?;
         let handle = probe.guest.handle;
         let memories = &self.states.access.memories;
-        let probed = Probed::parse(&probe_cell(&mut probe, &limits, &keyboard::first_probe()).await?.output.stdout)?;
+        let probed = Probed::parse(&self.probe_cell(&mut probe, &limits, &keyboard::first_probe()).await?.output.stdout)?;
         let mut scans = Vec::with_capacity(memories.len());
         for memory in memories {
             engine::arm_for_host(&mut probe.store, STATE_BUDGET).map_err(memory_error)?;
             scans.push(FirstScan::new(memory.read(&mut probe.store, &handle).await.map_err(memory_error)?, &probed));
         }
-        probe_cell(&mut probe, &limits, &keyboard::second_probe()).await?;
+        self.probe_cell(&mut probe, &limits, &keyboard::second_probe()).await?;
         let mut found = Vec::new();
         for (index, (memory, scan)) in memories.iter().zip(&scans).enumerate() {
             engine::arm_for_host(&mut probe.store, STATE_BUDGET).map_err(memory_error)?;
@@ -441,7 +349,7 @@ impl SessionRuntime {
         let [(index, func, before)] = &found[..] else {
             return Err(CalibrationError::NotFound(format!("the handler slot was found in {} memories", found.len())));
         };
-        probe_cell(&mut probe, &limits, keyboard::THIRD_PROBE).await?;
+        self.probe_cell(&mut probe, &limits, keyboard::THIRD_PROBE).await?;
         engine::arm_for_host(&mut probe.store, STATE_BUDGET).map_err(memory_error)?;
         let bytes = memories[*index].read(&mut probe.store, &handle).await.map_err(memory_error)?;
         let layout = keyboard::layout(*index, bytes, &probed, *func, before)?;
@@ -457,40 +365,34 @@ impl SessionRuntime {
             interrupt.interrupt();
             Instant::now()
         });
-        let checked = probe_cell(&mut probe, &limits, keyboard::CHECK_PROBE).await;
+        let checked = self.probe_cell(&mut probe, &limits, keyboard::CHECK_PROBE).await;
         let raised_at = raising.await.map_err(|e| CalibrationError::Check(e.to_string()))?;
         keyboard::check_outcome(checked?.error.as_ref().map(|e| e.type_name.as_str()), raised_at)?;
         Ok(layout)
     }
-}
 
-/// Runs `code` as a cell of `probe` under `limits`: its output, or why it failed.
-async fn probe_cell(probe: &mut Instance<SessionGuest>, limits: &Limits, code: &str) -> Result<wit::CellOutput, CalibrationError> {
-    engine::arm(&mut probe.store, limits).map_err(|e| CalibrationError::Probe(e.to_string()))?;
-    let input = wit::CellInput {
-        code: code.to_owned(),
-        env: Vec::new(),
-        stdout_bytes: limits.stdout_bytes,
-        stderr_bytes: limits.stderr_bytes,
-        result_bytes: 0,
-        figure_formats: Vec::new(),
-        live: false,
-    };
-    let Instance { store, guest } = probe;
-    let called = engine::call(limits, async {
-        match &guest.exports {
-            Guest::Runner(runner) => runner.call_run_cell(&mut *store, &input).await,
-            Guest::Data(data) => data.run_cell(&mut *store, &input).await,
+    /// Runs `code` as a cell of `probe` under `limits`: its output, or why it failed.
+    async fn probe_cell(&self, probe: &mut Instance<SessionGuest>, limits: &Limits, code: &str) -> Result<wit::CellOutput, CalibrationError> {
+        engine::arm(&mut probe.store, limits).map_err(|e| CalibrationError::Probe(e.to_string()))?;
+        let input = wit::CellInput {
+            code: code.to_owned(),
+            env: Vec::new(),
+            stdout_bytes: limits.stdout_bytes,
+            stderr_bytes: limits.stderr_bytes,
+            result_bytes: 0,
+            figure_formats: Vec::new(),
+            live: false,
+        };
+        let called = engine::call(limits, self.host_cell(probe, &input)).await;
+        match called {
+            Ok(Ok(output)) if output.error.is_none() || code == keyboard::CHECK_PROBE => Ok(output),
+            Ok(Ok(output)) => Err(CalibrationError::Probe(format!("{:?}", output.error))),
+            Ok(Err(trap)) => Err(CalibrationError::Probe(format!("{trap:#}"))),
+            Err(dropped) => Err(CalibrationError::Probe(format!("{dropped:?}"))),
         }
-    })
-    .await;
-    match called {
-        Ok(Ok(output)) if output.error.is_none() || code == keyboard::CHECK_PROBE => Ok(output),
-        Ok(Ok(output)) => Err(CalibrationError::Probe(format!("{:?}", output.error))),
-        Ok(Err(trap)) => Err(CalibrationError::Probe(format!("{trap:#}"))),
-        Err(dropped) => Err(CalibrationError::Probe(format!("{dropped:?}"))),
     }
 }
+
 
 impl StateImages {
     fn new(component: &wasmtime::component::Component, state: Option<(Layout, String)>) -> Result<Arc<Self>, StartError> {

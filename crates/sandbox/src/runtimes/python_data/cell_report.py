@@ -16,13 +16,13 @@ import sys
 import cell
 
 MARKER = b"\x1eanypath-cell-report "
-# The request's seven numbers (`cell_request` in `data_runtime.rs`).
+# The request's seven numbers (`cell_request` in `reactor.rs`).
 HEAD_BYTES = struct.calcsize("<7I")
 
 
 def report_pending():
     """Runs the cell whose request the host put on stdin (`cell_request` in
-    `data_runtime.rs` says how it is laid out) and reports it. The turn's
+    `reactor.rs` says how it is laid out) and reports it. The turn's
     own source stays this one call: CPython compiles a turn's source, and a
     cell's code and settings written into it would be compiled too."""
     head = _read_exactly(HEAD_BYTES)

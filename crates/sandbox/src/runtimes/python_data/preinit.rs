@@ -27,7 +27,7 @@ use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
-use super::{FIRST_FREE_FD, GuestDirs, NO_HOST, bootstrap_source, layout_dirs, python_str};
+use super::reactor::{FIRST_FREE_FD, GuestDirs, NO_HOST, bootstrap_source, layout_dirs, python_str};
 use crate::drain_pipe::DrainPipe;
 
 /// The pre-import script (see its docstring).

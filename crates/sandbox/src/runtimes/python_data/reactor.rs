@@ -23,7 +23,7 @@
 //! - the door `host.call`, answered "no host" on every call.
 //!
 //! The six directories are always there, in that order: a pre-initialised
-//! image ([`preinit`]) has wasi-libc's table of them, names included, baked
+//! image ([`preinit`](super::preinit)) has wasi-libc's table of them, names included, baked
 //! in by descriptor number, and the adapter numbers them by the order they
 //! are given. That is why `/` is always preopened: a table without it could
 //! not reach the sandbox layout's paths, whatever the host gave later.
@@ -37,9 +37,7 @@
 //! one-line cell); the report comes back on its stdout after a marker.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use serde::Deserialize;
 use wasmtime::Store;
@@ -52,8 +50,7 @@ use crate::feed_pipe::FeedPipe;
 use crate::live_frames::GuestResult;
 use crate::guest::{DATASETS_DIR, GuestState, SESSION_DIR};
 use crate::layout::FilesLayout;
-use crate::session::StartFor;
-use crate::quota_fs::QuotaState;
+use crate::seam::{CellExports, Placement, StartFor};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -65,10 +62,8 @@ mod bindings {
 
 pub(crate) use bindings::{PythonData, PythonDataPre};
 
-pub mod preinit;
-
 /// The reactor's status for "no host function": every door call gets it.
-const NO_HOST: i32 = -1;
+pub(super) const NO_HOST: i32 = -1;
 /// Where the directory holding the stdlib zip appears in the guest.
 const LIBRARY_GUEST: &str = "/usr/local/lib";
 /// The stdlib zip's name, in `lib/` on the host and under [`LIBRARY_GUEST`].
@@ -102,7 +97,7 @@ pub(crate) const FIRST_FREE_FD: u32 = 9;
 const INSTANCE_START: &str = "__import__('anypath_cell_report').instance_started()\n\
     __import__('signal').signal(2, __import__('signal').default_int_handler)\n\
     _anypath_cell = __import__('anypath_cell_report').report_pending\n";
-/// Precedes the JSON report on stdout (`data_runtime/cell_report.py`).
+/// Precedes the JSON report on stdout (`cell_report.py`).
 const REPORT_MARKER: &[u8] = b"\x1eanypath-cell-report ";
 /// A cell's turn: the cell's request waits on stdin ([`cell_request`]), so
 /// the source CPython compiles for the turn is this one short call,
@@ -161,13 +156,13 @@ fn cell_request(input: &wit::CellInput) -> bytes::Bytes {
 /// `captured_output` and `cell`, and the report driver, as real modules.
 pub(crate) fn bootstrap_source() -> String {
     let modules = [
-        ("captured_output", include_str!("../../../components/python-runner/src/captured_output.py")),
-        ("structured_output", include_str!("../../../components/python-runner/src/structured_output.py")),
-        ("rich_output", include_str!("../../../components/python-runner/src/rich_output.py")),
-        ("cell_loop", include_str!("../../../components/python-runner/src/cell_loop.py")),
-        ("ipython_display", include_str!("../../../components/python-runner/src/ipython_display.py")),
-        ("cell", include_str!("../../../components/python-runner/src/cell.py")),
-        ("anypath_cell_report", include_str!("data_runtime/cell_report.py")),
+        ("captured_output", include_str!("../../../../../components/python-runner/src/captured_output.py")),
+        ("structured_output", include_str!("../../../../../components/python-runner/src/structured_output.py")),
+        ("rich_output", include_str!("../../../../../components/python-runner/src/rich_output.py")),
+        ("cell_loop", include_str!("../../../../../components/python-runner/src/cell_loop.py")),
+        ("ipython_display", include_str!("../../../../../components/python-runner/src/ipython_display.py")),
+        ("cell", include_str!("../../../../../components/python-runner/src/cell.py")),
+        ("anypath_cell_report", include_str!("cell_report.py")),
     ];
     let mut source = String::from("import sys as _sys, types as _types\n");
     for (name, code) in modules {
@@ -228,7 +223,7 @@ pub(crate) fn layout_dirs(layout: &Path) -> Result<(PathBuf, PathBuf), String> {
 
 /// A Python string literal holding `text`: JSON's escapes are Python's, and
 /// serde_json leaves non-ASCII characters unescaped (no surrogate pairs).
-fn python_str(text: &str) -> String {
+pub(super) fn python_str(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_else(|_| "''".to_owned())
 }
 
@@ -374,14 +369,11 @@ impl DataImage {
     /// only instantiated (its memory is the image's).
     pub(crate) async fn start(
         &self,
-        (dir, layout): (Option<&Path>, FilesLayout),
-        datasets: Option<&Path>,
-        quota: Option<Arc<QuotaState>>,
-        memory_cap: u64,
-        deadline: Instant,
+        at: Placement<'_>,
         start_for: StartFor,
         new_store: impl FnOnce(GuestState) -> wasmtime::Result<Store<GuestState>>,
     ) -> wasmtime::Result<(Store<GuestState>, DataGuest, wasmtime::component::Instance)> {
+        let Placement { dir, layout, datasets, quota, memory_cap, deadline } = at;
         let dirs = PrivateDirs::new(dir, layout, datasets)?;
         let stdout = DrainPipe::new(PIPE_SLACK);
         let stderr = DrainPipe::new(PIPE_SLACK);
@@ -426,17 +418,13 @@ impl DataGuest {
         &self.stdout
     }
 
-    /// The instance's own `/tmp` on the host, which counts toward the
-    /// session's quota beside its directory; `None` in the sandbox layout,
-    /// whose `/tmp` is in the session's tree.
-    pub(crate) fn private_tmp(&self) -> Option<&Path> {
-        self.dirs.own_tmp.then_some(self.dirs.tmp.as_path())
-    }
+}
 
+impl CellExports for DataGuest {
     /// Runs one cell as a reactor turn. Output caps: those of `input`, kept
     /// by the cell code; what the code wrote to the descriptors directly is
     /// added after it, within the same caps.
-    pub(crate) async fn run_cell(&self, store: &mut Store<GuestState>, input: &wit::CellInput) -> wasmtime::Result<wit::CellOutput> {
+    async fn run_cell(&self, store: &mut Store<GuestState>, input: &wit::CellInput) -> wasmtime::Result<wit::CellOutput> {
         let _ = self.stdout.drain();
         let _ = self.stderr.drain();
         self.stdin.feed(cell_request(input));
@@ -446,6 +434,13 @@ impl DataGuest {
         let (raw_out, _) = self.stdout.drain();
         let (raw_err, _) = self.stderr.drain();
         Ok(cell_output(status, &raw_out, &raw_err, input))
+    }
+
+    /// The instance's own `/tmp` on the host, which counts toward the
+    /// session's quota beside its directory; `None` in the sandbox layout,
+    /// whose `/tmp` is in the session's tree.
+    fn private_tmp(&self) -> Option<&Path> {
+        self.dirs.own_tmp.then_some(self.dirs.tmp.as_path())
     }
 }
 
