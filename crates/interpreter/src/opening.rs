@@ -50,7 +50,9 @@ impl Interpreter {
         };
         let artifact_store = ArtifactStore::open(&config.root.join("artifacts"), signer, config.artifacts.clone())?.shared_through(store.artifact_share());
         let dataset_store = DatasetStore::new(config.datasets.clone(), &config.root)?;
-        let ready = sandboxes.iter().find(|s| s.runtime() == Runtime::Python).map(|python| crate::held::ready::ReadyHomes::new(&config.root, python.clone()));
+        // Homes made ahead, for the first runtime whose instances may start
+        // before their session (today `python`'s).
+        let ready = sandboxes.iter().find(|s| s.starts_ahead()).map(|ahead| crate::held::ready::ReadyHomes::new(&config.root, ahead.clone()));
         if let Some(ready) = &ready {
             ready.fill();
         }

@@ -47,6 +47,11 @@ impl ReadyHomes {
     /// Moves a ready home to `home` (which must not exist) and returns its
     /// instance, for the session to adopt; `None` when none is ready or the
     /// move fails (the caller makes the home itself). Starts a refill.
+    /// The runtime the homes' instances run.
+    pub(crate) fn runtime(&self) -> anypath_sandbox::Runtime {
+        self.runtime.runtime()
+    }
+
     pub(crate) fn take(self: &Arc<Self>, home: &Path) -> Option<PreStarted> {
         let taken = self.ready.lock().unwrap_or_else(|p| p.into_inner()).pop();
         self.fill();

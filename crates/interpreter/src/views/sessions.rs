@@ -391,8 +391,9 @@ impl<'a> Sessions<'a> {
             // An expired predecessor: the name is free at once, the tree goes later.
             *discarded = store.discard_home(tenant, session_id);
             Stats::add(&interpreter.stats.sessions_created, 1);
-            if !copy && shared_files.is_none() && runtime == Runtime::Python && asked_layout == FilesLayout::MntData {
-                adopted = interpreter.ready.as_ref().and_then(|ready| ready.take(&store.home(tenant, session_id)));
+            if !copy && shared_files.is_none() && asked_layout == FilesLayout::MntData {
+                let ready = interpreter.ready.as_ref().filter(|ready| ready.runtime() == runtime);
+                adopted = ready.and_then(|ready| ready.take(&store.home(tenant, session_id)));
             }
         }
         let dirs = store.prepare_home(tenant, session_id, shared_files.as_deref().filter(|_| kept.is_none()))?;
