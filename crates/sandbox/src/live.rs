@@ -37,7 +37,7 @@ use crate::footprint::MemoryRegions;
 use crate::interrupt::Interrupt;
 use crate::layout::FilesLayout;
 use crate::live_frames::{LiveSink, result_of};
-use crate::seam::{CellExports, RunCell, SessionGuest, StartFor};
+use crate::seam::{CellExports, NOT_ITS_RUNTIME, RunCell, SessionGuest, StartFor};
 use crate::session::SessionRuntime;
 use crate::state_image::StateError;
 
@@ -53,10 +53,6 @@ const STATE_NOT_HANDED_BACK: &str = "the session's saved state did not reach thi
 /// What an instance started ahead runs: it sets the cell counter back, so
 /// the session's first cell is still `<cell-1>`, and its value is `None`.
 const PRESTART_CELL: &str = "setattr(__import__('cell'), '_cells_run', 0)";
-
-/// Said when an instance's exports are not its session's runtime's (never,
-/// as every instance is started by its session's runtime).
-const NOT_ITS_RUNTIME: &str = "the instance was not started by its session's runtime";
 
 /// One run of code in a session.
 #[derive(Debug, Clone, Default)]

@@ -130,6 +130,10 @@ pub(crate) trait RuntimeImage: Send + Sync + 'static {
 /// [`LiveInstance::run`] calls.
 pub(crate) type RunCell = for<'a> fn(&'a mut LiveInstance, CellRequest) -> BoxFuture<'a, CellReport>;
 
+/// Said when an instance's exports are not its session's runtime's (never,
+/// as every instance is started by its session's runtime).
+pub(crate) const NOT_ITS_RUNTIME: &str = "the instance was not started by its session's runtime";
+
 /// A session's started instance, whatever its runtime: its exports (the
 /// runtime's [`RuntimeImage::Exports`]), the component instance and its stdout.
 pub(crate) struct SessionGuest {
@@ -199,7 +203,7 @@ impl<R: RuntimeImage> SessionImage for R {
         Box::pin(async move {
             match guest.exports::<R::Exports>() {
                 Some(exports) => exports.run_cell(store, input).await,
-                None => Err(wasmtime::format_err!("the instance was not started by its session's runtime")),
+                None => Err(wasmtime::format_err!("{NOT_ITS_RUNTIME}")),
             }
         })
     }
