@@ -42,6 +42,7 @@ pub fn build_with(native: &[&str]) -> anyhow::Result<Built> {
             let runner = python_runner::build()?;
             let python_data = crate::python_data::build()?;
             build_components()?;
+            build_shell_runtime()?;
             Ok((runner, python_data))
         });
         step("building the native host (release; the first build compiles wasmtime and takes minutes)");
@@ -72,6 +73,31 @@ fn build_components() -> anyhow::Result<()> {
     if !status.success() {
         bail!("building the components failed with {status}");
     }
+    Ok(())
+}
+
+/// Where the shell runtime is put, beside the runner (`target/shell/shell.wasm`).
+pub const SHELL_RUNTIME: &str = "target/shell/shell.wasm";
+
+/// Builds the shell runtime (`components/shell`, its own workspace) for
+/// `wasm32-wasip2` and puts it at [`SHELL_RUNTIME`].
+fn build_shell_runtime() -> anyhow::Result<()> {
+    ensure_wasm_target()?;
+    step("building the shell runtime (wasm32-wasip2)");
+    let target_dir = root().join("target/shell-build");
+    let status = cargo_command()
+        .args(["build", "--release", "--locked", "--target", WASM_TARGET, "--target-dir"])
+        .arg(&target_dir)
+        .current_dir(root().join("components/shell"))
+        .status()
+        .context("starting cargo for the shell runtime")?;
+    if !status.success() {
+        bail!("building the shell runtime failed with {status}");
+    }
+    let built = target_dir.join(WASM_TARGET).join("release/shell.wasm");
+    let placed = root().join(SHELL_RUNTIME);
+    std::fs::create_dir_all(placed.parent().context("the shell runtime's folder")?)?;
+    std::fs::copy(&built, &placed).with_context(|| format!("copying {} to {}", built.display(), placed.display()))?;
     Ok(())
 }
 

@@ -50,6 +50,8 @@ pub(crate) struct GuestState {
     /// execution (or the warm-up) and taken right after it, so no other
     /// call ever sees them.
     pub(crate) store: Option<RequestStore>,
+    /// What a shell command asked of the host (unused by other runtimes).
+    pub(crate) shell: crate::shell::ShellCtx,
 }
 
 impl GuestState {
@@ -86,7 +88,7 @@ impl GuestState {
     /// environment, stdio); networking is switched off here whatever it says.
     pub(crate) fn from_builder(mut builder: WasiCtxBuilder, memory_cap: u64, deadline: Instant) -> Self {
         let wasi = builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false).build();
-        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None, open_files: 0, interrupt: None, keyboard: None, tripped_at: None, store: None }
+        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None, open_files: 0, interrupt: None, keyboard: None, tripped_at: None, store: None, shell: Default::default() }
     }
 
     /// The view `wasi:filesystem/types` is served through: wasmtime-wasi's,

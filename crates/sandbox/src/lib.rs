@@ -58,6 +58,9 @@ pub mod request;
 mod runtimes;
 mod seam;
 mod session;
+pub mod shell;
+#[cfg(test)]
+mod shell_tests;
 pub mod state_image;
 #[cfg(test)]
 mod wasm_layer_tests;
