@@ -98,7 +98,7 @@ struct UpArgs {
 enum SandboxCommand {
     /// Serve the sandbox over HTTP: `POST /v1/exec`, `GET /healthz`.
     Serve(Box<ServeArgs>),
-    /// Compile the runner into the artifact cache and exit.
+    /// Compile the runtimes (the runner, python-data, the shell) into the artifact cache and exit.
     Precompile(RunnerArgs),
     /// Pre-initialise the data runtime's reactor: import numpy, pandas,
     /// matplotlib and seaborn in a scratch instance and write its memory
@@ -158,6 +158,11 @@ pub struct RunnerArgs {
     /// (CPython started, nothing imported) or `plain`.
     #[arg(long, value_enum, default_value_t = DataVariant::Preimported)]
     python_data_variant: DataVariant,
+    /// The shell runtime (`shell.wasm`) that runs sessions' commands; by
+    /// default `target/shell/shell.wasm` beside the binary, when it is
+    /// there. Without it, commands are refused as unavailable.
+    #[arg(long, env = "ANYPATH_SHELL")]
+    shell: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -559,6 +564,33 @@ impl RunnerArgs {
         Ok(sandboxes)
     }
 
+    /// `interpreter` with the shell runtime, when there is one (`--shell`,
+    /// else the built one beside the binary), under the `python` runtime's
+    /// ceilings.
+    pub async fn with_shell(&self, interpreter: anypath_interpreter::Interpreter) -> anyhow::Result<anypath_interpreter::Interpreter> {
+        Ok(match self.shell_runtime().await? {
+            Some(shell) => interpreter.with_shell(shell),
+            None => interpreter,
+        })
+    }
+
+    /// The shell runtime, compiled (or taken from the cache), when there is one.
+    async fn shell_runtime(&self) -> anyhow::Result<Option<anypath_sandbox::shell::ShellRuntime>> {
+        let component = match &self.shell {
+            Some(path) if path.is_file() => path.clone(),
+            Some(path) => anyhow::bail!("--shell {} is not a file; build it with `cargo xtask build`", path.display()),
+            None => match crate::runner_path::default_shell() {
+                Some(path) => path,
+                None => {
+                    tracing::info!("no shell runtime beside the binary: sessions run no commands");
+                    return Ok(None);
+                }
+            },
+        };
+        let config = anypath_sandbox::shell::ShellConfig { component, cache_dir: self.cache_dir(), limits: self.policy()?.python };
+        Ok(Some(anypath_sandbox::shell::ShellRuntime::start(config).await.context("starting the shell runtime")?))
+    }
+
     /// Starts a block runner with no warm pool, for one-off runs.
     pub async fn start_cold(&self) -> anyhow::Result<BlockRunner> {
         let mut args = self.clone();
@@ -577,7 +609,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 token: args.token.filter(|t| !t.is_empty()),
                 admission: args.admission.config(),
                 api_keys: anypath_rest::caller::parse_api_keys(&args.api_keys).context("--api-keys")?,
-                interpreter: Some(std::sync::Arc::new(args.sharing.open(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config()?).await?)),
+                interpreter: Some(std::sync::Arc::new(args.runner.with_shell(args.sharing.open(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config()?).await?).await?)),
                 mcp_allowed_hosts: args.interpreter.mcp_allowed_hosts()?,
                 trusted_token: None,
                 cors: args.interpreter.cors(None)?,
@@ -597,6 +629,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             eprintln!("anypath: runner compiled and cached");
             if args.session_sandboxes(&sandbox).await?.len() > 1 {
                 eprintln!("anypath: python-data runtime compiled and cached");
+            }
+            if args.shell_runtime().await?.is_some() {
+                eprintln!("anypath: shell runtime compiled and cached");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -630,6 +665,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let sandbox = args.runner.start().await?;
             let interpreter = anypath_interpreter::Interpreter::new(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config()?)
                 .context("starting the code interpreter")?;
+            let interpreter = args.runner.with_shell(interpreter).await?;
             let interpreter = std::sync::Arc::new(interpreter);
             anypath_service::serve::spawn_sweeper(std::sync::Arc::downgrade(&interpreter));
             let options = ServeOptions {

@@ -19,3 +19,11 @@ pub fn default_python_data() -> Option<PathBuf> {
     let dir = exe.parent()?.parent()?.join("python-data");
     dir.join("lib").is_dir().then_some(dir)
 }
+
+/// The shell runtime the build puts beside the binary's target directory
+/// (`target/shell/shell.wasm` for `target/<profile>/anypath`), when it is there.
+pub fn default_shell() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let path = exe.parent()?.parent()?.join("shell").join("shell.wasm");
+    path.is_file().then_some(path)
+}

@@ -56,6 +56,9 @@ pub enum InterpreterError {
     /// or was cancelled).
     #[error("the call's file work did not finish: {0}")]
     Unfinished(String),
+    /// Commands need the shell runtime, which this host was not started with.
+    #[error("this server runs no shell (it needs the shell runtime: `cargo xtask build`, or --shell FILE)")]
+    ShellUnavailable,
 }
 
 impl InterpreterError {
@@ -78,6 +81,7 @@ impl InterpreterError {
             Self::ArtifactQuota { .. } | Self::Quota(_) | Self::SnapshotQuota(_) => 507,
             Self::Io { .. } | Self::Index(_) | Self::Unfinished(_) => 500,
             Self::SharedStore(_) => 503,
+            Self::ShellUnavailable => 501,
         }
     }
 
@@ -106,6 +110,7 @@ impl InterpreterError {
             Self::InvalidBase64(_) => "invalid_base64",
             Self::Unfinished(_) => "internal",
             Self::SharedStore(_) => "session_store_unavailable",
+            Self::ShellUnavailable => "shell_unavailable",
         }
     }
 }

@@ -36,6 +36,8 @@ pub struct Interpreter {
     /// Where snapshots are recorded: the fleet's records, or this host's.
     pub(crate) snapshot_records: Arc<dyn crate::stores::shared_records::SharedRecords>,
     pub(crate) stats: Stats,
+    /// Runs command lines on sessions' trees, when this host has it.
+    pub(crate) shell: Option<anypath_sandbox::shell::ShellRuntime>,
 }
 
 impl Interpreter {

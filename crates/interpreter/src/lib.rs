@@ -48,7 +48,7 @@ pub mod operation;
 
 pub use directory::{file_metadata, session_files, tree};
 pub use stores::{artifact_share, artifact_store, dataset_store, mime, session_store, shared_records, signing};
-pub use views::{artifacts, datasets, files, hibernation, runs, sandbox_open, sessions, shared_files, snapshots};
+pub use views::{artifacts, commands, datasets, files, hibernation, runs, sandbox_open, sessions, shared_files, snapshots};
 
 pub use anypath_wire::{
     ArtifactContent, ArtifactFailure, LoadArtifactRequest, ReadinessCheck, RunReport, RunRequest,

@@ -73,6 +73,7 @@ impl Interpreter {
             opening: Default::default(),
             snapshot_records,
             stats: Stats::default(),
+            shell: None,
         };
         crate::views::sessions::sweep_store(&interpreter);
         Ok(interpreter)

@@ -31,6 +31,12 @@ pub trait Operation: Send + 'static {
         None
     }
 
+    /// The environment a command asks for, when the operation is one: a
+    /// host admits it as a run and checks its environment the same way.
+    fn command_env(&self) -> Option<&std::collections::BTreeMap<String, String>> {
+        None
+    }
+
     /// The report in a run's answer, when the operation is a run.
     fn run_report(output: &Self::Output) -> Option<&RunReport> {
         let _ = output;
@@ -157,6 +163,8 @@ operation_kinds! {
         DescribeRun,
         /// A run's events, as they come or again from an event id.
         FollowRun,
+        /// A command line run in a session's shell.
+        Command,
     }
 }
 

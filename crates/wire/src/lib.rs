@@ -26,6 +26,7 @@
 //!   and [`RunStatus`] in its [`RunState`].
 //! - [`request_id`]: which caller-given request id is kept, in every face.
 
+mod commands;
 mod datasets;
 mod envelope;
 mod exec;
@@ -39,6 +40,7 @@ mod session;
 mod snapshots;
 mod store;
 
+pub use commands::{CommandReport, CommandRequest};
 pub use datasets::{AttachDatasetRequest, DatasetFile, DatasetInfo, DatasetList, DatasetSource};
 pub use envelope::{ErrorBody, ErrorEnvelope};
 pub use exec::{ExecError, ExecReport, Metrics, MutationRecord, Op, Output, ReadSet};

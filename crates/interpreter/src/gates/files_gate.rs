@@ -51,6 +51,12 @@ impl FilesGate {
         self.lock.blocking_read()
     }
 
+    /// Holds the gate for a command's whole run, waiting as [`Self::enter`]
+    /// does, on the async workers.
+    pub(crate) async fn enter_async(&self) -> FilesHold<'_> {
+        self.lock.read().await
+    }
+
     /// Holds every file call back, once those in progress ended (a hand-over).
     pub(crate) async fn close(&self) -> tokio::sync::RwLockWriteGuard<'_, ()> {
         self.lock.write().await

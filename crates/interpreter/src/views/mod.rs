@@ -3,11 +3,12 @@
 //! `runs()`, ...), with the request structs of its operations beside it.
 //! Sessions' lifecycle ([`sessions`]), with hand-over between hosts
 //! (`handover`) and the other ways to open one ([`shared_files`],
-//! [`sandbox_open`]); [`runs`]; [`files`]; [`artifacts`]; [`datasets`];
+//! [`sandbox_open`]); [`runs`]; [`commands`]; [`files`]; [`artifacts`]; [`datasets`];
 //! [`hibernation`], with what a live session costs (`footprint`); and
 //! [`snapshots`].
 
 pub mod artifacts;
+pub mod commands;
 pub mod datasets;
 pub mod files;
 pub(crate) mod footprint;

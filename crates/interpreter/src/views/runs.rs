@@ -195,7 +195,7 @@ impl<'a> Runs<'a> {
 }
 
 /// The run's environment: names of letters, digits and `_`, bounded.
-fn checked_env(env: BTreeMap<String, String>) -> Result<Vec<(String, String)>, InterpreterError> {
+pub(crate) fn checked_env(env: BTreeMap<String, String>) -> Result<Vec<(String, String)>, InterpreterError> {
     if env.len() > MAX_ENV_VARS {
         return Err(InterpreterError::Invalid(format!("env holds more than {MAX_ENV_VARS} variables")));
     }

@@ -103,6 +103,22 @@ impl InterpreterService {
         if let Some(refused) = reserved {
             return audit.finish(Err(ServiceError::from(refused)));
         }
+        if let Some(env) = op.command_env() {
+            // A command is admitted as a run is: the same allowlist, the same slots.
+            if let Err(refused) = self.state.run_env.check(env.keys()) {
+                return audit.finish(Err(refused.into()));
+            }
+            let permit = match self.state.admission.admit(&caller.tenant).await {
+                Ok(permit) => permit,
+                Err(refused) => {
+                    self.state.metrics.record_refusal(&caller.tenant, refused.code());
+                    return audit.finish(Err(refused.into()));
+                }
+            };
+            let done = op.call(self.interpreter.clone(), &caller.context()).await;
+            drop(permit);
+            return audit.finish(done.map_err(ServiceError::from));
+        }
         let Some(request) = op.run_request() else {
             let done = op.call(self.interpreter.clone(), &caller.context()).await;
             return audit.finish(done.map_err(ServiceError::from));

@@ -2,12 +2,14 @@
 //! Jupyter's ([`crate::jupyter`]) and MCP ([`crate::mcp`]): the REST blocks
 //! ([`blocks`]), the code interpreter's sessions, files and artifacts
 //! ([`sessions`]), datasets ([`datasets`]), snapshots ([`snapshots`]) and
-//! runs by their id ([`runs`], streamed as [`events`]). Every interpreter
+//! runs by their id ([`runs`], streamed as [`events`]) and commands in
+//! sessions' shells ([`commands`]). Every interpreter
 //! handler starts from the [`call::Call`] its request resolves to and answers
 //! a failed call in the JSON error envelope ([`error`]).
 
 mod blocks;
 mod call;
+mod commands;
 mod datasets;
 mod error;
 mod events;
@@ -30,4 +32,5 @@ pub(crate) fn routes(state: &AppState) -> Router<Arc<AppState>> {
         .merge(datasets::routes())
         .merge(snapshots::routes())
         .merge(runs::routes())
+        .merge(commands::routes())
 }

@@ -1,0 +1,207 @@
+//! Commands: a command line run by the shell runtime on a session's tree
+//! (created on first use), beside its runs. A command is a process of its
+//! own, as on a machine: it does not wait for a cell, a cell does not wait
+//! for it, and it never touches the session's live Python state; what it
+//! writes is seen by the next cell (and by the quota) as a file call's
+//! writes are.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use anypath_sandbox::shell::{CommandTree, OutputSink, PythonHost, ShellCommand, ShellRuntime, StdinFeed, Stream};
+use anypath_sandbox::layout::SANDBOX_HOME;
+use anypath_sandbox::{FilesLayout, Interrupt, LimitOverrides};
+use anypath_wire::{CommandReport, CommandRequest};
+use futures_util::future::BoxFuture;
+
+use crate::error::InterpreterError;
+use crate::held::session::Create;
+use crate::interpreter::Interpreter;
+use crate::operation::{CallContext, Described, Operation, OperationKind};
+
+/// `PATH` as a Linux user's shell has it (the shell finds its utilities by name).
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The interpreter's commands: see [`Interpreter::commands`].
+pub struct Commands<'a> {
+    interpreter: &'a Arc<Interpreter>,
+}
+
+/// How a command's streams reach its caller while it runs; all optional (a
+/// JSON answer needs none of them).
+#[derive(Default)]
+pub struct CommandStreams {
+    /// Where stdout and stderr go as they are written; the report holds
+    /// them too.
+    pub output: Option<OutputSink>,
+    /// Its stdin, fed while it runs (E2B's `send_stdin`); the request's
+    /// `stdin` is used when there is none.
+    pub stdin: Option<StdinFeed>,
+    /// Stops it when raised (a kill).
+    pub interrupt: Option<Interrupt>,
+}
+
+impl Interpreter {
+    /// Running command lines in sessions' shells.
+    pub fn commands(self: &Arc<Self>) -> Commands<'_> {
+        Commands { interpreter: self }
+    }
+
+    /// Runs commands on `shell` (`/v1`'s commands, E2B's `commands.run`,
+    /// `!cmd` lines); without it, a command is refused as unavailable.
+    pub fn with_shell(mut self, shell: ShellRuntime) -> Self {
+        self.shell = Some(shell);
+        self
+    }
+
+    /// Whether this interpreter runs commands.
+    pub fn has_shell(&self) -> bool {
+        self.shell.is_some()
+    }
+}
+
+impl Commands<'_> {
+    /// Runs `request` in the session's tree (creating the session on first
+    /// use) and answers when it has ended, with its output, exit code and
+    /// the limit that stopped it, if one did.
+    pub fn run<'f>(&'f self, tenant: &'f str, session_id: &'f str, request: CommandRequest, streams: CommandStreams) -> BoxFuture<'f, Result<CommandReport, InterpreterError>> {
+        Box::pin(async move {
+            let interpreter = self.interpreter;
+            let shell = interpreter.shell.clone().ok_or(InterpreterError::ShellUnavailable)?;
+            let user = match request.user.as_deref() {
+                None | Some("user") => "user",
+                Some("root") => "root",
+                Some(other) => return Err(InterpreterError::Invalid(format!("user {other:?} is not one of this sandbox's users (user, root)"))),
+            };
+            let limits = shell.limits();
+            if request.command.trim().is_empty() {
+                return Err(InterpreterError::Invalid("command is empty".into()));
+            }
+            if request.command.len() as u64 > limits.max_code_bytes || request.command.contains('\0') {
+                return Err(InterpreterError::Invalid(format!("command is over {} bytes or holds NUL", limits.max_code_bytes)));
+            }
+            let extra_env = crate::views::runs::checked_env(request.env)?;
+            let session = match interpreter.sessions().listed(tenant, session_id, &Create::Yes { ttl: None, runtime: None })? {
+                Some(session) => session,
+                None => {
+                    let (owner, id) = (tenant.to_owned(), session_id.to_owned());
+                    interpreter.off_workers(move |i| i.sessions().get(&owner, &id, Create::Yes { ttl: None, runtime: None })).await?
+                }
+            };
+            let home = match (session.layout, user) {
+                (FilesLayout::Root, "root") => anypath_sandbox::layout::ROOT_HOME,
+                (FilesLayout::Root, _) => SANDBOX_HOME,
+                (FilesLayout::MntData, _) => anypath_sandbox::SESSION_DIR,
+            };
+            let cwd = request.cwd.filter(|cwd| !cwd.is_empty()).unwrap_or_else(|| home.to_owned());
+            if !cwd.starts_with('/') || cwd.contains('\0') {
+                return Err(InterpreterError::Invalid(format!("cwd {cwd:?} must be an absolute path")));
+            }
+            let mut env: Vec<(String, String)> = [("HOME", home), ("USER", user), ("LOGNAME", user), ("PATH", PATH), ("PWD", cwd.as_str()), ("LANG", "C.UTF-8"), ("SHELL", "/bin/bash")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            for (name, value) in extra_env {
+                env.retain(|(k, _)| *k != name);
+                env.push((name, value));
+            }
+            let runtime = interpreter.sandbox_for(session.runtime)?.clone();
+            let tree = CommandTree { dir: session.files.dir().to_path_buf(), layout: session.layout, datasets: Some(session.datasets_view.clone()), quota: Some(interpreter.config.quota) };
+            let python = PythonHost { runtime, dir: tree.dir.clone(), layout: tree.layout, datasets: tree.datasets.clone(), quota: tree.quota, limits: LimitOverrides::default() };
+            let kept = Kept::new(limits.stdout_bytes, limits.stderr_bytes);
+            let output = kept.sink(streams.output);
+            let stdin = streams.stdin.or_else(|| request.stdin.map(|text| StdinFeed::closed_with(text.as_bytes())));
+            let command = ShellCommand {
+                script: request.command,
+                cwd,
+                env,
+                tree,
+                stdin,
+                output,
+                limits: LimitOverrides { timeout_ms: request.timeout_ms, ..LimitOverrides::default() },
+                interrupt: streams.interrupt,
+                python: Some(python),
+            };
+            let started = Instant::now();
+            // A hand-over of the session waits for the command, as for a file call.
+            let hold = session.gate.enter_async().await;
+            let exit = shell.run(command).await;
+            drop(hold);
+            session.gate.changed(&session.seen, None);
+            session.touch();
+            let (stdout, stderr) = kept.text();
+            Ok(CommandReport {
+                session_id: session_id.to_owned(),
+                exit_code: exit.exit_code,
+                stdout,
+                stdout_truncated: exit.stdout_truncated,
+                stderr,
+                stderr_truncated: exit.stderr_truncated,
+                error: exit.error,
+                duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            })
+        })
+    }
+}
+
+/// A command's output kept for its report (under the shell's caps, which
+/// the shell applies before anything reaches here), and passed on.
+#[derive(Clone)]
+struct Kept {
+    chunks: Arc<Mutex<(Vec<u8>, Vec<u8>)>>,
+}
+
+impl Kept {
+    fn new(stdout_cap: u32, stderr_cap: u32) -> Self {
+        let capacity = |cap: u32| usize::try_from(cap).unwrap_or(0).min(64 << 10);
+        Self { chunks: Arc::new(Mutex::new((Vec::with_capacity(capacity(stdout_cap)), Vec::with_capacity(capacity(stderr_cap))))) }
+    }
+
+    fn sink(&self, then: Option<OutputSink>) -> OutputSink {
+        let chunks = self.chunks.clone();
+        Arc::new(move |stream, bytes| {
+            {
+                let mut chunks = chunks.lock().unwrap_or_else(PoisonError::into_inner);
+                match stream {
+                    Stream::Stdout => chunks.0.extend_from_slice(&bytes),
+                    Stream::Stderr => chunks.1.extend_from_slice(&bytes),
+                }
+            }
+            if let Some(then) = &then {
+                then(stream, bytes);
+            }
+        })
+    }
+
+    fn text(&self) -> (String, String) {
+        let chunks = self.chunks.lock().unwrap_or_else(PoisonError::into_inner);
+        (String::from_utf8_lossy(&chunks.0).into_owned(), String::from_utf8_lossy(&chunks.1).into_owned())
+    }
+}
+
+/// Runs a command line in the session (created on first use).
+pub struct RunCommand {
+    /// The session whose tree it runs on.
+    pub session_id: String,
+    pub request: CommandRequest,
+    pub streams: CommandStreams,
+}
+
+impl Operation for RunCommand {
+    type Output = CommandReport;
+
+    fn describe(&self) -> Described {
+        // The audit line names the program, not its arguments (which may hold secrets).
+        let program: String = self.request.command.trim_start().chars().take_while(|c| c.is_ascii_alphanumeric() || "._-/".contains(*c)).take(64).collect();
+        Described::new(OperationKind::Command).session(&self.session_id).subject(&program)
+    }
+
+    fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<CommandReport, InterpreterError>> {
+        let tenant = caller.tenant.clone();
+        Box::pin(async move { interpreter.commands().run(&tenant, &self.session_id, self.request, self.streams).await })
+    }
+
+    fn command_env(&self) -> Option<&std::collections::BTreeMap<String, String>> {
+        Some(&self.request.env)
+    }
+}
