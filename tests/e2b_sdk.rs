@@ -126,3 +126,15 @@ fn python_sdk_reads_cell_results() {
     command.arg(repo().join("tests/support/e2b_results_checks.py")).args([&url, "e2b_a11ce"]);
     run_checks(command, "the Python SDK's result checks");
 }
+
+/// `sandbox.commands` from E2B's Python SDK: the shell inside the sandbox
+/// (see `tests/support/e2b_commands_checks.py`; its attacks name their boundaries).
+#[test]
+fn python_sdk_runs_commands() {
+    let dir = common::scratch("anypath-e2b-commands-");
+    let service = service(&dir);
+    let url = e2b_address(&service.process);
+    let mut command = Command::new(common::venv_python());
+    command.arg(repo().join("tests/support/e2b_commands_checks.py")).args([&url, "e2b_a11ce"]);
+    run_checks(command, "the Python SDK's commands checks");
+}

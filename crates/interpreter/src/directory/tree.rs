@@ -40,6 +40,10 @@ pub struct Entry {
     pub modified: SystemTime,
     /// A file's metadata (see [`crate::directory::file_metadata`]); empty for a directory.
     pub metadata: BTreeMap<String, String>,
+    /// Where a symbolic link points, as it was written (never followed by
+    /// the host: it may name a path outside the tree); `None` for a file or
+    /// a directory. A link is listed as a file.
+    pub symlink_target: Option<String>,
 }
 
 /// What a file written by path is made with.
@@ -73,9 +77,20 @@ impl SessionFiles {
         Ok(path)
     }
 
-    /// The entry at `relative`.
+    /// [`Self::resolve`], except that the last component may itself be a
+    /// symlink: the path of the link, not of what it names.
+    fn resolve_link(&self, relative: &str) -> Result<PathBuf, InterpreterError> {
+        let trimmed = relative.trim_end_matches('/');
+        match trimmed.rsplit_once('/') {
+            _ if trimmed.is_empty() || trimmed == "." => Ok(self.dir().to_path_buf()),
+            Some((parent, last)) => Ok(self.resolve(parent)?.join(names::relative_path(last)?)),
+            None => Ok(self.dir().join(names::relative_path(trimmed)?)),
+        }
+    }
+
+    /// The entry at `relative` (a symlink's own, when it is one).
     pub fn stat(&self, relative: &str) -> Result<Entry, InterpreterError> {
-        let path = self.resolve(relative)?;
+        let path = self.resolve_link(relative)?;
         self.entry(&path).ok_or_else(|| InterpreterError::NoSuchFile(relative.to_owned()))
     }
 
@@ -143,6 +158,11 @@ impl SessionFiles {
     /// Removes the file or the whole directory at `relative`; the session
     /// directory itself is refused.
     pub fn remove(&self, relative: &str) -> Result<(), InterpreterError> {
+        // A symlink itself may be removed (never what it names).
+        let link = self.resolve_link(relative)?;
+        if fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
+            return fs::remove_file(&link).map_err(|e| InterpreterError::io("removing", e));
+        }
         let path = self.resolve(relative)?;
         if path == self.dir() {
             return Err(InterpreterError::Invalid("the session directory itself cannot be removed".to_owned()));
@@ -167,13 +187,14 @@ impl SessionFiles {
         self.stat(to)
     }
 
-    /// The entry at a host path inside the directory; None for a symlink,
-    /// a special file or a path that is gone.
+    /// The entry at a host path inside the directory (a symlink's own);
+    /// None for a special file or a path that is gone.
     fn entry(&self, path: &Path) -> Option<Entry> {
         let meta = fs::symlink_metadata(path).ok()?;
+        let symlink_target = if meta.file_type().is_symlink() { Some(fs::read_link(path).ok()?.to_string_lossy().into_owned()) } else { None };
         let kind = if meta.is_dir() {
             EntryKind::Directory
-        } else if meta.is_file() {
+        } else if meta.is_file() || symlink_target.is_some() {
             EntryKind::File
         } else {
             return None;
@@ -188,7 +209,8 @@ impl SessionFiles {
             size: meta.len(),
             mode: meta.permissions().mode() & 0o777,
             modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            metadata: if kind == EntryKind::File { crate::directory::file_metadata::read(path) } else { BTreeMap::new() },
+            metadata: if meta.is_file() { crate::directory::file_metadata::read(path) } else { BTreeMap::new() },
+            symlink_target,
         })
     }
 }
@@ -271,13 +293,19 @@ mod tests {
         let outside = tempfile::tempdir().expect("another dir");
         std::fs::write(outside.path().join("secret"), b"s").expect("written");
         std::os::unix::fs::symlink(outside.path(), dir.path().join("escape")).expect("a symlink");
-        for path in ["../x", "a/../../x", "/etc/passwd", "escape/secret", "escape"] {
+        for path in ["../x", "a/../../x", "/etc/passwd", "escape/secret"] {
             assert!(files.stat(path).is_err(), "{path}");
             assert!(files.write_path(path, b"x", &BTreeMap::new()).is_err(), "{path}");
             assert!(files.remove(path).is_err(), "{path}");
         }
+        assert!(files.write_path("escape", b"x", &BTreeMap::new()).is_err(), "a write through the link");
         assert!(files.list_dir("escape", 1).is_err());
         assert!(files.move_path("escape/secret", "got").is_err());
+        // The link itself is seen as a link (never followed), and removing it removes only it.
+        let link = files.stat("escape").expect("the link's own entry");
+        assert_eq!((link.kind, link.size > 0, link.symlink_target.as_deref()), (EntryKind::File, true, outside.path().to_str()));
+        files.remove("escape").expect("the link removed");
+        assert!(!dir.path().join("escape").exists());
         assert!(outside.path().join("secret").exists(), "nothing outside was touched");
         assert!(files.remove("").is_err(), "the root stays");
     }

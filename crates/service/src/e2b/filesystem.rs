@@ -77,6 +77,10 @@ pub(crate) fn entry_json(entry: &Entry) -> Value {
     if !entry.metadata.is_empty() {
         value["metadata"] = json!(entry.metadata);
     }
+    if let Some(target) = &entry.symlink_target {
+        value["symlinkTarget"] = json!(target);
+        value["permissions"] = json!(permissions('l', 0o777));
+    }
     value
 }
 
@@ -94,7 +98,7 @@ fn permissions(kind: char, mode: u32) -> String {
 
 /// The user a Connect call acts as: `Authorization: Basic base64(user:)`,
 /// as E2B's SDKs send it; `None` for the sandbox's default user.
-fn user_of(headers: &HeaderMap) -> Option<String> {
+pub(super) fn user_of(headers: &HeaderMap) -> Option<String> {
     use base64::Engine;
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let encoded = value.strip_prefix("Basic ").or_else(|| value.strip_prefix("basic "))?;
@@ -233,7 +237,7 @@ async fn look(e2b: &E2b, caller: &Caller, watch: &Watch) -> Result<Vec<Value>, c
 }
 
 /// One Connect stream envelope: a flag byte, the length, the message.
-fn envelope(flag: u8, message: &Value) -> Bytes {
+pub(super) fn envelope(flag: u8, message: &Value) -> Bytes {
     let data = serde_json::to_vec(message).unwrap_or_default();
     let mut framed = Vec::with_capacity(5 + data.len());
     framed.push(flag);
@@ -243,7 +247,7 @@ fn envelope(flag: u8, message: &Value) -> Bytes {
 }
 
 /// The message of an enveloped request (or a plain JSON one).
-fn unenvelope(body: &[u8]) -> &[u8] {
+pub(super) fn unenvelope(body: &[u8]) -> &[u8] {
     match body {
         [_, a, b, c, d, rest @ ..] if u32::from_be_bytes([*a, *b, *c, *d]) as usize == rest.len() => rest,
         _ => body,
@@ -309,24 +313,10 @@ async fn watch_stream(e2b: Arc<E2b>, caller: Caller, session: String, user: Opti
     Ok(response)
 }
 
-/// `POST /process.Process/{method}`: there is no shell in a Python-only
-/// sandbox, so every call is Connect's `unimplemented`, at once.
-pub(crate) async fn process(headers: HeaderMap, Path(method): Path<String>) -> Result<Response, ConnectError> {
-    let message = format!(
-        "process.Process/{method} is not available: this sandbox runs Python only (no shell, no commands); run code with run_code instead"
-    );
-    let error = ConnectError::new("unimplemented", message);
-    let streamed = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/connect+"));
-    if streamed {
-        return Ok(stream_error(&error));
-    }
-    Err(error)
-}
-
 /// A streaming call's error, as Connect sends one before any message: a
 /// 200 answer holding only the end-of-stream message with the error
 /// (Connect's clients take a non-200 stream for a transport failure).
-fn stream_error(error: &ConnectError) -> Response {
+pub(super) fn stream_error(error: &ConnectError) -> Response {
     let mut response = Response::new(Body::from(envelope(2, &json!({ "error": error.body() }))));
     response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/connect+json"));
     RequestId::current().stamp(&mut response);
@@ -356,6 +346,7 @@ mod tests {
             mode: 0o644,
             modified: std::time::SystemTime::UNIX_EPOCH,
             metadata: [("author".to_owned(), "mish".to_owned())].into(),
+            symlink_target: None,
         };
         let json = entry_json(&entry);
         assert_eq!((json["mode"].as_u64(), json["permissions"].as_str()), (Some(0o644), Some("-rw-r--r--")));

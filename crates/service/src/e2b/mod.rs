@@ -4,7 +4,7 @@
 //!
 //! One address serves what E2B spreads over three: the control plane
 //! ([`control`]: `/sandboxes`, `/v2/sandboxes`), envd's files ([`envd`],
-//! [`filesystem`]) and the code interpreter's `/execute` and `/contexts`
+//! [`filesystem`]) and commands ([`process`]) and the code interpreter's `/execute` and `/contexts`
 //! ([`execute`]), with the watches of [`watch`]. Calls to a sandbox name it in `E2b-Sandbox-Id`, and carry
 //! its access token in `X-Access-Token` when it has one. An E2B sandbox is
 //! an interpreter session ([`registry`]): this is a transport over the
@@ -18,6 +18,7 @@ mod execute;
 mod filesystem;
 mod metrics;
 mod paths;
+mod process;
 mod registry;
 mod snapshots;
 mod watch;
@@ -52,6 +53,8 @@ pub(crate) struct E2b {
     registry: Registry,
     runs: execute::Runs,
     watchers: watch::Watchers,
+    /// The commands running in sandboxes, by pid.
+    processes: process::Processes,
     /// Names this process in `clientID`.
     client_id: String,
     /// The longest a session (and so a sandbox) may live.
@@ -72,6 +75,7 @@ pub fn router(state: &Arc<AppState>) -> Option<Router> {
         },
         runs: execute::Runs::default(),
         watchers: watch::Watchers::default(),
+        processes: process::Processes::default(),
         client_id: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
         max_ttl,
     });
@@ -93,7 +97,7 @@ pub fn router(state: &Arc<AppState>) -> Option<Router> {
         .route("/health", get(envd::health))
         .route("/files", get(envd::download).post(envd::upload))
         .route("/filesystem.Filesystem/{method}", post(filesystem::call))
-        .route("/process.Process/{method}", post(filesystem::process))
+        .route("/process.Process/{method}", post(process::call))
         .route("/execute", post(execute::execute))
         .route("/contexts", get(execute::list_contexts).post(execute::create_context))
         .route("/contexts/{id}", delete(execute::remove_context))

@@ -147,7 +147,7 @@ impl Watch {
                 entry.clone()
             } else {
                 let last = folder.rsplit('/').next().unwrap_or(folder).to_owned();
-                Entry { name: last, path: folder.to_owned(), kind: EntryKind::Directory, size: 0, mode: 0o755, modified: entry.modified, metadata: BTreeMap::new() }
+                Entry { name: last, path: folder.to_owned(), kind: EntryKind::Directory, size: 0, mode: 0o755, modified: entry.modified, metadata: BTreeMap::new(), symlink_target: None }
             };
             // The entry of a folder made on the way is not looked up: envd's is best effort too.
             let with = (self.include_entry && folder == entry.path).then_some(&made);
@@ -268,7 +268,7 @@ mod tests {
 
     fn entry(path: &str, kind: EntryKind, size: u64, modified: u64) -> Entry {
         let name = path.rsplit('/').next().unwrap_or(path).to_owned();
-        Entry { name, path: path.to_owned(), kind, size, mode: 0o644, modified: at(modified), metadata: BTreeMap::new() }
+        Entry { name, path: path.to_owned(), kind, size, mode: 0o644, modified: at(modified), metadata: BTreeMap::new(), symlink_target: None }
     }
 
     fn kinds(events: &[Value]) -> Vec<(String, String)> {
