@@ -40,6 +40,7 @@ mod rest_contract;
 mod rest_flows;
 mod sandbox_attacks;
 mod sandbox_pool;
+mod session_commands;
 mod session_snapshots;
 mod session_state;
 mod shared_sessions;

@@ -52,6 +52,12 @@ impl Service {
         Self::spawn(data_dir, extra, &[])
     }
 
+    /// The service with the two tenants' keys and `env` set in its own
+    /// environment (a host's secrets, for the tests that look for them).
+    pub fn start_with_env<D: Location + ?Sized>(data_dir: &D, env: &[(String, String)]) -> Self {
+        Self::spawn(data_dir, &["--api-keys", "key-alice:alice,key-bob:bob"], env)
+    }
+
     /// One host of a fleet: its own `data_dir` (its local cache), the
     /// fleet's object store and Redis, the fleet's signing key (a link one
     /// host signs is good on every other) and the two tenants' API keys,

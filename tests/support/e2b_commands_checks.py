@@ -195,6 +195,25 @@ def attacks_are_contained():
     assert sbx.run_code("1 + 1").text == "2"
 
 
+@check
+def shell_escapes_in_cells():
+    sbx = sandbox()
+    execution = sbx.run_code("!pwd")
+    assert "".join(execution.logs.stdout).strip() == "/home/user", execution
+    execution = sbx.run_code("name = 'world'\n!echo hello {name} $name $HOME\nfiles = !ls -1 /home/user\nprint(type(files).__name__)")
+    assert execution.error is None, execution.error
+    assert "".join(execution.logs.stdout) == "hello world world /home/user\nlist\n", execution.logs.stdout
+    streamed = []
+    sbx.run_code("!for i in 1 2; do echo $i; done", on_stdout=lambda out: streamed.append(out.line))
+    assert "".join(streamed) == "1\n2\n", streamed
+    execution = sbx.run_code("echo from bash; echo $((2 + 3))", language="bash")
+    assert "".join(execution.logs.stdout) == "from bash\n5\n", execution.logs.stdout
+    execution = sbx.run_code("%%bash\ncd /tmp && pwd")
+    assert "".join(execution.logs.stdout) == "/tmp\n", execution.logs.stdout
+    execution = sbx.run_code("!false\nafter = 1\nafter")
+    assert execution.text == "1", "a failing command does not end the cell"
+
+
 def main():
     run_checks(sys.argv[3:])
 

@@ -202,7 +202,8 @@ fn guest_state(command: &ShellCommand, limits: &Limits, stdout: &OutputPipe, std
     if let Some(root) = &dirs.root {
         builder.preopened_dir(root, "/", FsPerms::ReadWrite)?;
     }
-    let stdin_mode = if command.stdin.as_ref().is_some_and(|feed| !feed.is_closed()) { "open" } else { "closed" };
+    // Any stdin given is piped into the script (one already closed ends at once).
+    let stdin_mode = if command.stdin.is_some() { "open" } else { "closed" };
     builder.args(&["shell", command.cwd.as_str(), stdin_mode, command.script.as_str()]);
     builder.envs(&command.env);
     builder.stdin(command.stdin.clone().unwrap_or_else(|| StdinFeed::closed_with(&[])));

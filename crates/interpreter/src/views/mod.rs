@@ -8,6 +8,7 @@
 //! [`snapshots`].
 
 pub mod artifacts;
+pub(crate) mod cell_magics;
 pub mod commands;
 pub mod datasets;
 pub mod files;

@@ -93,14 +93,22 @@ impl Runs {
 fn python_or_refused(language: Option<&str>) -> Result<(), E2bError> {
     match language.map(str::to_ascii_lowercase).as_deref() {
         None | Some("" | "python" | "python3" | "py") => Ok(()),
-        Some(other) => Err(E2bError::bad_request(format!("language '{other}' is not available: this sandbox runs Python only"))),
+        Some(other) => Err(E2bError::bad_request(format!("language '{other}' is not available: this sandbox runs Python only (and bash, through run_code and commands)"))),
     }
+}
+
+/// Whether `language` is the shell's: its code runs as a `%%bash` cell.
+fn is_shell(language: Option<&str>) -> bool {
+    matches!(language.map(str::to_ascii_lowercase).as_deref(), Some("bash" | "sh" | "shell"))
 }
 
 /// `POST /execute`.
 pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, SandboxCall { sandbox, caller, .. }: SandboxCall, body: Bytes) -> Result<Response, E2bError> {
     let request: ExecuteRequest = serde_json::from_slice(&body).map_err(|e| E2bError::bad_request(format!("the request body is not an execution: {e}")))?;
-    python_or_refused(request.language.as_deref())?;
+    let shell = is_shell(request.language.as_deref());
+    if !shell {
+        python_or_refused(request.language.as_deref())?;
+    }
     let context = request.context_id.as_deref();
     let session = sandbox.context_session(context).ok_or_else(|| E2bError::not_found(format!("context {} not found", context.unwrap_or(""))))?;
     let mut env = sandbox.env_vars.clone();
@@ -111,7 +119,9 @@ pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, SandboxCall { sandbox, 
     if let Err(error) = e2b.registry.changed(&sandbox, &[counted]).await {
         tracing::warn!(sandbox = %sandbox.id, %error, "a sandbox's execution count was not shared");
     }
-    let request = RunRequest { code: crate::cell_text::dedent(&request.code), env, result_data: true, ..RunRequest::default() };
+    let code = crate::cell_text::dedent(&request.code);
+    let code = if shell { format!("%%bash\n{code}") } else { code };
+    let request = RunRequest { code, env, result_data: true, ..RunRequest::default() };
     let (key, cancelled) = e2b.runs.start(&sandbox.id);
     // A refusal or a busy session within the window is a plain error answer.
     let started = e2b.service.start_live(caller.clone(), session.clone(), request, true).unless_failed_early(Window::Whole).await;

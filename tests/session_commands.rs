@@ -1,0 +1,87 @@
+//! Commands in sessions over `/v1`: `POST /v1/sessions/{id}/commands` and
+//! the shell escapes of a cell (`!cmd`, `x = !cmd`, `%%bash`) on both
+//! runtimes, with the session's files and live state; refusals in the
+//! service's error envelope.
+//!
+//! Boundary proved: a command sees none of the host's environment
+//! (`the_hosts_environment_is_not_a_commands`).
+
+use crate::common;
+
+use serde_json::{Value, json};
+
+use common::service::Service;
+
+fn command(service: &Service, session: &str, body: Value) -> (u16, Value) {
+    service.json("key-alice", "POST", &format!("/v1/sessions/{session}/commands"), Some(body))
+}
+
+fn run(service: &Service, session: &str, code: &str, runtime: &str) -> Value {
+    let (status, report) = service.json("key-alice", "POST", &format!("/v1/sessions/{session}/run"), Some(json!({"code": code, "runtime": runtime})));
+    assert_eq!(status, 200, "{report}");
+    report
+}
+
+#[test]
+fn a_command_and_a_cell_share_the_sessions_files() {
+    let dir = common::scratch("anypath-commands-files-");
+    let service = Service::start(dir.path());
+    run(&service, "c1", "kept = 'state'\nopen('from-python.txt', 'w').write('py\\n')", "python");
+    let (status, ran) = command(&service, "c1", json!({"command": "pwd; cat from-python.txt; echo shell > from-shell.txt; ls | sort"}));
+    assert_eq!(status, 200, "{ran}");
+    assert_eq!((ran["exit_code"].as_i64(), ran["stdout"].as_str()), (Some(0), Some("/mnt/data\npy\nfrom-python.txt\nfrom-shell.txt\n")), "{ran}");
+    let report = run(&service, "c1", "open('from-shell.txt').read() + kept", "python");
+    assert_eq!(report["results"][0]["text"], json!("'shell\\nstate'"), "the file is there and the cell's state was kept: {report}");
+    let (_, failed) = command(&service, "c1", json!({"command": "echo out; echo err >&2; exit 7", "env": {"GREETING": "hi"}}));
+    assert_eq!((failed["exit_code"].as_i64(), failed["stdout"].as_str(), failed["stderr"].as_str()), (Some(7), Some("out\n"), Some("err\n")), "{failed}");
+    let (_, with_env) = command(&service, "c1", json!({"command": "echo $GREETING; cat", "env": {"GREETING": "hi"}, "stdin": "piped in\n"}));
+    assert_eq!(with_env["stdout"], json!("hi\npiped in\n"), "{with_env}");
+}
+
+#[test]
+fn shell_escapes_run_in_cells_on_both_runtimes() {
+    let dir = common::scratch("anypath-commands-escapes-");
+    let service = Service::start_with(dir.path(), &["--python-data", &common::python_data_dir().display().to_string()]);
+    for runtime in ["python", "python-data"] {
+        let session = format!("esc-{runtime}");
+        let report = run(&service, &session, "n = 3\n!echo n is {n} and {n * 2}\nlines = !printf 'a\\nb\\n'\nlen(lines)", runtime);
+        assert_eq!((report["stdout"].as_str(), report["results"][0]["text"].as_str()), (Some("n is 3 and 6\n"), Some("2")), "{runtime}: {report}");
+        let report = run(&service, &session, "%%bash\nfor f in x y; do echo $f > $f.txt; done\nls *.txt | wc -l", runtime);
+        assert_eq!(report["stdout"], json!("2\n"), "{runtime}: {report}");
+        let report = run(&service, &session, "!exit 1\nraise ValueError('after the command')\n!echo never", runtime);
+        assert!(report["stdout"].as_str().is_some_and(|s| !s.contains("never")), "{runtime}: the cell ends where Python raises: {report}");
+        assert_eq!(report["error"]["type_name"], json!("ValueError"), "{runtime}: {report}");
+    }
+}
+
+#[test]
+fn bad_commands_are_refused_in_the_envelope() {
+    let dir = common::scratch("anypath-commands-refused-");
+    let service = Service::start(dir.path());
+    for (body, code) in [
+        (json!({"command": "  "}), "invalid_request"),
+        (json!({"command": "ls", "user": "admin"}), "invalid_request"),
+        (json!({"command": "ls", "cwd": "relative/dir"}), "invalid_request"),
+        (json!({"command": "ls", "env": {"BAD NAME": "x"}}), "invalid_request"),
+        (json!({"commands": "ls"}), "invalid_json"),
+    ] {
+        let (status, answer) = command(&service, "r1", body.clone());
+        assert_eq!((status, answer["error"]["code"].as_str()), (400, Some(code)), "{body}: {answer}");
+        assert!(answer["error"]["request_id"].is_string(), "{answer}");
+    }
+    let (status, _) = service.json("", "POST", "/v1/sessions/r1/commands", Some(json!({"command": "ls"})));
+    assert_eq!(status, 401);
+}
+
+/// Boundary: the host's environment never reaches a command (nor the
+/// Python it starts).
+#[test]
+fn the_hosts_environment_is_not_a_commands() {
+    let dir = common::scratch("anypath-commands-env-");
+    let secret = ("ANYPATH_HOST_SECRET".to_owned(), "do-not-leak-4711".to_owned());
+    let service = Service::start_with_env(dir.path(), &[secret]);
+    let (_, ran) = command(&service, "e1", json!({"command": "env; cat /proc/self/environ; python -c 'import os; print(os.environ)'"}));
+    let all = format!("{}{}", ran["stdout"], ran["stderr"]);
+    assert!(!all.contains("do-not-leak-4711"), "the host's environment leaked: {all}");
+    assert!(ran["stdout"].as_str().is_some_and(|s| s.contains("HOME=/mnt/data")), "{ran}");
+}
