@@ -117,6 +117,8 @@ fn over_stdio(sdk: Sdk, scenario: &str) {
         dir.path().display().to_string(),
         "--python-data".into(),
         common::python_data_dir().display().to_string(),
+        "--shell".into(),
+        common::shell_path().display().to_string(),
     ];
     let mut transport = vec!["stdio".to_owned()];
     transport.extend(command);
@@ -149,6 +151,8 @@ with_both_sdks! {
     notebook_results_images_and_progress_over_stdio, notebook_results_images_and_progress_over_stdio_ts: over_stdio("notebook");
     upload_run_read_download_close_over_http, upload_run_read_download_close_over_http_ts: over_http("flow");
     upload_run_read_download_close_over_stdio, upload_run_read_download_close_over_stdio_ts: over_stdio("flow");
+    commands_beside_python_over_http, commands_beside_python_over_http_ts: over_http("commands");
+    commands_beside_python_over_stdio, commands_beside_python_over_stdio_ts: over_stdio("commands");
     state_lives_across_runs_over_http, state_lives_across_runs_over_http_ts: over_http("state");
     state_lives_across_runs_over_stdio, state_lives_across_runs_over_stdio_ts: over_stdio("state");
     errors_are_tool_errors_over_http, errors_are_tool_errors_over_http_ts: over_http("errors");

@@ -136,6 +136,16 @@ pub fn runner_path() -> PathBuf {
     path
 }
 
+/// The shell runtime (`ANYPATH_SHELL`, set by `cargo xtask test`), for
+/// servers started without the test's environment (an MCP client's stdio).
+pub fn shell_path() -> PathBuf {
+    let path = std::env::var_os("ANYPATH_SHELL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/shell/shell.wasm"));
+    assert!(path.is_file(), "shell component {} is missing: run `cargo xtask test`", path.display());
+    path
+}
+
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime"))

@@ -22,7 +22,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 
 const TOOLS = [
   'attach_dataset', 'close_session', 'delete_snapshot', 'fork_session', 'list_files', 'list_snapshots', 'load_artifact', 'read_artifact',
-  'run_python', 'snapshot_session', 'start_from_snapshot', 'upload_file', 'start_run', 'get_run',
+  'run_python', 'snapshot_session', 'start_from_snapshot', 'upload_file', 'start_run', 'get_run', 'run_command',
 ];
 
 const assert = (condition, message) => {
@@ -156,6 +156,7 @@ async function tools(transport, key) {
     delete_snapshot: ['snapshot'],
     start_run: ['session_id', 'code'],
     get_run: ['session_id', 'run_id'],
+    run_command: ['session_id', 'command'],
   };
   const outputs = {
     upload_file: ['path'],
@@ -172,6 +173,7 @@ async function tools(transport, key) {
     delete_snapshot: ['deleted'],
     start_run: ['run_id', 'session_id', 'state', 'started_at', 'events'],
     get_run: ['run_id', 'session_id', 'state', 'started_at', 'events'],
+    run_command: ['session_id', 'exit_code', 'stdout', 'stderr', 'duration_us'],
   };
   await using([await connect(transport, key)], async (_client, listedTools) => {
     const listed = Object.fromEntries(listedTools.map((t) => [t.name, t]));
@@ -543,7 +545,22 @@ async function datasets(transport, key) {
   });
 }
 
-const SCENARIOS = { tools, flow, data_runtime, notebook, state, errors, tenants, unauthorized, datasets };
+/** run_command beside run_python: the same files, the Python state untouched. */
+async function commands(transport, key) {
+  const session = `commands-${transport[0]}`;
+  await using([await connect(transport, key)], async (client) => {
+    ok(await call(client, 'run_python', { session_id: session, code: "kept = 5\nopen('data.txt', 'w').write('b\\na\\nc\\n')" }), 'run_python');
+    const sorted = ok(await call(client, 'run_command', { session_id: session, command: 'sort data.txt | head -2; echo $GREETING', env: { GREETING: 'hi' } }), 'run_command');
+    assert(sorted.exit_code === 0 && sorted.stdout === 'a\nb\nhi\n', () => show(sorted));
+    const missing = ok(await call(client, 'run_command', { session_id: session, command: 'no-such-program' }), 'run_command');
+    assert(missing.exit_code === 127 && missing.stderr.includes('not found'), () => show(missing));
+    const again = ok(await call(client, 'run_python', { session_id: session, code: 'print(kept)' }), 'run_python');
+    assert(again.stdout === '5\n', () => show(again));
+    toolError(await call(client, 'run_command', { session_id: session, command: ' ' }), 'run_command', 'invalid_request');
+  });
+}
+
+const SCENARIOS = { tools, flow, commands, data_runtime, notebook, state, errors, tenants, unauthorized, datasets };
 
 const [scenarioName, ...rest] = process.argv.slice(2);
 const scenario = SCENARIOS[scenarioName];

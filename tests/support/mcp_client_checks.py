@@ -22,7 +22,7 @@ import mcp
 from mcp.client.streamable_http import streamable_http_client
 
 TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files", "fork_session", "load_artifact", "attach_dataset",
-         "snapshot_session", "list_snapshots", "start_from_snapshot", "delete_snapshot", "start_run", "get_run"}
+         "snapshot_session", "list_snapshots", "start_from_snapshot", "delete_snapshot", "start_run", "get_run", "run_command"}
 
 
 def connect(transport, key=None):
@@ -85,6 +85,7 @@ async def tools(transport, key, _other):
         "delete_snapshot": {"snapshot"},
         "start_run": {"session_id", "code"},
         "get_run": {"session_id", "run_id"},
+        "run_command": {"session_id", "command"},
     }
     outputs = {
         "upload_file": {"path"},
@@ -101,6 +102,7 @@ async def tools(transport, key, _other):
         "delete_snapshot": {"deleted"},
         "start_run": {"run_id", "session_id", "state", "started_at", "events"},
         "get_run": {"run_id", "session_id", "state", "started_at", "events"},
+        "run_command": {"session_id", "exit_code", "stdout", "stderr", "duration_us"},
     }
     async with connect(transport, key) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
@@ -475,7 +477,23 @@ async def datasets(transport, key, _other):
         assert again["stdout"] == "tea,3\n", again
 
 
-SCENARIOS = {f.__name__: f for f in [tools, flow, data_runtime, notebook, state, errors, tenants, unauthorized, datasets]}
+async def commands(transport, key, _other):
+    """run_command beside run_python: the same files, the Python state untouched."""
+    session = "mcp-commands"
+    async with connect(transport, key) as client:
+        ok(await client.call_tool("run_python", {"session_id": session, "code": "kept = 5\nopen('data.txt', 'w').write('b\\na\\nc\\n')"}), "run_python")
+        ran = ok(await client.call_tool("run_command", {"session_id": session, "command": "sort data.txt | head -2; echo $GREETING", "env": {"GREETING": "hi"}}), "run_command")
+        assert (ran["exit_code"], ran["stdout"]) == (0, "a\nb\nhi\n"), ran
+        ran = ok(await client.call_tool("run_command", {"session_id": session, "command": "wc -l > count.txt < data.txt; python -c 'print(open(\"count.txt\").read().strip())'"}), "run_command")
+        assert ran["stdout"] == "3\n", ran
+        failed = ok(await client.call_tool("run_command", {"session_id": session, "command": "no-such-program"}), "run_command")
+        assert failed["exit_code"] == 127 and "not found" in failed["stderr"], failed
+        again = ok(await client.call_tool("run_python", {"session_id": session, "code": "print(kept, open('count.txt').read().strip())"}), "run_python")
+        assert again["stdout"] == "5 3\n", again
+        tool_error(await client.call_tool("run_command", {"session_id": session, "command": " "}), "run_command", "invalid_request")
+
+
+SCENARIOS = {f.__name__: f for f in [tools, flow, commands, data_runtime, notebook, state, errors, tenants, unauthorized, datasets]}
 
 
 def main():

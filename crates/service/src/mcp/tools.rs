@@ -108,6 +108,29 @@ pub struct StartRun {
     pub callback_url: Option<String>,
 }
 
+/// `run_command`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCommandArgs {
+    /// The session whose files the command works on (created when new).
+    pub session_id: String,
+    /// A bash command line: pipes, redirections, `&&`/`||`/`;`, quoting,
+    /// variables; `python script.py` runs the session's Python.
+    pub command: String,
+    /// The working directory (default: the session's, /mnt/data).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Environment variables added for the command; nothing of the host's.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Wall-clock limit in milliseconds, at most the server's.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Text given to the command on its standard input.
+    #[serde(default)]
+    pub stdin: Option<String>,
+}
+
 /// `get_run`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -318,6 +341,32 @@ connection.",
         let control = RunControl { background: true, callback_url: args.callback_url, cancel_on_disconnect: false };
         let started = self.service.start_tracked(&caller, args.session_id, request, &control, true).await?;
         Ok(Json(started.tracked.status()))
+    }
+
+    #[tool(
+        description = "Run a bash command line on the session's files: ls, cat, grep, sed, awk, find, sort, \
+wc, head, tail, mkdir, cp, mv, rm, tar, base64, sha256sum, python script.py and the rest of a shell's \
+everyday commands, with pipes, redirections, && and ||. It runs inside the sandbox (no network, nothing of \
+the host), beside the session's Python: a file it writes is there for the next run_python, and the \
+Python state is not touched. Answers with exit_code (0 is success, 127 a command not found, 124 a timeout), \
+stdout and stderr.",
+        input_schema = input_schema::<RunCommandArgs>(),
+        output_schema = rmcp::handler::server::common::schema_for_output::<anypath_wire::CommandReport>(),
+        annotations(title = "Run a command", read_only_hint = false, destructive_hint = true, open_world_hint = false)
+    )]
+    async fn run_command(&self, ctx: RequestContext<RoleServer>, args: Arguments<RunCommandArgs>) -> Result<Json<anypath_wire::CommandReport>, ToolError> {
+        let args = args.0?;
+        let caller = self.caller(&ctx)?;
+        let request = anypath_wire::CommandRequest {
+            command: args.command,
+            cwd: args.cwd,
+            env: args.env.unwrap_or_default(),
+            timeout_ms: args.timeout_ms,
+            stdin: args.stdin,
+            user: None,
+        };
+        let run = anypath_interpreter::commands::RunCommand { session_id: args.session_id, request, streams: Default::default() };
+        Ok(Json(self.service.call(&caller, run).await?))
     }
 
     #[tool(
