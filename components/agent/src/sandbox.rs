@@ -11,7 +11,7 @@ use std::time::Duration;
 use anypath_agent::tools::{RUN_TESTS_CODE, TEST_TIMEOUT_MS};
 use anypath_agent::{FileEntry, ToolFailure, Workspace};
 use anypath_rest::sandbox_pool::{no_host_answered, session_key};
-use anypath_wire::{CellReport, ErrorEnvelope, FileList, LimitOverrides, OpenSessionRequest, ResultKind, RunReport, RunRequest, Runtime, UploadRequest};
+use anypath_wire::{CellReport, CommandReport, CommandRequest, ErrorEnvelope, FileList, LimitOverrides, OpenSessionRequest, ResultKind, RunReport, RunRequest, Runtime, UploadRequest};
 use base64::Engine;
 use http_client::{Answer, CallError, Method, call, call_with};
 
@@ -188,6 +188,21 @@ impl Workspace for SandboxSession<'_> {
         let limits = LimitOverrides { timeout_ms: Some(TEST_TIMEOUT_MS), ..LimitOverrides::default() };
         let request = RunRequest { limits, ..RunRequest::code(RUN_TESTS_CODE) };
         Ok(capped(&observation(&self.run(&request)?)))
+    }
+
+    fn run_command(&mut self, command: &str) -> Result<String, ToolFailure> {
+        let request = CommandRequest { command: command.to_owned(), ..CommandRequest::default() };
+        match self.send("/commands", Some(&encode(&request)?), RUN_CALL_TIMEOUT)? {
+            (200, body) => {
+                let ran: CommandReport = decode(&body, "command report")?;
+                let mut text = format!("exit_code: {}\nstdout:\n{}", ran.exit_code, ran.stdout);
+                if !ran.stderr.is_empty() {
+                    text.push_str(&format!("\nstderr:\n{}", ran.stderr));
+                }
+                Ok(capped(&text))
+            }
+            (status, body) => Err(ToolFailure(format!("the command failed ({status}): {}", message(&body)))),
+        }
     }
 }
 

@@ -285,6 +285,9 @@ mod tests {
         fn run_python(&mut self, _code: &str) -> Result<String, ToolFailure> {
             Ok("ran".into())
         }
+        fn run_command(&mut self, _command: &str) -> Result<String, ToolFailure> {
+            Ok("exit_code: 0".into())
+        }
         fn run_tests(&mut self) -> Result<String, ToolFailure> {
             Ok(if self.0.get("calc.py").is_some_and(|c| c.contains("a + b")) {
                 "OK: 1 passed, 0 failed, 0 errors, 0 skipped".into()

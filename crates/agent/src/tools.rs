@@ -1,5 +1,5 @@
 //! The tools a model may call, each against one sandbox session:
-//! `write_file`, `read_file`, `list_files`, `run_python` and `run_tests`,
+//! `write_file`, `read_file`, `list_files`, `run_python`, `run_command` and `run_tests`,
 //! and `final_answer`, which ends the run with the model's answer.
 //! A call the model gets wrong (unknown tool, malformed arguments, a path
 //! leaving the session directory) is answered with a tool error it can read,
@@ -51,6 +51,9 @@ pub trait Workspace {
     fn run_python(&mut self, code: &str) -> Result<String, ToolFailure>;
     /// Runs [`RUN_TESTS_CODE`] in the session within [`TEST_TIMEOUT_MS`].
     fn run_tests(&mut self) -> Result<String, ToolFailure>;
+    /// Runs a bash command line in the session's shell; its exit code,
+    /// stdout and stderr, as text.
+    fn run_command(&mut self, command: &str) -> Result<String, ToolFailure>;
 }
 
 /// A tool call that failed; the model sees the message.
@@ -62,7 +65,7 @@ pub struct ToolFailure(pub String);
 pub const FINAL_ANSWER: &str = "final_answer";
 
 /// Every tool's name, in the order the model is told of them.
-pub const NAMES: [&str; 6] = ["write_file", "read_file", "list_files", "run_python", "run_tests", FINAL_ANSWER];
+pub const NAMES: [&str; 7] = ["write_file", "read_file", "list_files", "run_python", "run_command", "run_tests", FINAL_ANSWER];
 
 /// Argument names small models use for a tool's `filePath`.
 const PATH_ALIASES: [&str; 5] = ["filePath", "path", "file_path", "filename", "file"];
@@ -88,6 +91,11 @@ pub fn specs() -> Vec<ToolSpec> {
             "run_python",
             "Run Python 3 code in the sandbox session as a notebook cell (state persists between calls; no network). Returns stdout, stderr, the value of a last expression, figures shown with plt.show(), and any error.",
             json!({"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"], "additionalProperties": false}),
+        ),
+        spec(
+            "run_command",
+            "Run a bash command line in the session directory (ls, cat, wc -l, grep, sed, find, python script.py, ...; pipes and redirections work; no network). Returns the exit code, stdout and stderr.",
+            json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"], "additionalProperties": false}),
         ),
         spec(
             "run_tests",
@@ -127,6 +135,7 @@ fn execute(call: &ToolCall, workspace: &mut dyn Workspace) -> Result<String, Too
         "read_file" => workspace.read_file(&path()?),
         "list_files" => workspace.list_files().map(|files| listing(&files)),
         "run_python" => workspace.run_python(text("code")?),
+        "run_command" => workspace.run_command(text("command")?),
         "run_tests" => workspace.run_tests(),
         FINAL_ANSWER => text("text").map(str::to_owned),
         other => Err(ToolFailure(format!("unknown tool {other:?}; the tools are {}", NAMES.join(", ")))),
@@ -145,6 +154,7 @@ pub fn example(tool: &str) -> &'static str {
         "read_file" => r#"{"name": "read_file", "arguments": {"filePath": "hello.txt"}}"#,
         "run_python" => r#"{"name": "run_python", "arguments": {"code": "print(1 + 1)"}}"#,
         "run_tests" => r#"{"name": "run_tests", "arguments": {}}"#,
+        "run_command" => r#"{"name": "run_command", "arguments": {"command": "wc -l hello.txt"}}"#,
         "list_files" => r#"{"name": "list_files", "arguments": {}}"#,
         _ => r#"{"name": "final_answer", "arguments": {"text": "Wrote hello.txt."}}"#,
     }
@@ -235,6 +245,10 @@ mod tests {
         fn run_tests(&mut self) -> Result<String, ToolFailure> {
             self.0.push("tests".into());
             Ok("tested".into())
+        }
+        fn run_command(&mut self, command: &str) -> Result<String, ToolFailure> {
+            self.0.push(format!("command {command}"));
+            Ok("exit_code: 0".into())
         }
     }
 
