@@ -13,11 +13,11 @@ use bashkit::{DirEntry, FileSystem, FileSystemExt, FileType, Metadata, Result};
 /// The preopened tree; stateless, since WASI holds the handles.
 pub(crate) struct Tree;
 
-/// WASI keeps no permission bits: these are what a Linux user's files show.
+/// WASI keeps no permission bits (a read-only preopen such as `/data` refuses
+/// writes by itself): these are what a Linux user's files show.
 const FILE_MODE: u32 = 0o644;
 const DIRECTORY_MODE: u32 = 0o755;
 const SYMLINK_MODE: u32 = 0o777;
-const READ_ONLY_MASK: u32 = 0o555;
 
 fn metadata_of(meta: &std::fs::Metadata) -> Metadata {
     let (file_type, mode) = if meta.file_type().is_symlink() {
@@ -27,7 +27,6 @@ fn metadata_of(meta: &std::fs::Metadata) -> Metadata {
     } else {
         (FileType::File, FILE_MODE)
     };
-    let mode = if meta.permissions().readonly() { mode & READ_ONLY_MASK } else { mode };
     let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
     Metadata { file_type, size: meta.len(), mode, modified, created: meta.created().unwrap_or(modified) }
 }

@@ -121,10 +121,13 @@ pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, SandboxCall { sandbox, 
     }
     let code = crate::cell_text::dedent(&request.code);
     let code = if shell { format!("%%bash\n{code}") } else { code };
-    let request = RunRequest { code, env, result_data: true, ..RunRequest::default() };
+    // Named by this transport, so that a client going away stops this run and no other.
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let request = RunRequest { code, env, result_data: true, run_id: Some(run_id.clone()), ..RunRequest::default() };
     let (key, cancelled) = e2b.runs.start(&sandbox.id);
     // A refusal or a busy session within the window is a plain error answer.
     let started = e2b.service.start_live(caller.clone(), session.clone(), request, true).unless_failed_early(Window::Whole).await;
+    let owner = RunOwner { caller, session, run_id };
     let run = match started {
         Ok(run) => run,
         Err(error) => {
@@ -134,7 +137,7 @@ pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, SandboxCall { sandbox, 
     };
     let mut pending = VecDeque::new();
     pending.push_back(json!({ "type": "number_of_executions", "execution_count": count }));
-    let stream = Stream { e2b: e2b.clone(), key, cancelled, run, lines: Lines::default(), pending, finished: false };
+    let stream = Stream { e2b: e2b.clone(), key, cancelled, run, owner, lines: Lines::default(), pending, finished: false };
     let mut response = Response::new(Body::from_stream(stream.into_stream()));
     response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/x-ndjson"));
     Ok(response)
@@ -146,11 +149,20 @@ struct Stream {
     key: u64,
     cancelled: CancellationToken,
     run: LiveRun,
+    /// Whose run it is, to stop it when the client goes away.
+    owner: RunOwner,
     /// Output a line at a time.
     lines: Lines,
     /// Lines ready to send.
     pending: VecDeque<Value>,
     finished: bool,
+}
+
+/// The run a stream answers for: its caller, session and id.
+struct RunOwner {
+    caller: Caller,
+    session: String,
+    run_id: String,
 }
 
 /// Why a stream was cut: the sandbox was killed or paused under the run.
@@ -227,11 +239,21 @@ impl Stream {
 
 impl Drop for Stream {
     /// A client that went away before the end (its `timeout`, a process
-    /// that ended) leaves its run going to its end, as E2B's own server
-    /// does: the context's next run waits for it, and sees what it left.
-    /// Killing the sandbox still stops it.
+    /// that ended) stops its run, as E2B's own server interrupts the kernel
+    /// then: the context's next run starts at once instead of waiting
+    /// behind it (a run that had not started yet is cancelled). `/v1`'s
+    /// runs outlive their callers; this transport's do not.
     fn drop(&mut self) {
         self.e2b.runs.finish(self.key);
+        if self.finished {
+            return;
+        }
+        let RunOwner { caller, session, run_id } = &self.owner;
+        if !self.e2b.service.interrupt_run(caller, session, run_id)
+            && let Some(abort) = self.run.abort_handle()
+        {
+            abort.abort();
+        }
     }
 }
 
