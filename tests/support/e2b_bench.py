@@ -3,7 +3,9 @@ E2B's Python SDK (`Sandbox.create()` + `run_code`), beside the same through
 anypath's own HTTP API (open a data-runtime session + its first run), from
 one Python process over kept-alive connections; then snapshots through the
 SDK: `create_snapshot()` of a sandbox holding a DataFrame, and a sandbox
-made from that snapshot to its first result.
+made from that snapshot to its first result; then commands through the
+SDK's `commands.run` (`echo hi`, `python -c`, `ls -la` of a folder of 1,000
+files) beside the same programs started natively on this host.
 
 Usage: e2b_bench.py E2B_URL SANDBOX_URL E2B_KEY SANDBOX_KEY RUNS
 Prints one JSON object: each path's latencies in milliseconds.
@@ -68,6 +70,34 @@ def snapshots():
     return taken[1:], started[1:]
 
 
+def commands():
+    """Each path's latencies through `commands.run` in one sandbox, and the
+    native baselines: `bash -c 'echo hi'` and `python3 -I -c 'print(1)'`
+    started as processes of this host."""
+    import subprocess
+    sandbox = Sandbox.create()
+    sandbox.commands.run("mkdir many && cd many && for i in $(seq 1000); do touch f$i; done")
+    paths = {"echo_ms": "echo hi", "python_ms": "python -c 'print(1)'", "ls_ms": "ls -la many"}
+    found = {key: [] for key in paths}
+    for key, command in paths.items():
+        for run in range(RUNS + 1):
+            began = time.perf_counter()
+            result = sandbox.commands.run(command)
+            took = time.perf_counter() - began
+            assert result.exit_code == 0 and result.stdout, result
+            if run:  # the first is the warm-up
+                found[key].append(took * 1e3)
+    assert sandbox.commands.run("ls many | wc -l").stdout.strip() == "1000"
+    sandbox.kill()
+    for key, argv in {"native_echo_ms": ["bash", "-c", "echo hi"], "native_python_ms": ["python3", "-I", "-c", "print(1)"]}.items():
+        found[key] = []
+        for _ in range(RUNS):
+            began = time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True)
+            found[key].append((time.perf_counter() - began) * 1e3)
+    return found
+
+
 def main():
     with httpx.Client(headers={"x-api-key": SANDBOX_KEY}) as client:
         through_sdk(), through_http(client)  # warm both paths once
@@ -76,7 +106,7 @@ def main():
             sdk.append(through_sdk() * 1e3)
             http.append(through_http(client) * 1e3)
     snapshot, from_snapshot = snapshots()
-    print(json.dumps({"sdk_ms": sdk, "http_ms": http, "snapshot_ms": snapshot, "from_snapshot_ms": from_snapshot}))
+    print(json.dumps({"sdk_ms": sdk, "http_ms": http, "snapshot_ms": snapshot, "from_snapshot_ms": from_snapshot, **commands()}))
 
 
 main()
