@@ -65,7 +65,7 @@ pub struct ToolFailure(pub String);
 pub const FINAL_ANSWER: &str = "final_answer";
 
 /// Every tool's name, in the order the model is told of them.
-pub const NAMES: [&str; 7] = ["write_file", "read_file", "list_files", "run_python", "run_command", "run_tests", FINAL_ANSWER];
+pub const NAMES: [&str; 7] = ["write_file", "read_file", "list_files", "run_python", "run_tests", "run_command", FINAL_ANSWER];
 
 /// Argument names small models use for a tool's `filePath`.
 const PATH_ALIASES: [&str; 5] = ["filePath", "path", "file_path", "filename", "file"];
@@ -93,14 +93,14 @@ pub fn specs() -> Vec<ToolSpec> {
             json!({"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"], "additionalProperties": false}),
         ),
         spec(
-            "run_command",
-            "Run a bash command line in the session directory (ls, cat, wc -l, grep, sed, find, python script.py, ...; pipes and redirections work; no network). Returns the exit code, stdout and stderr.",
-            json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"], "additionalProperties": false}),
-        ),
-        spec(
             "run_tests",
             "Run the session's tests (test_*.py files, e.g. in tests/) with pytest, which also runs unittest tests; src/ and the session directory are importable. Reports passed/failed counts and the failures.",
             no_arguments,
+        ),
+        spec(
+            "run_command",
+            "Run a bash command line in the session directory (ls, cat, wc -l, grep, sed, find, python script.py, ...; pipes and redirections work; no network). Returns the exit code, stdout and stderr.",
+            json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"], "additionalProperties": false}),
         ),
         spec(
             FINAL_ANSWER,
