@@ -10,6 +10,7 @@
 pub mod artifacts;
 pub(crate) mod cell_magics;
 pub mod commands;
+pub(crate) mod escapes;
 pub mod datasets;
 pub mod files;
 pub(crate) mod footprint;
