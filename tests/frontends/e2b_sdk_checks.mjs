@@ -138,16 +138,24 @@ check('list_newest_first', async () => {
   assert(!paginator.hasNext, 'two pages');
 });
 
-check('shell_and_other_languages_are_refused', async () => {
+check('commands_run_and_other_languages_are_refused', async () => {
   const sbx = await sandbox();
-  let refused = null;
+  const streamed = [];
+  const result = await sbx.commands.run('echo hi; echo oops >&2; printf "a\\nb\\n" | wc -l', { onStdout: (out) => streamed.push(out) });
+  assert(result.exitCode === 0 && result.stdout === 'hi\n2\n' && result.stderr === 'oops\n', `commands: ${JSON.stringify(result)}`);
+  assert(streamed.join('') === 'hi\n2\n', `streamed: ${JSON.stringify(streamed)}`);
+  let failed = null;
   try {
-    await sbx.commands.run('ls');
+    await sbx.commands.run('exit 3');
   } catch (error) {
-    refused = error;
+    failed = error;
   }
-  assert(refused && String(refused.message).includes('Python only'), `commands: ${refused}`);
-  refused = null;
+  assert(failed && failed.exitCode === 3, `exit 3: ${failed}`);
+  const cat = await sbx.commands.run('cat', { background: true, stdin: true });
+  await sbx.commands.sendStdin(cat.pid, 'from js');
+  await sbx.commands.closeStdin(cat.pid);
+  assert((await cat.wait()).stdout === 'from js', 'stdin reached cat');
+  let refused = null;
   try {
     await sbx.runCode('console.log(1)', { language: 'js' });
   } catch (error) {

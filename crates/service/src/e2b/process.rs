@@ -356,10 +356,11 @@ async fn start(e2b: &Arc<E2b>, caller: Caller, sandbox: &str, headers: &HeaderMa
         let report = service.call(&caller, RunCommand { session_id: session, request: command, streams }).await;
         let report = report.map_err(|e| ConnectError::from(super::error::E2bError::from(e)));
         let killed = running.interrupt.is_interrupted() && report.as_ref().is_ok_and(|r| r.error.is_some());
-        running.finish(end_event(&report, killed));
+        // Out of the list first: a client that saw the end never lists it again.
         if let Some(e2b) = e2b_weak.upgrade() {
             e2b.processes.remove(&sandbox_id, running.pid);
         }
+        running.finish(end_event(&report, killed));
     }));
     Ok(event_stream(process, deadline(headers), true))
 }
