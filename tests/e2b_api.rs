@@ -208,24 +208,48 @@ fn envd_answers_as_its_version_does() {
     assert_eq!(removed.status(), 200);
 }
 
+/// envd's process service as Connect's JSON protocol carries it: `Start`
+/// streams enveloped `start`, `data` (base64) and `end` events; what it
+/// cannot do is Connect's own error, in the stream or as a unary answer.
 #[test]
-fn process_calls_are_unimplemented_at_once() {
+fn process_calls_speak_envds_protocol() {
     let dir = common::scratch("anypath-e2b-api-");
     let e2b = E2b::start(&dir);
     let sandbox = e2b.create("e2b_a11ce");
-    let unary = e2b.envd("POST", "/process.Process/List", &sandbox).json(&json!({})).send().expect("sent");
-    assert!(connect_error(unary, 501, "unimplemented").contains("Python only"));
-    // A streaming call (`Start`) ends its stream with the same error.
-    let mut framed = vec![0u8];
-    let message = br#"{"process":{"cmd":"/bin/bash","args":["-l","-c","ls"]}}"#;
-    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    framed.extend_from_slice(message);
-    let streamed = e2b.envd("POST", "/process.Process/Start", &sandbox).header("content-type", "application/connect+json").body(framed).send().expect("sent");
-    assert_eq!(streamed.status(), 200);
-    let body = streamed.bytes().expect("a body");
-    assert_eq!(body[0], 2, "an end-of-stream envelope");
-    let end: Value = serde_json::from_slice(&body[5..]).expect("its JSON");
-    assert_eq!(end["error"]["code"], "unimplemented");
+    let start = |message: &[u8]| {
+        let mut framed = vec![0u8];
+        framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+        framed.extend_from_slice(message);
+        let streamed = e2b.envd("POST", "/process.Process/Start", &sandbox).header("content-type", "application/connect+json").body(framed).send().expect("sent");
+        assert_eq!(streamed.status(), 200);
+        let body = streamed.bytes().expect("a body");
+        let mut frames = Vec::new();
+        let mut at = 0;
+        while at + 5 <= body.len() {
+            let len = u32::from_be_bytes([body[at + 1], body[at + 2], body[at + 3], body[at + 4]]) as usize;
+            let message: Value = serde_json::from_slice(&body[at + 5..at + 5 + len]).expect("a JSON message");
+            frames.push((body[at], message));
+            at += 5 + len;
+        }
+        frames
+    };
+    let frames = start(br#"{"process":{"cmd":"/bin/bash","args":["-l","-c","echo hi; exit 4"]}}"#);
+    assert!(frames[0].1["event"]["start"]["pid"].as_u64().is_some(), "{frames:?}");
+    let data: Vec<&Value> = frames.iter().filter_map(|(_, m)| m["event"].get("data")).collect();
+    assert_eq!(data, [&json!({"stdout": "aGkK"})], "stdout as base64: {frames:?}");
+    let end = frames.iter().find_map(|(_, m)| m["event"].get("end")).expect("an end event");
+    assert_eq!((end["exitCode"].as_i64(), end["exited"].as_bool()), (Some(4), Some(true)), "{end}");
+    assert_eq!(frames.last().map(|(flag, _)| *flag), Some(2), "an end-of-stream envelope closes it");
+    // A terminal is not there: the stream ends with Connect's error.
+    let frames = start(br#"{"process":{"cmd":"/bin/bash"},"pty":{"size":{"cols":80,"rows":24}}}"#);
+    assert_eq!((frames[0].0, frames[0].1["error"]["code"].as_str()), (2, Some("unimplemented")), "{frames:?}");
+    let listed = e2b.envd("POST", "/process.Process/List", &sandbox).json(&json!({})).send().expect("sent");
+    assert_eq!(listed.status(), 200);
+    assert_eq!(listed.json::<Value>().expect("JSON")["processes"], json!([]), "ended commands are not listed");
+    let missing = e2b.envd("POST", "/process.Process/SendInput", &sandbox).json(&json!({"process": {"pid": 4242}, "input": {"stdin": "aGk="}})).send().expect("sent");
+    assert!(connect_error(missing, 404, "not_found").contains("4242"));
+    let resize = e2b.envd("POST", "/process.Process/Update", &sandbox).json(&json!({"process": {"pid": 1}})).send().expect("sent");
+    assert!(connect_error(resize, 501, "unimplemented").contains("terminal"));
 }
 
 #[test]
