@@ -85,3 +85,35 @@ fn the_hosts_environment_is_not_a_commands() {
     assert!(!all.contains("do-not-leak-4711"), "the host's environment leaked: {all}");
     assert!(ran["stdout"].as_str().is_some_and(|s| s.contains("HOME=/mnt/data")), "{ran}");
 }
+
+/// Boundary: a session runs at most eight commands at once; the ninth is
+/// refused (`429 too_many_commands`) and the session works on. (The
+/// tenant's admission slots are raised here, so the session's cap is the
+/// one met.)
+#[test]
+fn commands_at_once_are_capped_per_session() {
+    let dir = common::scratch("anypath-commands-cap-");
+    let service = Service::start_with(dir.path(), &["--max-concurrent", "32", "--tenant-max-concurrent", "32"]);
+    command(&service, "cap", json!({"command": "true"}));
+    let sleepers: Vec<_> = (0..8)
+        .map(|_| {
+            let base = service.base.clone();
+            std::thread::spawn(move || {
+                reqwest::blocking::Client::new()
+                    .post(format!("{base}/v1/sessions/cap/commands"))
+                    .header("x-api-key", "key-alice")
+                    .json(&json!({"command": "sleep 3"}))
+                    .send()
+                    .map(|r| r.status().as_u16())
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (status, refused) = command(&service, "cap", json!({"command": "echo one too many"}));
+    assert_eq!((status, refused["error"]["code"].as_str()), (429, Some("too_many_commands")), "{refused}");
+    for sleeper in sleepers {
+        assert_eq!(sleeper.join().ok().and_then(Result::ok), Some(200));
+    }
+    let (status, ran) = command(&service, "cap", json!({"command": "echo still here"}));
+    assert_eq!((status, ran["stdout"].as_str()), (200, Some("still here\n")), "{ran}");
+}

@@ -56,6 +56,9 @@ pub enum InterpreterError {
     /// or was cancelled).
     #[error("the call's file work did not finish: {0}")]
     Unfinished(String),
+    /// The session runs as many commands at once as it may.
+    #[error("session {0:?} already runs {1} commands at once; wait for one to end")]
+    TooManyCommands(String, usize),
     /// Commands need the shell runtime, which this host was not started with.
     #[error("this server runs no shell (it needs the shell runtime: `cargo xtask build`, or --shell FILE)")]
     ShellUnavailable,
@@ -82,6 +85,7 @@ impl InterpreterError {
             Self::Io { .. } | Self::Index(_) | Self::Unfinished(_) => 500,
             Self::SharedStore(_) => 503,
             Self::ShellUnavailable => 501,
+            Self::TooManyCommands(..) => 429,
         }
     }
 
@@ -111,6 +115,7 @@ impl InterpreterError {
             Self::Unfinished(_) => "internal",
             Self::SharedStore(_) => "session_store_unavailable",
             Self::ShellUnavailable => "shell_unavailable",
+            Self::TooManyCommands(..) => "too_many_commands",
         }
     }
 }

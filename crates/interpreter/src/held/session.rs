@@ -79,6 +79,8 @@ pub(crate) struct Session {
     /// keeps it while its state is unchanged), and that fork's id: a fork
     /// of the same state shares the fork's stored image instead of writing it.
     pub(crate) last_fork: Mutex<Option<(std::sync::Weak<[u8]>, String)>>,
+    /// Commands running in its shell now (see `crate::views::commands`).
+    pub(crate) commands_running: std::sync::atomic::AtomicUsize,
 }
 
 impl Session {

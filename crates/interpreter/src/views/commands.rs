@@ -19,6 +19,30 @@ use crate::held::session::Create;
 use crate::interpreter::Interpreter;
 use crate::operation::{CallContext, Described, Operation, OperationKind};
 
+/// Commands one session may run at once: each is an instance with its own
+/// memory, so a loop starting background commands without end is refused
+/// here, with the session still working, before it takes the host's memory.
+pub const MAX_COMMANDS_AT_ONCE: usize = 8;
+
+/// A command's place among its session's running ones, given back when dropped.
+struct CommandSlot<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> CommandSlot<'a> {
+    fn take(running: &'a std::sync::atomic::AtomicUsize, session_id: &str) -> Result<Self, InterpreterError> {
+        use std::sync::atomic::Ordering::AcqRel;
+        running
+            .fetch_update(AcqRel, std::sync::atomic::Ordering::Acquire, |now| (now < MAX_COMMANDS_AT_ONCE).then_some(now + 1))
+            .map(|_| Self(running))
+            .map_err(|_| InterpreterError::TooManyCommands(session_id.to_owned(), MAX_COMMANDS_AT_ONCE))
+    }
+}
+
+impl Drop for CommandSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// `PATH` as a Linux user's shell has it (the shell finds its utilities by name).
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -122,11 +146,13 @@ impl Commands<'_> {
                 interrupt: streams.interrupt,
                 python: Some(python),
             };
+            let slot = CommandSlot::take(&session.commands_running, session_id)?;
             let started = Instant::now();
             // A hand-over of the session waits for the command, as for a file call.
             let hold = session.gate.enter_async().await;
             let exit = shell.run(command).await;
             drop(hold);
+            drop(slot);
             session.gate.changed(&session.seen, None);
             session.touch();
             let (stdout, stderr) = kept.text();

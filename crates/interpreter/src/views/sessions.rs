@@ -451,6 +451,7 @@ impl<'a> Sessions<'a> {
             meta_written: std::sync::Mutex::new(None),
             running: std::sync::Mutex::new(None),
             last_fork: std::sync::Mutex::new(None),
+            commands_running: std::sync::atomic::AtomicUsize::new(0),
         });
         session.write_meta()?;
         interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).insert(key, session.clone());
