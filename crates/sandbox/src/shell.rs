@@ -246,12 +246,22 @@ pub struct Collected {
 impl Collected {
     /// A sink that appends to this collection.
     pub fn sink(&self) -> OutputSink {
+        self.sink_then(None)
+    }
+
+    /// A sink that appends to this collection, then passes each chunk on to `then`.
+    pub fn sink_then(&self, then: Option<OutputSink>) -> OutputSink {
         let chunks = self.chunks.clone();
         Arc::new(move |stream, bytes| {
-            let mut chunks = chunks.lock().unwrap_or_else(PoisonError::into_inner);
-            match stream {
-                Stream::Stdout => chunks.0.extend_from_slice(&bytes),
-                Stream::Stderr => chunks.1.extend_from_slice(&bytes),
+            {
+                let mut chunks = chunks.lock().unwrap_or_else(PoisonError::into_inner);
+                match stream {
+                    Stream::Stdout => chunks.0.extend_from_slice(&bytes),
+                    Stream::Stderr => chunks.1.extend_from_slice(&bytes),
+                }
+            }
+            if let Some(then) = &then {
+                then(stream, bytes);
             }
         })
     }

@@ -5,10 +5,10 @@
 //! writes is seen by the next cell (and by the quota) as a file call's
 //! writes are.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
-use anypath_sandbox::shell::{CommandTree, OutputSink, PythonHost, ShellCommand, ShellRuntime, StdinFeed, Stream};
+use anypath_sandbox::shell::{Collected, CommandTree, OutputSink, PythonHost, ShellCommand, ShellRuntime, StdinFeed};
 use anypath_sandbox::layout::SANDBOX_HOME;
 use anypath_sandbox::{FilesLayout, Interrupt, LimitOverrides};
 use anypath_wire::{CommandReport, CommandRequest};
@@ -132,8 +132,9 @@ impl Commands<'_> {
             let runtime = interpreter.sandbox_for(session.runtime)?.clone();
             let tree = CommandTree { dir: session.files.dir().to_path_buf(), layout: session.layout, datasets: Some(session.datasets_view.clone()), quota: Some(interpreter.config.quota) };
             let python = PythonHost { runtime, dir: tree.dir.clone(), layout: tree.layout, datasets: tree.datasets.clone(), quota: tree.quota, limits: LimitOverrides::default() };
-            let kept = Kept::new(limits.stdout_bytes, limits.stderr_bytes);
-            let output = kept.sink(streams.output);
+            // Kept for the report (the shell caps each stream before it gets here) and passed on.
+            let kept = Collected::default();
+            let output = kept.sink_then(streams.output);
             let stdin = streams.stdin.or_else(|| request.stdin.map(|text| StdinFeed::closed_with(text.as_bytes())));
             let command = ShellCommand {
                 script: request.command,
@@ -167,41 +168,6 @@ impl Commands<'_> {
                 duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             })
         })
-    }
-}
-
-/// A command's output kept for its report (under the shell's caps, which
-/// the shell applies before anything reaches here), and passed on.
-#[derive(Clone)]
-struct Kept {
-    chunks: Arc<Mutex<(Vec<u8>, Vec<u8>)>>,
-}
-
-impl Kept {
-    fn new(stdout_cap: u32, stderr_cap: u32) -> Self {
-        let capacity = |cap: u32| usize::try_from(cap).unwrap_or(0).min(64 << 10);
-        Self { chunks: Arc::new(Mutex::new((Vec::with_capacity(capacity(stdout_cap)), Vec::with_capacity(capacity(stderr_cap))))) }
-    }
-
-    fn sink(&self, then: Option<OutputSink>) -> OutputSink {
-        let chunks = self.chunks.clone();
-        Arc::new(move |stream, bytes| {
-            {
-                let mut chunks = chunks.lock().unwrap_or_else(PoisonError::into_inner);
-                match stream {
-                    Stream::Stdout => chunks.0.extend_from_slice(&bytes),
-                    Stream::Stderr => chunks.1.extend_from_slice(&bytes),
-                }
-            }
-            if let Some(then) = &then {
-                then(stream, bytes);
-            }
-        })
-    }
-
-    fn text(&self) -> (String, String) {
-        let chunks = self.chunks.lock().unwrap_or_else(PoisonError::into_inner);
-        (String::from_utf8_lossy(&chunks.0).into_owned(), String::from_utf8_lossy(&chunks.1).into_owned())
     }
 }
 

@@ -54,11 +54,6 @@ impl StdinFeed {
         self.change(|feed| feed.closed = true);
     }
 
-    /// Whether [`Self::close`] was called.
-    pub fn is_closed(&self) -> bool {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).closed
-    }
-
     fn change(&self, change: impl FnOnce(&mut Feed)) {
         let waker = {
             let mut feed = self.state.lock().unwrap_or_else(PoisonError::into_inner);

@@ -108,7 +108,8 @@ pub(super) fn user_of(headers: &HeaderMap) -> Option<String> {
     (!user.is_empty()).then(|| user.to_owned())
 }
 
-fn parse<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ConnectError> {
+/// A unary call's JSON message; an empty body is the message's defaults.
+pub(super) fn parse<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ConnectError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }

@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use super::E2b;
 use super::call::SandboxCall;
 use super::error::ConnectError;
-use super::filesystem::{envelope, stream_error, unenvelope, user_of};
+use super::filesystem::{envelope, parse, stream_error, unenvelope, user_of};
 use crate::interpreter_service::Caller;
 
 /// How often a quiet stream says it is alive (envd's keepalive).
@@ -252,13 +252,6 @@ pub(crate) async fn call(
         Err(error) if streamed => Ok(stream_error(&error)),
         answer => answer,
     }
-}
-
-fn parse<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ConnectError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    serde_json::from_slice(body).map_err(|e| ConnectError::new("invalid_argument", format!("the request is not this call's JSON message: {e}")))
 }
 
 fn unary(e2b: &E2b, sandbox: &str, method: &str, body: &[u8]) -> Result<Value, ConnectError> {
