@@ -163,6 +163,11 @@ pub struct RunnerArgs {
     /// there. Without it, commands are refused as unavailable.
     #[arg(long, env = "ANYPATH_SHELL")]
     shell: Option<PathBuf>,
+    /// A folder of wheels (`*.whl`, read-only) that `pip install` in
+    /// sessions' commands and cells installs from: the sandbox has no
+    /// network. Only pure-Python wheels (`py3-none-any`) install.
+    #[arg(long, env = "ANYPATH_WHEELHOUSE")]
+    wheelhouse: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -566,10 +571,15 @@ impl RunnerArgs {
 
     /// `interpreter` with the shell runtime, when there is one (`--shell`,
     /// else the built one beside the binary), under the `python` runtime's
-    /// ceilings.
+    /// ceilings, and the wheelhouse `pip` installs from, when given.
     pub async fn with_shell(&self, interpreter: anypath_interpreter::Interpreter) -> anyhow::Result<anypath_interpreter::Interpreter> {
-        Ok(match self.shell_runtime().await? {
+        let interpreter = match self.shell_runtime().await? {
             Some(shell) => interpreter.with_shell(shell),
+            None => interpreter,
+        };
+        Ok(match &self.wheelhouse {
+            Some(dir) if dir.is_dir() => interpreter.with_wheelhouse(dir.clone()),
+            Some(dir) => anyhow::bail!("--wheelhouse {} is not a folder", dir.display()),
             None => interpreter,
         })
     }

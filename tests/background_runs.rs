@@ -252,6 +252,60 @@ fn deleting_a_run_interrupts_it() {
     assert_eq!(status, 404);
 }
 
+/// A command over `/v1` is tracked as a run is: in the background it answers
+/// at once and is listed while it runs; its output re-attaches with
+/// `Last-Event-ID`, every line once; `DELETE` stops it (exit status 130); a
+/// streamed command's events end with its report; another tenant finds none
+/// of it.
+#[test]
+fn commands_are_tracked_by_id_as_runs_are() {
+    let dir = common::scratch("anypath-tracked-commands-");
+    let service = Service::start(dir.path());
+    let lines = "for i in 1 2 3 4; do echo line $i; sleep 0.3; done";
+    let (status, started) = service.json(KEY, "POST", "/v1/sessions/cmd/commands", Some(json!({"command": lines, "background": true})));
+    assert_eq!((status, started["state"].as_str()), (202, Some("running")), "{started}");
+    let id = started["command_id"].as_str().expect("an id").to_owned();
+    let (_, listed) = service.json(KEY, "GET", "/v1/sessions/cmd/commands", None);
+    assert!(listed.as_array().is_some_and(|all| all.iter().any(|c| c["command_id"] == json!(id))), "listed while it runs: {listed}");
+    let events = format!("/v1/sessions/cmd/commands/{id}/events");
+    let first = read_events(&service.base, &events, None, |e| e.event == "stdout");
+    let seen = first.last().and_then(|e| e.id).expect("an event id");
+    let rest = read_events(&service.base, &events, Some(seen), |e| e.event == "report");
+    assert_eq!(stdout_text(&first) + &stdout_text(&rest), "line 1\nline 2\nline 3\nline 4\n", "every line once");
+    assert_eq!(rest.last().map(|e| e.data["exit_code"].clone()), Some(json!(0)));
+    let (_, done) = service.json(KEY, "GET", &format!("/v1/sessions/cmd/commands/{id}"), None);
+    assert_eq!((done["state"].as_str(), done["report"]["stdout"].as_str()), (Some("done"), Some("line 1\nline 2\nline 3\nline 4\n")), "{done}");
+    let (_, listed) = service.json(KEY, "GET", "/v1/sessions/cmd/commands", None);
+    assert_eq!(listed, json!([]), "an ended command is not listed");
+
+    let (_, sleeping) = service.json(KEY, "POST", "/v1/sessions/cmd/commands", Some(json!({"command": "echo asleep; sleep 60", "background": true})));
+    let path = format!("/v1/sessions/cmd/commands/{}", sleeping["command_id"].as_str().expect("an id"));
+    assert!(common::eventually(Duration::from_secs(20), || service.json(KEY, "GET", &path, None).1["events"].as_u64() > Some(0)), "it never started");
+    let (status, asked) = service.json(KEY, "DELETE", &path, None);
+    assert_eq!(status, 202, "{asked}");
+    let stopped = common::eventually(Duration::from_secs(20), || service.json(KEY, "GET", &path, None).1["state"] == "interrupted");
+    let (_, stopped_status) = service.json(KEY, "GET", &path, None);
+    assert!(stopped, "{stopped_status}");
+    assert_eq!(stopped_status["report"]["exit_code"], json!(130), "{stopped_status}");
+
+    let (status, missing) = service.json("key-bob", "GET", &format!("/v1/sessions/cmd/commands/{id}"), None);
+    assert_eq!((status, missing["error"]["code"].as_str()), (404, Some("no_such_command")), "another tenant's: {missing}");
+    assert!(missing["error"]["request_id"].is_string());
+
+    let response = client(Duration::from_secs(60))
+        .post(format!("{}/v1/sessions/cmd/commands", service.base))
+        .header("x-api-key", KEY)
+        .header("accept", "text/event-stream")
+        .json(&json!({"command": "echo a; echo b >&2; exit 4"}))
+        .send()
+        .expect("a streamed command");
+    assert!(response.headers().get("x-anypath-command-id").is_some());
+    let streamed = parse_events(response, |e| e.event == "report" || e.event == "error");
+    assert_eq!(stdout_text(&streamed), "a\n");
+    assert!(streamed.iter().any(|e| e.event == "stderr" && e.data["text"] == json!("b\n")), "{streamed:?}");
+    assert_eq!(streamed.last().map(|e| (e.event.as_str(), e.data["exit_code"].clone())), Some(("report", json!(4))), "{streamed:?}");
+}
+
 /// 100 background runs from 10 tenants, then a graceful stop while they
 /// run and wait: the stop lets them finish, and the next process on the
 /// same data directory gives every report. A run still going when the

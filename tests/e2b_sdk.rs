@@ -37,7 +37,8 @@ pub(crate) fn e2b_address(process: &common::Spawned) -> String {
 /// `anypath sandbox serve --e2b-listen` with two tenants and the data runtime.
 fn service(dir: &tempfile::TempDir) -> Service {
     let python_data = common::python_data_dir().display().to_string();
-    Service::start_open(dir.path(), &["--api-keys", KEYS, "--e2b-listen", "127.0.0.1:0", "--python-data", &python_data])
+    let wheelhouse = common::wheelhouse_dir().display().to_string();
+    Service::start_open(dir.path(), &["--api-keys", KEYS, "--e2b-listen", "127.0.0.1:0", "--python-data", &python_data, "--wheelhouse", &wheelhouse])
 }
 
 /// Runs `program` with `args`; panics with its report unless every check passed.

@@ -54,6 +54,63 @@ fn shell_escapes_run_in_cells_on_both_runtimes() {
     }
 }
 
+/// `pip` from the operator's wheelhouse, in a command and in cells, on both
+/// runtimes: what it installs is in the session's files and imports in the
+/// next cell without a restart; what the runtime has, or nobody has, is
+/// answered as pip answers.
+#[test]
+fn pip_installs_from_the_wheelhouse_into_the_session() {
+    let dir = common::scratch("anypath-commands-pip-");
+    let wheelhouse = common::wheelhouse_dir().display().to_string();
+    let service = Service::start_with(dir.path(), &["--python-data", &common::python_data_dir().display().to_string(), "--wheelhouse", &wheelhouse]);
+    for runtime in ["python", "python-data"] {
+        let session = format!("pip-{runtime}");
+        run(&service, &session, "before = 'kept'", runtime);
+        let report = run(&service, &session, "!pip install python-slugify", runtime);
+        let stdout = report["stdout"].as_str().unwrap_or_default();
+        assert!(stdout.contains("Successfully installed text-unidecode-1.3 python-slugify-9.2.0"), "{runtime}: the package and its dependency: {report}");
+        let report = run(&service, &session, "import slugify\nslugify.slugify('Héllo Wörld') + ' ' + before", runtime);
+        assert_eq!(report["results"][0]["text"], json!("'hello-world kept'"), "{runtime}: imported in the next cell, state kept: {report}");
+        let (_, again) = command(&service, &session, json!({"command": "pip install -q python-slugify; echo $?; pip install python-slugify"}));
+        let stdout = again["stdout"].as_str().unwrap_or_default();
+        assert!(stdout.starts_with("0\n") && stdout.contains("Requirement already satisfied: python-slugify in /mnt/data/.local/lib/python3."), "{runtime}: {again}");
+        let (_, missing) = command(&service, &session, json!({"command": "pip install no-such-package-here"}));
+        let stderr = missing["stderr"].as_str().unwrap_or_default();
+        assert_eq!(missing["exit_code"], json!(1), "{runtime}: {missing}");
+        assert!(stderr.contains("ERROR: No matching distribution found for no-such-package-here") && stderr.contains("no network") && stderr.contains("/wheelhouse"), "{runtime}: {missing}");
+        let (_, pinned) = command(&service, &session, json!({"command": "pip install 'text-unidecode==0.1'"}));
+        assert!(pinned["stderr"].as_str().unwrap_or_default().contains("(from versions: 1.3)"), "{runtime}: {pinned}");
+        let (_, listed) = command(&service, &session, json!({"command": "pip list | grep -i slugify; python -m pip show text-unidecode | head -2"}));
+        assert_eq!(listed["stdout"].as_str().map(|s| s.split_whitespace().collect::<Vec<_>>().join(" ")), Some("python-slugify 9.2.0 Name: text-unidecode Version: 1.3".into()), "{runtime}: {listed}");
+    }
+    // The data runtime bundles numpy: pip says so and changes nothing.
+    let report = run(&service, "pip-python-data", "%pip install numpy", "python-data");
+    assert!(report["stdout"].as_str().is_some_and(|s| s.contains("Requirement already satisfied: numpy")), "{report}");
+    // The standard-library runtime has no numpy and the wheelhouse none either.
+    let report = run(&service, "pip-python", "%pip install numpy", "python");
+    assert!(report["stdout"].as_str().unwrap_or_default().contains("No matching distribution found for numpy") || report["stderr"].as_str().unwrap_or_default().contains("No matching distribution found for numpy"), "{report}");
+    // Installed packages are the session's files: another session has none.
+    let report = run(&service, "pip-other", "import importlib.util\nimportlib.util.find_spec('slugify') is None", "python");
+    assert_eq!(report["results"][0]["text"], json!("True"), "{report}");
+}
+
+/// A wheel with native code for another platform is refused by name, and
+/// nothing is installed.
+#[test]
+fn pip_refuses_a_native_wheel() {
+    let dir = common::scratch("anypath-commands-pip-native-");
+    let wheelhouse = dir.path().join("wheelhouse");
+    std::fs::create_dir_all(&wheelhouse).expect("a wheelhouse");
+    let native = "fastthing-1.0-cp312-cp312-manylinux_2_17_x86_64.whl";
+    std::fs::copy(common::wheelhouse_dir().join("tabulate-0.10.0-py3-none-any.whl"), wheelhouse.join(native)).expect("a wheel named for linux");
+    let python_data = common::python_data_dir().display().to_string();
+    let service = Service::start_with(&dir.path().join("data"), &["--python-data", &python_data, "--wheelhouse", &wheelhouse.display().to_string()]);
+    let (_, refused) = command(&service, "native", json!({"command": "pip install fastthing; echo \"exit $?\"; test -d ~/.local && echo made || echo none"}));
+    let stderr = refused["stderr"].as_str().unwrap_or_default();
+    assert!(stderr.contains(native) && stderr.contains("native code") && stderr.contains("pure-Python wheels"), "{refused}");
+    assert!(refused["stdout"].as_str().is_some_and(|s| s.ends_with("exit 1\nnone\n")), "{refused}");
+}
+
 #[test]
 fn bad_commands_are_refused_in_the_envelope() {
     let dir = common::scratch("anypath-commands-refused-");

@@ -146,6 +146,17 @@ pub fn shell_path() -> PathBuf {
     path
 }
 
+/// The tests' wheelhouse (`target/wheelhouse/`): tabulate, python-slugify
+/// and its dependency text-unidecode, pinned by `cargo xtask`.
+pub fn wheelhouse_dir() -> PathBuf {
+    let dir = std::env::var_os("ANYPATH_WHEELHOUSE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/wheelhouse"));
+    let wheels = std::fs::read_dir(&dir).map(|entries| entries.filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "whl")).count()).unwrap_or(0);
+    assert!(wheels >= 3, "the tests' wheelhouse {} is missing: run `cargo xtask test`", dir.display());
+    dir
+}
+
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime"))

@@ -214,6 +214,31 @@ def shell_escapes_in_cells():
     assert execution.text == "1", "a failing command does not end the cell"
 
 
+@check
+def pip_installs_from_the_wheelhouse():
+    sbx = sandbox()
+    execution = sbx.run_code("!pip install python-slugify")
+    assert execution.error is None, execution.error
+    assert "Successfully installed text-unidecode-1.3 python-slugify-9.2.0" in "".join(execution.logs.stdout), execution.logs
+    execution = sbx.run_code("import slugify\nprint(slugify.slugify('A b'))")
+    assert execution.error is None and "".join(execution.logs.stdout) == "a-b\n", execution
+    # The data runtime bundles numpy and tabulate: pip says so.
+    execution = sbx.run_code("%pip install numpy tabulate")
+    stdout = "".join(execution.logs.stdout)
+    assert "Requirement already satisfied: numpy" in stdout and "Requirement already satisfied: tabulate" in stdout, execution.logs
+    result = sbx.commands.run("pip install python-slugify")
+    assert "Requirement already satisfied: python-slugify" in result.stdout, result.stdout
+    try:
+        sbx.commands.run("pip install not-in-the-wheelhouse")
+    except CommandExitException as error:
+        assert error.exit_code == 1, error
+        assert "No matching distribution found for not-in-the-wheelhouse" in error.stderr and "no network" in error.stderr, error.stderr
+    else:
+        raise AssertionError("a package nowhere was installed")
+    # What pip installed is in the sandbox's files.
+    assert any(entry.name == "slugify" for entry in sbx.files.list("/home/user/.local/lib/python3.15/site-packages")), "listed by files"
+
+
 def main():
     run_checks(sys.argv[3:])
 

@@ -113,6 +113,40 @@ def nbclient_checks(gateway_url, token):
     def notebook_is_valid():
         nbformat.validate(notebook)
 
+    # The `bash` kernel: each cell a script in the session's shell.
+    bash_cells = [
+        "echo hello\nprintf 'x\\ny\\n' > made.txt",
+        "wc -l < made.txt",
+        "echo oops >&2\nexit 3",
+        "ls made.txt",
+        "pip install -q tabulate && python -c 'import tabulate; print(tabulate.tabulate([[1, 2]]))'",
+    ]
+    bash_notebook = nbformat.v4.new_notebook()
+    bash_notebook.cells = [nbformat.v4.new_code_cell(source) for source in bash_cells]
+    # The gateway kernel manager starts `python3` unless `start_kernel` is
+    # given the name itself.
+    NotebookClient(bash_notebook, kernel_manager_class=GatewayKernelManager, kernel_name="bash", allow_errors=True, timeout=120).execute(kernel_name="bash")
+    bash_outputs = [cell.outputs for cell in bash_notebook.cells]
+
+    @check
+    def bash_kernel_runs_scripts_on_the_sessions_files():
+        assert bash_notebook.metadata.language_info.name == "bash", bash_notebook.metadata
+        assert bash_outputs[0] == [nbformat.v4.new_output("stream", name="stdout", text="hello\n")], bash_outputs[0]
+        assert "".join(o.get("text", "") for o in bash_outputs[1]).strip() == "2", bash_outputs[1]
+        assert bash_outputs[3][0].text == "made.txt\n", bash_outputs[3]
+
+    @check
+    def bash_kernel_fails_a_cell_on_a_non_zero_exit():
+        errors = [o for o in bash_outputs[2] if o.output_type == "error"]
+        streams = [o for o in bash_outputs[2] if o.output_type == "stream"]
+        assert streams and streams[0].name == "stderr" and streams[0].text == "oops\n", bash_outputs[2]
+        assert errors and errors[0].ename == "CalledProcessError" and "exit status 3" in errors[0].evalue, errors
+
+    @check
+    def bash_kernel_installs_from_the_wheelhouse():
+        text = "".join(o.get("text", "") for o in bash_outputs[4])
+        assert "1  2" in text, bash_outputs[4]
+
     run_checks()
 
 

@@ -17,6 +17,8 @@ pub struct Built {
     /// The data runtime's directory (`target/python-data`).
     pub python_data: PathBuf,
     pub binary: PathBuf,
+    /// The tests' wheelhouse (`target/wheelhouse`), which `up` serves too.
+    pub wheelhouse: PathBuf,
 }
 
 /// Builds the runner component and the native host, and warms the artifact cache.
@@ -38,24 +40,25 @@ pub const APP_BUILD: &[&str] = &["build", "--release", "--workspace", "--bins"];
 pub fn build_with(native: &[&str]) -> anyhow::Result<Built> {
     let started = Instant::now();
     let (runtimes, binary) = std::thread::scope(|scope| {
-        let runtimes = scope.spawn(|| -> anyhow::Result<(PathBuf, PathBuf)> {
+        let runtimes = scope.spawn(|| -> anyhow::Result<(PathBuf, PathBuf, PathBuf)> {
             let runner = python_runner::build()?;
             let python_data = crate::python_data::build()?;
             build_components()?;
             build_shell_runtime()?;
-            Ok((runner, python_data))
+            let wheelhouse = crate::runtime_wheels::test_wheelhouse()?;
+            Ok((runner, python_data, wheelhouse))
         });
         step("building the native host (release; the first build compiles wasmtime and takes minutes)");
         let binary = run(cargo_command().args(native)).map(|()| root().join("target/release/anypath"));
         let runtimes = runtimes.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the runtime build thread panicked")));
         (runtimes, binary)
     });
-    let ((runner, python_data), binary) = (runtimes?, binary?);
+    let ((runner, python_data, wheelhouse), binary) = (runtimes?, binary?);
     crate::python_data::preinitialise(&binary, &python_data)?;
     step("compiling the runner and the python-data runtime to native code (cached; the data runtime takes about a minute the first time)");
     run(Command::new(&binary).args(["sandbox", "precompile", "--runner"]).arg(&runner).arg("--python-data").arg(&python_data))?;
     step(&format!("build finished in {:.1} s", started.elapsed().as_secs_f64()));
-    Ok(Built { runner, python_data, binary })
+    Ok(Built { runner, python_data, binary, wheelhouse })
 }
 
 /// The WebAssembly target the Spin components are built for.

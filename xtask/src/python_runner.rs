@@ -1,4 +1,5 @@
-//! Builds the Python runner component with componentize-py from a project-local venv.
+//! Builds the Python runner component with componentize-py from a project-local venv,
+//! with `packaging` and `installer` (for `pip` in the shell) on its source path.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +18,7 @@ pub fn build() -> anyhow::Result<PathBuf> {
     let out_dir = root.join("target/python-runner");
     let output = out_dir.join("runner.wasm");
     let stamp_path = out_dir.join("runner.stamp");
+    let packages = crate::runtime_wheels::runner_packages()?;
     let stamp = input_digest(&root)?;
     if output.is_file() && std::fs::read_to_string(&stamp_path).ok().as_deref() == Some(stamp.as_str()) {
         step("python runner is up to date");
@@ -27,7 +29,9 @@ pub fn build() -> anyhow::Result<PathBuf> {
     step("building the python runner component with componentize-py (about 15 s)");
     let partial = out_dir.join("runner.wasm.partial");
     run(Command::new(&componentize)
-        .args(["-d", WIT_DIR, "-w", "runner", "componentize", "-p", PYTHON_SOURCES, "app", "-o"])
+        .args(["-d", WIT_DIR, "-w", "runner", "componentize", "-p", PYTHON_SOURCES, "-p"])
+        .arg(&packages)
+        .args(["app", "-o"])
         .arg(&partial))?;
     std::fs::rename(&partial, &output)?;
     std::fs::write(&stamp_path, stamp)?;
@@ -48,6 +52,9 @@ fn input_digest(root: &Path) -> anyhow::Result<String> {
     files.sort();
     let mut digest = Sha256::new();
     digest.update(COMPONENTIZE_PY.version.as_bytes());
+    for library in crate::runtime_wheels::PIP_LIBRARIES {
+        digest.update(format!("{} {} {}\n", library.package, library.version, library.sha256.join(",")).as_bytes());
+    }
     for file in files {
         digest.update(file.strip_prefix(root).unwrap_or(&file).to_string_lossy().as_bytes());
         digest.update(std::fs::read(&file)?);

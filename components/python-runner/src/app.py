@@ -23,6 +23,7 @@ import captured_output
 import cell
 import cell_loop  # noqa: F401  (imported for the snapshot: cells load it on their first `await`)
 import cell_stdlib  # noqa: F401  (imported for the snapshot)
+import pip_libraries  # noqa: F401  (imported for the snapshot, after the standard library)
 import policy_gate
 import reply
 import resource_store

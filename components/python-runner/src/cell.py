@@ -23,6 +23,10 @@ SESSION_DIR = "/mnt/data"
 # Where a cell's own modules import from, first to last: the session's
 # folder, then its `src/`.
 MODULE_FOLDERS = (SESSION_DIR, SESSION_DIR + "/src")
+# Where `pip install` (a command, in another instance) puts packages: pip's
+# user site, in the session's files, so they hibernate, fork and move with
+# it. Last on `sys.path`, as in CPython: the runtime's own packages win.
+USER_SITE = "%s/.local/lib/python%d.%d/site-packages" % (SESSION_DIR, *sys.version_info[:2])
 # Set by the host, with no code, just before it saves the session's state:
 # open file objects hold host handles that a restored instance would not
 # have, so they are closed first and their names reported on stderr.
@@ -56,6 +60,8 @@ def _session_namespace():
         for folder in reversed(MODULE_FOLDERS):
             if folder not in sys.path:
                 sys.path.insert(0, folder)
+        if USER_SITE not in sys.path:
+            sys.path.append(USER_SITE)
         # Their compiled copies would land beside them, in the session's
         # files (and among a run's artifacts).
         sys.dont_write_bytecode = True
@@ -133,12 +139,19 @@ def run(code, env, stdout_limit, stderr_limit, result_limit=0, figure_formats=("
     _cells_run += 1
     # A module an earlier cell (or an upload) wrote since the last import
     # attempt is found: the import system caches its folders' listings.
-    # Only theirs are dropped (`importlib.invalidate_caches()` would also
-    # import `importlib.metadata`, which the runner leaves out).
+    # Only theirs are dropped: `importlib.invalidate_caches()` would visit
+    # every finder on every cell.
     for folder in MODULE_FOLDERS:
         finder = sys.path_importer_cache.get(folder)
         if finder is not None:
             finder.invalidate_caches()
+    # The user site: also when an import found it missing (cached as None),
+    # since `pip` may have made it since.
+    finder = sys.path_importer_cache.get(USER_SITE, False)
+    if finder is None:
+        del sys.path_importer_cache[USER_SITE]
+    elif finder is not False:
+        finder.invalidate_caches()
     filename = f"<cell-{_cells_run}>"
     # Kept for the session: tracebacks through functions of earlier cells show their lines.
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
@@ -335,7 +348,8 @@ def _available_packages():
     import pkgutil
     own = {"app", "cell", "cell_loop", "cell_stdlib", "captured_output", "ipython_display", "rich_output", "structured_output", "anypath_cell_report",
            "policy_gate", "reply", "resource_store", "restricted_env", "document_ids", "json_depth", "preimport",
-           "componentize_py_runtime", "componentize_py_types", "componentize_py_async_support", "poll_loop", "wit_world"}
+           "componentize_py_runtime", "componentize_py_types", "componentize_py_async_support", "poll_loop", "wit_world",
+           "pip_libraries"}
     found = set()
     for module in pkgutil.iter_modules():
         name = module.name

@@ -10,11 +10,11 @@ import importlib
 
 MODULES = (
     "abc argparse array ast asyncio base64 binascii bisect calendar cmath codecs collections collections.abc "
-    "colorsys contextlib copy csv dataclasses datetime decimal difflib encodings.idna enum errno fnmatch fractions "
+    "colorsys configparser contextlib copy csv dataclasses datetime decimal difflib encodings.cp437 encodings.idna enum errno fnmatch fractions "
     "functools glob graphlib gzip hashlib heapq hmac html html.parser http http.client io ipaddress "
-    "itertools json keyword locale logging lzma bz2 math mimetypes numbers operator os pathlib pickle pkgutil "
-    "pprint queue random re reprlib secrets shlex shutil socket sqlite3 statistics string stringprep "
-    "struct tarfile tempfile textwrap time timeit tomllib traceback types typing unicodedata unittest "
+    "importlib.metadata importlib.metadata._adapters importlib.resources importlib.util itertools json keyword locale logging lzma bz2 math mimetypes numbers operator os pathlib pickle pkgutil "
+    "platform pprint queue random re reprlib secrets shlex shutil socket sqlite3 statistics string stringprep "
+    "struct subprocess sysconfig tarfile tempfile textwrap time timeit tomllib traceback types typing unicodedata unittest "
     "urllib urllib.parse urllib.request uuid warnings weakref xml.dom.minidom xml.etree.ElementTree "
     "zipfile zlib"
 ).split()

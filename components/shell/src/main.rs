@@ -3,7 +3,8 @@
 //!
 //! WASI has no processes, so every command runs in this instance: bashkit's
 //! own utilities (`ls`, `grep`, `sed`, `awk`, `find`, `tar`...), and
-//! `python`/`python3` through the one host import ([`python`]). The tree is
+//! `python`/`python3` (and `pip`, which is `python -m pip`) through the one
+//! host import ([`python`]). The tree is
 //! what the host preopened (the session's `/`, or `/mnt/data`, and `/data`);
 //! the environment is the command's; stdout and stderr reach the host as
 //! they are written.
@@ -53,6 +54,8 @@ async fn run(cwd: &str, stdin_open: bool, script: &str) -> i32 {
         .hostname("sandbox")
         .command("python", python::Python)
         .command("python3", python::Python)
+        .command("pip", python::Pip)
+        .command("pip3", python::Pip)
         .command(stdin::COMMAND, stdin::Stdin);
     for (key, value) in std::env::vars() {
         if key == "USER" {

@@ -38,6 +38,8 @@ pub struct Interpreter {
     pub(crate) stats: Stats,
     /// Runs command lines on sessions' trees, when this host has it.
     pub(crate) shell: Option<anypath_sandbox::shell::ShellRuntime>,
+    /// The operator's wheels, which `pip` in commands installs from.
+    pub(crate) wheelhouse: Option<std::path::PathBuf>,
 }
 
 impl Interpreter {

@@ -74,6 +74,7 @@ impl Interpreter {
             snapshot_records,
             stats: Stats::default(),
             shell: None,
+            wheelhouse: None,
         };
         crate::views::sessions::sweep_store(&interpreter);
         Ok(interpreter)

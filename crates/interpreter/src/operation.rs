@@ -165,6 +165,14 @@ operation_kinds! {
         FollowRun,
         /// A command line run in a session's shell.
         Command,
+        /// A command's state and report, by its id.
+        DescribeCommand,
+        /// A command's output, as it comes or again from an event id.
+        FollowCommand,
+        /// The commands running in a session.
+        ListCommands,
+        /// A command stopped by its id.
+        StopCommand,
     }
 }
 

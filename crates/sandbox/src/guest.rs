@@ -24,6 +24,9 @@ pub const SESSION_DIR: &str = "/mnt/data";
 /// Where a session's datasets appear inside the guest, read-only.
 pub const DATASETS_DIR: &str = "/data";
 
+/// Where the operator's wheelhouse appears to `pip`, read-only.
+pub const WHEELHOUSE_DIR: &str = "/wheelhouse";
+
 /// Largest table a guest may grow to; CPython needs tens of thousands of entries.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
@@ -64,8 +67,16 @@ impl GuestState {
     /// A code-interpreter session's instance: the same, plus the directory
     /// (when given) the guest sees at `/mnt/data` (or as its whole tree, in
     /// the sandbox `layout`), read and write (nothing above it is reachable), the datasets directory (when given) at
-    /// `/data`, read-only, and a stdout the host drains (live frames).
-    pub(crate) fn for_session(memory_cap: u64, deadline: Instant, dir: Option<&Path>, layout: FilesLayout, datasets: Option<&Path>, stdout: DrainPipe) -> wasmtime::Result<Self> {
+    /// `/data`, read-only, the wheelhouse (when given) at `/wheelhouse`,
+    /// read-only, and a stdout the host drains (live frames).
+    pub(crate) fn for_session(
+        memory_cap: u64,
+        deadline: Instant,
+        dir: Option<&Path>,
+        layout: FilesLayout,
+        (datasets, wheelhouse): (Option<&Path>, Option<&Path>),
+        stdout: DrainPipe,
+    ) -> wasmtime::Result<Self> {
         let mut builder = WasiCtxBuilder::new();
         let dirs = dir.map(|dir| layout.guest_dirs(dir));
         // Always in this order: a saved state refers to the preopens by the
@@ -79,6 +90,11 @@ impl GuestState {
         }
         if let Some(root) = dirs.as_ref().and_then(|d| d.root.as_ref()) {
             builder.preopened_dir(root, "/", FsPerms::ReadWrite)?;
+        }
+        // After every folder a saved image may know of: only a command's
+        // fresh instance is given one.
+        if let Some(wheelhouse) = wheelhouse {
+            builder.preopened_dir(wheelhouse, WHEELHOUSE_DIR, FsPerms::ReadOnly)?;
         }
         builder.stdout(stdout);
         Ok(Self::from_builder(builder, memory_cap, deadline))

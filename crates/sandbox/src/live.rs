@@ -92,6 +92,8 @@ pub struct LiveInstance {
     layout: FilesLayout,
     /// What the code sees at `/data`, read-only.
     datasets: Option<PathBuf>,
+    /// What the code sees at `/wheelhouse`, read-only (a command's instance).
+    wheelhouse: Option<PathBuf>,
     limits: Limits,
     instance: Option<Instance<SessionGuest>>,
     /// Runs have been made and then their state lost.
@@ -167,7 +169,7 @@ impl SessionRuntime {
     /// under `limits` (narrowed to the runtime's own). Nothing starts yet.
     pub fn live_instance(&self, dir: Option<PathBuf>, limits: &LimitOverrides) -> LiveInstance {
         let limits = self.limits().narrowed_by(limits);
-        LiveInstance { runtime: self.clone(), run_cell: self.cell_runner(), dir, layout: FilesLayout::MntData, datasets: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, away: false, quota: None, adopted: false, older_image: None }
+        LiveInstance { runtime: self.clone(), run_cell: self.cell_runner(), dir, layout: FilesLayout::MntData, datasets: None, wheelhouse: None, limits, instance: None, lost_state: false, lost_note: None, saved: None, away: false, quota: None, adopted: false, older_image: None }
     }
 }
 
@@ -201,6 +203,16 @@ impl LiveInstance {
         self.saved = None;
         self.instance = Some(instance);
         self.adopted = true;
+    }
+
+    /// Shows the code `dir` at `/wheelhouse`, read-only: the wheels `pip`
+    /// installs from. Only for the fresh instance of a command (a session's
+    /// own instances never need it, and their saved images know only the
+    /// folders they were taken with).
+    pub fn with_wheelhouse(mut self, dir: PathBuf) -> Self {
+        self.reset();
+        self.wheelhouse = Some(dir);
+        self
     }
 
     /// Shows the code `dir` at `/data`, read-only, in this and every later
@@ -565,7 +577,7 @@ impl LiveInstance {
         let decoding = tokio::task::spawn_blocking(move || decode(&image));
         let quota = self.quota.clone();
         self.directory_changed();
-        let instance = start(self.runtime.clone(), self.dir.clone(), self.layout, self.datasets.clone(), quota, self.limits.memory_bytes, StartFor::Restore)
+        let instance = start(self.runtime.clone(), self.dir.clone(), self.layout, (self.datasets.clone(), self.wheelhouse.clone()), quota, self.limits.memory_bytes, StartFor::Restore)
             .await
             .map_err(|e| StateError::Start(e.to_string()))?;
         self.instance = Some(instance);
@@ -607,7 +619,7 @@ impl LiveInstance {
             let quota = self.quota.clone();
             // A new instance: a fresh private /tmp, no files held open.
             self.directory_changed();
-            self.instance = Some(start(self.runtime.clone(), self.dir.clone(), self.layout, self.datasets.clone(), quota, self.limits.memory_bytes, StartFor::Runs).await?);
+            self.instance = Some(start(self.runtime.clone(), self.dir.clone(), self.layout, (self.datasets.clone(), self.wheelhouse.clone()), quota, self.limits.memory_bytes, StartFor::Runs).await?);
             if let Some(setup) = self.layout.setup_cell().filter(|_| !self.runtime.enters_layout_at_start()) {
                 // The layout's working directory, before the session's first code.
                 let entered = self.call_cell(setup, Vec::new()).await;
@@ -743,18 +755,19 @@ fn live_budget(limits: &Limits) -> usize {
 }
 
 /// Starts an instance seeing `dir` at /mnt/data (or as its tree, in the
-/// sandbox `layout`) and `datasets` at /data, under `quota` and `memory_cap`.
+/// sandbox `layout`), `datasets` at /data and a wheelhouse at /wheelhouse,
+/// under `quota` and `memory_cap`.
 async fn start(
     runtime: SessionRuntime,
     dir: Option<PathBuf>,
     layout: FilesLayout,
-    datasets: Option<PathBuf>,
+    (datasets, wheelhouse): (Option<PathBuf>, Option<PathBuf>),
     quota: Option<Arc<QuotaState>>,
     memory_cap: u64,
     start_for: StartFor,
 ) -> Result<Instance<SessionGuest>, ExecError> {
     runtime
-        .start_instance(dir.as_deref(), layout, datasets.as_deref(), quota, memory_cap, start_for)
+        .start_instance(dir.as_deref(), layout, (datasets.as_deref(), wheelhouse.as_deref()), quota, memory_cap, start_for)
         .await
         .map_err(|e| internal("starting a session instance", &e))
 }

@@ -55,6 +55,9 @@ pub(crate) struct Placement<'a> {
     pub(crate) layout: FilesLayout,
     /// What the code sees at `/data`, read-only, when given.
     pub(crate) datasets: Option<&'a Path>,
+    /// What the code sees at `/wheelhouse`, read-only, when given: the
+    /// wheels `pip` installs from (see [`crate::shell::PythonHost`]).
+    pub(crate) wheelhouse: Option<&'a Path>,
     /// The session's write quota, shared by every instance it starts.
     pub(crate) quota: Option<Arc<QuotaState>>,
     /// The most linear memory the instance may grow to.

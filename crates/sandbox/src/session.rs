@@ -129,20 +129,20 @@ impl SessionRuntime {
     }
 
     /// Starts a session's instance: it sees `dir` (when given) at
-    /// `/mnt/data` (or as its tree, in the sandbox `layout`) and `datasets`
-    /// (when given) at `/data`, writes under `quota`, and grows to `memory_cap`.
+    /// `/mnt/data` (or as its tree, in the sandbox `layout`), `datasets`
+    /// (when given) at `/data` and a `wheelhouse` at `/wheelhouse`, writes under `quota`, and grows to `memory_cap`.
     /// What it runs before it is handed out depends on what it is `for`.
     pub(crate) async fn start_instance(
         &self,
         dir: Option<&Path>,
         layout: FilesLayout,
-        datasets: Option<&Path>,
+        (datasets, wheelhouse): (Option<&Path>, Option<&Path>),
         quota: Option<Arc<QuotaState>>,
         memory_cap: u64,
         start_for: StartFor,
     ) -> wasmtime::Result<Instance<SessionGuest>> {
         let deadline = Instant::now() + SESSION_START_BUDGET;
-        self.image.start(Placement { dir, layout, datasets, quota, memory_cap, deadline }, start_for).await
+        self.image.start(Placement { dir, layout, datasets, wheelhouse, quota, memory_cap, deadline }, start_for).await
     }
 
     /// The baseline state images are taken against: a bare instance's
@@ -151,7 +151,7 @@ impl SessionRuntime {
         self.states
             .baseline
             .get_or_try_init(|| async {
-                let mut bare = self.start_instance(None, FilesLayout::MntData, None, None, self.limits().memory_bytes, StartFor::Baseline).await?;
+                let mut bare = self.start_instance(None, FilesLayout::MntData, (None, None), None, self.limits().memory_bytes, StartFor::Baseline).await?;
                 engine::arm_for_host(&mut bare.store, STATE_BUDGET)?;
                 let baseline = Baseline::read(&self.states.access, &mut bare.store, &bare.guest.handle).await?;
                 Ok::<_, StateError>(Arc::new(baseline))
@@ -322,7 +322,7 @@ impl SessionRuntime {
     async fn calibrate(&self) -> Result<SignalLayout, CalibrationError> {
         let limits = self.limits();
         let memory_error = |e: wasmtime::Error| CalibrationError::Memory(format!("{e:#}"));
-        let mut probe = self.start_instance(None, FilesLayout::MntData, None, None, limits.memory_bytes, StartFor::Runs).await.map_err(|e| CalibrationError::Probe(format!("{e:#}")))?;
+        let mut probe = self.start_instance(None, FilesLayout::MntData, (None, None), None, limits.memory_bytes, StartFor::Runs).await.map_err(|e| CalibrationError::Probe(format!("{e:#}")))?;
         let handle = probe.guest.handle;
         let memories = &self.states.access.memories;
         let probed = Probed::parse(&self.probe_cell(&mut probe, &limits, &keyboard::first_probe()).await?.output.stdout)?;

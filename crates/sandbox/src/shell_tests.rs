@@ -31,6 +31,11 @@ fn shell() -> &'static ShellRuntime {
     })
 }
 
+/// The tests' wheelhouse (`ANYPATH_WHEELHOUSE`, which `cargo xtask test` sets).
+fn wheelhouse() -> Option<PathBuf> {
+    std::env::var_os("ANYPATH_WHEELHOUSE").map(PathBuf::from)
+}
+
 /// A sandbox's tree (`/` with `/home/user`), fresh.
 fn tree() -> (CommandTree, tempfile::TempDir) {
     let dir = tempfile::Builder::new().prefix("anypath-shell-").tempdir().expect("a session directory");
@@ -48,7 +53,7 @@ fn command(tree: &CommandTree, script: &str, output: OutputSink) -> ShellCommand
         output,
         limits: LimitOverrides::default(),
         interrupt: None,
-        python: Some(PythonHost { runtime: python().clone(), dir: tree.dir.clone(), layout: tree.layout, datasets: None, quota: None, limits: LimitOverrides::default() }),
+        python: Some(PythonHost { runtime: python().clone(), dir: tree.dir.clone(), layout: tree.layout, datasets: None, quota: None, limits: LimitOverrides::default(), wheelhouse: wheelhouse() }),
     }
 }
 
@@ -204,6 +209,28 @@ fn an_interrupt_stops_a_running_command() {
     });
     assert_eq!(exit.exit_code, crate::shell::INTERRUPTED);
     assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+/// `pip` installs a wheel and its dependency from the wheelhouse into the
+/// session's user site, where the next `python` finds it; the wheelhouse is
+/// read-only to the code that reads it.
+#[test]
+fn pip_installs_from_the_wheelhouse_into_the_tree() {
+    assert!(wheelhouse().is_some(), "ANYPATH_WHEELHOUSE is not set: run `cargo xtask test`");
+    let (tree, dir) = tree();
+    let (exit, stdout, stderr) = run_on(&tree, "pip install python-slugify");
+    assert_eq!(exit.exit_code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("Successfully installed text-unidecode-1.3 python-slugify-9.2.0"), "{stdout}");
+    let site = dir.path().join("home/user/.local/lib/python3.14/site-packages");
+    assert!(site.join("slugify/__init__.py").is_file() && site.join("text_unidecode").is_dir(), "installed in the tree: {}", site.display());
+    let (exit, stdout, stderr) = run_on(&tree, "python3 -c 'import slugify; print(slugify.slugify(\"Héllo Wörld\"))'");
+    assert_eq!((exit.exit_code, stdout.as_str()), (0, "hello-world\n"), "{stderr}");
+    let (exit, _, stderr) = run_on(&tree, "python -c \"open('/wheelhouse/new.whl', 'w')\"");
+    assert_eq!(exit.exit_code, 1);
+    assert!(stderr.contains("Error"), "the wheelhouse is read-only: {stderr}");
+    let (exit, stdout, _) = run_on(&tree, "pip uninstall -y python-slugify; python -c 'import slugify' 2>/dev/null || echo gone");
+    assert_eq!((exit.exit_code, stdout.ends_with("gone\n")), (0, true), "{stdout}");
+    assert!(!site.join("slugify").exists());
 }
 
 /// Broken UTF-8 crosses as bytes; it is the caller that decides how to show it.

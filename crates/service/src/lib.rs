@@ -42,4 +42,5 @@ mod service_error;
 mod shutdown;
 pub mod state;
 mod sweeper;
+mod tracked_commands;
 mod v1;

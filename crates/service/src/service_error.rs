@@ -47,6 +47,12 @@ pub(crate) enum ServiceError {
     /// No run of the caller's by this id in this session.
     #[error("no run {0:?} in this session")]
     NoSuchRun(String),
+    /// No command of the caller's by this id in this session (its message says why).
+    #[error("{0}")]
+    NoSuchCommand(String),
+    /// The error a tracked command ended with, answered as it was first.
+    #[error("{message}")]
+    Kept { status: u16, code: &'static str, message: String },
     /// A run already has this id.
     #[error("a run with id {0:?} was already asked for: GET /v1/sessions/{{id}}/runs/{0} finds it")]
     RunExists(String),
@@ -72,7 +78,8 @@ impl ServiceError {
                 StatusCode::BAD_REQUEST
             }
             Self::Body { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
-            Self::NoSuchRun(_) => StatusCode::NOT_FOUND,
+            Self::NoSuchRun(_) | Self::NoSuchCommand(_) => StatusCode::NOT_FOUND,
+            Self::Kept { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             Self::RunExists(_) => StatusCode::CONFLICT,
             Self::CallbackNotAllowed(_) => StatusCode::FORBIDDEN,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -94,6 +101,8 @@ impl ServiceError {
             Self::Refused(refused) => refused.code(),
             Self::Interpreter(e) => e.code(),
             Self::NoSuchRun(_) => "no_such_run",
+            Self::NoSuchCommand(_) => "no_such_command",
+            Self::Kept { code, .. } => code,
             Self::RunExists(_) => "run_exists",
             Self::CallbackNotAllowed(_) => "callback_not_allowed",
             Self::Internal(_) => "internal",

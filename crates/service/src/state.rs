@@ -24,6 +24,8 @@ pub struct AppState {
     pub(crate) admission: Arc<Admission>,
     /// Runs tracked by their id, background ones kept on disk.
     pub(crate) runs: Arc<crate::background_runs::RunRegistry>,
+    /// Commands tracked by their id (E2B's processes, `/v1`'s background commands).
+    pub(crate) commands: Arc<crate::tracked_commands::TrackedCommands>,
     /// How long a graceful stop waits for background runs.
     pub(crate) drain_runs: std::time::Duration,
     /// The admission of the app's public requests, under `anypath up`.
@@ -60,6 +62,7 @@ impl AppState {
                 options.callbacks.clone(),
                 options.interpreter.as_ref().map(|i| i.signer().clone()),
             ),
+            commands: Arc::default(),
             drain_runs: options.drain_runs,
             listen: options.listen,
         })

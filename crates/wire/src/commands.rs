@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ExecError;
+use crate::{ErrorBody, ExecError, RunState};
 
 /// One command line for a session's shell.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -52,4 +52,30 @@ pub struct CommandReport {
     pub error: Option<ExecError>,
     /// Wall-clock time it took, in microseconds.
     pub duration_us: u64,
+}
+
+/// What `GET /v1/sessions/{id}/commands/{command_id}` answers (and a
+/// background command's 202): a command tracked by its id, as a run is.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CommandStatus {
+    pub command_id: String,
+    pub session_id: String,
+    /// `running`, `done` (it ended by itself, whatever its exit code),
+    /// `interrupted` (stopped) or `failed` (the service could not run it).
+    pub state: RunState,
+    /// The command line.
+    pub command: String,
+    /// When it was started (RFC 3339).
+    pub started_at: String,
+    /// When it ended (RFC 3339), once it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// Output events kept so far (the SSE stream's ids are 1 to this).
+    pub events: u64,
+    /// Its report, once it ended: the same a foreground command answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<CommandReport>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
 }

@@ -40,7 +40,7 @@ mod session;
 mod snapshots;
 mod store;
 
-pub use commands::{CommandReport, CommandRequest};
+pub use commands::{CommandReport, CommandRequest, CommandStatus};
 pub use datasets::{AttachDatasetRequest, DatasetFile, DatasetInfo, DatasetList, DatasetSource};
 pub use envelope::{ErrorBody, ErrorEnvelope};
 pub use exec::{ExecError, ExecReport, Metrics, MutationRecord, Op, Output, ReadSet};

@@ -78,6 +78,7 @@ fn prebuilt() -> anyhow::Result<Built> {
         runner: target.join("python-runner/runner.wasm"),
         python_data: target.join("python-data"),
         binary: target.join("release/anypath"),
+        wheelhouse: root().join(crate::runtime_wheels::WHEELHOUSE_DIR),
     };
     for path in [&built.binary, &built.runner] {
         if !path.is_file() {

@@ -12,6 +12,9 @@ pub(crate) enum Segment {
     Python(String),
     /// A command line; its lines go into `assign` when given.
     Shell { command: String, assign: Option<String> },
+    /// A `%%bash` cell's script: as in IPython, a non-zero exit raises
+    /// `CalledProcessError` in the cell.
+    Script(String),
 }
 
 /// The cell's segments; `None` when it has no shell escape (it runs as it is).
@@ -26,7 +29,7 @@ pub(crate) fn segments(code: &str) -> Option<Vec<Segment>> {
     {
         lines.next();
         let script: Vec<&str> = lines.collect();
-        return Some(vec![Segment::Shell { command: script.join("\n"), assign: None }]);
+        return Some(vec![Segment::Script(script.join("\n"))]);
     }
     let mut found = false;
     let mut out = Vec::new();
@@ -134,6 +137,13 @@ pub(crate) fn assignment_cell(name: &str, output: &str) -> String {
     format!("{name} = {}", serde_json::to_string(&lines).unwrap_or_else(|_| "[]".to_owned()))
 }
 
+/// Python that raises what IPython's `%%bash` raises when its script
+/// exits with `code`: `CalledProcessError`, naming the script.
+pub(crate) fn failed_script_cell(script: &str, code: i32) -> String {
+    let script = serde_json::to_string(&format!("{script}\n")).unwrap_or_else(|_| "''".to_owned());
+    format!("raise __import__('subprocess').CalledProcessError({code}, {script}.encode())")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,7 +176,7 @@ mod tests {
 
     #[test]
     fn a_bash_cell_is_one_script() {
-        assert_eq!(segments("%%bash\nfor i in 1 2; do\n  echo $i\ndone"), Some(vec![shell("for i in 1 2; do\n  echo $i\ndone", None)]));
+        assert_eq!(segments("%%bash\nfor i in 1 2; do\n  echo $i\ndone"), Some(vec![Segment::Script("for i in 1 2; do\n  echo $i\ndone".into())]));
     }
 
     #[test]

@@ -78,6 +78,13 @@ impl Interpreter {
         self
     }
 
+    /// Lets `pip` in commands install from `dir`, a folder of wheels the
+    /// sandbox sees read-only at `/wheelhouse` (in a `pip` command only).
+    pub fn with_wheelhouse(mut self, dir: std::path::PathBuf) -> Self {
+        self.wheelhouse = Some(dir);
+        self
+    }
+
     /// Whether this interpreter runs commands.
     pub fn has_shell(&self) -> bool {
         self.shell.is_some()
@@ -131,7 +138,7 @@ impl Commands<'_> {
             }
             let runtime = interpreter.sandbox_for(session.runtime)?.clone();
             let tree = CommandTree { dir: session.files.dir().to_path_buf(), layout: session.layout, datasets: Some(session.datasets_view.clone()), quota: Some(interpreter.config.quota) };
-            let python = PythonHost { runtime, dir: tree.dir.clone(), layout: tree.layout, datasets: tree.datasets.clone(), quota: tree.quota, limits: LimitOverrides::default() };
+            let python = PythonHost { runtime, dir: tree.dir.clone(), layout: tree.layout, datasets: tree.datasets.clone(), quota: tree.quota, limits: LimitOverrides::default(), wheelhouse: interpreter.wheelhouse.clone() };
             // Kept for the report (the shell caps each stream before it gets here) and passed on.
             let kept = Collected::default();
             let output = kept.sink_then(streams.output);

@@ -41,6 +41,15 @@ impl Escapes<'_> {
                         break;
                     }
                 }
+                Segment::Script(script) => {
+                    let ran = self.command(interpreter, script.clone(), &cell, true).await?;
+                    add_command(merged.get_or_insert_with(|| empty_report(live)), &ran, true);
+                    if ran.exit_code != 0 {
+                        let raised = live.run(self.quiet(&cell, cell_magics::failed_script_cell(&script, ran.exit_code))).await;
+                        merge(&mut merged, raised);
+                        break;
+                    }
+                }
                 Segment::Shell { command, assign } => {
                     let command = if cell_magics::needs_expansion(&command) {
                         let expanded = live.run(self.quiet(&cell, cell_magics::expansion_cell(&command))).await;
@@ -54,26 +63,8 @@ impl Escapes<'_> {
                     };
                     // `x = !cmd` shows nothing: its output is the value.
                     let shown = assign.is_none();
-                    let output = cell.live.clone().filter(|_| shown).map(|sink| -> anypath_sandbox::shell::OutputSink {
-                        std::sync::Arc::new(move |stream, bytes| {
-                            let text = String::from_utf8_lossy(&bytes).into_owned();
-                            let _ = sink.send(match stream {
-                                anypath_sandbox::shell::Stream::Stdout => anypath_wire::LiveEvent::Stdout(text),
-                                anypath_sandbox::shell::Stream::Stderr => anypath_wire::LiveEvent::Stderr(text),
-                            });
-                        })
-                    });
-                    let request = anypath_wire::CommandRequest { command, env: self.env.clone(), ..Default::default() };
-                    let streams = crate::commands::CommandStreams { output, stdin: None, interrupt: interrupt.clone() };
-                    let ran = interpreter.commands().run(self.tenant, self.session_id, request, streams).await?;
-                    let report = merged.get_or_insert_with(|| empty_report(live));
-                    if shown {
-                        report.output.stdout.push_str(&ran.stdout);
-                    }
-                    report.output.stderr.push_str(&ran.stderr);
-                    report.output.stdout_truncated |= ran.stdout_truncated;
-                    report.output.stderr_truncated |= ran.stderr_truncated;
-                    report.metrics.duration_us += ran.duration_us;
+                    let ran = self.command(interpreter, command, &cell, shown).await?;
+                    add_command(merged.get_or_insert_with(|| empty_report(live)), &ran, shown);
                     if let Some(name) = assign {
                         let assigned = live.run(self.quiet(&cell, cell_magics::assignment_cell(&name, &ran.stdout))).await;
                         if assigned.error.is_some() {
@@ -87,10 +78,38 @@ impl Escapes<'_> {
         Ok(merged.unwrap_or_else(|| empty_report(live)))
     }
 
+    /// Runs `command` in the session's shell under the cell's environment
+    /// and interrupt; its output reaches the cell's live stream when `shown`.
+    async fn command(&self, interpreter: &Arc<Interpreter>, command: String, cell: &CellRequest, shown: bool) -> Result<anypath_wire::CommandReport, InterpreterError> {
+        let output = cell.live.clone().filter(|_| shown).map(|sink| -> anypath_sandbox::shell::OutputSink {
+            std::sync::Arc::new(move |stream, bytes| {
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                let _ = sink.send(match stream {
+                    anypath_sandbox::shell::Stream::Stdout => anypath_wire::LiveEvent::Stdout(text),
+                    anypath_sandbox::shell::Stream::Stderr => anypath_wire::LiveEvent::Stderr(text),
+                });
+            })
+        });
+        let request = anypath_wire::CommandRequest { command, env: self.env.clone(), ..Default::default() };
+        let streams = crate::commands::CommandStreams { output, stdin: None, interrupt: cell.interrupt.clone() };
+        interpreter.commands().run(self.tenant, self.session_id, request, streams).await
+    }
+
     /// A cell of the host's own in the session: its output is not the user's.
     fn quiet(&self, cell: &CellRequest, code: String) -> CellRequest {
         CellRequest { code, live: None, figure_formats: Vec::new(), result_data: false, ..cell.clone() }
     }
+}
+
+/// A command's output and time in the cell's report (its stdout only when `shown`).
+fn add_command(report: &mut anypath_sandbox::CellReport, ran: &anypath_wire::CommandReport, shown: bool) {
+    if shown {
+        report.output.stdout.push_str(&ran.stdout);
+    }
+    report.output.stderr.push_str(&ran.stderr);
+    report.output.stdout_truncated |= ran.stdout_truncated;
+    report.output.stderr_truncated |= ran.stderr_truncated;
+    report.metrics.duration_us += ran.duration_us;
 }
 
 /// `next` after what ran before it in the same cell.

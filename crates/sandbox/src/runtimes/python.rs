@@ -63,7 +63,7 @@ impl RuntimeImage for PythonRuntime {
     async fn start(&self, at: Placement<'_>, _start_for: StartFor) -> wasmtime::Result<Started<Runner>> {
         // Only live frames matter on it: what else reaches it is dropped each run.
         let stdout = DrainPipe::new(RUNNER_STDOUT_KEPT);
-        let mut state = GuestState::for_session(at.memory_cap, at.deadline, at.dir, at.layout, at.datasets, stdout.clone())?;
+        let mut state = GuestState::for_session(at.memory_cap, at.deadline, at.dir, at.layout, (at.datasets, at.wheelhouse), stdout.clone())?;
         state.quota = at.quota;
         let mut store = engine::new_store(self.pre.engine(), state)?;
         let handle = self.pre.instance_pre().instantiate_async(&mut store).await?;

@@ -2,6 +2,8 @@
 //! command starts a fresh instance of the session's runtime on the same
 //! tree (never a host process, never the session's live instance), runs
 //! the program the arguments name, and gives back its exit code and output.
+//! `python -m pip` (and the shell's `pip`) runs `pip.py`, which installs
+//! from the operator's wheelhouse, seen at `/wheelhouse` by that instance only.
 
 use std::path::PathBuf;
 
@@ -17,6 +19,8 @@ const RAISED: i32 = 1;
 const USAGE: i32 = 2;
 /// Exit status of a program stopped by a limit: killed, as by SIGKILL.
 const STOPPED: i32 = 137;
+/// `pip` in the sandbox (see the file's own account).
+const PIP: &str = include_str!("pip.py");
 
 /// What a fresh Python instance for a command starts from: the session's
 /// runtime, its tree as the session sees it, and its limits.
@@ -28,6 +32,8 @@ pub struct PythonHost {
     pub datasets: Option<PathBuf>,
     pub quota: Option<FileQuota>,
     pub limits: LimitOverrides,
+    /// The operator's wheels, which `pip` installs from.
+    pub wheelhouse: Option<PathBuf>,
 }
 
 /// What a `python` command left.
@@ -105,18 +111,22 @@ fn literal(text: &str) -> String {
 /// directory and stdin set first; `SystemExit` and uncaught exceptions turned
 /// into an exit status (the traceback on stderr), which is the cell's value.
 fn cell(program: &Program, argv: &[String], cwd: &str, stdin: &[u8]) -> String {
-    let run = match program {
-        Program::Code(code) => format!("exec(compile({}, '<string>', 'exec'), {{'__name__': '__main__', '__builtins__': __builtins__}})", literal(code)),
-        Program::Module(module) => format!("__import__('runpy').run_module({}, run_name='__main__', alter_sys=True)", literal(module)),
-        Program::Script(path) => format!("__import__('runpy').run_path({}, run_name='__main__')", literal(path)),
-        Program::Stdin => "exec(compile(_anypath_sys.stdin.read(), '<stdin>', 'exec'), {'__name__': '__main__', '__builtins__': __builtins__})".to_owned(),
-        Program::Version => "print('Python %d.%d.%d' % _anypath_sys.version_info[:3])".to_owned(),
+    // A program's source is bound to a name first: a traceback through the
+    // line that runs it then quotes that line, not the whole source.
+    let (source, run) = match program {
+        Program::Code(code) => (literal(code), "exec(compile(_anypath_source, '<string>', 'exec'), {'__name__': '__main__', '__builtins__': __builtins__})".to_owned()),
+        Program::Module(module) if module == "pip" => (literal(PIP), "exec(compile(_anypath_source, 'pip', 'exec'), {'__name__': '__main__', '__builtins__': __builtins__})".to_owned()),
+        Program::Module(module) => (literal(module), "__import__('runpy').run_module(_anypath_source, run_name='__main__', alter_sys=True)".to_owned()),
+        Program::Script(path) => (literal(path), "__import__('runpy').run_path(_anypath_source, run_name='__main__')".to_owned()),
+        Program::Stdin => ("None".to_owned(), "exec(compile(_anypath_sys.stdin.read(), '<stdin>', 'exec'), {'__name__': '__main__', '__builtins__': __builtins__})".to_owned()),
+        Program::Version => ("None".to_owned(), "print('Python %d.%d.%d' % _anypath_sys.version_info[:3])".to_owned()),
     };
     let argv = serde_json::to_string(argv).unwrap_or_else(|_| "[]".to_owned());
     let stdin = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, stdin);
     format!(
         r#"import sys as _anypath_sys, io as _anypath_io, os as _anypath_os, base64 as _anypath_b64
 _anypath_sys.argv = {argv}
+_anypath_source = {source}
 _anypath_os.chdir({cwd})
 _anypath_sys.stdin = _anypath_io.TextIOWrapper(_anypath_io.BytesIO(_anypath_b64.b64decode({stdin})))
 def _anypath_input(prompt=''):
@@ -139,8 +149,9 @@ except SystemExit as _anypath_e:
     else:
         print(_anypath_c, file=_anypath_sys.stderr)
         _anypath_exit = 1
-except BaseException:
-    __import__('traceback').print_exc()
+except BaseException as _anypath_e:
+    # From the program's own frames, as `python` prints it (not this cell's).
+    __import__('traceback').print_exception(type(_anypath_e), _anypath_e, _anypath_e.__traceback__.tb_next)
     _anypath_exit = {RAISED}
 _anypath_sys.stdout.flush()
 _anypath_sys.stderr.flush()
@@ -163,6 +174,9 @@ impl PythonHost {
         }
         if let Some(quota) = self.quota {
             instance = instance.with_quota(quota);
+        }
+        if let Some(wheelhouse) = &self.wheelhouse {
+            instance = instance.with_wheelhouse(wheelhouse.clone());
         }
         let report = instance.run(CellRequest { code: cell(&program, &argv, cwd, stdin), env, ..CellRequest::default() }).await;
         let mut stderr = report.output.stderr.into_bytes();

@@ -186,7 +186,7 @@ impl E2b {
         self.registry.remove(&sandbox.id).await?;
         self.runs.interrupt_sandbox(&sandbox.id);
         self.watchers.forget_sandbox(&sandbox.id);
-        self.processes.stop_sandbox(&sandbox.id);
+        self.commands.stop_session(&caller.tenant, &sandbox.id);
         let sessions = sandbox.sessions();
         // Runs started over any transport stop first: closing waits for them.
         for session in &sessions {

@@ -53,8 +53,8 @@ pub(crate) struct E2b {
     registry: Registry,
     runs: execute::Runs,
     watchers: watch::Watchers,
-    /// The commands running in sandboxes, by pid.
-    processes: process::Processes,
+    /// The commands running in sandboxes, by pid (the service's registry).
+    commands: Arc<crate::tracked_commands::TrackedCommands>,
     /// Names this process in `clientID`.
     client_id: String,
     /// The longest a session (and so a sandbox) may live.
@@ -75,7 +75,7 @@ pub fn router(state: &Arc<AppState>) -> Option<Router> {
         },
         runs: execute::Runs::default(),
         watchers: watch::Watchers::default(),
-        processes: process::Processes::default(),
+        commands: state.commands.clone(),
         client_id: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
         max_ttl,
     });

@@ -1,9 +1,9 @@
 //! envd's `process.Process` service over the session's shell: what E2B's
 //! `sandbox.commands` calls (`run`, `list`, `kill`, `connect`, `send_stdin`,
-//! `close_stdin`). A command is started through the service facade
-//! ([`RunCommand`]), admitted and audited like every run; this module only
-//! names it by a pid, keeps its events for whoever streams them, and maps
-//! envd's messages (Connect's JSON form of `process.proto`).
+//! `close_stdin`). A command is started and kept by the service's tracked
+//! commands ([`crate::tracked_commands`]), admitted and audited like every
+//! run; its id is its pid. This module maps envd's messages (Connect's JSON
+//! form of `process.proto`) onto it.
 //!
 //! As envd does, a command outlives the stream that started it (E2B's
 //! `disconnect()`), a stream's deadline (the SDK's `timeout`) stops the
@@ -12,16 +12,12 @@
 //! still gets the whole output). A terminal (`pty`) is refused: the shell
 //! has no line discipline.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use anypath_interpreter::commands::{CommandStreams, RunCommand};
-use anypath_sandbox::Interrupt;
-use anypath_sandbox::shell::{OutputSink, StdinFeed, Stream};
-use anypath_wire::{CommandReport, CommandRequest};
+use anypath_sandbox::shell::Stream;
+use anypath_wire::CommandRequest;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -35,97 +31,21 @@ use super::call::SandboxCall;
 use super::error::ConnectError;
 use super::filesystem::{envelope, parse, stream_error, unenvelope, user_of};
 use crate::interpreter_service::Caller;
+use crate::tracked_commands::{Ended, StartCommand, TrackedCommand};
 
 /// How often a quiet stream says it is alive (envd's keepalive).
 const KEEPALIVE_EVERY: Duration = Duration::from_secs(30);
 /// A command's end as envd reports a kill.
 const KILLED_STATUS: &str = "signal: killed";
-/// The first pid handed out (a shell's own pids are small).
-const FIRST_PID: u32 = 1000;
 
-/// The commands of every sandbox on this host, by sandbox and pid.
-#[derive(Default)]
-pub(crate) struct Processes {
-    next_pid: AtomicU32,
-    running: Mutex<HashMap<String, HashMap<u32, Arc<Process>>>>,
-}
-
-/// One command: what started it, its stdin, what stops it, its events.
-pub(crate) struct Process {
-    pid: u32,
-    tag: Option<String>,
-    config: Value,
-    stdin: Option<StdinFeed>,
-    interrupt: Interrupt,
-    events: Mutex<Events>,
-    changed: tokio::sync::Notify,
-}
-
-#[derive(Default)]
-struct Events {
-    /// Every data event so far, in order.
-    data: Vec<(Stream, Bytes)>,
-    /// How it ended, once it has.
-    end: Option<Value>,
-}
-
-impl Process {
-    fn push(&self, stream: Stream, bytes: Bytes) {
-        self.events.lock().unwrap_or_else(PoisonError::into_inner).data.push((stream, bytes));
-        self.changed.notify_waiters();
-    }
-
-    fn finish(&self, end: Value) {
-        self.events.lock().unwrap_or_else(PoisonError::into_inner).end = Some(end);
-        self.changed.notify_waiters();
-    }
-
-    /// The events from index `from` on, and the end when it came after them.
-    fn since(&self, from: usize) -> (Vec<(Stream, Bytes)>, Option<Value>) {
-        let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
-        (events.data.get(from..).unwrap_or_default().to_vec(), events.end.clone())
-    }
-}
-
-impl Processes {
-    fn add(&self, sandbox: &str, process: Arc<Process>) {
-        self.running.lock().unwrap_or_else(PoisonError::into_inner).entry(sandbox.to_owned()).or_default().insert(process.pid, process);
-    }
-
-    fn find(&self, sandbox: &str, selector: &Selector) -> Result<Arc<Process>, ConnectError> {
-        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        let found = running.get(sandbox).and_then(|all| match (selector.pid, &selector.tag) {
-            (Some(pid), _) => all.get(&pid).cloned(),
-            (None, Some(tag)) => all.values().find(|p| p.tag.as_ref() == Some(tag)).cloned(),
-            (None, None) => None,
-        });
-        found.ok_or_else(|| ConnectError::new("not_found", format!("process with {} not found", selector.describe())))
-    }
-
-    fn remove(&self, sandbox: &str, pid: u32) {
-        if let Some(all) = self.running.lock().unwrap_or_else(PoisonError::into_inner).get_mut(sandbox) {
-            all.remove(&pid);
-        }
-    }
-
-    fn listed(&self, sandbox: &str) -> Vec<Arc<Process>> {
-        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut listed: Vec<_> = running.get(sandbox).map(|all| all.values().cloned().collect()).unwrap_or_default();
-        listed.sort_by_key(|p| p.pid);
-        listed
-    }
-
-    /// Stops every command of a sandbox being killed.
-    pub(crate) fn stop_sandbox(&self, sandbox: &str) {
-        let stopped = self.running.lock().unwrap_or_else(PoisonError::into_inner).remove(sandbox);
-        for process in stopped.into_iter().flat_map(HashMap::into_values) {
-            process.interrupt.interrupt();
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        FIRST_PID + self.next_pid.fetch_add(1, Ordering::Relaxed)
-    }
+/// The sandbox's running command a selector names (a pid or a tag).
+fn find(e2b: &E2b, caller: &Caller, sandbox: &str, selector: &Selector) -> Result<Arc<TrackedCommand>, ConnectError> {
+    let found = match (selector.pid, &selector.tag) {
+        (Some(pid), _) => e2b.commands.find(&caller.tenant, sandbox, pid).filter(|c| c.ended().is_none()),
+        (None, Some(tag)) => e2b.commands.running(&caller.tenant, sandbox).into_iter().find(|c| c.tag.as_ref() == Some(tag)),
+        (None, None) => None,
+    };
+    found.ok_or_else(|| ConnectError::new("not_found", format!("process with {} not found", selector.describe())))
 }
 
 /// `ProcessSelector`: a pid or a tag.
@@ -219,10 +139,10 @@ fn base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// envd's end event for a command's report.
-fn end_event(report: &Result<CommandReport, ConnectError>, killed: bool) -> Value {
-    match report {
-        _ if killed => json!({ "exitCode": -1, "exited": false, "status": KILLED_STATUS, "error": KILLED_STATUS }),
+/// envd's end event for how a command ended.
+fn end_event(ended: &Ended) -> Value {
+    match &ended.report {
+        _ if ended.stopped => json!({ "exitCode": -1, "exited": false, "status": KILLED_STATUS, "error": KILLED_STATUS }),
         Ok(report) => {
             let mut end = json!({ "exitCode": report.exit_code, "exited": true, "status": format!("exit status {}", report.exit_code) });
             if let Some(error) = &report.error {
@@ -245,8 +165,8 @@ pub(crate) async fn call(
     let streamed = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/connect+"));
     let answer = match method.as_str() {
         "Start" => start(&e2b, caller, &sandbox.id, &headers, unenvelope(&body)).await,
-        "Connect" => connect(&e2b, &sandbox.id, &headers, unenvelope(&body)),
-        _ => unary(&e2b, &sandbox.id, &method, &body).map(|value| (StatusCode::OK, axum::Json(value)).into_response()),
+        "Connect" => connect(&e2b, &caller, &sandbox.id, &headers, unenvelope(&body)),
+        _ => unary(&e2b, &caller, &sandbox.id, &method, &body).map(|value| (StatusCode::OK, axum::Json(value)).into_response()),
     };
     match answer {
         Err(error) if streamed => Ok(stream_error(&error)),
@@ -254,15 +174,14 @@ pub(crate) async fn call(
     }
 }
 
-fn unary(e2b: &E2b, sandbox: &str, method: &str, body: &[u8]) -> Result<Value, ConnectError> {
-    let processes = &e2b.processes;
+fn unary(e2b: &E2b, caller: &Caller, sandbox: &str, method: &str, body: &[u8]) -> Result<Value, ConnectError> {
     match method {
         "List" => {
-            let listed = processes.listed(sandbox);
+            let listed = e2b.commands.running(&caller.tenant, sandbox);
             let entries: Vec<Value> = listed
                 .iter()
                 .map(|p| {
-                    let mut info = json!({ "config": p.config, "pid": p.pid });
+                    let mut info = json!({ "config": p.config, "pid": p.id });
                     if let Some(tag) = &p.tag {
                         info["tag"] = json!(tag);
                     }
@@ -273,7 +192,7 @@ fn unary(e2b: &E2b, sandbox: &str, method: &str, body: &[u8]) -> Result<Value, C
         }
         "SendInput" => {
             let request: SendInputRequest = parse(body)?;
-            let process = processes.find(sandbox, &request.process)?;
+            let process = find(e2b, caller, sandbox, &request.process)?;
             if request.input.pty.is_some() {
                 return Err(ConnectError::new("failed_precondition", "this process has no terminal (pty); send its input as stdin"));
             }
@@ -286,7 +205,7 @@ fn unary(e2b: &E2b, sandbox: &str, method: &str, body: &[u8]) -> Result<Value, C
         }
         "CloseStdin" => {
             let request: SelectorRequest = parse(body)?;
-            let process = processes.find(sandbox, &request.process)?;
+            let process = find(e2b, caller, sandbox, &request.process)?;
             if let Some(stdin) = &process.stdin {
                 stdin.close();
             }
@@ -294,9 +213,8 @@ fn unary(e2b: &E2b, sandbox: &str, method: &str, body: &[u8]) -> Result<Value, C
         }
         "SendSignal" => {
             let request: SelectorRequest = parse(body)?;
-            let process = processes.find(sandbox, &request.process)?;
-            // SIGTERM and SIGKILL both stop it: a WASI instance has no signal handlers.
-            process.interrupt.interrupt();
+            let process = find(e2b, caller, sandbox, &request.process)?;
+            process.stop();
             Ok(json!({}))
         }
         "Update" => Err(ConnectError::new("unimplemented", "process.Process/Update resizes a terminal, and this sandbox's shell has no terminal (pty)")),
@@ -330,38 +248,15 @@ async fn start(e2b: &Arc<E2b>, caller: Caller, sandbox: &str, headers: &HeaderMa
     if let Some(cwd) = &request.process.cwd {
         config["cwd"] = json!(cwd);
     }
-    let process = Arc::new(Process {
-        pid: e2b.processes.pid(),
-        tag: request.tag,
-        config,
-        stdin: request.stdin.then(StdinFeed::new),
-        interrupt: Interrupt::new(),
-        events: Mutex::new(Events::default()),
-        changed: tokio::sync::Notify::new(),
-    });
-    e2b.processes.add(sandbox, process.clone());
-    let into = process.clone();
-    let output: OutputSink = Arc::new(move |stream, bytes| into.push(stream, bytes));
-    let streams = CommandStreams { output: Some(output), stdin: process.stdin.clone(), interrupt: Some(process.interrupt.clone()) };
-    let (service, session, running) = (e2b.service.clone(), sandbox.to_owned(), process.clone());
-    let (e2b_weak, sandbox_id) = (Arc::downgrade(e2b), sandbox.to_owned());
-    tokio::spawn(crate::interpreter_service::audit::carried(async move {
-        let report = service.call(&caller, RunCommand { session_id: session, request: command, streams }).await;
-        let report = report.map_err(|e| ConnectError::from(super::error::E2bError::from(e)));
-        let killed = running.interrupt.is_interrupted() && report.as_ref().is_ok_and(|r| r.error.is_some());
-        // Out of the list first: a client that saw the end never lists it again.
-        if let Some(e2b) = e2b_weak.upgrade() {
-            e2b.processes.remove(&sandbox_id, running.pid);
-        }
-        running.finish(end_event(&report, killed));
-    }));
+    let start = StartCommand { session_id: sandbox.to_owned(), request: command, with_stdin: request.stdin, tag: request.tag, config };
+    let process = e2b.commands.start(&e2b.service, caller, start);
     Ok(event_stream(process, deadline(headers), true))
 }
 
 /// `Connect`: the running command's events, from its start.
-fn connect(e2b: &E2b, sandbox: &str, headers: &HeaderMap, body: &[u8]) -> Result<Response, ConnectError> {
+fn connect(e2b: &E2b, caller: &Caller, sandbox: &str, headers: &HeaderMap, body: &[u8]) -> Result<Response, ConnectError> {
     let request: SelectorRequest = parse(body)?;
-    let process = e2b.processes.find(sandbox, &request.process)?;
+    let process = find(e2b, caller, sandbox, &request.process)?;
     Ok(event_stream(process, deadline(headers), false))
 }
 
@@ -369,9 +264,9 @@ fn connect(e2b: &E2b, sandbox: &str, headers: &HeaderMap, body: &[u8]) -> Result
 /// `data`, then `end`; a keepalive when quiet; past `deadline`, the command
 /// is stopped (when this stream `owns` it) and the stream ends with
 /// `deadline_exceeded`.
-fn event_stream(process: Arc<Process>, deadline: Option<Duration>, owns: bool) -> Response {
+fn event_stream(process: Arc<TrackedCommand>, deadline: Option<Duration>, owns: bool) -> Response {
     struct Streamed {
-        process: Arc<Process>,
+        process: Arc<TrackedCommand>,
         started: bool,
         sent: usize,
         pending: std::collections::VecDeque<Bytes>,
@@ -390,11 +285,11 @@ fn event_stream(process: Arc<Process>, deadline: Option<Duration>, owns: bool) -
         }
         if !s.started {
             s.started = true;
-            return Some((Ok(envelope(0, &json!({ "event": { "start": { "pid": s.process.pid } } }))), s));
+            return Some((Ok(envelope(0, &json!({ "event": { "start": { "pid": s.process.id } } }))), s));
         }
         loop {
             let process = s.process.clone();
-            let changed = process.changed.notified();
+            let changed = process.changed();
             let (data, end) = process.since(s.sent);
             if !data.is_empty() {
                 s.sent += data.len();
@@ -408,7 +303,7 @@ fn event_stream(process: Arc<Process>, deadline: Option<Duration>, owns: bool) -
             if let Some(end) = end {
                 s.done = true;
                 s.pending.push_back(envelope(2, &json!({})));
-                return Some((Ok(envelope(0, &json!({ "event": { "end": end } }))), s));
+                return Some((Ok(envelope(0, &json!({ "event": { "end": end_event(&end) } }))), s));
             }
             let wait = async {
                 match s.ends_at {
@@ -421,7 +316,7 @@ fn event_stream(process: Arc<Process>, deadline: Option<Duration>, owns: bool) -
                 Some(Err(_quiet)) => return Some((Ok(envelope(0, &json!({ "event": { "keepalive": {} } }))), s)),
                 None => {
                     if s.owns {
-                        s.process.interrupt.interrupt();
+                        s.process.stop();
                     }
                     s.done = true;
                     let error = ConnectError::new("deadline_exceeded", "the command's timeout passed; it was stopped");

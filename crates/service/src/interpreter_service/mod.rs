@@ -165,6 +165,11 @@ impl InterpreterService {
         }
     }
 
+    /// The commands tracked by their id.
+    pub(crate) fn commands(&self) -> &Arc<crate::tracked_commands::TrackedCommands> {
+        &self.state.commands
+    }
+
     /// The runs tracked by their id.
     pub fn runs(&self) -> &Arc<RunRegistry> {
         &self.state.runs

@@ -74,7 +74,7 @@ pub fn router(state: &Arc<AppState>, kernel_files: KernelFiles) -> Option<Router
             Some(records) => Kernels::shared(records),
             None => Kernels::load(config.root.join(KERNELS_FILE)),
         },
-        specs: specs::offered(&runtimes),
+        specs: specs::offered(&runtimes, state.interpreter.as_ref().is_some_and(|i| i.has_shell())),
         session_ttl: config.max_ttl,
         versions: std::sync::Mutex::default(),
         service,
@@ -145,6 +145,11 @@ impl Jupyter {
     fn caller_presenting(&self, headers: &HeaderMap, token: Option<String>, request_id: RequestId) -> Result<Caller, JupyterError> {
         let tenant = self.state.tenant_of_token(token.as_deref(), headers).ok_or_else(JupyterError::unauthorized)?;
         Ok(self.service.tenant_caller(tenant, headers, request_id.into_string()))
+    }
+
+    /// The language of the kernelspec named `spec` (Python when unknown).
+    fn language(&self, spec: &str) -> specs::Language {
+        self.specs.iter().find(|s| s.name == spec).map_or(specs::Language::Python, |s| s.language)
     }
 
     /// The Python version kernels of `spec` run, when one has told it.

@@ -1,7 +1,8 @@
 //! The shell requests a kernel answers: `execute_request` run in the
 //! kernel's session with its output on iopub as it happens, and the
 //! introspection requests (`complete`, `inspect`, `is_complete`) answered
-//! from the session's own namespace by a short helper run.
+//! from the session's own namespace by a short helper run. A `bash`
+//! kernel's cell runs as a `%%bash` cell; it has no namespace to introspect.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use tokio::sync::mpsc;
 
 use super::Jupyter;
 use super::kernels::Kernel;
+use super::specs::Language;
 use super::message::{Incoming, PROTOCOL_VERSION};
 use crate::cell_text::{Failure, dedent};
 use crate::interpreter_service::{Caller, ServiceError};
@@ -158,7 +160,11 @@ impl Shell<'_> {
     /// The run with its events published; the failure it ended with, if any.
     async fn run_live(&self, asked: &Execute, count: u64) -> Result<Option<Failure>, Failure> {
         self.jupyter.keep_kernel_files(&self.caller).await;
-        let request = RunRequest { code: dedent(&asked.code), env: self.kernel.record.env.clone(), ..RunRequest::default() };
+        let code = match self.language() {
+            Language::Python => dedent(&asked.code),
+            Language::Bash => format!("%%bash\n{}", asked.code),
+        };
+        let request = RunRequest { code, env: self.kernel.record.env.clone(), ..RunRequest::default() };
         let mut run = self.jupyter.service.start_live(self.caller.clone(), self.kernel.record.session_id.clone(), request, true);
         let mut lines = Lines::default();
         while let Some(lined) = lines.next(&mut run, None).await {
@@ -201,12 +207,16 @@ impl Shell<'_> {
         })
     }
 
+    fn language(&self) -> Language {
+        self.jupyter.language(&self.kernel.record.spec)
+    }
+
     /// Completions of the name before the cursor, from the session's namespace.
     async fn complete(&self) -> Value {
         let asked: AtCursor = self.request.content().unwrap_or_default();
         let cursor = asked.cursor_pos.unwrap_or_else(|| asked.code.chars().count());
         let (start, token) = name_before(&asked.code, cursor);
-        let matches = if token.is_empty() { None } else { self.helper(COMPLETE, &json!({ "text": token, "max": MAX_COMPLETIONS })).await };
+        let matches = if token.is_empty() || self.language() == Language::Bash { None } else { self.helper(COMPLETE, &json!({ "text": token, "max": MAX_COMPLETIONS })).await };
         json!({ "status": "ok", "matches": matches.unwrap_or_else(|| json!([])), "cursor_start": start, "cursor_end": cursor, "metadata": {} })
     }
 
@@ -215,7 +225,7 @@ impl Shell<'_> {
         let asked: AtCursor = self.request.content().unwrap_or_default();
         let cursor = asked.cursor_pos.unwrap_or_else(|| asked.code.chars().count());
         let name = name_around(&asked.code, cursor);
-        let found = if name.is_empty() { None } else { self.helper(INSPECT, &json!(name)).await };
+        let found = if name.is_empty() || self.language() == Language::Bash { None } else { self.helper(INSPECT, &json!(name)).await };
         match found.as_ref().and_then(Value::as_str) {
             Some(text) => json!({ "status": "ok", "found": true, "data": { "text/plain": text }, "metadata": {} }),
             None => json!({ "status": "ok", "found": false, "data": {}, "metadata": {} }),
@@ -225,6 +235,11 @@ impl Shell<'_> {
     /// Whether the code is a whole cell, as Python's own compiler reads it.
     async fn is_complete(&self) -> Value {
         let asked: IsComplete = self.request.content().unwrap_or_default();
+        if self.language() == Language::Bash {
+            // A shell line ending in `\` goes on, as bash reads it.
+            let incomplete = asked.code.trim_end_matches('\n').ends_with('\\');
+            return if incomplete { json!({ "status": "incomplete", "indent": "" }) } else { json!({ "status": "complete" }) };
+        }
         let status = self.helper(IS_COMPLETE, &json!(asked.code)).await;
         match status.as_ref().and_then(Value::as_str) {
             Some("incomplete") => json!({ "status": "incomplete", "indent": next_indent(&asked.code) }),
@@ -393,6 +408,25 @@ fn next_indent(code: &str) -> String {
 
 /// `kernel_info_reply`.
 pub(crate) fn kernel_info(jupyter: &Jupyter, kernel: &Kernel) -> Value {
+    if jupyter.language(&kernel.record.spec) == Language::Bash {
+        return json!({
+            "status": "ok",
+            "protocol_version": PROTOCOL_VERSION,
+            "implementation": "anypath",
+            "implementation_version": env!("CARGO_PKG_VERSION"),
+            "language_info": {
+                "name": "bash",
+                "version": "5",
+                "mimetype": "text/x-sh",
+                "file_extension": ".sh",
+                "pygments_lexer": "bash",
+                "codemirror_mode": "shell",
+            },
+            "banner": "bash (bashkit) in a WebAssembly sandbox (anypath): each cell is a script on the session's files",
+            "help_links": [],
+            "debugger": false,
+        });
+    }
     let version = jupyter.python_version(&kernel.record.spec).unwrap_or_else(|| "3".to_owned());
     json!({
         "status": "ok",

@@ -117,7 +117,8 @@ pub fn preinitialise<'f>(core: &'f Path, layout: &'f Path) -> BoxFuture<'f, Resu
         let (library, mpl_data) = layout_dirs(layout).map_err(PreinitError::Layout)?;
         let scratch = tempfile::Builder::new().prefix("anypath-preinit-").tempdir().map_err(PreinitError::Scratch)?;
         let (tmp, data, datasets, root) = (scratch.path().join("tmp"), scratch.path().join("data"), scratch.path().join("datasets"), scratch.path().join("root"));
-        for dir in [tmp.join("matplotlib"), data.clone(), datasets.clone(), root.clone()] {
+        let wheelhouse = scratch.path().join("wheelhouse");
+        for dir in [tmp.join("matplotlib"), data.clone(), datasets.clone(), root.clone(), wheelhouse.clone()] {
             std::fs::create_dir_all(dir).map_err(PreinitError::Scratch)?;
         }
 
@@ -134,7 +135,7 @@ pub fn preinitialise<'f>(core: &'f Path, layout: &'f Path) -> BoxFuture<'f, Resu
         let stdout = DrainPipe::new(OUTPUT_CAP);
         let stderr = DrainPipe::new(OUTPUT_CAP);
         let mut builder = WasiCtxBuilder::new();
-        GuestDirs { library: (&library, wasmtime_wasi::FsPerms::ReadWrite), mpl_data: &mpl_data, tmp: &tmp, data: &data, datasets: &datasets, root: (&root, wasmtime_wasi::FsPerms::ReadOnly) }
+        GuestDirs { library: (&library, wasmtime_wasi::FsPerms::ReadWrite), mpl_data: &mpl_data, tmp: &tmp, data: &data, datasets: &datasets, root: (&root, wasmtime_wasi::FsPerms::ReadOnly), wheelhouse: &wheelhouse }
             .configure(&mut builder)
             .map_err(PreinitError::Start)?;
         builder.stdout(stdout.clone()).stderr(stderr.clone());

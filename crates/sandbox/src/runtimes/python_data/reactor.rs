@@ -48,7 +48,7 @@ use crate::bindings::anypath::runner::types as wit;
 use crate::drain_pipe::DrainPipe;
 use crate::feed_pipe::FeedPipe;
 use crate::live_frames::GuestResult;
-use crate::guest::{DATASETS_DIR, GuestState, SESSION_DIR};
+use crate::guest::{DATASETS_DIR, GuestState, SESSION_DIR, WHEELHOUSE_DIR};
 use crate::layout::FilesLayout;
 use crate::seam::{CellExports, Placement, StartFor};
 
@@ -86,9 +86,9 @@ const BASE_ENV: [(&str, &str); 5] = [
     ("MPLBACKEND", "Agg"),
     ("PYTHONTZPATH", ""),
 ];
-/// The first descriptor after stdio and the six directories: a
+/// The first descriptor after stdio and the seven directories: a
 /// pre-initialised image must hold no open descriptor from here on.
-pub(crate) const FIRST_FREE_FD: u32 = 9;
+pub(crate) const FIRST_FREE_FD: u32 = 10;
 /// Run at every instance's start: what must differ between instances made
 /// from one image (random state) is made anew (`cell_report.py`), and
 /// SIGINT raises `KeyboardInterrupt`, so that an interrupt keeps the state
@@ -193,11 +193,16 @@ pub(crate) struct GuestDirs<'a> {
     /// What the instance sees at `/`, and whether it may write there (the
     /// sandbox layout's tree).
     pub(crate) root: (&'a Path, FsPerms),
+    /// What the instance sees at `/wheelhouse`, read-only: the operator's
+    /// wheels for a command's `pip`, or an empty folder.
+    pub(crate) wheelhouse: &'a Path,
 }
 
 impl GuestDirs<'_> {
-    /// Preopens the six directories, always all of them and in this order
-    /// (descriptors 3 to 8), and gives the base environment and program name.
+    /// Preopens the seven directories, always all of them and in this order
+    /// (descriptors 3 to 9), and gives the base environment and program name.
+    /// The wheelhouse is last: images taken when there were six still
+    /// restore (their code knows the six, and never sees the seventh).
     pub(crate) fn configure(&self, builder: &mut WasiCtxBuilder) -> wasmtime::Result<()> {
         builder
             .preopened_dir(self.library.0, LIBRARY_GUEST, self.library.1)?
@@ -205,7 +210,8 @@ impl GuestDirs<'_> {
             .preopened_dir(self.tmp, TMP_GUEST, FsPerms::ReadWrite)?
             .preopened_dir(self.data, SESSION_DIR, FsPerms::ReadWrite)?
             .preopened_dir(self.datasets, DATASETS_DIR, FsPerms::ReadOnly)?
-            .preopened_dir(self.root.0, ROOT_GUEST, self.root.1)?;
+            .preopened_dir(self.root.0, ROOT_GUEST, self.root.1)?
+            .preopened_dir(self.wheelhouse, WHEELHOUSE_DIR, FsPerms::ReadOnly)?;
         builder.arg(ARGV0).envs(&BASE_ENV);
         Ok(())
     }
@@ -346,13 +352,16 @@ pub(crate) struct DataImage {
     /// The component was pre-initialised: the cell code and the stack are
     /// already imported.
     preinitialised: bool,
+    /// An empty folder, the `/wheelhouse` of instances that have none.
+    no_wheelhouse: tempfile::TempDir,
 }
 
 impl DataImage {
     /// The image over `layout` (`lib/python315.zip`, `mpl-data/`), checked to be complete.
     pub(crate) fn new(pre: PythonDataPre<GuestState>, layout: &Path, preinitialised: bool) -> Result<Self, String> {
         let (library, mpl_data) = layout_dirs(layout)?;
-        Ok(Self { pre, library, mpl_data, preinitialised })
+        let no_wheelhouse = tempfile::Builder::new().prefix("anypath-no-wheelhouse-").tempdir().map_err(|e| format!("making an empty folder: {e}"))?;
+        Ok(Self { pre, library, mpl_data, preinitialised, no_wheelhouse })
     }
 
     /// Whether instances start with the cell code already imported (and
@@ -373,14 +382,15 @@ impl DataImage {
         start_for: StartFor,
         new_store: impl FnOnce(GuestState) -> wasmtime::Result<Store<GuestState>>,
     ) -> wasmtime::Result<(Store<GuestState>, DataGuest, wasmtime::component::Instance)> {
-        let Placement { dir, layout, datasets, quota, memory_cap, deadline } = at;
+        let Placement { dir, layout, datasets, wheelhouse, quota, memory_cap, deadline } = at;
         let dirs = PrivateDirs::new(dir, layout, datasets)?;
         let stdout = DrainPipe::new(PIPE_SLACK);
         let stderr = DrainPipe::new(PIPE_SLACK);
         let stdin = FeedPipe::new();
         let mut builder = WasiCtxBuilder::new();
         let root = (dirs.root.0.as_path(), dirs.root.1);
-        GuestDirs { library: (&self.library, FsPerms::ReadOnly), mpl_data: &self.mpl_data, tmp: &dirs.tmp, data: &dirs.data, datasets: &dirs.datasets, root }.configure(&mut builder)?;
+        GuestDirs { library: (&self.library, FsPerms::ReadOnly), mpl_data: &self.mpl_data, tmp: &dirs.tmp, data: &dirs.data, datasets: &dirs.datasets, root, wheelhouse: wheelhouse.unwrap_or(self.no_wheelhouse.path()) }
+            .configure(&mut builder)?;
         builder.stdin(stdin.clone()).stdout(stdout.clone()).stderr(stderr.clone());
         let mut state = GuestState::from_builder(builder, memory_cap, deadline);
         state.quota = quota;
