@@ -57,6 +57,7 @@ const PREINIT_INPUTS: &[&str] = &[
     "components/python-runner/src/structured_output.py",
     "components/python-runner/src/cell_loop.py",
     "components/python-runner/src/ipython_display.py",
+    "components/python-runner/src/anypath_pip.py",
 ];
 
 /// Builds `target/python-data/` unless it is already built from the pinned wheel.

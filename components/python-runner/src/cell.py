@@ -349,7 +349,7 @@ def _available_packages():
     own = {"app", "cell", "cell_loop", "cell_stdlib", "captured_output", "ipython_display", "rich_output", "structured_output", "anypath_cell_report",
            "policy_gate", "reply", "resource_store", "restricted_env", "document_ids", "json_depth", "preimport",
            "componentize_py_runtime", "componentize_py_types", "componentize_py_async_support", "poll_loop", "wit_world",
-           "pip_libraries"}
+           "pip_libraries", "anypath_pip"}
     found = set()
     for module in pkgutil.iter_modules():
         name = module.name

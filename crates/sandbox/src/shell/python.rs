@@ -2,8 +2,9 @@
 //! command starts a fresh instance of the session's runtime on the same
 //! tree (never a host process, never the session's live instance), runs
 //! the program the arguments name, and gives back its exit code and output.
-//! `python -m pip` (and the shell's `pip`) runs `pip.py`, which installs
-//! from the operator's wheelhouse, seen at `/wheelhouse` by that instance only.
+//! `python -m pip` (and the shell's `pip`) runs the runtimes' `anypath_pip`,
+//! which installs from the operator's wheelhouse, seen at `/wheelhouse` by
+//! that instance only.
 
 use std::path::PathBuf;
 
@@ -19,8 +20,9 @@ const RAISED: i32 = 1;
 const USAGE: i32 = 2;
 /// Exit status of a program stopped by a limit: killed, as by SIGKILL.
 const STOPPED: i32 = 137;
-/// `pip` in the sandbox (see the file's own account).
-const PIP: &str = include_str!("pip.py");
+/// `pip` in the sandbox (see the module's own account): both runtimes have
+/// it imported already; an instance that has not compiles this copy.
+const PIP: &str = include_str!("../../../../components/python-runner/src/anypath_pip.py");
 
 /// What a fresh Python instance for a command starts from: the session's
 /// runtime, its tree as the session sees it, and its limits.
@@ -115,7 +117,10 @@ fn cell(program: &Program, argv: &[String], cwd: &str, stdin: &[u8]) -> String {
     // line that runs it then quotes that line, not the whole source.
     let (source, run) = match program {
         Program::Code(code) => (literal(code), "exec(compile(_anypath_source, '<string>', 'exec'), {'__name__': '__main__', '__builtins__': __builtins__})".to_owned()),
-        Program::Module(module) if module == "pip" => (literal(PIP), "exec(compile(_anypath_source, 'pip', 'exec'), {'__name__': '__main__', '__builtins__': __builtins__})".to_owned()),
+        Program::Module(module) if module == "pip" => (
+            literal(PIP),
+            "_anypath_sys.exit((_anypath_sys.modules.get('anypath_pip') or _anypath_module('anypath_pip', _anypath_source)).main(_anypath_sys.argv))".to_owned(),
+        ),
         Program::Module(module) => (literal(module), "__import__('runpy').run_module(_anypath_source, run_name='__main__', alter_sys=True)".to_owned()),
         Program::Script(path) => (literal(path), "__import__('runpy').run_path(_anypath_source, run_name='__main__')".to_owned()),
         Program::Stdin => ("None".to_owned(), "exec(compile(_anypath_sys.stdin.read(), '<stdin>', 'exec'), {'__name__': '__main__', '__builtins__': __builtins__})".to_owned()),
@@ -137,6 +142,11 @@ def _anypath_input(prompt=''):
         raise EOFError('EOF when reading a line')
     return line[:-1] if line.endswith('\n') else line
 __import__('builtins').input = _anypath_input
+def _anypath_module(name, source):
+    module = __import__('types').ModuleType(name)
+    exec(compile(source, name, 'exec'), module.__dict__)
+    _anypath_sys.modules[name] = module
+    return module
 try:
     {run}
     _anypath_exit = 0

@@ -21,6 +21,23 @@ import pandas  # noqa: E402
 import seaborn  # noqa: E402, F401
 from matplotlib import font_manager  # noqa: E402
 
+# What `pip` in the shell runs on, so that its instance imports nothing:
+# `packaging` from the stdlib zip, `installer` from site-packages (off
+# `sys.path` for sessions, so the path is put back as it was).
+import packaging.markers  # noqa: E402, F401
+import packaging.requirements  # noqa: E402, F401
+import packaging.specifiers  # noqa: E402, F401
+import packaging.utils  # noqa: E402, F401
+import packaging.version  # noqa: E402, F401
+
+sys.path.append("/usr/local/lib/site-packages")
+try:
+    import installer  # noqa: E402, F401
+    import installer.destinations  # noqa: E402, F401
+    import installer.sources  # noqa: E402, F401
+finally:
+    sys.path.remove("/usr/local/lib/site-packages")
+
 # What a session can count on being imported.
 NAMED = ["numpy", "pandas", "matplotlib", "matplotlib.pyplot", "seaborn", "cell", "anypath_cell_report"]
 MARKER = "\x1eanypath-preimport "

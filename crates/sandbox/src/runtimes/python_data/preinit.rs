@@ -27,7 +27,7 @@ use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
-use super::reactor::{FIRST_FREE_FD, GuestDirs, NO_HOST, bootstrap_source, layout_dirs, python_str};
+use super::reactor::{FIRST_FREE_FD, GuestDirs, NO_HOST, bootstrap_source, layout_dirs, pip_module_source, python_str};
 use crate::drain_pipe::DrainPipe;
 
 /// The pre-import script (see its docstring).
@@ -151,7 +151,7 @@ pub fn preinitialise<'f>(core: &'f Path, layout: &'f Path) -> BoxFuture<'f, Resu
              exec(compile({code}, '<anypath:preimport>', 'exec'), _ns)\n\
              _ns['finish']({FIRST_FREE_FD})\n\
              del _ns\n",
-            bootstrap = bootstrap_source(),
+            bootstrap = bootstrap_source() + &pip_module_source(),
             code = python_str(PREIMPORT),
         );
         let status = turn(&mut store, &instance, &source).await.map_err(PreinitError::Start)?;

@@ -164,16 +164,30 @@ pub(crate) fn bootstrap_source() -> String {
         ("cell", include_str!("../../../../../components/python-runner/src/cell.py")),
         ("anypath_cell_report", include_str!("cell_report.py")),
     ];
-    let mut source = String::from("import sys as _sys, types as _types\n");
+    let mut source = String::new();
     for (name, code) in modules {
-        source.push_str(&format!(
-            "_m = _types.ModuleType({name:?}); _m.__file__ = '<anypath:{name}>'\n\
-             exec(compile({code}, _m.__file__, 'exec'), _m.__dict__); _sys.modules[{name:?}] = _m\n",
-            code = python_str(code),
-        ));
+        source.push_str(&module_source(name, code));
     }
-    source.push_str("del _sys, _types, _m\n");
     source
+}
+
+/// `pip`'s module (`anypath_pip`), loaded into the pre-initialised image
+/// only: an instance started without it compiles it when a `pip` command
+/// first needs it (`crate::shell::python`), rather than every instance
+/// paying for it at its start.
+pub(crate) fn pip_module_source() -> String {
+    module_source("anypath_pip", include_str!("../../../../../components/python-runner/src/anypath_pip.py"))
+}
+
+/// Python that makes `code` the module `name`.
+fn module_source(name: &str, code: &str) -> String {
+    format!(
+        "import sys as _sys, types as _types\n\
+         _m = _types.ModuleType({name:?}); _m.__file__ = '<anypath:{name}>'\n\
+         exec(compile({code}, _m.__file__, 'exec'), _m.__dict__); _sys.modules[{name:?}] = _m\n\
+         del _sys, _types, _m\n",
+        code = python_str(code),
+    )
 }
 
 /// The directories an instance sees, on the host.

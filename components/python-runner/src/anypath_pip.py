@@ -10,10 +10,13 @@ names, and `installer` unpacks a wheel (its RECORD checked) into a
 site-packages. Dependencies are resolved greedily: the newest version in
 the wheelhouse that every requirement met so far allows.
 
-The host runs this file as the program of `pip`, `pip3` and
-`python -m pip`, in a fresh instance of the session's runtime on the
-session's tree; `sys.argv` is `pip` and its arguments. What it prints is
-pip's own wording where pip has one.
+The host runs `main` as the program of `pip`, `pip3` and `python -m pip`,
+in a fresh instance of the session's runtime on the session's tree, with
+`sys.argv` (`pip` and its arguments). Both runtimes carry this module
+already imported (the standard-library runner builds it in, the data
+runtime's pre-initialised image loads it), so a command compiles nothing.
+Importing it changes nothing; what it prints is pip's own wording where pip
+has one.
 """
 
 import email.parser
@@ -21,18 +24,15 @@ import os
 import shutil
 import sys
 
-# The data runtime keeps `installer` beside its standard library, off
-# `sys.path`; the standard-library runner has it built in.
-RUNTIME_SITE = "/usr/local/lib/site-packages"
-if os.path.isdir(RUNTIME_SITE) and RUNTIME_SITE not in sys.path:
-    sys.path.append(RUNTIME_SITE)
-
 from packaging.markers import default_environment  # noqa: E402
 from packaging.requirements import InvalidRequirement, Requirement  # noqa: E402
 from packaging.specifiers import SpecifierSet  # noqa: E402
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename  # noqa: E402
 from packaging.version import InvalidVersion, Version  # noqa: E402
 
+# The data runtime keeps `installer` beside its standard library, off
+# `sys.path`; the standard-library runner has it built in.
+RUNTIME_SITE = "/usr/local/lib/site-packages"
 WHEELHOUSE = "/wheelhouse"
 HOME = "/mnt/data/.local"
 USER_SITE = "%s/lib/python%d.%d/site-packages" % (HOME, *sys.version_info[:2])
@@ -150,6 +150,8 @@ def installed_distributions():
     found = {}
     parser = email.parser.HeaderParser()
     for folder in sys.path:
+        if folder in ("", "/mnt/data", "/mnt/data/src"):
+            continue  # the session's own files: modules, not distributions
         try:
             entries = sorted(os.listdir(folder or "."))
         except OSError:
@@ -487,6 +489,9 @@ def command_show(args):
 
 
 def main(argv):
+    """Runs `pip ARGS` (`argv` with the program's name first); gives the exit status."""
+    if RUNTIME_SITE not in sys.path and "installer" not in sys.modules and os.path.isdir(RUNTIME_SITE):
+        sys.path.append(RUNTIME_SITE)
     args = argv[1:]
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE.strip())
