@@ -22,7 +22,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 
 const TOOLS = [
   'attach_dataset', 'close_session', 'delete_snapshot', 'fork_session', 'list_files', 'list_snapshots', 'load_artifact', 'read_artifact',
-  'run_python', 'snapshot_session', 'start_from_snapshot', 'upload_file', 'start_run', 'get_run', 'run_command',
+  'run_python', 'snapshot_session', 'start_from_snapshot', 'upload_file', 'start_run', 'get_run', 'run_command', 'start_command', 'get_command',
 ];
 
 const assert = (condition, message) => {
@@ -157,6 +157,8 @@ async function tools(transport, key) {
     start_run: ['session_id', 'code'],
     get_run: ['session_id', 'run_id'],
     run_command: ['session_id', 'command'],
+    start_command: ['session_id', 'command'],
+    get_command: ['session_id', 'command_id'],
   };
   const outputs = {
     upload_file: ['path'],
@@ -174,6 +176,8 @@ async function tools(transport, key) {
     start_run: ['run_id', 'session_id', 'state', 'started_at', 'events'],
     get_run: ['run_id', 'session_id', 'state', 'started_at', 'events'],
     run_command: ['session_id', 'exit_code', 'stdout', 'stderr', 'duration_us'],
+    start_command: ['command_id', 'session_id', 'state', 'command', 'started_at', 'events'],
+    get_command: ['command_id', 'session_id', 'state', 'command', 'started_at', 'events'],
   };
   await using([await connect(transport, key)], async (_client, listedTools) => {
     const listed = Object.fromEntries(listedTools.map((t) => [t.name, t]));

@@ -22,7 +22,7 @@ import mcp
 from mcp.client.streamable_http import streamable_http_client
 
 TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files", "fork_session", "load_artifact", "attach_dataset",
-         "snapshot_session", "list_snapshots", "start_from_snapshot", "delete_snapshot", "start_run", "get_run", "run_command"}
+         "snapshot_session", "list_snapshots", "start_from_snapshot", "delete_snapshot", "start_run", "get_run", "run_command", "start_command", "get_command"}
 
 
 def connect(transport, key=None):
@@ -86,6 +86,8 @@ async def tools(transport, key, _other):
         "start_run": {"session_id", "code"},
         "get_run": {"session_id", "run_id"},
         "run_command": {"session_id", "command"},
+        "start_command": {"session_id", "command"},
+        "get_command": {"session_id", "command_id"},
     }
     outputs = {
         "upload_file": {"path"},
@@ -103,6 +105,8 @@ async def tools(transport, key, _other):
         "start_run": {"run_id", "session_id", "state", "started_at", "events"},
         "get_run": {"run_id", "session_id", "state", "started_at", "events"},
         "run_command": {"session_id", "exit_code", "stdout", "stderr", "duration_us"},
+        "start_command": {"command_id", "session_id", "state", "command", "started_at", "events"},
+        "get_command": {"command_id", "session_id", "state", "command", "started_at", "events"},
     }
     async with connect(transport, key) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
@@ -491,6 +495,15 @@ async def commands(transport, key, _other):
         again = ok(await client.call_tool("run_python", {"session_id": session, "code": "print(kept, open('count.txt').read().strip())"}), "run_python")
         assert again["stdout"] == "5 3\n", again
         tool_error(await client.call_tool("run_command", {"session_id": session, "command": " "}), "run_command", "invalid_request")
+        started = ok(await client.call_tool("start_command", {"session_id": session, "command": "sleep 0.3; sort -r data.txt"}), "start_command")
+        assert started["state"] == "running", started
+        for _ in range(200):
+            polled = ok(await client.call_tool("get_command", {"session_id": session, "command_id": started["command_id"]}), "get_command")
+            if polled["state"] != "running":
+                break
+            await asyncio.sleep(0.05)
+        assert (polled["state"], polled["report"]["stdout"]) == ("done", "c\nb\na\n"), polled
+        tool_error(await client.call_tool("get_command", {"session_id": session, "command_id": "1"}), "get_command", "no_such_command")
 
 
 SCENARIOS = {f.__name__: f for f in [tools, flow, commands, data_runtime, notebook, state, errors, tenants, unauthorized, datasets]}

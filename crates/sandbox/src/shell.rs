@@ -138,9 +138,24 @@ impl ShellRuntime {
     }
 
     /// Runs `command` to its end. Never panics on guest behaviour.
+    ///
+    /// The command runs on a thread of the blocking pool, where its file
+    /// calls (a `ls -la` makes one per entry) run inline instead of each
+    /// hopping to that pool and back; the rest (timers, `python`'s instance,
+    /// its streams) stays on the runtime that called.
     pub fn run(&self, command: ShellCommand) -> BoxFuture<'static, CommandExit> {
         let shell = self.clone();
-        Box::pin(async move { shell.run_command(command).await })
+        Box::pin(async move {
+            let runtime = tokio::runtime::Handle::current();
+            let lost = |error: String| CommandExit {
+                exit_code: KILLED,
+                error: Some(ExecError::Internal { message: format!("the command's thread ended early: {error}") }),
+                stdout_truncated: false,
+                stderr_truncated: false,
+                metrics: Metrics::default(),
+            };
+            tokio::task::spawn_blocking(move || runtime.block_on(shell.run_command(command))).await.unwrap_or_else(|e| lost(e.to_string()))
+        })
     }
 
     async fn run_command(&self, command: ShellCommand) -> CommandExit {
@@ -206,6 +221,8 @@ fn guest_state(command: &ShellCommand, limits: &Limits, stdout: &OutputPipe, std
     let stdin_mode = if command.stdin.is_some() { "open" } else { "closed" };
     builder.args(&["shell", command.cwd.as_str(), stdin_mode, command.script.as_str()]);
     builder.envs(&command.env);
+    // The command runs on a blocking-pool thread (`ShellRuntime::run`).
+    builder.allow_blocking_current_thread(true);
     builder.stdin(command.stdin.clone().unwrap_or_else(|| StdinFeed::closed_with(&[])));
     builder.stdout(stdout.clone());
     builder.stderr(stderr.clone());

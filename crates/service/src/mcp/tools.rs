@@ -141,6 +141,16 @@ pub struct RunOnly {
     pub run_id: String,
 }
 
+/// `get_command`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandOnly {
+    /// The session the command is in.
+    pub session_id: String,
+    /// The command's id, as start_command gave it.
+    pub command_id: String,
+}
+
 /// `read_artifact`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -367,6 +377,49 @@ stdout and stderr.",
         };
         let run = anypath_interpreter::commands::RunCommand { session_id: args.session_id, request, streams: Default::default() };
         Ok(Json(self.service.call(&caller, run).await?))
+    }
+
+    #[tool(
+        description = "Start a bash command line on the session's files, as run_command does, and answer at \
+once with its command_id and state: for a long command (a build, a test suite, a loop). get_command gives \
+its state and, once it ended, its report.",
+        input_schema = input_schema::<RunCommandArgs>(),
+        output_schema = rmcp::handler::server::common::schema_for_output::<anypath_wire::CommandStatus>(),
+        annotations(title = "Start a command", read_only_hint = false, destructive_hint = true, open_world_hint = false)
+    )]
+    async fn start_command(&self, ctx: RequestContext<RoleServer>, args: Arguments<RunCommandArgs>) -> Result<Json<anypath_wire::CommandStatus>, ToolError> {
+        let args = args.0?;
+        let caller = self.caller(&ctx)?;
+        let request = anypath_wire::CommandRequest {
+            command: args.command,
+            cwd: args.cwd,
+            env: args.env.unwrap_or_default(),
+            timeout_ms: args.timeout_ms,
+            stdin: args.stdin,
+            user: None,
+        };
+        let start = crate::tracked_commands::StartCommand { session_id: args.session_id, request, with_stdin: false, tag: None, config: serde_json::Value::Null };
+        Ok(Json(self.service.commands().start(&self.service, caller, start).status()))
+    }
+
+    #[tool(
+        description = "A command's state (running, done, interrupted, failed) by the id start_command gave and, \
+once it ended, its report: the same run_command gives.",
+        input_schema = input_schema::<CommandOnly>(),
+        output_schema = rmcp::handler::server::common::schema_for_output::<anypath_wire::CommandStatus>(),
+        annotations(title = "Get a command", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn get_command(&self, ctx: RequestContext<RoleServer>, args: Arguments<CommandOnly>) -> Result<Json<anypath_wire::CommandStatus>, ToolError> {
+        let CommandOnly { session_id, command_id } = args.0?;
+        let caller = self.caller(&ctx)?;
+        let audit = crate::interpreter_service::Audit::of(&caller, anypath_interpreter::OperationKind::DescribeCommand).session(&session_id).subject(&command_id);
+        let found = command_id
+            .parse::<u32>()
+            .ok()
+            .and_then(|id| self.service.commands().find(&caller.tenant, &session_id, id))
+            .map(|command| command.status())
+            .ok_or_else(|| crate::service_error::ServiceError::NoSuchCommand(format!("no command {command_id} in session {session_id}")));
+        Ok(Json(audit.finish(found)?))
     }
 
     #[tool(
