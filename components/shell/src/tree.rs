@@ -76,8 +76,10 @@ impl FileSystem for Tree {
         let mut entries = Vec::new();
         for entry in std::fs::read_dir(path)? {
             let entry = entry?;
-            // `ls -l` shows a symlink as one: its own metadata, not its target's.
-            let metadata = metadata_of(&std::fs::symlink_metadata(entry.path())?);
+            // `ls -l` shows a symlink as one: its own metadata, not its
+            // target's (a `DirEntry`'s is, read by name from the directory
+            // already open, without resolving the whole path again).
+            let metadata = metadata_of(&entry.metadata()?);
             entries.push(DirEntry { name: entry.file_name().to_string_lossy().into_owned(), metadata });
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));

@@ -208,6 +208,9 @@ impl ShellRuntime {
 /// network (switched off whatever the builder says).
 fn guest_state(command: &ShellCommand, limits: &Limits, stdout: &OutputPipe, stderr: &OutputPipe) -> wasmtime::Result<GuestState> {
     let mut builder = WasiCtxBuilder::new();
+    // The command runs on a blocking-pool thread (`ShellRuntime::run`). Set
+    // before the preopens: each directory takes the setting when it is opened.
+    builder.allow_blocking_current_thread(true);
     let tree = &command.tree;
     let dirs = tree.layout.guest_dirs(&tree.dir);
     builder.preopened_dir(&dirs.mnt_data, SESSION_DIR, FsPerms::ReadWrite)?;
@@ -221,8 +224,6 @@ fn guest_state(command: &ShellCommand, limits: &Limits, stdout: &OutputPipe, std
     let stdin_mode = if command.stdin.is_some() { "open" } else { "closed" };
     builder.args(&["shell", command.cwd.as_str(), stdin_mode, command.script.as_str()]);
     builder.envs(&command.env);
-    // The command runs on a blocking-pool thread (`ShellRuntime::run`).
-    builder.allow_blocking_current_thread(true);
     builder.stdin(command.stdin.clone().unwrap_or_else(|| StdinFeed::closed_with(&[])));
     builder.stdout(stdout.clone());
     builder.stderr(stderr.clone());
