@@ -138,6 +138,7 @@ impl From<E2bError> for ConnectError {
             404 => "not_found",
             409 => "already_exists",
             429 | 507 => "resource_exhausted",
+            501 => "unimplemented",
             502 | 503 => "unavailable",
             _ => "internal",
         };

@@ -302,6 +302,13 @@ fn event_stream(process: Arc<TrackedCommand>, deadline: Option<Duration>, owns: 
             }
             if let Some(end) = end {
                 s.done = true;
+                // Refused before it started (no shell, too many commands, a
+                // bad request): the stream ends with the error, as envd's
+                // does when a process cannot start, so the SDK raises it.
+                if let Err(refused) = &end.report {
+                    let error = ConnectError::from(super::error::E2bError::new(StatusCode::from_u16(refused.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), refused.message.clone()));
+                    return Some((Ok(envelope(2, &json!({ "error": error.body() }))), s));
+                }
                 s.pending.push_back(envelope(2, &json!({})));
                 return Some((Ok(envelope(0, &json!({ "event": { "end": end_event(&end) } }))), s));
             }
