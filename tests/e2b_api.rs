@@ -243,6 +243,13 @@ fn process_calls_speak_envds_protocol() {
     // A terminal is not there: the stream ends with Connect's error.
     let frames = start(br#"{"process":{"cmd":"/bin/bash"},"pty":{"size":{"cols":80,"rows":24}}}"#);
     assert_eq!((frames[0].0, frames[0].1["error"]["code"].as_str()), (2, Some("unimplemented")), "{frames:?}");
+    // A command the service refuses before it starts ends its stream with
+    // the refusal as Connect's error, as envd's does for a process that
+    // cannot start (not with an exit code and no message).
+    let frames = start(br#"{"process":{"cmd":"/bin/bash","args":["-c","ls"],"cwd":"relative/dir"}}"#);
+    let refused = frames.last().expect("a frame");
+    assert_eq!((refused.0, refused.1["error"]["code"].as_str()), (2, Some("invalid_argument")), "{frames:?}");
+    assert!(refused.1["error"]["message"].as_str().is_some_and(|m| m.contains("cwd")), "{frames:?}");
     let listed = e2b.envd("POST", "/process.Process/List", &sandbox).json(&json!({})).send().expect("sent");
     assert_eq!(listed.status(), 200);
     assert_eq!(listed.json::<Value>().expect("JSON")["processes"], json!([]), "ended commands are not listed");
