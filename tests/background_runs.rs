@@ -288,6 +288,19 @@ fn commands_are_tracked_by_id_as_runs_are() {
     assert!(stopped, "{stopped_status}");
     assert_eq!(stopped_status["report"]["exit_code"], json!(130), "{stopped_status}");
 
+    // With its stdin open, a running pipeline answers each write; `eof` ends it.
+    let body = json!({"command": "cat | tr a-z A-Z", "background": true, "stdin_open": true, "stdin": "first\n"});
+    let (_, piped) = service.json(KEY, "POST", "/v1/sessions/cmd/commands", Some(body));
+    let path = format!("/v1/sessions/cmd/commands/{}", piped["command_id"].as_str().expect("an id"));
+    assert!(common::eventually(Duration::from_secs(20), || service.json(KEY, "GET", &path, None).1["events"].as_u64() > Some(0)), "the first line came through");
+    let (status, _) = service.json(KEY, "POST", &format!("{path}/stdin"), Some(json!({"data": "second\n", "eof": true})));
+    assert_eq!(status, 204);
+    assert!(common::eventually(Duration::from_secs(20), || service.json(KEY, "GET", &path, None).1["state"] == "done"), "eof ended it");
+    let (_, piped) = service.json(KEY, "GET", &path, None);
+    assert_eq!(piped["report"]["stdout"], json!("FIRST\nSECOND\n"), "{piped}");
+    let (status, closed) = service.json(KEY, "POST", &format!("{path}/stdin"), Some(json!({"data": "late\n"})));
+    assert_eq!((status, closed["error"]["code"].as_str()), (409, Some("stdin_not_open")), "{closed}");
+
     let (status, missing) = service.json("key-bob", "GET", &format!("/v1/sessions/cmd/commands/{id}"), None);
     assert_eq!((status, missing["error"]["code"].as_str()), (404, Some("no_such_command")), "another tenant's: {missing}");
     assert!(missing["error"]["request_id"].is_string());

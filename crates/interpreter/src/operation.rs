@@ -173,6 +173,8 @@ operation_kinds! {
         ListCommands,
         /// A command stopped by its id.
         StopCommand,
+        /// Input written to a running command's stdin.
+        CommandStdin,
     }
 }
 

@@ -50,6 +50,10 @@ pub(crate) enum ServiceError {
     /// No command of the caller's by this id in this session (its message says why).
     #[error("{0}")]
     NoSuchCommand(String),
+    /// Input for a command whose stdin is not open (it ended, or was
+    /// started without `stdin_open`).
+    #[error("{0}")]
+    StdinNotOpen(String),
     /// The error a tracked command ended with, answered as it was first.
     #[error("{message}")]
     Kept { status: u16, code: &'static str, message: String },
@@ -79,6 +83,7 @@ impl ServiceError {
             }
             Self::Body { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
             Self::NoSuchRun(_) | Self::NoSuchCommand(_) => StatusCode::NOT_FOUND,
+            Self::StdinNotOpen(_) => StatusCode::CONFLICT,
             Self::Kept { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             Self::RunExists(_) => StatusCode::CONFLICT,
             Self::CallbackNotAllowed(_) => StatusCode::FORBIDDEN,
@@ -102,6 +107,7 @@ impl ServiceError {
             Self::Interpreter(e) => e.code(),
             Self::NoSuchRun(_) => "no_such_run",
             Self::NoSuchCommand(_) => "no_such_command",
+            Self::StdinNotOpen(_) => "stdin_not_open",
             Self::Kept { code, .. } => code,
             Self::RunExists(_) => "run_exists",
             Self::CallbackNotAllowed(_) => "callback_not_allowed",

@@ -4,7 +4,8 @@
 //!
 //! | method and path | what |
 //! | --- | --- |
-//! | `POST /v1/sessions/{id}/commands` `{command, cwd?, env?, timeout_ms?, stdin?, user?, background?}` | a command line run by the session's shell (created on first use): its report when it ends (200), its output as it comes (`Accept: text/event-stream`), or with `background` its status at once (202) |
+//! | `POST /v1/sessions/{id}/commands` `{command, cwd?, env?, timeout_ms?, stdin?, user?, background?, stdin_open?}` | a command line run by the session's shell (created on first use): its report when it ends (200), its output as it comes (`Accept: text/event-stream`), or with `background` its status at once (202); with `stdin_open`, its stdin (after `stdin`, if given) stays open for writes |
+//! | `POST /v1/sessions/{id}/commands/{command_id}/stdin` `{data?, eof?}` | writes `data` to a running command's stdin; `eof` closes it |
 //! | `GET /v1/sessions/{id}/commands` | the session's running commands |
 //! | `GET /v1/sessions/{id}/commands/{command_id}` | its state (`running`, `done`, `interrupted`, `failed`) and, once ended, its report |
 //! | `GET /v1/sessions/{id}/commands/{command_id}/events` | its output as server-sent events (`stdout`, `stderr`: `{"text"}`), each with an `id:`, from the start or after `Last-Event-ID`, then `report` or `error` |
@@ -40,24 +41,50 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/v1/sessions/{session_id}/commands", post(run_command).get(list))
         .route("/v1/sessions/{session_id}/commands/{command_id}", get(describe).delete(stop))
         .route("/v1/sessions/{session_id}/commands/{command_id}/events", get(events))
+        .route("/v1/sessions/{session_id}/commands/{command_id}/stdin", post(write_stdin))
 }
 
-/// The body: a [`CommandRequest`], and `background`.
-fn read_body(body: &[u8]) -> Result<(CommandRequest, bool), ServiceError> {
+/// What `POST .../commands/{command_id}/stdin` takes.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StdinWrite {
+    /// Text written to the command's stdin.
+    #[serde(default)]
+    data: String,
+    /// Close its stdin after `data` (the command reads end of input).
+    #[serde(default)]
+    eof: bool,
+}
+
+/// How a command is carried out, beside what it runs.
+struct Control {
+    background: bool,
+    stdin_open: bool,
+}
+
+/// The body: a [`CommandRequest`], and `background` and `stdin_open`.
+fn read_body(body: &[u8]) -> Result<(CommandRequest, Control), ServiceError> {
     let mut value: Value = serde_json::from_slice(body).map_err(ServiceError::InvalidJson)?;
-    let background = match value.as_object_mut().and_then(|fields| fields.remove("background")) {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(background)) => background,
-        Some(other) => return Err(ServiceError::Body { status: 400, message: format!("background must be true or false, not {other}") }),
+    let mut flag = |name: &str| match value.as_object_mut().and_then(|fields| fields.remove(name)) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(set)) => Ok(set),
+        Some(other) => Err(ServiceError::Body { status: 400, message: format!("{name} must be true or false, not {other}") }),
     };
+    let control = Control { background: flag("background")?, stdin_open: flag("stdin_open")? };
     let request = serde_json::from_value(value).map_err(ServiceError::InvalidJson)?;
-    Ok((request, background))
+    Ok((request, control))
 }
 
 async fn run_command(c: Call, headers: HeaderMap, Path(session_id): Path<String>, body: Bytes) -> Result<Response, ServiceError> {
-    let (request, background) = read_body(&body)?;
-    let start = StartCommand { session_id: session_id.clone(), request, with_stdin: false, tag: None, config: Value::Null };
+    let (mut request, control) = read_body(&body)?;
+    // Open stdin starts with what `stdin` gave, then takes writes.
+    let first_input = if control.stdin_open { request.stdin.take() } else { None };
+    let start = StartCommand { session_id: session_id.clone(), request, with_stdin: control.stdin_open, tag: None, config: Value::Null };
     let command = c.service.commands().start(&c.service, c.caller.clone(), start);
+    if let (Some(stdin), Some(text)) = (&command.stdin, first_input) {
+        stdin.send(text.as_bytes());
+    }
+    let background = control.background;
     let id = [(header::HeaderName::from_static(COMMAND_ID), command.id.to_string())];
     if background {
         let location = format!("/v1/sessions/{session_id}/commands/{}", command.id);
@@ -147,6 +174,22 @@ async fn events(c: Call, headers: HeaderMap, Path((session_id, command_id)): Pat
     };
     let (command, after) = audit.finish(after.and_then(|after| find(&c, &session_id, &command_id).map(|command| (command, after))))?;
     Ok(Sse::new(follow(command, after)).keep_alive(KeepAlive::default()).into_response())
+}
+
+async fn write_stdin(c: Call, Path((session_id, command_id)): Path<(String, String)>, body: Bytes) -> Result<StatusCode, ServiceError> {
+    let audit = Audit::of(&c.caller, OperationKind::CommandStdin).session(&session_id).subject(&command_id);
+    let written = serde_json::from_slice::<StdinWrite>(&body).map_err(ServiceError::InvalidJson).and_then(|write| {
+        let command = find(&c, &session_id, &command_id)?;
+        let stdin = command.stdin.as_ref().filter(|_| command.ended().is_none()).ok_or_else(|| {
+            ServiceError::StdinNotOpen(format!("command {command_id} is not running with its stdin open (start it with \"stdin_open\": true)"))
+        })?;
+        stdin.send(write.data.as_bytes());
+        if write.eof {
+            stdin.close();
+        }
+        Ok(())
+    });
+    audit.finish(written).map(|()| StatusCode::NO_CONTENT)
 }
 
 async fn stop(c: Call, Path((session_id, command_id)): Path<(String, String)>) -> Result<Response, ServiceError> {
