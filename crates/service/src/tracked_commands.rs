@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::caller::Caller;
 use crate::interpreter_service::InterpreterService;
+use crate::service_error::ServiceError;
 
 /// Ended commands whose end is kept per session, the oldest forgotten first.
 pub(crate) const FINISHED_KEPT: usize = 64;
@@ -102,6 +103,13 @@ pub(crate) struct StoredError {
     pub request_id: String,
 }
 
+impl StoredError {
+    /// The error as the service's envelope carries it.
+    pub fn body(&self) -> anypath_wire::ErrorBody {
+        anypath_wire::ErrorBody { code: self.code.to_owned(), message: self.message.clone(), request_id: self.request_id.clone() }
+    }
+}
+
 impl TrackedCommand {
     fn push(&self, stream: Stream, bytes: Bytes) {
         self.events.lock().unwrap_or_else(PoisonError::into_inner).data.push((stream, bytes));
@@ -134,10 +142,7 @@ impl TrackedCommand {
         let (state, report, error, ended_at) = match end {
             None => (RunState::Running, None, None, None),
             Some(Ended { report: Ok(report), stopped, ended_at }) => (if stopped { RunState::Interrupted } else { RunState::Done }, Some(report), None, Some(ended_at)),
-            Some(Ended { report: Err(error), ended_at, .. }) => {
-                let body = anypath_wire::ErrorBody { code: error.code.to_owned(), message: error.message, request_id: error.request_id };
-                (RunState::Failed, None, Some(body), Some(ended_at))
-            }
+            Some(Ended { report: Err(error), ended_at, .. }) => (RunState::Failed, None, Some(error.body()), Some(ended_at)),
         };
         anypath_wire::CommandStatus {
             command_id: self.id.to_string(),
@@ -214,6 +219,14 @@ impl TrackedCommands {
     pub(crate) fn find(&self, tenant: &str, session_id: &str, id: u32) -> Option<Arc<TrackedCommand>> {
         let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions.get(&(tenant.to_owned(), session_id.to_owned())).and_then(|s| s.all.get(&id).cloned())
+    }
+
+    /// The session's command named by `command_id` as a client gives it,
+    /// or `no_such_command` (what `/v1` and MCP answer alike).
+    pub(crate) fn named(&self, tenant: &str, session_id: &str, command_id: &str) -> Result<Arc<TrackedCommand>, ServiceError> {
+        command_id.parse().ok().and_then(|id| self.find(tenant, session_id, id)).ok_or_else(|| {
+            ServiceError::NoSuchCommand(format!("no command {command_id} in session {session_id} (an ended command is kept for its session's last {FINISHED_KEPT} commands)"))
+        })
     }
 
     /// The session's running commands, oldest first.

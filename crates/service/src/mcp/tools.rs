@@ -131,6 +131,21 @@ pub struct RunCommandArgs {
     pub stdin: Option<String>,
 }
 
+impl RunCommandArgs {
+    /// The session and the command request the arguments name.
+    fn into_request(self) -> (String, anypath_wire::CommandRequest) {
+        let request = anypath_wire::CommandRequest {
+            command: self.command,
+            cwd: self.cwd,
+            env: self.env.unwrap_or_default(),
+            timeout_ms: self.timeout_ms,
+            stdin: self.stdin,
+            user: None,
+        };
+        (self.session_id, request)
+    }
+}
+
 /// `get_run`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -365,17 +380,9 @@ stdout and stderr.",
         annotations(title = "Run a command", read_only_hint = false, destructive_hint = true, open_world_hint = false)
     )]
     async fn run_command(&self, ctx: RequestContext<RoleServer>, args: Arguments<RunCommandArgs>) -> Result<Json<anypath_wire::CommandReport>, ToolError> {
-        let args = args.0?;
+        let (session_id, request) = args.0?.into_request();
         let caller = self.caller(&ctx)?;
-        let request = anypath_wire::CommandRequest {
-            command: args.command,
-            cwd: args.cwd,
-            env: args.env.unwrap_or_default(),
-            timeout_ms: args.timeout_ms,
-            stdin: args.stdin,
-            user: None,
-        };
-        let run = anypath_interpreter::commands::RunCommand { session_id: args.session_id, request, streams: Default::default() };
+        let run = anypath_interpreter::commands::RunCommand { session_id, request, streams: Default::default() };
         Ok(Json(self.service.call(&caller, run).await?))
     }
 
@@ -388,17 +395,9 @@ its state and, once it ended, its report.",
         annotations(title = "Start a command", read_only_hint = false, destructive_hint = true, open_world_hint = false)
     )]
     async fn start_command(&self, ctx: RequestContext<RoleServer>, args: Arguments<RunCommandArgs>) -> Result<Json<anypath_wire::CommandStatus>, ToolError> {
-        let args = args.0?;
+        let (session_id, request) = args.0?.into_request();
         let caller = self.caller(&ctx)?;
-        let request = anypath_wire::CommandRequest {
-            command: args.command,
-            cwd: args.cwd,
-            env: args.env.unwrap_or_default(),
-            timeout_ms: args.timeout_ms,
-            stdin: args.stdin,
-            user: None,
-        };
-        let start = crate::tracked_commands::StartCommand { session_id: args.session_id, request, with_stdin: false, tag: None, config: serde_json::Value::Null };
+        let start = crate::tracked_commands::StartCommand { session_id, request, with_stdin: false, tag: None, config: serde_json::Value::Null };
         Ok(Json(self.service.commands().start(&self.service, caller, start).status()))
     }
 
@@ -413,12 +412,7 @@ once it ended, its report: the same run_command gives.",
         let CommandOnly { session_id, command_id } = args.0?;
         let caller = self.caller(&ctx)?;
         let audit = crate::interpreter_service::Audit::of(&caller, anypath_interpreter::OperationKind::DescribeCommand).session(&session_id).subject(&command_id);
-        let found = command_id
-            .parse::<u32>()
-            .ok()
-            .and_then(|id| self.service.commands().find(&caller.tenant, &session_id, id))
-            .map(|command| command.status())
-            .ok_or_else(|| crate::service_error::ServiceError::NoSuchCommand(format!("no command {command_id} in session {session_id}")));
+        let found = self.service.commands().named(&caller.tenant, &session_id, &command_id).map(|command| command.status());
         Ok(Json(audit.finish(found)?))
     }
 

@@ -135,10 +135,7 @@ fn follow(command: Arc<TrackedCommand>, after: u64) -> impl Stream<Item = Result
             if let Some(end) = end {
                 let last = match end.report {
                     Ok(report) => Event::default().event("report").json_data(&report).unwrap_or_else(|_| Event::default().event("report")),
-                    Err(error) => super::events::stored_error_event(
-                        error.status,
-                        anypath_wire::ErrorBody { code: error.code.to_owned(), message: error.message, request_id: error.request_id },
-                    ),
+                    Err(error) => super::events::stored_error_event(error.status, error.body()),
                 };
                 return Some((Ok(last.id((after + 1).to_string())), None));
             }
@@ -149,9 +146,7 @@ fn follow(command: Arc<TrackedCommand>, after: u64) -> impl Stream<Item = Result
 
 /// The caller's command `command_id` in `session_id`, or 404.
 fn find(c: &Call, session_id: &str, command_id: &str) -> Result<Arc<TrackedCommand>, ServiceError> {
-    let not_found = || ServiceError::NoSuchCommand(format!("no command {command_id} in session {session_id} (an ended command is kept for its session's last {} commands)", crate::tracked_commands::FINISHED_KEPT));
-    let id: u32 = command_id.parse().map_err(|_| not_found())?;
-    c.service.commands().find(&c.caller.tenant, session_id, id).ok_or_else(not_found)
+    c.service.commands().named(&c.caller.tenant, session_id, command_id)
 }
 
 async fn list(c: Call, Path(session_id): Path<String>) -> Result<Json<Vec<CommandStatus>>, ServiceError> {
