@@ -231,6 +231,11 @@ fn pip_installs_from_the_wheelhouse_into_the_tree() {
     let (exit, stdout, _) = run_on(&tree, "pip uninstall -y python-slugify; python -c 'import slugify' 2>/dev/null || echo gone");
     assert_eq!((exit.exit_code, stdout.ends_with("gone\n")), (0, true), "{stdout}");
     assert!(!site.join("slugify").exists());
+    // From a requirements file, quietly; `--upgrade` of what is newest already changes nothing.
+    let (exit, stdout, stderr) = run_on(&tree, "printf 'python-slugify>=9  # a comment\\n' > req.txt && pip install -q -r req.txt && pip install --upgrade python-slugify");
+    assert_eq!(exit.exit_code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("Requirement already satisfied: python-slugify in /mnt/data/.local"), "{stdout}");
+    assert!(site.join("slugify/__init__.py").is_file());
 }
 
 /// Broken UTF-8 crosses as bytes; it is the caller that decides how to show it.
