@@ -52,6 +52,8 @@ struct McpArgs {
     interpreter: InterpreterArgs,
     #[command(flatten)]
     runner: RunnerArgs,
+    #[command(flatten)]
+    sharing: crate::session_sharing::SharingArgs,
 }
 
 #[derive(Args)]
@@ -92,6 +94,8 @@ struct UpArgs {
     interpreter: InterpreterArgs,
     #[command(flatten)]
     runner: RunnerArgs,
+    #[command(flatten)]
+    sharing: crate::session_sharing::SharingArgs,
 }
 
 #[derive(Subcommand)]
@@ -667,17 +671,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 callbacks: args.interpreter.callbacks()?,
                 drain_runs: args.interpreter.drain_runs(),
             };
-            crate::up::up(options, &args.runner).await?;
+            crate::up::up(options, &args.runner, &args.sharing).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(args) => {
             anypath_interpreter::names::tenant(&args.tenant)?;
             let sandbox = args.runner.start().await?;
-            let interpreter = anypath_interpreter::Interpreter::new(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config()?)
-                .context("starting the code interpreter")?;
+            let interpreter = args.sharing.open(args.runner.session_sandboxes(&sandbox).await?, args.interpreter.config()?).await?;
             let interpreter = args.runner.with_shell(interpreter).await?;
             let interpreter = std::sync::Arc::new(interpreter);
-            anypath_service::serve::spawn_sweeper(std::sync::Arc::downgrade(&interpreter));
             let options = ServeOptions {
                 listen: args.downloads_listen,
                 token: None,
@@ -696,6 +698,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 drain_runs: args.interpreter.drain_runs(),
             };
             let state = anypath_service::state::AppState::new(sandbox, &options);
+            // On a shared store, this host hands its sessions over and takes
+            // interrupts for their runs, as `sandbox serve` does.
+            anypath_service::serve::spawn_fleet_duties(&state);
             anypath_service::mcp::stdio::serve(state, args.tenant, args.downloads_listen).await?;
             Ok(ExitCode::SUCCESS)
         }

@@ -31,6 +31,19 @@ pub struct SharingArgs {
     /// sessions of a host that died are taken over within this.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     lease_seconds: u64,
+    /// Megabytes of state-image segments each host keeps in memory: a
+    /// session that comes back fetches only the segments that changed
+    /// since this host last saw it.
+    #[arg(long, default_value_t = 256)]
+    segment_cache_mb: usize,
+    /// Seconds an object of the shared store that nothing names any more
+    /// (an old image's pack, a file's content, a manifest a dead host left)
+    /// is kept before the fleet's sweep removes it.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    sweep_grace_seconds: u64,
+    /// Seconds between the fleet's sweeps (one host sweeps at a time).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    sweep_every_seconds: u64,
 }
 
 impl SharingArgs {
@@ -41,12 +54,15 @@ impl SharingArgs {
             return Interpreter::new(sandboxes, config).context("starting the code interpreter");
         };
         let config = config.with_resolved_root()?;
-        let options = SharedStoreOptions {
-            objects: ObjectLocation::parse(objects).context("--session-store")?,
-            coordination: coordination.clone(),
-            host: format!("{}-{}", hostname(), uuid_like()),
-            lease: Duration::from_secs(self.lease_seconds),
-        };
+        let mut options = SharedStoreOptions::new(
+            ObjectLocation::parse(objects).context("--session-store")?,
+            coordination.clone(),
+            format!("{}-{}", hostname(), uuid_like()),
+            Duration::from_secs(self.lease_seconds),
+        );
+        options.segment_cache_bytes = self.segment_cache_mb << 20;
+        options.grace = Duration::from_secs(self.sweep_grace_seconds);
+        options.sweep_every = Duration::from_secs(self.sweep_every_seconds);
         let store = SharedSessionStore::open(&config.root, options).await.context("opening the shared session store")?;
         // Starting sweeps the homes an earlier process left, asking the
         // shared store of each: store calls wait on the runtime, so not on it.

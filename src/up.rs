@@ -62,7 +62,7 @@ pub struct UpOptions {
 }
 
 /// Runs the app until Ctrl-C or SIGTERM.
-pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
+pub async fn up(options: UpOptions, runner: &RunnerArgs, sharing: &crate::session_sharing::SharingArgs) -> anyhow::Result<()> {
     let sandbox_listener = tokio::net::TcpListener::bind(options.sandbox_listen)
         .await
         .with_context(|| format!("binding the sandbox listener {}", options.sandbox_listen))?;
@@ -104,8 +104,7 @@ pub async fn up(options: UpOptions, runner: &RunnerArgs) -> anyhow::Result<()> {
     config.gate = Some(gate);
 
     let sandbox = runner.start().await?;
-    let interpreter = anypath_interpreter::Interpreter::new(runner.session_sandboxes(&sandbox).await?, options.interpreter.clone())
-        .context("starting the code interpreter")?;
+    let interpreter = sharing.open(runner.session_sandboxes(&sandbox).await?, options.interpreter.clone()).await?;
     let interpreter = runner.with_shell(interpreter).await?;
     let (stop, stopped) = watch::channel(false);
     let wait = |mut rx: watch::Receiver<bool>| async move {

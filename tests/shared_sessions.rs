@@ -20,24 +20,24 @@ use common::seaweedfs::SeaweedFs;
 use common::service::{Service, SharedStores};
 
 /// The bucket every fleet keeps its sessions in (each test has its own store).
-const BUCKET: &str = "anypath-sessions";
+pub(crate) const BUCKET: &str = "anypath-sessions";
 
 /// Alice's API key: every call here is hers unless it says otherwise.
-const ALICE: &str = "key-alice";
+pub(crate) const ALICE: &str = "key-alice";
 
 /// One object store, one Redis and three hosts on them. Dropped hosts
 /// first, then Redis and the store (when the fleet has its own), then the
 /// directory they all use.
-struct Fleet {
-    hosts: Vec<Service>,
-    stores: SharedStores,
+pub(crate) struct Fleet {
+    pub(crate) hosts: Vec<Service>,
+    pub(crate) stores: SharedStores,
     extra: Vec<String>,
     servers: Servers,
     dir: tempfile::TempDir,
 }
 
 /// Where a fleet's object store and Redis come from.
-enum Servers {
+pub(crate) enum Servers {
     /// The test run's (`cargo xtask test` starts one of each for every
     /// fleet suite: `ANYPATH_FLEET_S3`, `ANYPATH_FLEET_REDIS`); fleets keep
     /// apart by their prefix, which names their keys on Redis too.
@@ -49,7 +49,7 @@ enum Servers {
 impl Fleet {
     /// Hosts A, B and C, each with `extra` arguments, on the test run's
     /// store and Redis (their own when the run has none).
-    fn start(name: &str, extra: &[&str]) -> Self {
+    pub(crate) fn start(name: &str, extra: &[&str]) -> Self {
         match (std::env::var("ANYPATH_FLEET_S3"), std::env::var("ANYPATH_FLEET_REDIS")) {
             (Ok(endpoint), Ok(redis_url)) => {
                 let dir = common::scratch(&format!("anypath-shared-{name}-"));
@@ -64,7 +64,7 @@ impl Fleet {
 
     /// Starts a store (with its bucket) and a Redis of the fleet's own, then
     /// hosts A, B and C on them.
-    fn start_own(name: &str, extra: &[&str]) -> Self {
+    pub(crate) fn start_own(name: &str, extra: &[&str]) -> Self {
         let dir = common::scratch(&format!("anypath-shared-{name}-"));
         let store = SeaweedFs::start(&dir.path().join("seaweedfs"));
         store.create_bucket(BUCKET);
@@ -91,7 +91,7 @@ impl Fleet {
     }
 
     /// The fleet's own object store.
-    fn store(&mut self) -> &mut SeaweedFs {
+    pub(crate) fn store(&mut self) -> &mut SeaweedFs {
         match &mut self.servers {
             Servers::Own { store, .. } => store,
             Servers::Run => panic!("a test that stops the object store starts its own (Fleet::start_own)"),
@@ -116,32 +116,32 @@ impl Fleet {
         self.hosts[index] = start_host(&data_dir, &self.stores, &extra);
     }
 
-    fn a(&self) -> &Service {
+    pub(crate) fn a(&self) -> &Service {
         &self.hosts[0]
     }
 
-    fn b(&self) -> &Service {
+    pub(crate) fn b(&self) -> &Service {
         &self.hosts[1]
     }
 
-    fn c(&self) -> &Service {
+    pub(crate) fn c(&self) -> &Service {
         &self.hosts[2]
     }
 }
 
-fn start_host(data_dir: &Path, stores: &SharedStores, extra: &[&str]) -> Service {
+pub(crate) fn start_host(data_dir: &Path, stores: &SharedStores, extra: &[&str]) -> Service {
     std::fs::create_dir_all(data_dir).expect("the host's data directory");
     Service::start_shared(data_dir, stores, extra)
 }
 
 /// A client that waits as long as a loaded machine may need: a call can
 /// wait for a handover, or for a dead host's lease to run out.
-fn client() -> Client {
+pub(crate) fn client() -> Client {
     Client::builder().timeout(Duration::from_secs(300)).build().expect("an HTTP client")
 }
 
 /// One request as `key`, with a JSON body or none.
-fn call(host: &Service, key: &str, method: &str, path: &str, body: Option<Value>) -> Response {
+pub(crate) fn call(host: &Service, key: &str, method: &str, path: &str, body: Option<Value>) -> Response {
     let mut request = client().request(method.parse().expect("method"), format!("{}{path}", host.base)).header("x-api-key", key);
     if let Some(body) = body {
         request = request.json(&body);
@@ -150,7 +150,7 @@ fn call(host: &Service, key: &str, method: &str, path: &str, body: Option<Value>
 }
 
 /// One request, its status and JSON body (`null` when not JSON).
-fn json(host: &Service, key: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) fn json(host: &Service, key: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
     let response = call(host, key, method, path, body);
     let status = response.status().as_u16();
     (status, response.json().unwrap_or(Value::Null))
@@ -158,14 +158,14 @@ fn json(host: &Service, key: &str, method: &str, path: &str, body: Option<Value>
 
 /// Opens Alice's session `id` on `host`, on the standard-library runtime
 /// (the lightest: its images are small).
-fn open(host: &Service, id: &str) {
+pub(crate) fn open(host: &Service, id: &str) {
     let (status, body) = json(host, ALICE, "POST", "/v1/sessions", Some(json!({"session_id": id, "runtime": "python"})));
     assert_eq!(status, 201, "session {id} opened on {}: {body}", host.base);
 }
 
 /// Runs `code` in Alice's session `id` on `host`: the report of a run that
 /// exited 0.
-fn run(host: &Service, id: &str, code: &str) -> Value {
+pub(crate) fn run(host: &Service, id: &str, code: &str) -> Value {
     let (status, report) = json(host, ALICE, "POST", &format!("/v1/sessions/{id}/run"), Some(json!({"code": code})));
     assert_eq!(status, 200, "{code:?} on {}: {report}", host.base);
     assert_eq!(report["exit_code"], 0, "{code:?} on {}: {report}", host.base);
@@ -173,7 +173,7 @@ fn run(host: &Service, id: &str, code: &str) -> Value {
 }
 
 /// Uploads `bytes` as Alice's file `name` in session `id` on `host`.
-fn put_file(host: &Service, id: &str, name: &str, bytes: Vec<u8>) {
+pub(crate) fn put_file(host: &Service, id: &str, name: &str, bytes: Vec<u8>) {
     let response = client()
         .put(format!("{}/v1/sessions/{id}/files/{name}", host.base))
         .header("x-api-key", ALICE)
@@ -185,7 +185,7 @@ fn put_file(host: &Service, id: &str, name: &str, bytes: Vec<u8>) {
 }
 
 /// Downloads Alice's file `name` of session `id` from `host`.
-fn get_file(host: &Service, id: &str, name: &str) -> Vec<u8> {
+pub(crate) fn get_file(host: &Service, id: &str, name: &str) -> Vec<u8> {
     let response = call(host, ALICE, "GET", &format!("/v1/sessions/{id}/files/{name}"), None);
     let status = response.status().as_u16();
     assert_eq!(status, 200, "{name} downloaded from {}", host.base);
@@ -194,7 +194,7 @@ fn get_file(host: &Service, id: &str, name: &str) -> Vec<u8> {
 
 /// `len` bytes that are the same on every run (xorshift64 from a fixed
 /// seed), with no runs a store could shorten.
-fn deterministic_bytes(len: usize) -> Vec<u8> {
+pub(crate) fn deterministic_bytes(len: usize) -> Vec<u8> {
     let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut bytes = Vec::with_capacity(len + 8);
     while bytes.len() < len {
@@ -207,7 +207,7 @@ fn deterministic_bytes(len: usize) -> Vec<u8> {
     bytes
 }
 
-fn sha256(bytes: &[u8]) -> String {
+pub(crate) fn sha256(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
@@ -326,7 +326,7 @@ fn a_session_that_never_existed_is_not_found_on_every_host() {
 /// Leaves Alice's session `id` on `host` idle until the host has hibernated
 /// it (hosts started with `--hibernate-after-idle-seconds 1`); each look
 /// touches the session, so it is left alone in between.
-fn wait_until_hibernated(host: &Service, id: &str) {
+pub(crate) fn wait_until_hibernated(host: &Service, id: &str) {
     let hibernated = (0..30).any(|_| {
         std::thread::sleep(Duration::from_millis(2500));
         json(host, ALICE, "GET", &format!("/v1/sessions/{id}"), None).1["hibernated"] == json!(true)

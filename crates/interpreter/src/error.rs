@@ -52,6 +52,15 @@ pub enum InterpreterError {
     /// coordination) did not answer; nothing was changed.
     #[error("the shared session store is unavailable: {0}; try again shortly")]
     SharedStore(String),
+    /// The session's saved state in the store is damaged, out of bounds or
+    /// not the session's (`conflict`: whole, but of another runtime). Only
+    /// this session is refused; its next run starts fresh and says so.
+    #[error("the session's saved state cannot be used: {reason}")]
+    ImageCorrupt { reason: String, conflict: bool },
+    /// A run's state could not be kept under `--checkpoint every-run`; with
+    /// `rolled_back`, the session is as it was before the run.
+    #[error("the run's state could not be kept ({reason}); {}", if *rolled_back { "the session was rolled back to its state before the run, so the run may be retried (files it wrote stay)" } else { "the session keeps the run's state, which no image holds yet" })]
+    CheckpointFailed { reason: String, rolled_back: bool },
     /// An operation's work on the blocking pool did not finish (it panicked
     /// or was cancelled).
     #[error("the call's file work did not finish: {0}")]
@@ -84,6 +93,9 @@ impl InterpreterError {
             Self::ArtifactQuota { .. } | Self::Quota(_) | Self::SnapshotQuota(_) => 507,
             Self::Io { .. } | Self::Index(_) | Self::Unfinished(_) => 500,
             Self::SharedStore(_) => 503,
+            Self::ImageCorrupt { conflict: true, .. } => 409,
+            Self::CheckpointFailed { .. } => 503,
+            Self::ImageCorrupt { conflict: false, .. } => 500,
             Self::ShellUnavailable => 501,
             Self::TooManyCommands(..) => 429,
         }
@@ -114,6 +126,8 @@ impl InterpreterError {
             Self::InvalidBase64(_) => "invalid_base64",
             Self::Unfinished(_) => "internal",
             Self::SharedStore(_) => "session_store_unavailable",
+            Self::ImageCorrupt { .. } => "session_image_corrupt",
+            Self::CheckpointFailed { .. } => "checkpoint_failed",
             Self::ShellUnavailable => "shell_unavailable",
             Self::TooManyCommands(..) => "too_many_commands",
         }

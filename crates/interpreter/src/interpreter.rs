@@ -89,6 +89,12 @@ impl Interpreter {
         self.store.shared_records()
     }
 
+    /// The session store's own figures (name, help, value): a shared
+    /// store's traffic and sweeps; none for local disk.
+    pub fn store_metrics(&self) -> Vec<(String, &'static str, f64)> {
+        self.store.store_metrics()
+    }
+
     /// What the interpreter did since it started, and its sessions now.
     pub fn stats(&self) -> StatsSnapshot {
         use std::sync::atomic::Ordering::Relaxed;

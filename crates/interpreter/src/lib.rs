@@ -64,7 +64,7 @@ pub use error::InterpreterError;
 pub use interpreter::Interpreter;
 pub use operation::{CallContext, Described, Operation, OperationKind};
 pub use session_files::{FileInfo, SessionFiles};
-pub use session_store::{LocalSessionStore, SessionMeta, SessionStore};
+pub use session_store::{InterruptRequest, LocalSessionStore, SessionMeta, SessionStore};
 pub use signing::Signer;
 pub use held::stats::StatsSnapshot;
 pub use tree::{Entry, EntryKind};

@@ -350,6 +350,16 @@ impl LiveInstance {
         }
     }
 
+    /// Drops the instance as if its runs had not happened: for a session
+    /// that held no state before them (the next run starts fresh and, unlike
+    /// after [`Self::reset`], says nothing was lost).
+    pub fn roll_back_to_fresh(&mut self) {
+        self.instance = None;
+        self.adopted = false;
+        self.saved = None;
+        self.away = false;
+    }
+
     /// The session's state waits outside this instance (an image the caller
     /// keeps): until it is handed back with [`Self::resume_with`], the next
     /// run says the state was lost rather than start fresh as if none had

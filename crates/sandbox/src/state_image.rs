@@ -13,6 +13,12 @@ pub(crate) mod image;
 pub(crate) mod instrument;
 pub(crate) mod layout;
 mod ranges;
+mod blocks;
+mod reader;
+mod segments;
+pub mod chunked;
+#[cfg(test)]
+mod fuzz_tests;
 #[cfg(target_os = "linux")]
 mod pagemap;
 

@@ -187,6 +187,12 @@ impl Collector for Scraped {
                 let counter = ConstCounter::new(value);
                 counter.encode(encoder.encode_descriptor(name, help, None, counter.metric_type())?)?;
             }
+            // A shared store's figures: what this host wrote and read, and
+            // what the last sweep found (gauges: a sweep's are not cumulative).
+            for (name, help, value) in interpreter.store_metrics() {
+                let gauge = ConstGauge::new(value);
+                gauge.encode(encoder.encode_descriptor(&name, help, None, gauge.metric_type())?)?;
+            }
         }
         if let Some(admission) = self.admission.upgrade() {
             let (running, queued, tenants) = admission.snapshot();

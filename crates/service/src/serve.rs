@@ -18,6 +18,7 @@ use futures_util::future::BoxFuture;
 pub use crate::options::ServeOptions;
 pub use crate::shutdown::{hibernate_all, shutdown_signal, stopped_signal};
 pub use crate::sweeper::{spawn_handovers, spawn_sweeper};
+use crate::sweeper::spawn_interrupts;
 use crate::state::AppState;
 
 /// Serves until Ctrl-C or SIGTERM: the sandbox's API, and E2B's on its
@@ -132,13 +133,21 @@ impl Routers {
     }
 }
 
+/// The interpreter's background duties: sweeping expired sessions and,
+/// on a shared session store, handing sessions over and taking interrupts
+/// other hosts ask for.
+pub fn spawn_fleet_duties(state: &AppState) {
+    if let Some(interpreter) = &state.interpreter {
+        spawn_sweeper(Arc::downgrade(interpreter));
+        spawn_handovers(Arc::downgrade(interpreter));
+        spawn_interrupts(Arc::downgrade(interpreter), Arc::downgrade(&state.runs));
+    }
+}
+
 /// The sandbox's API and E2B's, over one state.
 pub fn routers(sandbox: BlockRunner, options: &ServeOptions) -> Routers {
     let state = AppState::new(sandbox, options);
-    if let Some(interpreter) = &options.interpreter {
-        spawn_sweeper(Arc::downgrade(interpreter));
-        spawn_handovers(Arc::downgrade(interpreter));
-    }
+    spawn_fleet_duties(&state);
     // E2B's routes answer in E2B's error shape: they take the id layer alone.
     // Inside the id layer, an audit line for every refusal no operation wrote one for.
     let e2b = crate::e2b::router(&state).map(|e2b| e2b.layer(from_fn(crate::refusal_audit::audit_refusals)).layer(from_fn(crate::request_id::assign)));

@@ -59,6 +59,7 @@ impl AppState {
             app_requests: options.app_requests.clone(),
             runs: crate::background_runs::RunRegistry::new(
                 options.interpreter.as_ref().map(|i| i.config().root.join("runs")),
+                options.interpreter.as_ref().and_then(|i| i.shared_records()),
                 options.callbacks.clone(),
                 options.interpreter.as_ref().map(|i| i.signer().clone()),
             ),

@@ -70,3 +70,25 @@ pub fn spawn_handovers(interpreter: std::sync::Weak<Interpreter>) {
         }
     });
 }
+
+/// Interrupts each run another host asks this one to stop (on a shared
+/// session store), until the interpreter is gone.
+pub(crate) fn spawn_interrupts(interpreter: std::sync::Weak<Interpreter>, runs: std::sync::Weak<crate::background_runs::RunRegistry>) {
+    let Some(mut requests) = interpreter.upgrade().and_then(|i| i.runs().interrupt_requests()) else { return };
+    tokio::spawn(async move {
+        while let Some((tenant, id, run_id)) = requests.recv().await {
+            let Some(interpreter) = interpreter.upgrade() else { return };
+            let stopped = match &run_id {
+                Some(run_id) => {
+                    // The run ends as interrupted here, where it is tracked.
+                    if let Some(tracked) = runs.upgrade().and_then(|runs| runs.tracked_here(&tenant, run_id)) {
+                        tracked.mark_interrupt_asked();
+                    }
+                    interpreter.runs().interrupt_run(&tenant, &id, run_id)
+                }
+                None => interpreter.runs().interrupt(&tenant, &id),
+            };
+            tracing::info!(%tenant, session = %id, run = run_id.as_deref().unwrap_or("any"), stopped = matches!(stopped, Ok(true)), "an interrupt another host asked for");
+        }
+    });
+}

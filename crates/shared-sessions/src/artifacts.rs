@@ -44,7 +44,7 @@ impl ArtifactShare for SharedArtifacts {
         let record = serde_json::to_string(&Published { tenant: tenant.to_owned(), artifact: published }).map_err(SharedStoreError::from)?;
         self.wait(async {
             let path = self.files.blob(&artifact.sha256);
-            if self.files.objects.head(&path).await.is_err() {
+            if !self.files.keep_named(&path).await? {
                 let content = std::fs::read(blob).map_err(|e| SharedStoreError::local(format!("reading {}", blob.display()), e))?;
                 self.files.objects.put(&path, PutPayload::from(content)).await?;
             }

@@ -75,6 +75,44 @@ redis.call('DEL', KEYS[2])
 return 1
 ";
 
+/// Marks packs as named by a manifest being written now (score: the time,
+/// in ms) unless the sweep removes or removed them (score: minus the time
+/// it did). Returns those.
+const REFER: &str = r"
+local doomed = {}
+for i = 2, #ARGV do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score and tonumber(score) < 0 then
+    table.insert(doomed, ARGV[i])
+  else
+    redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i])
+  end
+end
+return doomed
+";
+
+/// Marks for removal the packs no manifest named since the cutoff (or
+/// never), atomically against [`REFER`]: their score becomes minus now,
+/// kept a week so a host that still remembers one never names it again.
+/// Returns those marked.
+const DOOM: &str = r"
+local doomed = {}
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (-(tonumber(ARGV[2]) - 604800000)))
+for i = 3, #ARGV do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if (not score) or tonumber(score) < tonumber(ARGV[1]) then
+    redis.call('ZADD', KEYS[1], -tonumber(ARGV[2]), ARGV[i])
+    table.insert(doomed, ARGV[i])
+  end
+end
+return doomed
+";
+
+/// Leads a message on a host's channel that asks it to interrupt a run
+/// (the others ask it to hand a session over).
+const INTERRUPT: &str = "interrupt\n";
+
+
 /// How often a host that waits for a session asks its holder again.
 const ASK_AGAIN: Duration = Duration::from_secs(1);
 
@@ -242,6 +280,132 @@ impl Coordination {
         Ok(false)
     }
 
+    /// The sorted set of packs and file contents by when a save last
+    /// named them (see [`REFER`]).
+    fn packs_key(&self) -> String {
+        format!("{}:named", self.namespace)
+    }
+
+    /// Forgets the marks of file contents the sweep removed: their names
+    /// (their hashes) may be written again.
+    pub(crate) async fn forget_named(&self, names: &[String]) -> Result<(), SharedStoreError> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let mut connection = self.connection.clone();
+        let _: i64 = connection.zrem(self.packs_key(), names).await?;
+        Ok(())
+    }
+
+    /// The SHA-256 of every live artifact's content.
+    pub(crate) async fn artifact_contents(&self) -> Result<Vec<String>, SharedStoreError> {
+        let mut connection = self.connection.clone();
+        let pattern = format!("{}:artifact:*", self.namespace);
+        let keys: Vec<String> = {
+            let mut found = Vec::new();
+            let mut iter: redis::AsyncIter<String> = connection.scan_match(&pattern).await?;
+            while let Some(key) = iter.next_item().await {
+                found.push(key?);
+            }
+            found
+        };
+        let mut contents = Vec::with_capacity(keys.len());
+        for key in keys {
+            let json: Option<String> = connection.get(&key).await?;
+            if let Some(sha) = json.and_then(|j| serde_json::from_str::<serde_json::Value>(&j).ok()).and_then(|v| v.get("sha256").and_then(|s| s.as_str()).map(str::to_owned)) {
+                contents.push(sha);
+            }
+        }
+        Ok(contents)
+    }
+
+    /// Notes that a manifest about to be written names `packs`; returns
+    /// those the sweep is removing (the manifest must not name them).
+    pub(crate) async fn refer_packs(&self, packs: &[String]) -> Result<Vec<String>, SharedStoreError> {
+        if packs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let script = redis::Script::new(REFER);
+        let mut invocation = script.key(self.packs_key());
+        invocation.arg(unix_ms());
+        for pack in packs {
+            invocation.arg(pack);
+        }
+        let mut connection = self.connection.clone();
+        Ok(invocation.invoke_async(&mut connection).await?)
+    }
+
+    /// Marks for removal those of `packs` no manifest has named since
+    /// `cutoff_ms`; returns them.
+    pub(crate) async fn doom_packs(&self, cutoff_ms: i64, packs: &[String]) -> Result<Vec<String>, SharedStoreError> {
+        if packs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let script = redis::Script::new(DOOM);
+        let mut invocation = script.key(self.packs_key());
+        invocation.arg(cutoff_ms).arg(unix_ms());
+        for pack in packs {
+            invocation.arg(pack);
+        }
+        let mut connection = self.connection.clone();
+        Ok(invocation.invoke_async(&mut connection).await?)
+    }
+
+    /// Every session record of the fleet, as (tenant, session id, fields),
+    /// and whether a host holds its lease now.
+    pub(crate) async fn all_records(&self) -> Result<Vec<(String, String, HashMap<String, String>, bool)>, SharedStoreError> {
+        let mut connection = self.connection.clone();
+        let pattern = format!("{}:record:*", self.namespace);
+        let keys: Vec<String> = {
+            let mut found = Vec::new();
+            let mut iter: redis::AsyncIter<String> = connection.scan_match(&pattern).await?;
+            while let Some(key) = iter.next_item().await {
+                found.push(key?);
+            }
+            found
+        };
+        let prefix = format!("{}:record:", self.namespace);
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Some((tenant, session)) = key.strip_prefix(&prefix).and_then(|rest| rest.split_once(':')) else { continue };
+            let (tenant, session) = (tenant.to_owned(), session.to_owned());
+            let fields: HashMap<String, String> = connection.hgetall(&key).await?;
+            let held: bool = connection.exists(self.key("lease", &tenant, &session)).await?;
+            out.push((tenant, session, fields, held));
+        }
+        Ok(out)
+    }
+
+    /// Removes the record of a session no host holds, unless a host has
+    /// claimed it meanwhile; true when removed.
+    pub(crate) async fn remove_unheld_record(&self, tenant: &str, session_id: &str) -> Result<bool, SharedStoreError> {
+        let script = redis::Script::new(
+            r"
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+return redis.call('DEL', KEYS[2])
+",
+        );
+        let mut connection = self.connection.clone();
+        let removed: i64 = script.key(self.key("lease", tenant, session_id)).key(self.key("record", tenant, session_id)).invoke_async(&mut connection).await?;
+        Ok(removed == 1)
+    }
+
+    /// Takes the fleet's sweep for `length` unless another host has it.
+    pub(crate) async fn take_sweep(&self, length: Duration) -> Result<bool, SharedStoreError> {
+        let mut connection = self.connection.clone();
+        let taken: Option<String> = redis::cmd("SET")
+            .arg(format!("{}:sweep", self.namespace))
+            .arg(&self.host)
+            .arg("NX")
+            .arg("PX")
+            .arg(length.as_millis() as u64)
+            .query_async(&mut connection)
+            .await?;
+        Ok(taken.is_some())
+    }
+
     /// The session's record (empty when it has none).
     pub(crate) async fn record(&self, tenant: &str, session_id: &str) -> Result<HashMap<String, String>, SharedStoreError> {
         let mut connection = self.connection.clone();
@@ -363,7 +527,19 @@ impl Coordination {
 
     /// Sends each session other hosts ask this one to hand over to `to`,
     /// subscribing again after a lost connection, until `to` is closed.
-    pub(crate) async fn listen_for_handovers(self: Arc<Self>, to: UnboundedSender<(String, String)>) {
+    /// Asks the host that holds the session (another than this one) to
+    /// interrupt its run there (`run_id`'s only, when given); true when a
+    /// host was listening.
+    pub(crate) async fn ask_interrupt(&self, tenant: &str, session_id: &str, run_id: Option<&str>) -> Result<bool, SharedStoreError> {
+        let mut connection = self.connection.clone();
+        let held: Option<String> = connection.get(self.key("lease", tenant, session_id)).await?;
+        let Some(holder) = held.and_then(|h| h.split(' ').next().map(str::to_owned)).filter(|h| *h != self.host) else { return Ok(false) };
+        let message = format!("{INTERRUPT}{tenant}\n{session_id}\n{}", run_id.unwrap_or_default());
+        let listening: i64 = connection.publish(self.channel(&holder), message).await?;
+        Ok(listening > 0)
+    }
+
+    pub(crate) async fn listen_for_handovers(self: Arc<Self>, to: UnboundedSender<(String, String)>, interrupts: UnboundedSender<anypath_interpreter::InterruptRequest>) {
         let channel = self.channel(&self.host);
         while !to.is_closed() {
             let subscribed = async {
@@ -383,6 +559,14 @@ impl Coordination {
             let mut messages = pubsub.on_message();
             while let Some(message) = messages.next().await {
                 let Ok(text) = message.get_payload::<String>() else { continue };
+                if let Some(asked) = text.strip_prefix(INTERRUPT) {
+                    let mut parts = asked.splitn(3, '\n');
+                    if let (Some(tenant), Some(session_id), Some(run_id)) = (parts.next(), parts.next(), parts.next()) {
+                        let run_id = (!run_id.is_empty()).then(|| run_id.to_owned());
+                        let _ = interrupts.send((tenant.to_owned(), session_id.to_owned(), run_id));
+                    }
+                    continue;
+                }
                 if let Some((tenant, session_id)) = text.split_once('\n')
                     && to.send((tenant.to_owned(), session_id.to_owned())).is_err()
                 {
@@ -391,4 +575,9 @@ impl Coordination {
             }
         }
     }
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub(crate) fn unix_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

@@ -29,16 +29,32 @@ pub enum SharedStoreError {
     /// may have moved the session on, so nothing of this host's is kept.
     #[error("this host no longer holds the session (its lease lapsed)")]
     LeaseLost,
+    /// What the store holds for the session is damaged, out of bounds or
+    /// not the session's: it is refused, for that session only.
+    #[error("the session's stored image is unusable: {0}")]
+    Corrupt(String),
+    /// The stored image is whole but cannot be this session's (another
+    /// runtime's).
+    #[error("the session's stored image does not fit it: {0}")]
+    Conflict(String),
 }
 
 impl SharedStoreError {
     pub(crate) fn local(what: impl Into<String>, source: std::io::Error) -> Self {
         Self::Local { what: what.into(), source }
     }
+
+    pub(crate) fn corrupt(what: String) -> Self {
+        Self::Corrupt(what)
+    }
 }
 
 impl From<SharedStoreError> for InterpreterError {
     fn from(error: SharedStoreError) -> Self {
-        InterpreterError::SharedStore(error.to_string())
+        match error {
+            SharedStoreError::Corrupt(reason) => InterpreterError::ImageCorrupt { reason, conflict: false },
+            SharedStoreError::Conflict(reason) => InterpreterError::ImageCorrupt { reason, conflict: true },
+            other => InterpreterError::SharedStore(other.to_string()),
+        }
     }
 }

@@ -13,6 +13,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::coordination::Coordination;
 use crate::error::SharedStoreError;
 use crate::location::ObjectLocation;
 
@@ -33,6 +34,7 @@ pub(crate) struct ListedFile {
 pub(crate) struct FileSync {
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) location: ObjectLocation,
+    pub(crate) coordination: Arc<Coordination>,
 }
 
 impl FileSync {
@@ -56,7 +58,7 @@ impl FileSync {
     pub(crate) async fn persist(&self, dir: &Path, listed: &FileList, list: &object_store::path::Path) -> Result<(), SharedStoreError> {
         for (relative, file) in &listed.files {
             let blob = self.blob(&file.sha256);
-            if self.objects.head(&blob).await.is_ok() {
+            if self.keep_named(&blob).await? {
                 continue;
             }
             let path = safe_join(dir, relative)?;
@@ -65,6 +67,21 @@ impl FileSync {
         }
         self.objects.put(list, PutPayload::from(serde_json::to_vec(listed)?)).await?;
         Ok(())
+    }
+
+    /// Notes that a list about to be written names the content `blob`;
+    /// true when the store holds it (so it need not be written). A content
+    /// the sweep is removing is waited for, then written again.
+    pub(crate) async fn keep_named(&self, blob: &object_store::path::Path) -> Result<bool, SharedStoreError> {
+        let name = [blob.to_string()];
+        let started = std::time::Instant::now();
+        while !self.coordination.refer_packs(&name).await?.is_empty() {
+            if started.elapsed() > std::time::Duration::from_secs(30) {
+                return Err(SharedStoreError::corrupt(format!("{blob} stayed marked for removal")));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        Ok(self.objects.head(blob).await.is_ok())
     }
 
     /// Makes `dir` hold exactly the files of the list at `list`: files

@@ -21,10 +21,13 @@ mod artifacts;
 mod coordination;
 mod error;
 mod file_sync;
+mod images;
 mod location;
 mod records;
 mod store;
+mod sweep;
 
 pub use error::SharedStoreError;
 pub use location::ObjectLocation;
 pub use store::{SharedSessionStore, SharedStoreOptions};
+pub use sweep::SweepReport;

@@ -373,6 +373,14 @@ impl Calls {
         Ok(())
     }
 
+    /// The value of `anypath_<name>` in the host's `/metrics` (0 when the
+    /// host does not show it).
+    pub fn metric(&self, host: &str, name: &str) -> anyhow::Result<f64> {
+        let text = self.client.get(format!("{host}/metrics")).send()?.error_for_status()?.text()?;
+        let wanted = format!("anypath_{name} ");
+        Ok(text.lines().find_map(|line| line.strip_prefix(&wanted)).and_then(|v| v.trim().parse().ok()).unwrap_or(0.0))
+    }
+
     /// The session as `host` describes it.
     pub fn describe(&self, host: &str, session: &str) -> anyhow::Result<Value> {
         let response = self.client.get(format!("{host}/v1/sessions/{session}")).send()?;

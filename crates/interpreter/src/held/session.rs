@@ -81,6 +81,19 @@ pub(crate) struct Session {
     pub(crate) last_fork: Mutex<Option<(std::sync::Weak<[u8]>, String)>>,
     /// Commands running in its shell now (see `crate::views::commands`).
     pub(crate) commands_running: std::sync::atomic::AtomicUsize,
+    /// Under `--checkpoint every-run`, the state its last kept image holds:
+    /// a run whose checkpoint fails is rolled back to it.
+    pub(crate) checkpointed: Mutex<Checkpointed>,
+}
+
+/// The state a session's store holds for it, as far as this host knows.
+#[derive(Clone, Default)]
+pub(crate) enum Checkpointed {
+    /// Not known (a run left a file open, so none was kept after it).
+    #[default]
+    Unknown,
+    /// This image.
+    Image(Arc<[u8]>),
 }
 
 impl Session {

@@ -11,7 +11,7 @@ use anypath_sandbox::LiveInstance;
 use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
-use crate::held::session::{Create, Session};
+use crate::held::session::{Checkpointed, Create, Session};
 use crate::interpreter::Interpreter;
 use crate::operation::{CallContext, Described, Operation, OperationKind};
 
@@ -125,16 +125,60 @@ impl<'a> Hibernation<'a> {
     /// instance running on (`--checkpoint every-run`, after a run): a host
     /// that takes the session over after this one died resumes from here.
     /// A session holding a file open is left for a later run.
-    pub(crate) async fn checkpoint(&self, session: &Arc<Session>, live: &mut LiveInstance) -> Result<(), InterpreterError> {
-        let image = live.checkpoint().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be checkpointed: {e}")))?;
-        let Some(image) = image else { return Ok(()) };
-        let kept = session.clone();
-        self.interpreter
+    ///
+    /// When the image cannot be made or kept, the run's state is rolled
+    /// back to `before` (the state the store holds), so the run can be
+    /// retried without being applied twice, and the error says so.
+    pub(crate) async fn checkpoint(&self, session: &Arc<Session>, live: &mut LiveInstance, before: RollBack) -> Result<(), InterpreterError> {
+        let image = match live.checkpoint().await {
+            Ok(Some(image)) => Arc::<[u8]>::from(image),
+            Ok(None) => {
+                *session.checkpointed.lock().unwrap_or_else(|p| p.into_inner()) = Checkpointed::Unknown;
+                return Ok(());
+            }
+            Err(error) => return Err(self.roll_back(session, live, before, format!("its state could not be captured: {error}"))),
+        };
+        let (kept, saved) = (session.clone(), image.clone());
+        let stored = self
+            .interpreter
             .off_workers(move |i| {
                 kept.store.persist_files(&kept.tenant, &kept.id, kept.files.dir())?;
-                i.hibernation().save_image(&kept, &image)
+                i.hibernation().save_image(&kept, &saved)
             })
-            .await
+            .await;
+        match stored {
+            Ok(()) => {
+                *session.checkpointed.lock().unwrap_or_else(|p| p.into_inner()) = Checkpointed::Image(image);
+                Ok(())
+            }
+            Err(error) => Err(self.roll_back(session, live, before, error.to_string())),
+        }
+    }
+
+    /// Puts the session back to `before` after its checkpoint failed for
+    /// `reason`: the error the run answers with.
+    fn roll_back(&self, session: &Session, live: &mut LiveInstance, before: RollBack, reason: String) -> InterpreterError {
+        let rolled_back = match before {
+            RollBack::Fresh => {
+                live.roll_back_to_fresh();
+                true
+            }
+            RollBack::To(Checkpointed::Image(image)) => {
+                live.resume_with(image.to_vec());
+                true
+            }
+            RollBack::To(Checkpointed::Unknown) => false,
+        };
+        tracing::warn!(session = %session.id, %reason, rolled_back, "a run's checkpoint failed");
+        InterpreterError::CheckpointFailed { reason, rolled_back }
+    }
+
+    /// What a failed checkpoint of the run about to start rolls back to.
+    pub(crate) fn roll_back_point(session: &Session, live: &LiveInstance) -> RollBack {
+        if !live.is_live() && !session.hibernated.load(Relaxed) && !live.is_hibernated() {
+            return RollBack::Fresh;
+        }
+        RollBack::To(session.checkpointed.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
 
     /// Saves the live instance's state in the session's store and drops
@@ -224,9 +268,13 @@ impl<'a> Hibernation<'a> {
     /// session stays marked hibernated and its image stays stored, and the
     /// instance holds the state as away, so no later run starts fresh
     /// without saying so.
-    pub(crate) async fn take_saved_state(&self, session: &Arc<Session>, live: &mut LiveInstance) {
+    ///
+    /// A saved state the store holds damaged, out of bounds or not the
+    /// session's is refused with [`InterpreterError::ImageCorrupt`]: this
+    /// run answers with it, and the next starts fresh and says so.
+    pub(crate) async fn take_saved_state(&self, session: &Arc<Session>, live: &mut LiveInstance) -> Result<(), InterpreterError> {
         if live.is_live() || !session.hibernated.load(Relaxed) {
-            return;
+            return Ok(());
         }
         live.expect_saved_state();
         let read = {
@@ -236,11 +284,20 @@ impl<'a> Hibernation<'a> {
         session.hibernated.store(false, Relaxed);
         let image = match read {
             Ok(image) => image,
+            Err(error @ InterpreterError::ImageCorrupt { .. }) => {
+                tracing::error!(session = %session.id, tenant = %session.tenant, %error, "a session's stored state was refused");
+                live.lose_state(format!("its saved state was refused ({error})"));
+                return Err(error);
+            }
             Err(error) => {
                 live.lose_state(format!("its saved state could not be read ({error})"));
-                return;
+                return Ok(());
             }
         };
+        if self.interpreter.config.checkpoint == crate::config::Checkpoint::EveryRun {
+            // What a failed checkpoint of this run rolls back to.
+            *session.checkpointed.lock().unwrap_or_else(|p| p.into_inner()) = Checkpointed::Image(Arc::from(image.as_slice()));
+        }
         live.resume_with(image);
         // From here the state lives in the instance: an image left behind
         // would be resumed, stale, by a process that finds it after a crash.
@@ -250,6 +307,7 @@ impl<'a> Hibernation<'a> {
             tracing::warn!(session = %session.id, %error, "a resumed session's state image could not be removed; trying again");
             self.remove_stale_image_later(session.clone());
         }
+        Ok(())
     }
 
     /// Tries again, with backoff, to remove the image of a session whose
@@ -315,6 +373,14 @@ impl Operation for HibernateSession {
         let tenant = caller.tenant.clone();
         Box::pin(async move { interpreter.hibernation().hibernate_session(&tenant, &self.session_id).await })
     }
+}
+
+/// Where a run's failed checkpoint puts the session back.
+pub(crate) enum RollBack {
+    /// The session held no state before the run.
+    Fresh,
+    /// The state the store held before the run.
+    To(Checkpointed),
 }
 
 #[cfg(test)]

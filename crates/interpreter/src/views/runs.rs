@@ -75,7 +75,9 @@ impl<'a> Runs<'a> {
             // A warm run finds its session in the table; only a new or reloaded
             // one needs the store, on the blocking pool.
             let (session, mut live) = interpreter.sessions().locked(tenant, session_id, create).await?;
-            interpreter.hibernation().take_saved_state(&session, &mut live).await;
+            interpreter.hibernation().take_saved_state(&session, &mut live).await?;
+            let every_run = interpreter.config.checkpoint == crate::config::Checkpoint::EveryRun;
+            let roll_back = every_run.then(|| crate::views::hibernation::Hibernation::roll_back_point(&session, &live));
             // File calls go on beside the run: what they change is not its doing.
             let generation = session.gate.run_started();
             let cached = session.seen.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -147,9 +149,11 @@ impl<'a> Runs<'a> {
                     })
                     .await?
             };
-            if interpreter.config.checkpoint == crate::config::Checkpoint::EveryRun && live.is_live() {
+            if let Some(before) = roll_back
+                && live.is_live()
+            {
                 // The answer waits for the image: a run it acknowledges outlives this host.
-                interpreter.hibernation().checkpoint(&session, &mut live).await?;
+                interpreter.hibernation().checkpoint(&session, &mut live, before).await?;
             }
             drop(live);
             interpreter.hibernation().evict_beyond_limit(&session).await;
@@ -167,6 +171,21 @@ impl<'a> Runs<'a> {
     /// run still waiting for the session is not stopped, nor one after it).
     pub fn interrupt_run(&self, tenant: &str, session_id: &str, run_id: &str) -> Result<bool, InterpreterError> {
         self.interrupt_matching(tenant, session_id, Some(run_id))
+    }
+
+    /// Asks the host that holds the session, when another host of the
+    /// fleet does, to stop its run there (`run_id`'s only, when given):
+    /// true when that host was asked. Blocking (it reaches the store).
+    pub fn interrupt_elsewhere(&self, tenant: &str, session_id: &str, run_id: Option<&str>) -> Result<bool, InterpreterError> {
+        let (tenant, session_id) = (names::tenant(tenant)?, names::session_id(session_id)?);
+        self.interpreter.store.ask_interrupt(tenant, session_id, run_id)
+    }
+
+    /// The interrupts other hosts ask this one for (see
+    /// [`Self::interrupt_elsewhere`]); `None` on a store of one host, or
+    /// when taken before.
+    pub fn interrupt_requests(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<crate::InterruptRequest>> {
+        self.interpreter.store.interrupt_requests()
     }
 
     fn interrupt_matching(&self, tenant: &str, session_id: &str, run_id: Option<&str>) -> Result<bool, InterpreterError> {

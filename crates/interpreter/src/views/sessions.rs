@@ -452,6 +452,7 @@ impl<'a> Sessions<'a> {
             running: std::sync::Mutex::new(None),
             last_fork: std::sync::Mutex::new(None),
             commands_running: std::sync::atomic::AtomicUsize::new(0),
+            checkpointed: std::sync::Mutex::new(Default::default()),
         });
         session.write_meta()?;
         interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).insert(key, session.clone());

@@ -28,12 +28,20 @@ use wasmtime::component::Instance;
 use super::access::{Access, GlobalValue, MemoryAccess};
 use super::layout::{ADAPTER_ALLOCATION_STATE, ADAPTER_STATE_POINTER};
 use super::ranges::{differing_chunks, intersect, merged, outside, uncovered};
+use super::blocks::decompress;
+use super::reader::Reader;
+use super::segments::{self, Segment};
 use crate::guest::GuestState;
 
-/// Leading bytes of every image.
-const MAGIC: &[u8; 8] = b"APSTATE3";
-/// Leading bytes of the images of the format before: the same, but each
-/// chunk stored as its own bytes rather than XOR the baseline's. Still read.
+/// Leading bytes of every image: its body compressed in segments by window
+/// of memory ([`super::segments`]).
+pub(super) const MAGIC: &[u8; 8] = b"APSTATE4";
+/// Leading bytes of the images of the format before: the body compressed in
+/// blocks of at least a megabyte, one per core. Still read.
+pub(super) const BLOCKS_MAGIC: &[u8; 8] = b"APSTATE3";
+/// Leading bytes of the images of the format before that: as
+/// [`BLOCKS_MAGIC`], but each chunk stored as its own bytes rather than XOR
+/// the baseline's. Still read.
 const RAW_CHUNKS_MAGIC: &[u8; 8] = b"APSTATE2";
 /// Leading bytes of the images of an earlier format (the chunks' places
 /// inside the compressed body).
@@ -41,7 +49,7 @@ const OLDER_MAGIC: &[u8; 8] = b"APSTATE1";
 /// Bytes of one global in the body: module, index, value.
 const GLOBAL_BYTES: usize = 16;
 /// Length of the trailing checksum.
-const CHECKSUM_BYTES: usize = 16;
+pub(super) const CHECKSUM_BYTES: usize = 16;
 /// Granularity of the memory comparison.
 pub(super) const CHUNK: usize = 4096;
 /// The adapter's state is one wasm page.
@@ -81,19 +89,22 @@ pub(crate) struct Identity {
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Header {
+pub(super) struct Header {
     identity: Identity,
     /// Each memory's size in pages, in the layout's order.
-    pages: Vec<u32>,
+    pub(super) pages: Vec<u32>,
     /// Per memory, where its chunks go: `[offset, length]`, ascending. Kept
     /// outside the compressed body so a resume can make those pages ready
     /// while the body is still being checked and decompressed.
-    runs: Vec<Vec<[u32; 2]>>,
+    pub(super) runs: Vec<Vec<[u32; 2]>>,
     /// Length of the decompressed body.
     body_bytes: u64,
     /// Files the code held open, closed before the capture.
     #[serde(default)]
     closed_files: Vec<String>,
+    /// The body's segments, in order (none in the formats before).
+    #[serde(default)]
+    pub(super) segments: Vec<Segment>,
 }
 
 /// A baseline instance's memories, read once.
@@ -187,78 +198,15 @@ pub(crate) async fn capture(
         }
         places.push(runs.into_iter().map(|(start, end)| [start as u32, (end - start) as u32]).collect());
     }
-    let header = Header {
+    let mut header = Header {
         identity: Identity { component: component.to_owned(), baseline: baseline.hash.clone() },
         pages,
         runs: places,
         body_bytes: body.len() as u64,
         closed_files,
+        segments: Vec::new(),
     };
-    Ok(encode(&header, &body))
-}
-
-/// Bodies are compressed in blocks of at least this size, one per core.
-const MIN_BLOCK: usize = 1 << 20;
-
-/// The body as LZ4 blocks compressed side by side: `u32` count, then per
-/// block its `u64` raw and compressed lengths and its bytes.
-fn compress(body: &[u8]) -> Vec<u8> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
-    let size = body.len().div_ceil(cores).max(MIN_BLOCK);
-    let pieces: Vec<&[u8]> = body.chunks(size).collect();
-    let blocks: Vec<Vec<u8>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = pieces.iter().map(|piece| scope.spawn(move || lz4_flex::block::compress(piece))).collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
-    });
-    let mut out = Vec::with_capacity(4 + blocks.iter().map(|b| b.len() + 16).sum::<usize>());
-    out.extend_from_slice(&(blocks.len() as u32).to_le_bytes());
-    for (piece, block) in pieces.iter().zip(&blocks) {
-        out.extend_from_slice(&(piece.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(block.len() as u64).to_le_bytes());
-        out.extend_from_slice(block);
-    }
-    out
-}
-
-/// Reverses [`compress`] into a body of `body_bytes`, the blocks side by side.
-fn decompress(payload: &[u8], body_bytes: usize) -> Result<Vec<u8>, StateError> {
-    let mut reader = Reader { bytes: payload };
-    let count = reader.u32()? as usize;
-    let mut blocks = Vec::with_capacity(count.min(1024));
-    let mut total = 0usize;
-    for _ in 0..count {
-        let raw = usize::try_from(reader.u64()?).map_err(|_| StateError::Corrupt("block length".into()))?;
-        let compressed = usize::try_from(reader.u64()?).map_err(|_| StateError::Corrupt("block length".into()))?;
-        total = total.checked_add(raw).filter(|t| *t <= body_bytes).ok_or_else(|| StateError::Corrupt("blocks exceed the body".into()))?;
-        blocks.push((raw, reader.take(compressed)?));
-    }
-    if total != body_bytes {
-        return Err(StateError::Corrupt("blocks do not fill the body".into()));
-    }
-    let mut body = spare_body(body_bytes);
-    let mut rest: &mut [u8] = &mut body;
-    let mut targets = Vec::with_capacity(blocks.len());
-    for (raw, _) in &blocks {
-        let (head, tail) = rest.split_at_mut(*raw);
-        targets.push(head);
-        rest = tail;
-    }
-    let results: Vec<Result<usize, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = blocks
-            .iter()
-            .zip(targets)
-            .map(|((_, input), target)| scope.spawn(move || lz4_flex::block::decompress_into(input, target).map_err(|e| e.to_string())))
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a decompression thread failed".into()))).collect()
-    });
-    for ((raw, _), result) in blocks.iter().zip(results) {
-        match result {
-            Ok(written) if written == *raw => {}
-            Ok(_) => return Err(StateError::Corrupt("a block decompressed short".into())),
-            Err(e) => return Err(StateError::Corrupt(format!("payload: {e}"))),
-        }
-    }
-    Ok(body)
+    Ok(encode(&mut header, &body, access.globals.len() * GLOBAL_BYTES))
 }
 
 /// Decoded bodies kept for the next decode: a body of a few MB is thousands
@@ -270,7 +218,7 @@ const SPARE_BODIES_KEPT: usize = 2;
 const SPARE_BODY_BYTES: usize = 64 << 20;
 
 /// A buffer of `len` zero bytes, reusing a kept one when there is one.
-fn spare_body(len: usize) -> Vec<u8> {
+pub(super) fn spare_body(len: usize) -> Vec<u8> {
     let kept = SPARE_BODIES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
     let mut body = kept.unwrap_or_default();
     body.clear();
@@ -289,19 +237,32 @@ fn keep_spare_body(body: Vec<u8>) {
     }
 }
 
-fn encode(header: &Header, body: &[u8]) -> Vec<u8> {
+/// The image of `body` (`globals_bytes` of globals, then the chunks of
+/// `header.runs`): its segments compressed and named into the header.
+fn encode(header: &mut Header, body: &[u8], globals_bytes: usize) -> Vec<u8> {
+    let compressed = segments::compress(body, &segments::cut(globals_bytes, &header.runs));
+    header.segments = compressed.iter().map(|(segment, _)| segment.clone()).collect();
+    let stored: Vec<&[u8]> = compressed.iter().map(|(_, bytes)| bytes.as_slice()).collect();
+    assemble(header, &stored)
+}
+
+/// An image of this format from its header and its segments' stored bytes.
+pub(super) fn assemble(header: &Header, stored: &[&[u8]]) -> Vec<u8> {
     let header = serde_json::to_vec(header).unwrap_or_default();
-    let payload = compress(body);
-    let mut out = Vec::with_capacity(MAGIC.len() + 12 + header.len() + payload.len() + CHECKSUM_BYTES);
+    let payload: usize = stored.iter().map(|s| s.len()).sum();
+    let mut out = Vec::with_capacity(MAGIC.len() + 12 + header.len() + payload + CHECKSUM_BYTES);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     out.extend_from_slice(&header);
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&payload);
+    out.extend_from_slice(&(payload as u64).to_le_bytes());
+    for bytes in stored {
+        out.extend_from_slice(bytes);
+    }
     let checksum = checksum(&out);
     out.extend_from_slice(&checksum);
     out
 }
+
 
 /// Where an image's chunks go, read from its header before the image is
 /// checked: only ever used to make pages ready, never to write them.
@@ -314,8 +275,8 @@ pub(crate) struct Plan {
 pub(crate) struct Decoded {
     identity: Identity,
     pages: Vec<u32>,
-    runs: Vec<Vec<[u32; 2]>>,
-    body: Vec<u8>,
+    pub(super) runs: Vec<Vec<[u32; 2]>>,
+    pub(super) body: Vec<u8>,
     /// Whether the body's chunks are still their XOR with the baseline
     /// (this format's images, until [`restore`] turns them back).
     delta: bool,
@@ -330,13 +291,24 @@ impl Drop for Decoded {
 }
 
 /// The checksum of an image's content.
-fn checksum(content: &[u8]) -> [u8; CHECKSUM_BYTES] {
+pub(super) fn checksum(content: &[u8]) -> [u8; CHECKSUM_BYTES] {
     xxhash_rust::xxh3::xxh3_128(content).to_le_bytes()
 }
 
-/// The header of `bytes`, unchecked, whether its chunks are deltas from the
-/// baseline, and what follows the header.
-fn read_header(bytes: &[u8]) -> Result<(Header, bool, Reader<'_>), StateError> {
+/// How an image's body is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// Segments by window of memory, chunks XOR the baseline.
+    Segments,
+    /// Blocks of a megabyte, chunks XOR the baseline.
+    Blocks,
+    /// Blocks of a megabyte, chunks as they are.
+    RawBlocks,
+}
+
+/// The header of `bytes`, unchecked, how its body is kept, and what
+/// follows the header.
+fn read_header(bytes: &[u8]) -> Result<(Header, Format, Reader<'_>), StateError> {
     let corrupt = |what: &str| StateError::Corrupt(what.to_owned());
     if bytes.len() >= MAGIC.len() && &bytes[..MAGIC.len()] == OLDER_MAGIC {
         return Err(StateError::OtherBuild("an image of an earlier format".into()));
@@ -344,15 +316,69 @@ fn read_header(bytes: &[u8]) -> Result<(Header, bool, Reader<'_>), StateError> {
     if bytes.len() < MAGIC.len() + 12 + CHECKSUM_BYTES {
         return Err(corrupt("not a state image"));
     }
-    let delta = match &bytes[..MAGIC.len()] {
-        magic if magic == MAGIC => true,
-        magic if magic == RAW_CHUNKS_MAGIC => false,
+    let format = match &bytes[..MAGIC.len()] {
+        magic if magic == MAGIC => Format::Segments,
+        magic if magic == BLOCKS_MAGIC => Format::Blocks,
+        magic if magic == RAW_CHUNKS_MAGIC => Format::RawBlocks,
         _ => return Err(corrupt("not a state image")),
     };
     let mut reader = Reader { bytes: &bytes[MAGIC.len()..bytes.len() - CHECKSUM_BYTES] };
+    let header = parse_header(&mut reader)?;
+    Ok((header, format, reader))
+}
+
+/// The JSON header at `reader` (after its `u32` length).
+pub(super) fn parse_header(reader: &mut Reader<'_>) -> Result<Header, StateError> {
     let header_len = reader.u32()? as usize;
-    let header: Header = serde_json::from_slice(reader.take(header_len)?).map_err(|e| StateError::Corrupt(format!("header: {e}")))?;
-    Ok((header, delta, reader))
+    serde_json::from_slice(reader.take(header_len)?).map_err(|e| StateError::Corrupt(format!("header: {e}")))
+}
+
+/// The most bytes of globals an image's body may open with.
+const MAX_GLOBALS_BYTES: usize = 1 << 20;
+/// The most pages a memory of an image may have (a 32-bit memory's all).
+const MAX_PAGES: u32 = 65_536;
+
+/// Refuses a header whose places and lengths cannot belong to an image this
+/// host made, before anything is allocated for it: the image may come from
+/// a store other processes write to.
+pub(super) fn check_header(header: &Header) -> Result<(), StateError> {
+    let corrupt = |what: &str| Err(StateError::Corrupt(what.to_owned()));
+    if header.pages.len() != header.runs.len() {
+        return corrupt("chunk places per memory");
+    }
+    let mut chunk_bytes = 0u64;
+    for (pages, runs) in header.pages.iter().zip(&header.runs) {
+        if *pages > MAX_PAGES {
+            return corrupt("a memory larger than any instance's");
+        }
+        let limit = u64::from(*pages) * WASM_PAGE as u64;
+        let mut previous_end = 0u64;
+        for [start, len] in runs {
+            let (start, end) = (u64::from(*start), u64::from(*start) + u64::from(*len));
+            if start < previous_end || end > limit || !start.is_multiple_of(CHUNK as u64) {
+                return corrupt("a chunk out of place");
+            }
+            previous_end = end;
+            chunk_bytes += u64::from(*len);
+        }
+    }
+    let globals = header.body_bytes.checked_sub(chunk_bytes);
+    if globals.is_none_or(|g| g > MAX_GLOBALS_BYTES as u64 || !g.is_multiple_of(GLOBAL_BYTES as u64)) {
+        return corrupt("the body's length does not match its chunks");
+    }
+    if !header.segments.is_empty() {
+        let mut raw = 0u64;
+        for segment in &header.segments {
+            if segment.raw as usize > segments::MAX_RAW || segment.stored as usize > lz4_flex::block::get_maximum_output_size(segment.raw as usize) {
+                return corrupt("a segment larger than any capture makes");
+            }
+            raw += u64::from(segment.raw);
+        }
+        if raw != header.body_bytes {
+            return corrupt("segments do not fill the body");
+        }
+    }
+    Ok(())
 }
 
 /// Where `bytes`' chunks go, read without checking the image.
@@ -364,15 +390,35 @@ pub(crate) fn plan(bytes: &[u8]) -> Result<Plan, StateError> {
 /// Checks `bytes`' checksum and decompresses it.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, StateError> {
     let corrupt = |what: &str| StateError::Corrupt(what.to_owned());
-    let (header, delta, mut reader) = read_header(bytes)?;
+    let (header, format, mut reader) = read_header(bytes)?;
     let (content, expected) = bytes.split_at(bytes.len() - CHECKSUM_BYTES);
     if checksum(content) != expected {
         return Err(corrupt("its checksum does not match its contents"));
     }
+    check_header(&header)?;
     let payload_len = usize::try_from(reader.u64()?).map_err(|_| corrupt("payload length"))?;
     let payload = reader.take(payload_len)?;
+    if !reader.bytes.is_empty() {
+        return Err(corrupt("bytes past the payload"));
+    }
     let body_bytes = usize::try_from(header.body_bytes).map_err(|_| corrupt("body length"))?;
-    let body = decompress(payload, body_bytes)?;
+    let body = match format {
+        Format::Segments => {
+            let mut stored = Vec::with_capacity(header.segments.len());
+            let mut rest = Reader { bytes: payload };
+            for segment in &header.segments {
+                stored.push(rest.take(segment.stored as usize)?);
+            }
+            if !rest.bytes.is_empty() {
+                return Err(corrupt("bytes past the last segment"));
+            }
+            let mut body = spare_body(body_bytes);
+            segments::decompress(&header.segments, &stored, &mut body)?;
+            body
+        }
+        Format::Blocks | Format::RawBlocks => decompress(payload, body_bytes)?,
+    };
+    let delta = format != Format::RawBlocks;
     Ok(Decoded { identity: header.identity, pages: header.pages, runs: header.runs, body, delta, closed_files: header.closed_files })
 }
 
@@ -598,42 +644,54 @@ fn possibly_written(memory: &[u8]) -> Vec<(usize, usize)> {
     vec![(0, memory.len())]
 }
 
-/// Bounds-checked little-endian reads.
-struct Reader<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], StateError> {
-        if self.bytes.len() < n {
-            return Err(StateError::Corrupt("truncated".into()));
-        }
-        let (head, tail) = self.bytes.split_at(n);
-        self.bytes = tail;
-        Ok(head)
-    }
-
-    fn u32(&mut self) -> Result<u32, StateError> {
-        let bytes = self.take(4)?;
-        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
-    }
-
-    fn u64(&mut self) -> Result<u64, StateError> {
-        let bytes = self.take(8)?;
-        let mut array = [0u8; 8];
-        array.copy_from_slice(bytes);
-        Ok(u64::from_le_bytes(array))
-    }
-}
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
+    use super::super::blocks::encode_blocks;
     use super::*;
+
+    /// A header for one memory of one wasm page.
+    pub(in crate::state_image) fn header(runs: Vec<Vec<[u32; 2]>>, body_bytes: usize) -> Header {
+        Header {
+            identity: Identity { component: "c".into(), baseline: "b".into() },
+            pages: vec![1],
+            runs,
+            body_bytes: body_bytes as u64,
+            closed_files: vec![],
+            segments: vec![],
+        }
+    }
+
+    #[test]
+    fn an_image_of_the_block_format_still_reads() {
+        let chunk = noise(CHUNK, 5);
+        let mut body = vec![9u8; GLOBAL_BYTES];
+        body.extend_from_slice(&chunk);
+        let bytes = encode_blocks(&header(vec![vec![[0, CHUNK as u32]]], body.len()), &body);
+        let image = decode(&bytes).expect("decodes");
+        assert!(image.delta);
+        assert_eq!(image.body, body);
+    }
+
+    #[test]
+    fn a_header_naming_places_outside_its_memory_is_refused_before_any_allocation() {
+        // A chunk past the memory's one page, chunks out of order, and a
+        // body claimed far longer than its chunks.
+        for (runs, body) in [
+            (vec![vec![[WASM_PAGE as u32, CHUNK as u32]]], CHUNK),
+            (vec![vec![[CHUNK as u32, CHUNK as u32], [0, CHUNK as u32]]], 2 * CHUNK),
+            (vec![vec![]], 1 << 40),
+        ] {
+            let mut header = header(runs, body);
+            header.segments = vec![Segment { raw: 0, stored: 0, sha256: String::new() }];
+            assert!(matches!(check_header(&header), Err(StateError::Corrupt(_))));
+        }
+    }
 
     #[test]
     fn a_damaged_image_is_refused_by_its_checksum() {
-        let header = Header { identity: Identity { component: "c".into(), baseline: "b".into() }, pages: vec![1], runs: vec![vec![]], body_bytes: 3, closed_files: vec![] };
-        let mut bytes = encode(&header, &[1, 2, 3]);
+        let mut header = header(vec![vec![]], 16);
+        let mut bytes = encode(&mut header, &[1; 16], 16);
         assert!(decode(&bytes).is_ok());
         let middle = bytes.len() / 2;
         bytes[middle] ^= 0x40;
@@ -674,8 +732,8 @@ mod tests {
         // are their own bytes.
         assert_eq!(body[GLOBAL_BYTES..GLOBAL_BYTES + CHUNK].iter().filter(|b| **b != 0).count(), 1);
         assert_eq!(&body[GLOBAL_BYTES + CHUNK..], &current[2 * CHUNK..]);
-        let header = Header { identity: Identity { component: "c".into(), baseline: "b".into() }, pages: vec![1], runs: vec![vec![[CHUNK as u32, 3 * CHUNK as u32]]], body_bytes: body.len() as u64, closed_files: vec![] };
-        let bytes = encode(&header, &body);
+        let mut header = header(vec![vec![[CHUNK as u32, 3 * CHUNK as u32]]], body.len());
+        let bytes = encode(&mut header, &body, GLOBAL_BYTES);
         // Compressed, the nearly-zero chunk costs next to nothing: the image
         // is about the two chunks of new bytes.
         assert!(bytes.len() < 2 * CHUNK + 512, "{} bytes", bytes.len());
@@ -693,8 +751,8 @@ mod tests {
         let base = noise(CHUNK, 3);
         let baseline = Baseline::new(vec![base], "b".into());
         let chunk = noise(CHUNK, 4);
-        let header = Header { identity: Identity { component: "c".into(), baseline: "b".into() }, pages: vec![1], runs: vec![vec![[0, CHUNK as u32]]], body_bytes: CHUNK as u64, closed_files: vec![] };
-        let mut bytes = encode(&header, &chunk);
+        let header = header(vec![vec![[0, CHUNK as u32]]], CHUNK);
+        let mut bytes = encode_blocks(&header, &chunk);
         bytes[..MAGIC.len()].copy_from_slice(RAW_CHUNKS_MAGIC);
         let content = bytes.len() - CHECKSUM_BYTES;
         let sum = checksum(&bytes[..content]);

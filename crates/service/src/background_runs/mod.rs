@@ -70,14 +70,21 @@ impl RunRegistry {
     /// interpreter's data directory), with callbacks to `callbacks`' hosts
     /// signed by `signer`. Background runs an earlier process left running
     /// are marked `lost`.
-    pub fn new(dir: Option<PathBuf>, callbacks: CallbackPolicy, signer: Option<Signer>) -> Arc<Self> {
-        let records = dir.and_then(|dir| match RunRecords::open(dir) {
-            Ok(records) => Some(Arc::new(records)),
-            Err(error) => {
-                tracing::error!(%error, "the runs' directory cannot be used: background runs are kept in memory only");
-                None
-            }
-        });
+    ///
+    /// With `shared` (the fleet's records, on a shared session store) the
+    /// records are the fleet's instead: a run is found, followed and
+    /// stopped from any host.
+    pub fn new(dir: Option<PathBuf>, shared: Option<Arc<dyn anypath_interpreter::shared_records::SharedRecords>>, callbacks: CallbackPolicy, signer: Option<Signer>) -> Arc<Self> {
+        let records = match shared {
+            Some(shared) if tokio::runtime::Handle::try_current().is_ok() => Some(Arc::new(RunRecords::shared(shared))),
+            _ => dir.and_then(|dir| match RunRecords::open(dir) {
+                Ok(records) => Some(Arc::new(records)),
+                Err(error) => {
+                    tracing::error!(%error, "the runs' directory cannot be used: background runs are kept in memory only");
+                    None
+                }
+            }),
+        };
         if let Some(records) = &records {
             Self::recover(records.clone());
         }
@@ -208,6 +215,11 @@ impl RunRegistry {
         let (tenant, run_id) = (tenant.to_owned(), run_id.to_owned());
         let stored = tokio::task::spawn_blocking(move || records.read(&tenant, &run_id)).await.ok()??;
         Some(Arc::new(Tracked::from_stored(stored)))
+    }
+
+    /// Run `run_id` of `tenant` when this host tracks it (started it here).
+    pub(crate) fn tracked_here(&self, tenant: &str, run_id: &str) -> Option<Arc<Tracked>> {
+        self.lock().runs.get(&(tenant.to_owned(), run_id.to_owned())).cloned()
     }
 
     /// The caller's run `run_id` in `session_id`, or `no_such_run`: what

@@ -10,26 +10,133 @@ use std::time::Duration;
 
 use anypath_wire::{ErrorBody, RunState};
 
+use anypath_interpreter::shared_records::SharedRecords;
+
 use super::tracked::StoredRun;
 
 /// How long a finished run's record is kept.
 pub(crate) const KEPT_FOR: Duration = Duration::from_secs(24 * 3600);
 
-/// The records' directory.
-pub(crate) struct RunRecords {
-    dir: PathBuf,
+/// Where runs' records are kept.
+pub(crate) enum RunRecords {
+    /// This host's directory.
+    Disk(DiskRecords),
+    /// Records every host of a fleet sees (a run started on one host is
+    /// found, followed and stopped from any other).
+    Shared(SharedRunRecords),
 }
 
+/// The kind of the fleet's shared records that holds runs.
+const SHARED_KIND: &str = "run";
+/// The record's field holding the run as JSON.
+const SHARED_FIELD: &str = "run";
+
 impl RunRecords {
-    /// Opens `dir` (created when missing).
+    /// Opens the directory `dir` (created when missing).
     pub fn open(dir: PathBuf) -> std::io::Result<Self> {
         std::fs::create_dir_all(&dir)?;
-        Ok(Self { dir })
+        Ok(Self::Disk(DiskRecords { dir }))
+    }
+
+    /// Records kept in the fleet's shared records; called on the runtime.
+    pub fn shared(records: std::sync::Arc<dyn SharedRecords>) -> Self {
+        Self::Shared(SharedRunRecords { records, runtime: tokio::runtime::Handle::current() })
     }
 
     /// Marks the runs an earlier process left running as lost, and prunes
-    /// old records; how many were lost.
+    /// old records; how many were lost. Shared records are left as they
+    /// are: a run another host still runs is not this host's to judge.
     pub fn recover(&self) -> std::io::Result<usize> {
+        match self {
+            Self::Disk(disk) => disk.recover(),
+            Self::Shared(_) => Ok(0),
+        }
+    }
+
+    /// Writes `stored` in place of its earlier record.
+    pub fn write(&self, stored: &StoredRun) -> std::io::Result<()> {
+        match self {
+            Self::Disk(disk) => disk.write(stored),
+            Self::Shared(shared) => shared.write(stored),
+        }
+    }
+
+    /// The record of a run, when there is one.
+    pub fn read(&self, tenant: &str, run_id: &str) -> Option<StoredRun> {
+        match self {
+            Self::Disk(disk) => disk.read(tenant, run_id),
+            Self::Shared(shared) => shared.read(tenant, run_id),
+        }
+    }
+
+    pub fn remove(&self, tenant: &str, run_id: &str) {
+        match self {
+            Self::Disk(disk) => disk.remove(tenant, run_id),
+            Self::Shared(shared) => shared.remove(tenant, run_id),
+        }
+    }
+
+    /// Removes the records of runs that ended more than [`KEPT_FOR`] ago.
+    pub fn prune(&self) {
+        match self {
+            Self::Disk(disk) => disk.prune(),
+            Self::Shared(shared) => shared.prune(),
+        }
+    }
+}
+
+/// Runs' records in the fleet's shared records, one per run (called on the
+/// blocking pool: each call waits on the runtime).
+pub(crate) struct SharedRunRecords {
+    records: std::sync::Arc<dyn SharedRecords>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl SharedRunRecords {
+    fn id(tenant: &str, run_id: &str) -> String {
+        format!("{tenant}.{run_id}")
+    }
+
+    fn write(&self, stored: &StoredRun) -> std::io::Result<()> {
+        let json = serde_json::to_string(stored).map_err(std::io::Error::other)?;
+        let fields = [(SHARED_FIELD.to_owned(), json), ("ended_unix".to_owned(), if stored.status.state.is_final() { unix_now().to_string() } else { String::new() })].into_iter().collect();
+        self.runtime.block_on(self.records.write(SHARED_KIND, &Self::id(&stored.tenant, &stored.status.run_id), fields)).map_err(std::io::Error::other)
+    }
+
+    fn read(&self, tenant: &str, run_id: &str) -> Option<StoredRun> {
+        let fields = self.runtime.block_on(self.records.read(SHARED_KIND, &Self::id(tenant, run_id))).ok()??;
+        serde_json::from_str(fields.get(SHARED_FIELD)?).ok()
+    }
+
+    fn remove(&self, tenant: &str, run_id: &str) {
+        let _ = self.runtime.block_on(self.records.remove(SHARED_KIND, &Self::id(tenant, run_id)));
+    }
+
+    fn prune(&self) {
+        let Ok(all) = self.runtime.block_on(self.records.list(SHARED_KIND)) else { return };
+        let now = unix_now();
+        for (id, fields) in all {
+            let ended = fields.get("ended_unix").and_then(|e| e.parse::<u64>().ok());
+            if ended.is_some_and(|at| now.saturating_sub(at) > KEPT_FOR.as_secs()) {
+                let _ = self.runtime.block_on(self.records.remove(SHARED_KIND, &id));
+            }
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The records' directory.
+pub(crate) struct DiskRecords {
+    dir: PathBuf,
+}
+
+impl DiskRecords {
+    /// Marks the runs an earlier process left running as lost, and prunes
+    /// old records; how many were lost.
+    fn recover(&self) -> std::io::Result<usize> {
         let records = self;
         let mut lost = 0;
         for path in records.files() {
@@ -57,8 +164,7 @@ impl RunRecords {
         (plain(tenant) && plain(run_id)).then(|| self.dir.join(tenant).join(format!("{run_id}.json")))
     }
 
-    /// Writes `stored` in place of its earlier record.
-    pub fn write(&self, stored: &StoredRun) -> std::io::Result<()> {
+    fn write(&self, stored: &StoredRun) -> std::io::Result<()> {
         let path = self.path(&stored.tenant, &stored.status.run_id).ok_or_else(|| std::io::Error::other("a run's tenant or id is not a plain name"))?;
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
@@ -72,19 +178,17 @@ impl RunRecords {
         written
     }
 
-    /// The record of a run, when there is one.
-    pub fn read(&self, tenant: &str, run_id: &str) -> Option<StoredRun> {
+    fn read(&self, tenant: &str, run_id: &str) -> Option<StoredRun> {
         read_file(&self.path(tenant, run_id)?)
     }
 
-    pub fn remove(&self, tenant: &str, run_id: &str) {
+    fn remove(&self, tenant: &str, run_id: &str) {
         if let Some(path) = self.path(tenant, run_id) {
             let _ = std::fs::remove_file(path);
         }
     }
 
-    /// Removes the records of runs that ended more than [`KEPT_FOR`] ago.
-    pub fn prune(&self) {
+    fn prune(&self) {
         for path in self.files() {
             let old = std::fs::metadata(&path).and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age > KEPT_FOR);
             if old && read_file(&path).is_some_and(|s| s.status.state.is_final()) {

@@ -160,9 +160,29 @@ impl InterpreterService {
     pub fn interrupt(&self, caller: &Caller, session_id: &str) {
         // Only an interrupt that stopped a run is worth a line.
         let audit = Audit::of(caller, OperationKind::Interrupt).session(session_id);
-        if let Ok(true) = self.interpreter.runs().interrupt(&caller.tenant, session_id) {
-            let _ = audit.finish(Ok(()));
+        match self.interpreter.runs().interrupt(&caller.tenant, session_id) {
+            Ok(true) => {
+                let _ = audit.finish(Ok(()));
+            }
+            Ok(false) => self.interrupt_elsewhere(caller, session_id, None),
+            Err(_) => {}
         }
+    }
+
+    /// Asks the host of the fleet that holds the session, when another
+    /// does, to stop its run; off the async workers, answered by no one.
+    fn interrupt_elsewhere(&self, caller: &Caller, session_id: &str, run_id: Option<&str>) {
+        let (interpreter, caller, session_id, run_id) = (self.interpreter.clone(), caller.clone(), session_id.to_owned(), run_id.map(str::to_owned));
+        tokio::task::spawn_blocking(move || {
+            if let Ok(true) = interpreter.runs().interrupt_elsewhere(&caller.tenant, &session_id, run_id.as_deref()) {
+                let audit = Audit::of(&caller, OperationKind::Interrupt).session(&session_id);
+                let audit = match &run_id {
+                    Some(run_id) => audit.subject(run_id),
+                    None => audit,
+                };
+                let _ = audit.finish(Ok(()));
+            }
+        });
     }
 
     /// The commands tracked by their id.
@@ -209,6 +229,10 @@ impl InterpreterService {
         let audit = Audit::of(caller, OperationKind::Interrupt).session(session_id).subject(run_id);
         let stopped = matches!(self.interpreter.runs().interrupt_run(&caller.tenant, session_id, run_id), Ok(true));
         let _ = audit.finish(Ok(()));
+        if !stopped {
+            // The run may be on another host of the fleet.
+            self.interrupt_elsewhere(caller, session_id, Some(run_id));
+        }
         stopped
     }
 

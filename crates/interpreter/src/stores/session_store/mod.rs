@@ -69,6 +69,10 @@ impl DiscardedHome {
     }
 }
 
+/// An interrupt another host of a fleet asks for: tenant, session id, and
+/// the run (any run of the session when `None`).
+pub type InterruptRequest = (String, String, Option<String>);
+
 /// Storage of sessions: what is kept for each one, by tenant and session id.
 pub trait SessionStore: Send + Sync {
     /// The session's home on this host: the directory that holds its files
@@ -182,6 +186,12 @@ pub trait SessionStore: Send + Sync {
         true
     }
 
+    /// The store's own figures for `/metrics` (name, help, value): what a
+    /// shared store wrote, read and swept. None for a store of one host.
+    fn store_metrics(&self) -> Vec<(String, &'static str, f64)> {
+        Vec::new()
+    }
+
     /// Where this fleet's hosts publish their artifacts, when the store is
     /// shared: links and session listings then work on every host.
     fn artifact_share(&self) -> Option<std::sync::Arc<dyn crate::stores::artifact_share::ArtifactShare>> {
@@ -198,5 +208,17 @@ pub trait SessionStore: Send + Sync {
     /// session id), when the store is shared; taken once.
     fn handover_requests(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>> {
         None
+    }
+
+    /// The interrupts other hosts sharing the store ask this one for, as
+    /// (tenant, session id, run id or any run); taken once.
+    fn interrupt_requests(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<InterruptRequest>> {
+        None
+    }
+
+    /// Asks the host that holds the session, when another holds it, to
+    /// interrupt its run (`run_id`'s only, when given); true when asked.
+    fn ask_interrupt(&self, _tenant: &str, _session_id: &str, _run_id: Option<&str>) -> Result<bool, InterpreterError> {
+        Ok(false)
     }
 }
