@@ -342,3 +342,26 @@ fn an_interrupt_sent_to_one_host_stops_the_run_on_another() {
     assert_eq!(ended["state"], json!("interrupted"), "{ended}");
     assert_eq!(run(fleet.a(), id, "print(x)")["stdout"], json!("7\n"));
 }
+
+/// Under the default `--checkpoint idle`, a session that sat quiet for a
+/// moment has its state kept in the store off every answer's path: a host
+/// killed then loses nothing of it. A run after that checkpoint marks the
+/// image older first, so a host killed right after that run has the next
+/// host say what was lost.
+#[test]
+fn a_quiet_session_is_checkpointed_in_the_background_and_a_later_run_marks_it_older() {
+    let mut fleet = Fleet::start("quiet", &["--lease-seconds", "2", "--hibernate-after-idle-seconds", "3600"]);
+    let (kept, stale) = ("kept-quietly", "stale-after");
+    for id in [kept, stale] {
+        open(fleet.a(), id);
+        run(fleet.a(), id, "x = 1");
+    }
+    // Both sit quiet past the checkpoint's wait; then one runs again.
+    std::thread::sleep(Duration::from_secs(5));
+    run(fleet.a(), stale, "x = 2");
+    fleet.hosts[0].process.kill();
+    let on_b = run(fleet.b(), kept, "print(x)");
+    assert_eq!((on_b["stdout"].as_str(), &on_b["state_reset"]), (Some("1\n"), &json!(false)), "the quiet session's state was kept: {on_b}");
+    let on_b = run(fleet.b(), stale, "print(x)");
+    assert_eq!((on_b["stdout"].as_str(), &on_b["state_reset"]), (Some("1\n"), &json!(true)), "the run after the checkpoint is lost, and said so: {on_b}");
+}

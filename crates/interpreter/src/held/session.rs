@@ -84,6 +84,13 @@ pub(crate) struct Session {
     /// Under `--checkpoint every-run`, the state its last kept image holds:
     /// a run whose checkpoint fails is rolled back to it.
     pub(crate) checkpointed: Mutex<Checkpointed>,
+    /// Under `--checkpoint idle` on a shared store: a checkpoint is owed
+    /// once the session has been quiet a moment (see
+    /// `crate::views::hibernation::Hibernation::checkpoint_when_quiet`).
+    pub(crate) quiet_checkpoint_owed: AtomicBool,
+    /// The store's image is the live state (a quiet checkpoint made it so):
+    /// the next run marks it older before it changes the state.
+    pub(crate) image_is_live_state: AtomicBool,
 }
 
 /// The state a session's store holds for it, as far as this host knows.

@@ -155,6 +155,56 @@ impl<'a> Hibernation<'a> {
         }
     }
 
+    /// Under `--checkpoint idle` on a store shared by a fleet: once the
+    /// session has been quiet for [`QUIET_FOR`], its state is kept in the
+    /// store (only the segments it changed are written), off every answer's
+    /// path, so a host that dies loses only what ran since. Holds the run
+    /// lock while it captures and writes: a run that comes meanwhile waits
+    /// for it, then marks the image older before it changes the state.
+    pub(crate) fn checkpoint_when_quiet(&self, session: &Arc<Session>) {
+        let interpreter = self.interpreter;
+        if interpreter.config.checkpoint != crate::config::Checkpoint::Idle || interpreter.store.shared_records().is_none() {
+            return;
+        }
+        if session.quiet_checkpoint_owed.swap(true, Relaxed) {
+            return;
+        }
+        let (interpreter, session) = (Arc::downgrade(interpreter), session.clone());
+        tokio::spawn(async move {
+            // Until the session has been quiet that long (a run meanwhile starts the wait again).
+            while let Some(left) = QUIET_FOR.checked_sub(session.idle()).filter(|left| !left.is_zero()) {
+                tokio::time::sleep(left).await;
+            }
+            session.quiet_checkpoint_owed.store(false, Relaxed);
+            let Some(interpreter) = interpreter.upgrade() else { return };
+            // A run holding the lock owes the next one.
+            let Ok(mut live) = session.live.clone().try_lock_owned() else { return };
+            if !live.is_live() || session.moved.load(Relaxed) {
+                return;
+            }
+            let image = match live.checkpoint().await {
+                Ok(Some(image)) => image,
+                Ok(None) => return,
+                Err(error) => {
+                    tracing::warn!(session = %session.id, %error, "a quiet session's state could not be captured");
+                    return;
+                }
+            };
+            let kept = session.clone();
+            let stored = interpreter
+                .off_workers(move |i| {
+                    kept.store.persist_files(&kept.tenant, &kept.id, kept.files.dir())?;
+                    i.hibernation().save_image(&kept, &image)
+                })
+                .await;
+            match stored {
+                Ok(()) => session.image_is_live_state.store(true, Relaxed),
+                Err(error) => tracing::warn!(session = %session.id, %error, "a quiet session's state was not kept; it is kept when the session is parked"),
+            }
+            drop(live);
+        });
+    }
+
     /// Puts the session back to `before` after its checkpoint failed for
     /// `reason`: the error the run answers with.
     fn roll_back(&self, session: &Session, live: &mut LiveInstance, before: RollBack, reason: String) -> InterpreterError {
@@ -338,6 +388,10 @@ impl<'a> Hibernation<'a> {
         });
     }
 }
+
+/// How long a session under `--checkpoint idle` on a shared store is quiet
+/// before its state is kept in the store.
+const QUIET_FOR: Duration = Duration::from_secs(2);
 
 /// How long to wait before each retry of a failed removal of a resumed
 /// session's image.

@@ -76,6 +76,12 @@ impl<'a> Runs<'a> {
             // one needs the store, on the blocking pool.
             let (session, mut live) = interpreter.sessions().locked(tenant, session_id, create).await?;
             interpreter.hibernation().take_saved_state(&session, &mut live).await?;
+            if session.image_is_live_state.swap(false, Relaxed) {
+                // A quiet checkpoint kept the state this run is about to
+                // change: the store's image is older from here on.
+                let stored = session.clone();
+                interpreter.off_workers(move |_| stored.store.remove_image(&stored.tenant, &stored.id)).await?;
+            }
             let every_run = interpreter.config.checkpoint == crate::config::Checkpoint::EveryRun;
             let roll_back = every_run.then(|| crate::views::hibernation::Hibernation::roll_back_point(&session, &live));
             // File calls go on beside the run: what they change is not its doing.
@@ -156,6 +162,7 @@ impl<'a> Runs<'a> {
                 interpreter.hibernation().checkpoint(&session, &mut live, before).await?;
             }
             drop(live);
+            interpreter.hibernation().checkpoint_when_quiet(&session);
             interpreter.hibernation().evict_beyond_limit(&session).await;
             Ok(RunReport { run_id, session_id: session_id.to_owned(), runtime: session.runtime, cell, artifacts, artifact_errors })
         })

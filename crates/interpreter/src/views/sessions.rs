@@ -453,6 +453,8 @@ impl<'a> Sessions<'a> {
             last_fork: std::sync::Mutex::new(None),
             commands_running: std::sync::atomic::AtomicUsize::new(0),
             checkpointed: std::sync::Mutex::new(Default::default()),
+            quiet_checkpoint_owed: std::sync::atomic::AtomicBool::new(false),
+            image_is_live_state: std::sync::atomic::AtomicBool::new(false),
         });
         session.write_meta()?;
         interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).insert(key, session.clone());
