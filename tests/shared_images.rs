@@ -365,3 +365,87 @@ fn a_quiet_session_is_checkpointed_in_the_background_and_a_later_run_marks_it_ol
     let on_b = run(fleet.b(), stale, "print(x)");
     assert_eq!((on_b["stdout"].as_str(), &on_b["state_reset"]), (Some("1\n"), &json!(true)), "the run after the checkpoint is lost, and said so: {on_b}");
 }
+
+/// The whole product as a fleet: three `anypath up` instances (each the app
+/// and its sandbox host) on one Redis (the app's store and the hosts'
+/// coordination) and one object store. A REST record written through one
+/// is read through another; a `/v1` session, an E2B sandbox's code and a
+/// Jupyter kernel started through one are used through the others.
+#[test]
+fn three_anypath_up_instances_serve_rest_v1_e2b_and_jupyter_as_one_fleet() {
+    let kv = common::app::temp_kv("up-fleet");
+    let redis = common::redis_server::RedisServer::start(&kv.with_file_name("redis"));
+    let (store, endpoint_env, _own_store) = match std::env::var("ANYPATH_FLEET_S3") {
+        Ok(endpoint) => (format!("s3://{BUCKET}/up-fleet-{}", uuid::Uuid::new_v4().simple()), common::seaweedfs::SeaweedFs::env_for(&endpoint), None),
+        Err(_) => {
+            let own = common::seaweedfs::SeaweedFs::start(&kv.with_file_name("seaweedfs"));
+            own.create_bucket(BUCKET);
+            (format!("s3://{BUCKET}/up-fleet"), own.env(), Some(own))
+        }
+    };
+    let mut env: Vec<(String, String)> = redis.app_env();
+    env.extend(endpoint_env);
+    env.extend([
+        ("ANYPATH_SESSION_STORE".to_owned(), store),
+        ("ANYPATH_COORDINATION".to_owned(), redis.url()),
+        ("ANYPATH_SIGNING_KEY".to_owned(), "up-fleet-signing-key-of-32-bytes".to_owned()),
+        ("ANYPATH_API_KEYS".to_owned(), "e2b_a11ce:alice,key-alice:alice".to_owned()),
+    ]);
+    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let apps: Vec<common::app::App> = (0..3).map(|i| common::app::App::start_with(&kv.with_file_name(format!("kv-{i}.db")), "spin.toml", &pairs)).collect();
+    let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().expect("a client");
+
+    // REST: a record made through one instance reads through another.
+    let made = http.post(format!("{}/notes", apps[0].base)).json(&json!({"text": "shared"})).send().expect("POST /notes");
+    assert_eq!(made.status().as_u16(), 201);
+    let made: Value = made.json().expect("the record");
+    let read: Value = http.get(format!("{}/notes/{}", apps[1].base, made["id"])).send().expect("GET").json().expect("JSON");
+    assert_eq!(read["text"], json!("shared"), "{read}");
+
+    // /v1: state made through the first instance's sandbox host, read through the third's.
+    let v1 = |i: usize, method: &str, path: &str, body: Value| -> Value {
+        let response = http.request(method.parse().expect("a method"), format!("http://{}{path}", apps[i].sandbox)).header("x-api-key", "key-alice").json(&body).send().expect("sent");
+        let status = response.status();
+        let body: Value = response.json().unwrap_or(Value::Null);
+        assert!(status.is_success(), "{method} {path} on instance {i}: {status} {body}");
+        body
+    };
+    v1(0, "POST", "/v1/sessions", json!({"session_id": "shared", "runtime": "python"}));
+    v1(0, "POST", "/v1/sessions/shared/run", json!({"code": "x = 41"}));
+    assert_eq!(v1(2, "POST", "/v1/sessions/shared/run", json!({"code": "print(x + 1)"}))["stdout"], json!("42\n"));
+
+    // E2B: a sandbox made through one instance runs code through the others.
+    let e2b = |i: usize| format!("http://{}", apps[i].e2b.as_deref().expect("E2B's API is served"));
+    let sandbox: Value = http
+        .post(format!("{}/v2/sandboxes", e2b(0)))
+        .header("x-api-key", "e2b_a11ce")
+        .json(&json!({"templateID": "code-interpreter-v1", "timeout": 60}))
+        .send()
+        .expect("created")
+        .json()
+        .expect("a sandbox");
+    let execute = |i: usize, code: &str| -> String {
+        let mut request = http.post(format!("{}/execute", e2b(i))).header("e2b-sandbox-id", sandbox["sandboxID"].as_str().expect("an id"));
+        if let Some(token) = sandbox["envdAccessToken"].as_str() {
+            request = request.header("x-access-token", token);
+        }
+        let response = request.json(&json!({"code": code})).send().expect("executed");
+        assert_eq!(response.status().as_u16(), 200, "execute on instance {i}");
+        response.text().expect("its stream")
+    };
+    execute(1, "y = 20");
+    assert!(execute(2, "y + 22").contains("\"42\""), "the sandbox's state through another instance");
+
+    // Jupyter: a kernel started through one instance is found through another.
+    let kernel: Value = http
+        .post(format!("http://{}/api/kernels", apps[0].sandbox))
+        .header("authorization", "token key-alice")
+        .json(&json!({"name": "python3"}))
+        .send()
+        .expect("started")
+        .json()
+        .expect("a kernel");
+    let id = kernel["id"].as_str().expect("a kernel id");
+    let found = http.get(format!("http://{}/api/kernels/{id}", apps[1].sandbox)).header("authorization", "token key-alice").send().expect("found");
+    assert_eq!(found.status().as_u16(), 200, "the kernel is listed through another instance");
+}

@@ -153,6 +153,7 @@ impl SharedSessionStore {
             ("store_segment_cache_bytes".to_owned(), "Bytes of image segments this host keeps in memory", cached_bytes as f64),
             ("store_segment_cache_segments".to_owned(), "Image segments this host keeps in memory", cached as f64),
             ("store_sweep_finished_unix_ms".to_owned(), "When this host last swept the shared store (0: never)", report.finished_unix_ms as f64),
+            ("store_sweep_duration_ms".to_owned(), "How long this host's last sweep of the shared store took", report.duration_ms as f64),
             ("store_sweep_records_removed".to_owned(), "Records of expired sessions no host held that this host's sweeps removed", report.records_removed as f64),
         ];
         for kind in ["images", "packs", "files", "blobs"] {

@@ -190,6 +190,8 @@ impl Host {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(["--checkpoint", if self.options.every_run { "every-run" } else { "idle" }])
+            // Often enough that the many-sessions row reads what the store holds.
+            .args(["--sweep-every-seconds", "15"])
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
