@@ -248,7 +248,7 @@ fn damaged_truncated_oversized_and_misdirected_images_are_refused_for_their_sess
     put_object(stores, &pack, bytes[..bytes.len() / 3].to_vec());
     // A manifest naming a pack it does not list.
     let (mut misplaced, image) = placement(&get_object(stores, &manifest_of("misplaced")));
-    misplaced["segments"][0][1] = json!(99);
+    misplaced["segments"][0][0] = json!(99);
     put_object(stores, &manifest_of("misplaced"), with_placement(&misplaced, &image));
     // A record pointing at another session's manifest.
     redis::cmd("HSET")

@@ -50,8 +50,9 @@ struct Placement {
     runtime: Option<String>,
     /// The pack objects the segments lie in.
     packs: Vec<String>,
-    /// Per segment: its SHA-256, its pack's index in `packs`, its offset.
-    segments: Vec<(String, u32, u64)>,
+    /// Per segment, in the order the image's manifest names them (each
+    /// once): its pack's index in `packs` and its offset there.
+    segments: Vec<(u32, u64)>,
 }
 
 /// Where a segment lies: its pack and offset there.
@@ -160,13 +161,13 @@ impl SharedImages {
     }
 
     /// Remembers where the manifest `placement` puts its segments.
-    fn remember(&self, placement: &Placement) {
+    fn remember(&self, placement: &Placement, names: &[ChunkName]) {
         let tick = Instant::now();
         let packs: Vec<Arc<str>> = placement.packs.iter().map(|p| Arc::from(p.as_str())).collect();
         let mut places = self.places.lock().unwrap_or_else(PoisonError::into_inner);
-        for (sha, pack, offset) in &placement.segments {
+        for (name, (pack, offset)) in names.iter().zip(&placement.segments) {
             if let Some(pack) = packs.get(*pack as usize) {
-                places.insert(sha.clone(), (Place { pack: pack.clone(), offset: *offset }, tick));
+                places.insert(name.sha256.clone(), (Place { pack: pack.clone(), offset: *offset }, tick));
             }
         }
         if places.len() > MAX_PLACES {
@@ -267,7 +268,7 @@ impl SharedImages {
                 session: session.to_owned(),
                 runtime: runtime.clone(),
                 packs: naming.clone(),
-                segments: names.iter().map(|n| (n.sha256.clone(), placed[n.sha256.as_str()].0, placed[n.sha256.as_str()].1)).collect(),
+                segments: names.iter().map(|n| placed[n.sha256.as_str()]).collect(),
             };
             let stored = stored_manifest(&placement, &split.manifest)?;
             if fresh {
@@ -291,7 +292,7 @@ impl SharedImages {
                     }
                 }
             }
-            self.remember(&placement);
+            self.remember(&placement, &names);
             return Ok(Some(Saved { manifest: new_manifest.to_string(), packs: naming, image_bytes }));
         }
         Err(SharedStoreError::corrupt("the store kept removing the packs this image needs".into()))
@@ -314,7 +315,10 @@ impl SharedImages {
             return Err(SharedStoreError::Conflict(format!("the stored image is of the {has} runtime; the session runs {wanted}")));
         }
         let names = chunked::chunk_names(image_manifest).map_err(|e| refuse(format!("its manifest: {e}")))?;
-        let places: HashMap<&str, (u32, u64)> = placement.segments.iter().map(|(sha, pack, offset)| (sha.as_str(), (*pack, *offset))).collect();
+        if names.len() != placement.segments.len() {
+            return Err(refuse(format!("its manifest names {} segments and places {}", names.len(), placement.segments.len())));
+        }
+        let places: HashMap<&str, (u32, u64)> = names.iter().zip(&placement.segments).map(|(name, place)| (name.sha256.as_str(), *place)).collect();
         let mut have: HashMap<String, Bytes> = HashMap::with_capacity(names.len());
         let mut wanted: HashMap<u32, Vec<(&ChunkName, u64)>> = HashMap::new();
         {
@@ -387,7 +391,7 @@ impl SharedImages {
                 }
             }
         }
-        self.remember(&placement);
+        self.remember(&placement, &names);
         Ok(image)
     }
 
@@ -406,7 +410,7 @@ impl SharedImages {
         self.counters.manifests_written.fetch_add(1, Relaxed);
         self.counters.segments_reused.fetch_add(names.len() as u64, Relaxed);
         let image_bytes = names.iter().map(|n| u64::from(n.bytes)).sum();
-        self.remember(&placement);
+        self.remember(&placement, &names);
         Ok(Some(Saved { manifest: new_manifest.to_string(), packs: placement.packs, image_bytes }))
     }
 }
@@ -426,7 +430,7 @@ fn parse_stored(stored: &[u8]) -> Result<(Placement, &[u8]), SharedStoreError> {
     }
     let (json, image_manifest) = rest.split_at(length);
     let placement: Placement = serde_json::from_slice(json).map_err(|e| bad(&e.to_string()))?;
-    if placement.packs.len() > 4 * MAX_PACKS || placement.segments.iter().any(|(_, pack, _)| *pack as usize >= placement.packs.len()) {
+    if placement.packs.len() > 4 * MAX_PACKS || placement.segments.iter().any(|(pack, _)| *pack as usize >= placement.packs.len()) {
         return Err(bad("segments in packs it does not name"));
     }
     Ok((placement, image_manifest))

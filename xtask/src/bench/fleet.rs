@@ -177,6 +177,38 @@ fn handed_over(log: &[LogLine], pick: impl Fn(&str) -> bool) -> Latencies {
     Latencies::of(&times)
 }
 
+/// The p50 of field `field` (microseconds) of the log lines `message`
+/// about the sessions `pick` keeps, in milliseconds (`None`: no such line).
+fn phase(log: &[LogLine], message: &str, field: &str, pick: &impl Fn(&str) -> bool) -> Option<f64> {
+    let times: Vec<Duration> = log
+        .iter()
+        .filter(|l| l.message == message && l.session.as_deref().is_some_and(pick))
+        .filter_map(|l| l.line[field].as_u64().map(Duration::from_micros))
+        .collect();
+    (!times.is_empty()).then(|| Latencies::of(&times).p50())
+}
+
+/// Where each millisecond of a hand-over goes, phase by phase (p50s from
+/// the hosts' logs), against the whole (request to answer).
+fn phases(what: &str, log: &[LogLine], pick: impl Fn(&str) -> bool, whole: &Latencies) -> Option<String> {
+    let holder = [
+        ("files kept", phase(log, "hand-over phases", "files_us", &pick)?),
+        ("state captured", phase(log, "state parked", "capture_us", &pick)?),
+        ("image saved (changed segments and a manifest written, record moved)", phase(log, "state parked", "save_us", &pick)?),
+        ("metadata written", phase(log, "hand-over phases", "meta_us", &pick)?),
+    ];
+    let read = phase(log, "saved state read", "read_us", &pick)?;
+    let counted: f64 = holder.iter().map(|(_, ms)| ms).sum::<f64>() + read;
+    let parts: Vec<String> = holder.iter().map(|(name, ms)| format!("{name} {ms:.1} ms")).collect();
+    Some(format!(
+        "{what}, p50 per phase: on the holder {}; on the claimer the image read (manifest, segments it lacks, joined) {read:.1} ms; \
+         the rest of the {:.1} ms (the ask on Redis, the claim and the files, the restore, the run, HTTP) about {:.1} ms",
+        parts.join(", "),
+        whole.p50(),
+        whole.p50() - counted
+    ))
+}
+
 /// Where `what`'s time goes: the holder's part as its log times it
 /// (`holder_does` describes it), the rest of the whole on the claimer.
 /// Medians, not matched call by call: the difference is approximate.
@@ -240,6 +272,8 @@ fn handover_rows(calls: &Calls, a: &Host, b: &Host) -> anyhow::Result<Part> {
     let notes = [
         breakdown("a hand-over of a live 10 MB session (first run on B)", holder_does, &firsts, &Latencies::of(&first)),
         breakdown("a hand-over of a live 10 MB session (alternating)", holder_does, &turns, &Latencies::of(&alternating)),
+        phases("a first hand-over of a live 10 MB session", &log, |s| s.starts_with("handover-") && s != "handover-0", &Latencies::of(&first)),
+        phases("an alternating hand-over", &log, |s| s == "alternating", &Latencies::of(&alternating)),
     ];
     let rows = vec![
         Row::new("hand-over: live 10 MB session on A, first run on B", &first, "<= 30 ms"),

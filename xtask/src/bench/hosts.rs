@@ -167,7 +167,7 @@ pub struct Host {
 }
 
 /// The messages kept from a host's log (besides warnings and errors).
-const KEPT: &[&str] = &["session handed over", "sessions hibernated for the stop"];
+const KEPT: &[&str] = &["session handed over", "sessions hibernated for the stop", "hand-over phases", "state parked", "saved state read"];
 
 impl Host {
     /// Starts a host named `name` and waits until it serves.

@@ -36,12 +36,18 @@ impl Sessions<'_> {
                 // the next: a store that refuses one leaves the session live here
                 // as it was, and the asking host is told no.
                 let kept = session.clone();
+                let started = std::time::Instant::now();
                 interpreter.off_workers(move |_| kept.store.persist_files(&kept.tenant, &kept.id, kept.files.dir())).await?;
+                let files_us = started.elapsed().as_micros() as u64;
                 if live.is_live() || live.is_hibernated() {
                     interpreter.hibernation().park(&session, &mut live).await?;
                 }
+                let park_us = started.elapsed().as_micros() as u64 - files_us;
                 let kept = session.clone();
-                if let Err(error) = interpreter.off_workers(move |_| kept.write_meta()).await {
+                let written = interpreter.off_workers(move |_| kept.write_meta()).await;
+                // Where a hand-over's time goes on the holder (the benchmark reads it).
+                tracing::info!(session = %session_id, files_us, park_us, meta_us = started.elapsed().as_micros() as u64 - files_us - park_us, "hand-over phases");
+                if let Err(error) = written {
                     // The state goes on here: the image just kept is not its newest.
                     let stale = session.clone();
                     let _ = interpreter.off_workers(move |_| stale.store.remove_image(&stale.tenant, &stale.id)).await;

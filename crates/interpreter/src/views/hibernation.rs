@@ -115,10 +115,15 @@ impl<'a> Hibernation<'a> {
     /// an image that cannot be made or kept loses nothing: the instance is
     /// left as it was and the error returned.
     pub(crate) async fn park(&self, session: &Arc<Session>, live: &mut LiveInstance) -> Result<(), InterpreterError> {
+        let started = std::time::Instant::now();
         let image = live.capture().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be saved for a hand-over: {e}")))?;
         let Some(image) = image else { return Ok(()) };
-        let kept = session.clone();
-        self.interpreter.off_workers(move |i| i.hibernation().save_image(&kept, &image)).await
+        let capture_us = started.elapsed().as_micros() as u64;
+        let (kept, bytes) = (session.clone(), image.len() as u64);
+        let saved = self.interpreter.off_workers(move |i| i.hibernation().save_image(&kept, &image)).await;
+        // Where a hand-over's parking goes (the benchmark reads it).
+        tracing::info!(session = %session.id, capture_us, save_us = started.elapsed().as_micros() as u64 - capture_us, bytes, "state parked");
+        saved
     }
 
     /// Writes the live session's state and files to its store, the
@@ -179,7 +184,9 @@ impl<'a> Hibernation<'a> {
             let Some(interpreter) = interpreter.upgrade() else { return };
             // A run holding the lock owes the next one.
             let Ok(mut live) = session.live.clone().try_lock_owned() else { return };
-            if !live.is_live() || session.moved.load(Relaxed) {
+            // A session handed over, closed or expired meanwhile is not this host's to keep.
+            let listed = interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).get(&(session.tenant.clone(), session.id.clone())).is_some_and(|s| Arc::ptr_eq(s, &session));
+            if !live.is_live() || session.moved.load(Relaxed) || !listed || !session.store.holds(&session.tenant, &session.id) {
                 return;
             }
             let image = match live.checkpoint().await {
@@ -327,10 +334,15 @@ impl<'a> Hibernation<'a> {
             return Ok(());
         }
         live.expect_saved_state();
+        let started = std::time::Instant::now();
         let read = {
             let session = session.clone();
             self.interpreter.off_workers(move |_| session.store.read_image(&session.tenant, &session.id)).await
         };
+        if let Ok(image) = &read {
+            // Where a resume's time goes (the benchmark reads it).
+            tracing::info!(session = %session.id, read_us = started.elapsed().as_micros() as u64, bytes = image.len() as u64, "saved state read");
+        }
         session.hibernated.store(false, Relaxed);
         let image = match read {
             Ok(image) => image,

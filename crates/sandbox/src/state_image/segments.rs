@@ -115,7 +115,7 @@ fn cores() -> usize {
 }
 
 /// `work` over `items` in order, the items shared out over the cores.
-fn on_cores<I: Sync, O: Send>(items: &[I], work: impl Fn(&I) -> O + Sync) -> Vec<O> {
+pub(crate) fn on_cores<I: Sync, O: Send>(items: &[I], work: impl Fn(&I) -> O + Sync) -> Vec<O> {
     let per = items.len().div_ceil(cores()).max(1);
     let work = &work;
     std::thread::scope(|scope| {
