@@ -270,7 +270,10 @@ impl LiveInstance {
     /// more forks or snapshots of the same state ([`Self::capture`]): host
     /// memory beside the instance's own pages, until its next run drops it.
     pub fn held_image_bytes(&self) -> u64 {
-        self.instance.as_ref().and_then(|instance| instance.guest.captured.as_ref()).map_or(0, |image| image.len() as u64)
+        // The segments it remembers for its next capture count too.
+        self.instance.as_ref().map_or(0, |instance| {
+            instance.guest.captured.as_ref().map_or(0, |image| image.len() as u64) + instance.guest.memo.as_ref().map_or(0, |memo| memo.bytes() as u64)
+        })
     }
 
     /// Gives back to the kernel the pages the live instance wrote that hold

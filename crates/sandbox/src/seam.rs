@@ -149,6 +149,8 @@ pub(crate) struct SessionGuest {
     /// The state image captured since its last run, if one was: the state
     /// has not changed since, so a second fork or snapshot reuses it.
     pub(crate) captured: Option<Arc<[u8]>>,
+    /// Its segments as its last image (captured or restored) held them.
+    pub(crate) memo: Option<crate::state_image::SegmentMemo>,
 }
 
 impl SessionGuest {
@@ -198,7 +200,7 @@ impl<R: RuntimeImage> SessionImage for R {
     fn start<'a>(&'a self, at: Placement<'a>, start_for: StartFor) -> BoxFuture<'a, wasmtime::Result<Instance<SessionGuest>>> {
         Box::pin(async move {
             let Started { store, exports, handle, stdout } = RuntimeImage::start(self, at, start_for).await?;
-            Ok(Instance { store, guest: SessionGuest { exports: Box::new(exports), handle, stdout, regions: None, captured: None } })
+            Ok(Instance { store, guest: SessionGuest { exports: Box::new(exports), handle, stdout, regions: None, captured: None, memo: None } })
         })
     }
 

@@ -166,7 +166,10 @@ impl SessionRuntime {
         let baseline = self.baseline().await?;
         engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
         let handle = instance.guest.handle;
-        engine::on_own_thread(state::capture(&self.states.access, &self.states.component, &baseline, &mut instance.store, &handle, closed_files)).await
+        let mut memo = instance.guest.memo.take();
+        let captured = engine::on_own_thread(state::capture(&self.states.access, &self.states.component, &baseline, &mut instance.store, &handle, closed_files, &mut memo)).await;
+        instance.guest.memo = memo;
+        captured
     }
 
     /// Where `instance`'s memories lie now: found through the state
@@ -246,6 +249,7 @@ impl SessionRuntime {
         engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
         let handle = instance.guest.handle;
         engine::on_own_thread(state::restore(&self.states.access, &self.states.component, &baseline, &mut image, &mut instance.store, &handle)).await?;
+        instance.guest.memo = image.memo.take();
         Ok(std::mem::take(&mut image.closed_files))
     }
 

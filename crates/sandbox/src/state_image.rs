@@ -23,6 +23,7 @@ mod fuzz_tests;
 mod pagemap;
 
 pub use image::StateError;
+pub use segments::SegmentMemo;
 pub use instrument::InstrumentError;
 #[cfg(target_os = "linux")]
 pub(crate) use pagemap::private_bytes;

@@ -30,7 +30,7 @@ use super::layout::{ADAPTER_ALLOCATION_STATE, ADAPTER_STATE_POINTER};
 use super::ranges::{differing_chunks, intersect, merged, outside, uncovered};
 use super::blocks::decompress;
 use super::reader::Reader;
-use super::segments::{self, Segment};
+use super::segments::{self, Segment, SegmentMemo};
 use crate::guest::GuestState;
 
 /// Leading bytes of every image: its body compressed in segments by window
@@ -173,6 +173,7 @@ pub(crate) async fn capture(
     store: &mut Store<GuestState>,
     instance: &Instance,
     closed_files: Vec<String>,
+    memo: &mut Option<SegmentMemo>,
 ) -> Result<Vec<u8>, StateError> {
     let mut body = Vec::new();
     for global in &access.globals {
@@ -206,7 +207,11 @@ pub(crate) async fn capture(
         closed_files,
         segments: Vec::new(),
     };
-    Ok(encode(&mut header, &body, access.globals.len() * GLOBAL_BYTES))
+    let keyed = segments::cut_keyed(access.globals.len() * GLOBAL_BYTES, &header.runs);
+    let made = segments::compress_remembering(&body, &keyed, memo);
+    header.segments = made.iter().map(|(segment, _)| segment.clone()).collect();
+    let stored: Vec<&[u8]> = made.iter().map(|(_, bytes)| bytes.as_ref()).collect();
+    Ok(assemble(&header, &stored))
 }
 
 /// Decoded bodies kept for the next decode: a body of a few MB is thousands
@@ -239,6 +244,7 @@ fn keep_spare_body(body: Vec<u8>) {
 
 /// The image of `body` (`globals_bytes` of globals, then the chunks of
 /// `header.runs`): its segments compressed and named into the header.
+#[cfg(test)]
 fn encode(header: &mut Header, body: &[u8], globals_bytes: usize) -> Vec<u8> {
     let compressed = segments::compress(body, &segments::cut(globals_bytes, &header.runs));
     header.segments = compressed.iter().map(|(segment, _)| segment.clone()).collect();
@@ -282,6 +288,9 @@ pub(crate) struct Decoded {
     delta: bool,
     /// Files the code held open, closed before the capture.
     pub(crate) closed_files: Vec<String>,
+    /// Its segments by where they lie, for the restored instance's next
+    /// capture (an image of this format, large enough).
+    pub(crate) memo: Option<SegmentMemo>,
 }
 
 impl Drop for Decoded {
@@ -414,12 +423,16 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, StateError> {
             }
             let mut body = spare_body(body_bytes);
             segments::decompress(&header.segments, &stored, &mut body)?;
-            body
+            let chunk_bytes: usize = header.runs.iter().flatten().map(|[_, len]| *len as usize).sum();
+            let keyed = segments::cut_keyed(body_bytes - chunk_bytes, &header.runs);
+            let memo = SegmentMemo::of(&body, &keyed, &header.segments, &stored);
+            (body, memo)
         }
-        Format::Blocks | Format::RawBlocks => decompress(payload, body_bytes)?,
+        Format::Blocks | Format::RawBlocks => (decompress(payload, body_bytes)?, None),
     };
+    let (body, memo) = body;
     let delta = format != Format::RawBlocks;
-    Ok(Decoded { identity: header.identity, pages: header.pages, runs: header.runs, body, delta, closed_files: header.closed_files })
+    Ok(Decoded { identity: header.identity, pages: header.pages, runs: header.runs, body, delta, closed_files: header.closed_files, memo })
 }
 
 /// [`decode`], and when `baseline` is the image's, its chunks turned back
