@@ -353,6 +353,15 @@ impl LiveInstance {
         }
     }
 
+    /// Forgets the segments the instance remembers from its last image
+    /// (for a next capture that compresses only what changed): memory not
+    /// worth holding where captures are rare.
+    pub fn forget_segments(&mut self) {
+        if let Some(instance) = self.instance.as_mut() {
+            instance.guest.memo = None;
+        }
+    }
+
     /// Drops the instance as if its runs had not happened: for a session
     /// that held no state before them (the next run starts fresh and, unlike
     /// after [`Self::reset`], says nothing was lost).

@@ -121,6 +121,11 @@ impl<'a> Runs<'a> {
             };
             *session.running.lock().unwrap_or_else(|p| p.into_inner()) = None;
             session.had_state.store(live.is_live(), Relaxed);
+            if !every_run && interpreter.store.shared_records().is_none() {
+                // Captures are rare here (hibernation, forks): the segments a
+                // capture would reuse are not worth the memory they hold.
+                live.forget_segments();
+            }
             interpreter.measure_memory(&session, &mut live).await;
             let succeeded = cell.error.is_none();
             // The filesystem layer saw every change the code tried: when it saw
