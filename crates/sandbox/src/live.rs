@@ -266,14 +266,12 @@ impl LiveInstance {
         self.instance.as_ref().map_or(0, |i| i.store.data().memory.largest)
     }
 
-    /// Bytes of the state image the live instance keeps after a capture for
-    /// more forks or snapshots of the same state ([`Self::capture`]): host
-    /// memory beside the instance's own pages, until its next run drops it.
+    /// Host memory beside the instance's own pages: the image kept after a
+    /// capture for more forks of the state ([`Self::capture`]) until its next
+    /// run, and the segments remembered for its next capture.
     pub fn held_image_bytes(&self) -> u64 {
-        // The segments it remembers for its next capture count too.
-        self.instance.as_ref().map_or(0, |instance| {
-            instance.guest.captured.as_ref().map_or(0, |image| image.len() as u64) + instance.guest.memo.as_ref().map_or(0, |memo| memo.bytes() as u64)
-        })
+        let held = |i: &Instance<SessionGuest>| i.guest.captured.as_ref().map_or(0, |c| c.len()) + i.guest.memo.as_ref().map_or(0, |m| m.bytes());
+        self.instance.as_ref().map_or(0, |instance| held(instance) as u64)
     }
 
     /// Gives back to the kernel the pages the live instance wrote that hold
@@ -353,23 +351,16 @@ impl LiveInstance {
         }
     }
 
-    /// Forgets the segments the instance remembers from its last image
-    /// (for a next capture that compresses only what changed): memory not
-    /// worth holding where captures are rare.
+    /// Forgets the segments remembered from the last image (a capture's
+    /// shortcut): memory not worth holding where captures are rare.
     pub fn forget_segments(&mut self) {
-        if let Some(instance) = self.instance.as_mut() {
-            instance.guest.memo = None;
-        }
+        self.instance.iter_mut().for_each(|instance| instance.guest.memo = None);
     }
 
-    /// Drops the instance as if its runs had not happened: for a session
-    /// that held no state before them (the next run starts fresh and, unlike
-    /// after [`Self::reset`], says nothing was lost).
+    /// Drops the instance as if its runs had not happened (a session with
+    /// no state before them): unlike [`Self::reset`], nothing was lost.
     pub fn roll_back_to_fresh(&mut self) {
-        self.instance = None;
-        self.adopted = false;
-        self.saved = None;
-        self.away = false;
+        (self.instance, self.adopted, self.saved, self.away) = (None, false, None, false);
     }
 
     /// The session's state waits outside this instance (an image the caller
