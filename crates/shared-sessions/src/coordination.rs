@@ -299,16 +299,8 @@ impl Coordination {
 
     /// The SHA-256 of every live artifact's content.
     pub(crate) async fn artifact_contents(&self) -> Result<Vec<String>, SharedStoreError> {
+        let keys = self.scan_keys(&format!("{}:artifact:*", self.namespace)).await?;
         let mut connection = self.connection.clone();
-        let pattern = format!("{}:artifact:*", self.namespace);
-        let keys: Vec<String> = {
-            let mut found = Vec::new();
-            let mut iter: redis::AsyncIter<String> = connection.scan_match(&pattern).await?;
-            while let Some(key) = iter.next_item().await {
-                found.push(key?);
-            }
-            found
-        };
         let mut contents = Vec::with_capacity(keys.len());
         for key in keys {
             let json: Option<String> = connection.get(&key).await?;
@@ -325,14 +317,7 @@ impl Coordination {
         if packs.is_empty() {
             return Ok(Vec::new());
         }
-        let script = redis::Script::new(REFER);
-        let mut invocation = script.key(self.packs_key());
-        invocation.arg(unix_ms());
-        for pack in packs {
-            invocation.arg(pack);
-        }
-        let mut connection = self.connection.clone();
-        Ok(invocation.invoke_async(&mut connection).await?)
+        self.on_packs(REFER, &[unix_ms()], packs).await
     }
 
     /// Marks for removal those of `packs` no manifest has named since
@@ -341,29 +326,35 @@ impl Coordination {
         if packs.is_empty() {
             return Ok(Vec::new());
         }
-        let script = redis::Script::new(DOOM);
+        self.on_packs(DOOM, &[cutoff_ms, unix_ms()], packs).await
+    }
+
+    /// Runs `script` on the set of named packs with `leading` then `packs`
+    /// as its arguments: the packs it returns.
+    async fn on_packs(&self, script: &str, leading: &[i64], packs: &[String]) -> Result<Vec<String>, SharedStoreError> {
+        let script = redis::Script::new(script);
         let mut invocation = script.key(self.packs_key());
-        invocation.arg(cutoff_ms).arg(unix_ms());
-        for pack in packs {
-            invocation.arg(pack);
-        }
+        invocation.arg(leading).arg(packs);
         let mut connection = self.connection.clone();
         Ok(invocation.invoke_async(&mut connection).await?)
+    }
+
+    /// Every key matching `pattern`, scanned (never `KEYS`).
+    async fn scan_keys(&self, pattern: &str) -> Result<Vec<String>, SharedStoreError> {
+        let mut connection = self.connection.clone();
+        let mut found = Vec::new();
+        let mut iter: redis::AsyncIter<String> = connection.scan_match(pattern).await?;
+        while let Some(key) = iter.next_item().await {
+            found.push(key?);
+        }
+        Ok(found)
     }
 
     /// Every session record of the fleet, as (tenant, session id, fields),
     /// and whether a host holds its lease now.
     pub(crate) async fn all_records(&self) -> Result<Vec<(String, String, HashMap<String, String>, bool)>, SharedStoreError> {
+        let keys = self.scan_keys(&format!("{}:record:*", self.namespace)).await?;
         let mut connection = self.connection.clone();
-        let pattern = format!("{}:record:*", self.namespace);
-        let keys: Vec<String> = {
-            let mut found = Vec::new();
-            let mut iter: redis::AsyncIter<String> = connection.scan_match(&pattern).await?;
-            while let Some(key) = iter.next_item().await {
-                found.push(key?);
-            }
-            found
-        };
         let prefix = format!("{}:record:", self.namespace);
         let mut out = Vec::with_capacity(keys.len());
         for key in keys {

@@ -208,7 +208,8 @@ impl SharedImages {
         let Some(split) = chunked::split(image).map_err(|e| SharedStoreError::corrupt(format!("the image to save: {e}")))? else {
             return Ok(None);
         };
-        let names = chunked::chunk_names(&split.manifest).map_err(|e| SharedStoreError::corrupt(format!("the image to save: {e}")))?;
+        // The distinct segments, in the order the manifest names them first.
+        let names: Vec<ChunkName> = split.chunks.iter().map(|(name, _)| name.clone()).collect();
         let image_bytes: u64 = split.chunks.iter().map(|(name, _)| u64::from(name.bytes)).sum();
         let mut reuse: HashMap<&str, Place> = {
             let places = self.places.lock().unwrap_or_else(PoisonError::into_inner);

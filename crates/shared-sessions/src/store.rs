@@ -278,7 +278,7 @@ impl SessionStore for SharedSessionStore {
         let before = record.get(IMAGE).cloned();
         let runtime = runtime_of(&record);
         let (pack, manifest) = (self.new_object(tenant, session_id, "packs")?, self.new_object(tenant, session_id, "images")?);
-        self.wait(async {
+        let now = self.wait(async {
             let fields = match self.images.save(tenant, session_id, runtime, image, pack, manifest.clone()).await? {
                 Some(saved) => vec![(IMAGE, saved.manifest), (IMAGE_BYTES, saved.image_bytes.to_string()), (IMAGE_CURRENT, "1".to_owned()), (IMAGE_PACKS, saved.packs.join(" "))],
                 // An image of a format before segments is kept whole.
@@ -287,13 +287,12 @@ impl SessionStore for SharedSessionStore {
                     vec![(IMAGE, manifest.to_string()), (IMAGE_BYTES, image.len().to_string()), (IMAGE_CURRENT, "1".to_owned()), (IMAGE_PACKS, String::new())]
                 }
             };
-            let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            self.coordination.set_record(tenant, session_id, &fields).await?;
-            Ok(())
+            let named: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            self.coordination.set_record(tenant, session_id, &named).await?;
+            Ok(fields.into_iter().next().map(|(_, image)| image))
         })?;
         // The pointer moved: the manifest before it is nobody's now (its
         // packs are the sweep's to judge).
-        let now = self.field(tenant, session_id, IMAGE).ok().flatten();
         self.forget_object(before.filter(|b| Some(b) != now.as_ref()));
         Ok(())
     }

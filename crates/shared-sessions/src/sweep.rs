@@ -124,7 +124,7 @@ impl Sweeper {
         let contents = match contents {
             Ok(contents) => contents,
             // A list removed meanwhile (its session moved on): sweep no blob this time.
-            Err(SharedStoreError::Objects(object_store::Error::NotFound { .. })) => return self.count_only(report, started, began_ms).await,
+            Err(SharedStoreError::Objects(object_store::Error::NotFound { .. })) => return self.count_only(report, started).await,
             Err(error) => return Err(error),
         };
         for list in contents.into_iter().flatten() {
@@ -187,7 +187,7 @@ impl Sweeper {
     }
 
     /// A sweep that removed no object: counts what the store holds.
-    async fn count_only(&self, mut report: SweepReport, started: Instant, _began_ms: i64) -> Result<SweepReport, SharedStoreError> {
+    async fn count_only(&self, mut report: SweepReport, started: Instant) -> Result<SweepReport, SharedStoreError> {
         for kind in KINDS {
             let listed: Vec<ObjectMeta> = self.objects.list(Some(&self.location.path(&[kind]))).try_collect().await?;
             report.objects.insert(kind, (listed.len() as u64, listed.iter().map(|o| o.size).sum()));

@@ -713,7 +713,7 @@ pub(super) mod tests {
     }
 
     /// Random-looking bytes, as a page of a heap holds.
-    fn noise(len: usize, seed: u64) -> Vec<u8> {
+    pub(in crate::state_image) fn noise(len: usize, seed: u64) -> Vec<u8> {
         let mut state = seed;
         (0..len)
             .map(|_| {

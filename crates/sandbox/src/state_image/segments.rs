@@ -232,15 +232,7 @@ mod tests {
         let runs = vec![vec![[0, (windows * WINDOW) as u32]]];
         let keyed = cut_keyed(16, &runs);
         // Incompressible bytes, so the segments are worth remembering.
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut body: Vec<u8> = (0..16 + windows * WINDOW)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
+        let mut body = super::super::image::tests::noise(16 + windows * WINDOW, 7);
         let mut memo = None;
         let first = compress_remembering(&body, &keyed, &mut memo);
         assert!(memo.as_ref().is_some_and(|m| m.bytes() >= MEMO_FROM));
