@@ -259,6 +259,66 @@ fn a_fork_copies_files_and_state_and_the_two_sessions_part() {
     assert_eq!(status, 404, "another tenant's session cannot be forked");
 }
 
+/// `count` makes several children in one call, each with the parent's
+/// state and its own from then on, runnable at once; a name already taken
+/// refuses the whole call and leaves no child behind; a count out of range
+/// is a 400 saying so.
+#[test]
+fn a_fork_with_count_makes_every_child_or_none() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let service = Service::start(dir.path());
+    let (_, run) = service.json("key-alice", "POST", "/v1/sessions/root/run", Some(json!({"code": "seen = ['root']"})));
+    assert_eq!(run["exit_code"], 0, "{run}");
+    let (status, forked) = service.json("key-alice", "POST", "/v1/sessions/root/fork", Some(json!({"session_id": "branch", "count": 4})));
+    assert_eq!(status, 201, "{forked}");
+    let names: Vec<&str> = forked["sessions"].as_array().expect("the children").iter().filter_map(|s| s["session_id"].as_str()).collect();
+    assert_eq!(names, ["branch-1", "branch-2", "branch-3", "branch-4"], "{forked}");
+
+    // Every child runs at once, each appending its own name.
+    let runs: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let (base, name) = (service.base.clone(), name.to_string());
+            std::thread::spawn(move || {
+                let code = format!("seen.append('{name}')\nprint(seen)");
+                Client::new()
+                    .post(format!("{base}/v1/sessions/{name}/run"))
+                    .header("x-api-key", "key-alice")
+                    .json(&json!({"code": code}))
+                    .send()
+                    .and_then(|r| r.json::<serde_json::Value>())
+            })
+        })
+        .collect();
+    for (name, run) in names.iter().zip(runs) {
+        let report = run.join().expect("joined").expect("a report");
+        assert_eq!(report["stdout"].as_str(), Some(format!("['root', '{name}']\n").as_str()), "each child has the parent's state and only its own writes: {report}");
+    }
+    let (_, run) = service.json("key-alice", "POST", "/v1/sessions/root/run", Some(json!({"code": "print(seen)"})));
+    assert_eq!(run["stdout"], "['root']\n", "no child's writes reach the parent: {run}");
+
+    // Without a name, the children get one of their own.
+    let (status, unnamed) = service.json("key-alice", "POST", "/v1/sessions/root/fork", Some(json!({"count": 2})));
+    assert_eq!(status, 201, "{unnamed}");
+    let unnamed: Vec<&str> = unnamed["sessions"].as_array().expect("the children").iter().filter_map(|s| s["session_id"].as_str()).collect();
+    assert_eq!(unnamed.len(), 2);
+    assert!(unnamed.iter().all(|n| n.starts_with("fork-")) && unnamed[0] != unnamed[1], "{unnamed:?}");
+
+    // `clash-2` exists: the call is refused and `clash-1`, made first, is gone again.
+    let (_, run) = service.json("key-alice", "POST", "/v1/sessions/clash-2/run", Some(json!({"code": "x = 1"})));
+    assert_eq!(run["exit_code"], 0, "{run}");
+    let (status, refused) = service.json("key-alice", "POST", "/v1/sessions/root/fork", Some(json!({"session_id": "clash", "count": 3})));
+    assert_eq!((status, refused["error"]["code"].as_str()), (409, Some("session_exists")), "{refused}");
+    let (status, _) = service.json("key-alice", "GET", "/v1/sessions/clash-1", None);
+    assert_eq!(status, 404, "a refused fork leaves no child behind");
+
+    for bad in [json!({"count": 0}), json!({"count": 101}), json!({})] {
+        let (status, refused) = service.json("key-alice", "POST", "/v1/sessions/root/fork", Some(bad.clone()));
+        assert_eq!(status, 400, "{bad}: {refused}");
+        assert!(refused["error"]["message"].as_str().is_some_and(|m| m.contains("count") || m.contains("session_id")), "{refused}");
+    }
+}
+
 /// Deleting a file does not wait for a run, nor is it refused: files and
 /// code are independent, and the running cell sees the file go, as it would
 /// on a machine of its own.

@@ -71,6 +71,17 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
     })
     .await?;
     row("a fork's first run (resumes the shared image)", &first_run);
+    // The same hundred in one call (`fork` with `count`): the parent locked
+    // and its state captured once, the children made in one pass.
+    let mut many = Histogram::<u64>::new(3)?;
+    for round in 0..iterations.clamp(1, 20) {
+        let names: Vec<String> = (0..FORKS).map(|i| format!("many-{round}-{i}")).collect();
+        let began = Instant::now();
+        let made = interpreter.sessions().fork_many("bench", "parent", &names).await?;
+        many.record(began.elapsed().as_nanos() as u64)?;
+        anyhow::ensure!(made.len() == FORKS, "fork_many made {} of {FORKS}", made.len());
+    }
+    row(&format!("{FORKS} forks in one call (count = {FORKS})"), &many);
     Ok(())
 }
 

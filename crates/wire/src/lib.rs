@@ -50,7 +50,7 @@ pub use planner::{PlannerStatus, SettingError};
 pub use runs::{RunControl, RunState, RunStatus};
 pub use runtime::{Runtime, UnknownRuntime};
 pub use session::{
-    Artifact, ArtifactContent, ArtifactFailure, ArtifactList, CellReport, CellResult, Closed, FigureFormat, FileInfo, FileList, ForkRequest, OpenSessionRequest, RunReport,
+    Artifact, ArtifactContent, ArtifactFailure, ArtifactList, CellReport, CellResult, Closed, FigureFormat, FileInfo, FileList, ForkRequest, ForkedSessions, MAX_FORKS_PER_CALL, OpenSessionRequest, RunReport,
     LiveEvent, LoadArtifactRequest, Readiness, ReadinessCheck, ResultKind, ResultOrigin, RunRequest, SessionInfo, StateOrigin, UploadRequest,
 };
 pub use snapshots::{SnapshotInfo, SnapshotList, SnapshotRequest};

@@ -303,12 +303,30 @@ pub enum StateOrigin {
     Resumed,
 }
 
-/// The body of `POST /v1/sessions/{id}/fork`.
+/// The body of `POST /v1/sessions/{id}/fork`: one child named
+/// `session_id` (answered with its [`SessionInfo`]), or `count` children
+/// in one call (answered with [`ForkedSessions`]), named `{session_id}-1`
+/// to `{session_id}-{count}`, or `fork-{random}-1` and on without a name.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkRequest {
-    /// The new session's id: it must not exist yet.
-    pub session_id: String,
+    /// The new session's id (with `count`: the children's common prefix);
+    /// no session may have it yet.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// How many children to make, 1 to [`MAX_FORKS_PER_CALL`]: all of them
+    /// or none (a child that cannot be made removes those made before it).
+    #[serde(default)]
+    pub count: Option<u32>,
+}
+
+/// The most children one fork call makes.
+pub const MAX_FORKS_PER_CALL: u32 = 100;
+
+/// The answer to a fork with `count`: the children, in the order of their names.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ForkedSessions {
+    pub sessions: Vec<SessionInfo>,
 }
 
 /// What a run reports.

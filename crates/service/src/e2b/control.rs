@@ -436,7 +436,7 @@ pub(crate) async fn fork(
 }
 
 /// The most forks one call makes.
-const MAX_FORKS: u32 = 16;
+const MAX_FORKS: u32 = anypath_wire::MAX_FORKS_PER_CALL;
 
 /// Filters and paging of the sandbox lists.
 #[derive(Debug, Default)]
