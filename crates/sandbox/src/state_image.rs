@@ -20,7 +20,7 @@ pub mod chunked;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(target_os = "linux")]
-mod pagemap;
+pub(crate) mod pagemap;
 
 pub use image::StateError;
 pub use segments::SegmentMemo;

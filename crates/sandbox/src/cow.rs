@@ -1,0 +1,254 @@
+//! Linear memories mapped copy-on-write from a frozen image, so instances
+//! started from one state share its pages the way `fork(2)` shares them.
+//!
+//! A [`Frozen`] image is a memory's bytes written once into a sealed
+//! `memfd`. A [`CowMemory`] is a linear memory (wasmtime's
+//! [`LinearMemory`], made by [`CowMemories`], the engine's
+//! [`MemoryCreator`]) whose pages are a private mapping of such an image:
+//! reading a page maps the image's page, shared with every other mapping
+//! of it; writing one makes the instance its own copy of that page only.
+//! A live memory can be mapped onto another image between runs
+//! ([`CowMemories::remap`]): a fork's child then holds its parent's state
+//! at the cost of a few system calls, and owns only the pages it writes.
+//!
+//! The memories are wasmtime's extension point for host-managed memory,
+//! not a change to wasmtime: the engine is configured without its own
+//! copy-on-write images (`memory_init_cow(false)`), so a module's data
+//! segments are the creator's to provide.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex, Weak};
+
+use wasmtime::{LinearMemory, MemoryCreator, MemoryType};
+
+const PAGE: usize = 4096;
+/// What a memory reserves when wasmtime leaves the size to the creator:
+/// the whole 32-bit space, so growing never moves it.
+const DEFAULT_RESERVATION: usize = 4 << 30;
+
+/// A memory's bytes, written once into a sealed `memfd` and mapped
+/// privately under every memory started from them.
+#[derive(Debug)]
+pub(crate) struct Frozen {
+    file: File,
+    len: usize,
+}
+
+impl Frozen {
+    /// Freezes `bytes` (a whole number of pages or not: the tail of the
+    /// last page reads as zeros).
+    pub(crate) fn of(bytes: &[u8]) -> io::Result<Arc<Self>> {
+        // SAFETY: a plain system call with a NUL-terminated name; the
+        // descriptor it returns is owned by the `File` below.
+        let fd = unsafe { libc::memfd_create(c"anypath-frozen".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
+        let file = unsafe { File::from_raw_fd(fd) };
+        file.set_len(bytes.len().next_multiple_of(PAGE) as u64)?;
+        file.write_all_at(bytes, 0)?;
+        // Sealed: no mapping of it can ever see it change.
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+        // SAFETY: fcntl on a descriptor we own.
+        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Arc::new(Self { file, len: bytes.len() }))
+    }
+
+    /// Bytes frozen.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// Where a memory lives and what it maps; shared between the memory
+/// wasmtime holds and the creator's index of live memories.
+#[derive(Debug)]
+struct Mapping {
+    base: usize,
+    /// Bytes reserved for the memory, not counting the guard after it.
+    capacity: usize,
+    guard: usize,
+    /// Bytes accessible now (the wasm memory's size, page aligned).
+    size: usize,
+    maximum: Option<usize>,
+    /// The image its pages map (none: zeros).
+    source: Option<Arc<Frozen>>,
+}
+
+impl Mapping {
+    fn reserve(minimum: usize, maximum: Option<usize>, reserved: Option<usize>, guard: usize) -> io::Result<Self> {
+        let capacity = reserved.unwrap_or_else(|| maximum.unwrap_or(DEFAULT_RESERVATION).max(minimum)).next_multiple_of(PAGE);
+        // SAFETY: a new anonymous reservation, inaccessible until made so.
+        let base = unsafe {
+            libc::mmap(std::ptr::null_mut(), capacity + guard, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0)
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mut mapping = Self { base: base as usize, capacity, guard, size: 0, maximum, source: None };
+        mapping.grow_to(minimum)?;
+        Ok(mapping)
+    }
+
+    /// Makes `[size, new_size)` readable and writable (zeros).
+    fn grow_to(&mut self, new_size: usize) -> io::Result<()> {
+        let new_size = new_size.next_multiple_of(PAGE);
+        if new_size > self.capacity || self.maximum.is_some_and(|max| new_size > max.next_multiple_of(PAGE)) {
+            return Err(io::Error::other("the memory cannot grow past its reservation"));
+        }
+        if new_size > self.size {
+            // SAFETY: inside this memory's own reservation.
+            let done = unsafe { libc::mprotect((self.base + self.size) as *mut libc::c_void, new_size - self.size, libc::PROT_READ | libc::PROT_WRITE) };
+            if done != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            self.size = new_size;
+        }
+        Ok(())
+    }
+
+    /// Maps `source` privately over the memory's first pages, and fresh
+    /// zeros over the rest of its size: what the memory held is gone.
+    fn map(&mut self, source: Arc<Frozen>) -> io::Result<()> {
+        let mapped = source.len.next_multiple_of(PAGE).min(self.size);
+        if mapped > 0 {
+            // SAFETY: replaces pages inside this memory's own reservation;
+            // the caller guarantees no code runs on the memory meanwhile.
+            let at = unsafe {
+                libc::mmap(
+                    self.base as *mut libc::c_void,
+                    mapped,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_FIXED,
+                    source.file.as_raw_fd(),
+                    0,
+                )
+            };
+            if at == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        if self.size > mapped {
+            // SAFETY: as above; fresh anonymous zero pages.
+            let at = unsafe {
+                libc::mmap(
+                    (self.base + mapped) as *mut libc::c_void,
+                    self.size - mapped,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if at == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        self.source = Some(source);
+        Ok(())
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the whole reservation this mapping made, unmapped once.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.capacity + self.guard) };
+    }
+}
+
+/// A linear memory whose pages map a [`Frozen`] image copy-on-write.
+struct CowMemory(Arc<Mutex<Mapping>>);
+
+impl CowMemory {
+    fn mapping(&self) -> std::sync::MutexGuard<'_, Mapping> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+// SAFETY: the memory is one reservation that never moves (its capacity is
+// reserved up front), accessible up to `byte_size`, with `guard` bytes of
+// inaccessible pages after the capacity as wasmtime asked.
+unsafe impl LinearMemory for CowMemory {
+    fn byte_size(&self) -> usize {
+        self.mapping().size
+    }
+
+    fn byte_capacity(&self) -> usize {
+        self.mapping().capacity
+    }
+
+    fn grow_to(&mut self, new_size: usize) -> wasmtime::Result<()> {
+        self.mapping().grow_to(new_size).map_err(wasmtime::Error::msg)
+    }
+
+    fn as_ptr(&self) -> *mut u8 {
+        self.mapping().base as *mut u8
+    }
+}
+
+/// The session engine's memory creator: each memory starts as `initial`
+/// (the component's image of its memory; zeros without one), and a live
+/// memory can be mapped onto another image ([`Self::remap`]).
+#[derive(Default)]
+pub(crate) struct CowMemories {
+    initial: Option<Arc<Frozen>>,
+    /// Live memories by base address, for [`Self::remap`].
+    live: Mutex<HashMap<usize, Weak<Mutex<Mapping>>>>,
+}
+
+impl CowMemories {
+    /// A creator whose memories start as `initial`.
+    pub(crate) fn starting_as(initial: Option<Arc<Frozen>>) -> Self {
+        Self { initial, live: Mutex::default() }
+    }
+
+    /// Maps the live memory at `base` (a memory this creator made, between
+    /// runs) onto `source`: its state is then `source`'s, read from pages
+    /// shared with every other mapping of it. The memory must already be
+    /// at least `source`'s size.
+    ///
+    /// # Safety
+    /// No code may run on the memory, and no slice of it may be held,
+    /// while it is remapped.
+    pub(crate) unsafe fn remap(&self, base: *const u8, source: Arc<Frozen>) -> io::Result<()> {
+        let mapping = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&(base as usize)).and_then(Weak::upgrade);
+        let Some(mapping) = mapping else {
+            return Err(io::Error::other("the memory is not one this engine made"));
+        };
+        let mut mapping = mapping.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if mapping.size < source.len() {
+            return Err(io::Error::other(format!("the memory holds {} bytes, the image {}", mapping.size, source.len())));
+        }
+        mapping.map(source)
+    }
+}
+
+// SAFETY: every memory is reserved whole (never moves), accessible only up
+// to its size, followed by the guard wasmtime asked for, and starts as the
+// creator's image: the session engine's components carry no data segments
+// for it (the image is what they would have written).
+unsafe impl MemoryCreator for CowMemories {
+    fn new_memory(&self, _ty: MemoryType, minimum: usize, maximum: Option<usize>, reserved: Option<usize>, guard: usize) -> Result<Box<dyn LinearMemory>, String> {
+        let mut mapping = Mapping::reserve(minimum, maximum, reserved, guard).map_err(|e| format!("reserving a linear memory: {e}"))?;
+        if let Some(initial) = &self.initial {
+            mapping.map(initial.clone()).map_err(|e| format!("mapping a linear memory's image: {e}"))?;
+        }
+        let base = mapping.base;
+        let mapping = Arc::new(Mutex::new(mapping));
+        let mut live = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        live.retain(|_, memory| memory.strong_count() > 0);
+        live.insert(base, Arc::downgrade(&mapping));
+        Ok(Box::new(CowMemory(mapping)))
+    }
+}
+
+#[cfg(test)]
+#[path = "cow_tests.rs"]
+mod tests;
