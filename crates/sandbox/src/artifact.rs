@@ -8,6 +8,7 @@ use anypath_native_cache::{CacheError, deserialize, write_atomically};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use crate::state_image::instrument::InitialMemory;
 use crate::state_image::layout::Layout;
 
 /// The runner component could not be loaded.
@@ -17,6 +18,8 @@ pub enum ArtifactError {
     Cache(#[from] CacheError),
     #[error(transparent)]
     Instrument(#[from] crate::state_image::InstrumentError),
+    #[error("the component's memory image cannot be made: {0}")]
+    Memory(String),
 }
 
 /// A component compiled with its state accessors ([`crate::state_image`]).
@@ -25,6 +28,8 @@ pub(crate) struct Instrumented {
     pub(crate) layout: Layout,
     /// The cache key: the original component's bytes and the engine settings.
     pub(crate) key: String,
+    /// Its one memory's data, moved out of it for the memory creator.
+    pub(crate) initial: Option<InitialMemory>,
 }
 
 /// Loads `component_path` instrumented for state images, through the cache
@@ -35,17 +40,59 @@ pub(crate) fn load_instrumented(engine: &Engine, component_path: &Path, cache_di
     let key = format!("{}-{STATE_FORM}", source.key(engine));
     let cached = cache_dir.join(format!("{}-{key}.cwasm", source.stem()));
     let layout_path = cache_dir.join(format!("{}-{key}.layout.json", source.stem()));
+    let memory_path = cache_dir.join(format!("{}-{key}.memory", source.stem()));
     let layout = std::fs::read(&layout_path).ok().and_then(|b| serde_json::from_slice::<Layout>(&b).ok());
+    let initial = std::fs::read(&memory_path).ok().and_then(|bytes| decode_initial(&bytes));
     if let Some(layout) = layout
+        && let Some(initial) = initial
         && let Some(component) = deserialize(engine, &cached)
     {
-        return Ok(Instrumented { component, layout, key });
+        return Ok(Instrumented { component, layout, key, initial });
     }
     tracing::info!(component = %component_path.display(), cache = %cache_dir.display(), "instrumenting for state images and compiling to native code (once; then cached)");
-    let (instrumented, layout) = crate::state_image::instrument::instrument(&source.into_bytes()?)?;
+    let (instrumented, layout, initial) = crate::state_image::instrument::instrument(&source.into_bytes()?)?;
     let component = anypath_native_cache::compile_into(engine, &instrumented, &cached)?;
+    write_atomically(&memory_path, &encode_initial(initial.as_ref()))?;
     write_atomically(&layout_path, &serde_json::to_vec(&layout).unwrap_or_default())?;
-    Ok(Instrumented { component, layout, key })
+    Ok(Instrumented { component, layout, key, initial })
+}
+
+/// Leading bytes of a cached initial memory (`.memory`).
+const MEMORY_MAGIC: &[u8; 8] = b"APMEMRY1";
+
+/// An initial memory as bytes: magic, minimum (u64), then each segment's
+/// offset and length (u32) and bytes; the magic alone for none.
+fn encode_initial(initial: Option<&InitialMemory>) -> Vec<u8> {
+    let mut bytes = MEMORY_MAGIC.to_vec();
+    if let Some(initial) = initial {
+        bytes.extend_from_slice(&initial.minimum_bytes.to_le_bytes());
+        for (offset, data) in &initial.segments {
+            bytes.extend_from_slice(&offset.to_le_bytes());
+            bytes.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(data);
+        }
+    }
+    bytes
+}
+
+/// [`encode_initial`]'s bytes back; `None` inside for none. A file this
+/// cache did not write whole reads as `None` outside, so it is made again.
+fn decode_initial(bytes: &[u8]) -> Option<Option<InitialMemory>> {
+    let rest = bytes.strip_prefix(MEMORY_MAGIC)?;
+    if rest.is_empty() {
+        return Some(None);
+    }
+    let (minimum, mut rest) = rest.split_first_chunk::<8>()?;
+    let mut initial = InitialMemory { minimum_bytes: u64::from_le_bytes(*minimum), segments: Vec::new() };
+    while !rest.is_empty() {
+        let (offset, after) = rest.split_first_chunk::<4>()?;
+        let (len, after) = after.split_first_chunk::<4>()?;
+        let len = u32::from_le_bytes(*len) as usize;
+        let data = after.get(..len)?;
+        initial.segments.push((u32::from_le_bytes(*offset), data.to_vec()));
+        rest = &after[len..];
+    }
+    Some(Some(initial))
 }
 
 /// Names the instrumentation's version in cache keys and state images.

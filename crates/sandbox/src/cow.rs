@@ -21,7 +21,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use wasmtime::{LinearMemory, MemoryCreator, MemoryType};
 
@@ -52,19 +52,45 @@ impl Frozen {
         let file = unsafe { File::from_raw_fd(fd) };
         file.set_len(bytes.len().next_multiple_of(PAGE) as u64)?;
         file.write_all_at(bytes, 0)?;
-        // Sealed: no mapping of it can ever see it change.
-        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
-        // SAFETY: fcntl on a descriptor we own.
-        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+        seal(&file)?;
+        Ok(Arc::new(Self { file, len: bytes.len() }))
+    }
+
+    /// A memory of `len` bytes holding `segments` (`(offset, bytes)`) and
+    /// zeros elsewhere (holes in the file: they cost nothing).
+    pub(crate) fn of_segments(len: usize, segments: &[(u32, Vec<u8>)]) -> io::Result<Arc<Self>> {
+        // SAFETY: as in `of`.
+        let fd = unsafe { libc::memfd_create(c"anypath-frozen".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Arc::new(Self { file, len: bytes.len() }))
+        // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
+        let file = unsafe { File::from_raw_fd(fd) };
+        file.set_len(len.next_multiple_of(PAGE) as u64)?;
+        for (offset, bytes) in segments {
+            if *offset as usize + bytes.len() > len {
+                return Err(io::Error::other("a data segment ends past its memory"));
+            }
+            file.write_all_at(bytes, u64::from(*offset))?;
+        }
+        seal(&file)?;
+        Ok(Arc::new(Self { file, len }))
     }
 
     /// Bytes frozen.
     pub(crate) fn len(&self) -> usize {
         self.len
     }
+}
+
+/// Seals `file`: no mapping of it can ever see it change.
+fn seal(file: &File) -> io::Result<()> {
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on a descriptor the caller owns.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Where a memory lives and what it maps; shared between the memory
@@ -198,15 +224,28 @@ unsafe impl LinearMemory for CowMemory {
 /// memory can be mapped onto another image ([`Self::remap`]).
 #[derive(Default)]
 pub(crate) struct CowMemories {
-    initial: Option<Arc<Frozen>>,
+    /// The image new memories start as, and the minimum size (bytes) of
+    /// the memory it is for: other memories of the engine (a GC heap) start
+    /// as zeros.
+    initial: OnceLock<(Arc<Frozen>, usize)>,
     /// Live memories by base address, for [`Self::remap`].
     live: Mutex<HashMap<usize, Weak<Mutex<Mapping>>>>,
 }
 
 impl CowMemories {
-    /// A creator whose memories start as `initial`.
-    pub(crate) fn starting_as(initial: Option<Arc<Frozen>>) -> Self {
-        Self { initial, live: Mutex::default() }
+    /// A creator whose memories of `initial`'s size start as `initial`.
+    #[cfg(test)]
+    pub(crate) fn starting_as(initial: Arc<Frozen>) -> Self {
+        let creator = Self::default();
+        creator.start_as(initial.clone(), initial.len());
+        creator
+    }
+
+    /// From now on, new memories of `minimum` bytes start as `initial`
+    /// (once: the component's image is set when it is loaded, before any
+    /// instance).
+    pub(crate) fn start_as(&self, initial: Arc<Frozen>, minimum: usize) {
+        let _ = self.initial.set((initial, minimum));
     }
 
     /// Maps the live memory at `base` (a memory this creator made, between
@@ -237,7 +276,9 @@ impl CowMemories {
 unsafe impl MemoryCreator for CowMemories {
     fn new_memory(&self, _ty: MemoryType, minimum: usize, maximum: Option<usize>, reserved: Option<usize>, guard: usize) -> Result<Box<dyn LinearMemory>, String> {
         let mut mapping = Mapping::reserve(minimum, maximum, reserved, guard).map_err(|e| format!("reserving a linear memory: {e}"))?;
-        if let Some(initial) = &self.initial {
+        if let Some((initial, size)) = self.initial.get()
+            && *size == minimum
+        {
             mapping.map(initial.clone()).map_err(|e| format!("mapping a linear memory's image: {e}"))?;
         }
         let base = mapping.base;

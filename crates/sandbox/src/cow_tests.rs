@@ -2,6 +2,7 @@
 //! frozen state read it, write only their own pages, and never see each
 //! other's writes or the parent's later ones.
 
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use wasm_encoder::{CodeSection, ExportKind, ExportSection, Function, FunctionSection, Instruction, MemArg, MemorySection, MemoryType as EncodedMemory, Module, TypeSection, ValType};
@@ -163,8 +164,8 @@ fn growth_reads_zeros_and_misfits_are_refused() {
 /// A creator with an image starts every memory as that image, shared.
 #[test]
 fn a_creators_image_is_every_new_memorys_start() {
-    let initial = Frozen::of(&[3u8; 2 * 4096]).expect("frozen");
-    let creator = Arc::new(CowMemories::starting_as(Some(initial)));
+    let initial = Frozen::of_segments(PAGES as usize * WASM_PAGE, &[(0, vec![3u8; 2 * 4096])]).expect("frozen");
+    let creator = Arc::new(CowMemories::starting_as(initial));
     let engine = engine(creator);
     let module = wasmtime::Module::new(&engine, module()).expect("compiles");
     let mut first = Guest::start(&engine, &module);
@@ -172,4 +173,45 @@ fn a_creators_image_is_every_new_memorys_start() {
     first.put(0, 9);
     assert_eq!((first.get(0), second.get(0), second.get(4096), second.get(2 * 4096)), (9, 3, 3, 0));
     assert_eq!(second.owned(), 0);
+}
+
+/// On the real runner: instrumenting moves every active data segment of
+/// its one memory out of the component (none is left in it), and the
+/// segments moved rebuild, as a frozen image, exactly the memory a bare
+/// instance of the original component starts with.
+#[test]
+fn the_runners_memory_image_moves_out_of_the_component_whole() {
+    let runner = std::fs::read(crate::wasm_layer_tests::runner_path()).expect("the runner component");
+    let (instrumented, _, initial) = crate::state_image::instrument::instrument(&runner).expect("instruments");
+    let initial = initial.expect("the runner has one memory with data");
+    assert!(initial.segments.len() > 1000 && initial.segments.iter().map(|(_, d)| d.len()).sum::<usize>() > 10 << 20, "{} segments", initial.segments.len());
+    let active_bytes_left = active_data_bytes(&instrumented);
+    assert_eq!(active_bytes_left, 0, "no active data is left for wasmtime to copy");
+    assert!(active_data_bytes(&runner) > 10 << 20, "the original carries it");
+
+    let size = usize::try_from(initial.minimum_bytes).expect("fits");
+    let frozen = Frozen::of_segments(size, &initial.segments).expect("frozen");
+    // What the segments write, placed by hand, is what the image maps.
+    let mut expected = vec![0u8; size];
+    for (offset, data) in &initial.segments {
+        expected[*offset as usize..*offset as usize + data.len()].copy_from_slice(data);
+    }
+    let mut mapped = vec![0u8; size];
+    frozen.file.read_exact_at(&mut mapped, 0).expect("reads back");
+    assert!(mapped == expected, "the frozen image is the segments' memory");
+}
+
+/// Bytes of active data segments in every core module of `component`.
+fn active_data_bytes(component: &[u8]) -> usize {
+    let mut total = 0;
+    for payload in wasmparser::Parser::new(0).parse_all(component) {
+        if let Ok(wasmparser::Payload::DataSection(reader)) = payload {
+            for segment in reader.into_iter().flatten() {
+                if matches!(segment.kind, wasmparser::DataKind::Active { .. }) {
+                    total += segment.data.len();
+                }
+            }
+        }
+    }
+    total
 }

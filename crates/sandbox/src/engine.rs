@@ -14,6 +14,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use wasmtime_wasi::p2::bindings::filesystem::types as filesystem_types;
 
 use crate::artifact::{self, ArtifactError};
+use crate::cow::{CowMemories, Frozen};
 use crate::bindings::anypath::runner::types as wit;
 use crate::guest::GuestState;
 use crate::interrupt::Interrupt;
@@ -141,13 +142,28 @@ pub(crate) async fn load(engine_config: Config, component: &Path, cache_dir: &Pa
     if limits.memory_bytes > MAX_MEMORY_CAP {
         return Err(StartError::MemoryCap(limits.memory_bytes));
     }
+    let mut engine_config = engine_config;
+    // A session's memory is made by the host (copy-on-write from the
+    // component's image, and later from a frozen state): the component's
+    // data segments for it are moved out when it is instrumented.
+    let memories = Arc::new(CowMemories::default());
+    if form == Form::WithStateAccess {
+        engine_config.memory_init_cow(false).with_host_memory(memories.clone());
+    }
     let engine = Engine::new(&engine_config).map_err(StartError::Engine)?;
     let (component, state) = {
         let (engine, path, dir) = (engine.clone(), component.to_path_buf(), cache_dir.to_path_buf());
         // Compiling takes seconds: off the async workers.
         tokio::task::spawn_blocking(move || match form {
             Form::AsBuilt => artifact::load(&engine, &path, &dir).map(|c| (c, None)),
-            Form::WithStateAccess => artifact::load_instrumented(&engine, &path, &dir).map(|i| (i.component, Some((i.layout, i.key)))),
+            Form::WithStateAccess => artifact::load_instrumented(&engine, &path, &dir).and_then(|i| {
+                if let Some(initial) = &i.initial {
+                    let size = usize::try_from(initial.minimum_bytes).unwrap_or(usize::MAX);
+                    let frozen = Frozen::of_segments(size, &initial.segments).map_err(|e| ArtifactError::Memory(e.to_string()))?;
+                    memories.start_as(frozen, size);
+                }
+                Ok((i.component, Some((i.layout, i.key))))
+            }),
         })
         .await
         .map_err(|e| StartError::Engine(wasmtime::Error::msg(e.to_string())))??

@@ -27,7 +27,7 @@ mod artifact;
 mod bindings;
 mod block;
 mod config;
-// Not yet wired into the sessions' engine: its tests prove the mechanism.
+// `remap` is for forks, not yet wired: its tests prove the mechanism.
 #[allow(dead_code)]
 mod cow;
 mod drain_pipe;

@@ -90,14 +90,29 @@ struct ModuleFacts {
     memories: Vec<wasmparser::MemoryType>,
     /// Names of globals by index, from the name section and exports.
     global_names: HashMap<u32, String>,
+    /// The active data segments of the module's one memory, taken out of
+    /// it (`(offset, bytes)`): the memory's creator maps them instead.
+    initial: Vec<(u32, Vec<u8>)>,
+}
+
+/// A component's one linear memory as its data segments would leave it,
+/// moved out of the component: the sessions' memory creator maps it under
+/// each new instance copy-on-write instead of wasmtime copying them in.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InitialMemory {
+    /// The memory's declared minimum, in bytes.
+    pub(crate) minimum_bytes: u64,
+    /// `(offset, bytes)`, as the segments wrote them.
+    pub(crate) segments: Vec<(u32, Vec<u8>)>,
 }
 
 /// Rewrites `wasm` as described in the module documentation; returns the
 /// new component and where each piece of state is reached.
-pub(crate) fn instrument(wasm: &[u8]) -> Result<(Vec<u8>, Layout), InstrumentError> {
+pub(crate) fn instrument(wasm: &[u8]) -> Result<(Vec<u8>, Layout, Option<InitialMemory>), InstrumentError> {
     let mut counts = Counts::default();
     let mut sections: Vec<Section> = Vec::new();
     let mut modules: Vec<(Vec<u8>, ModuleFacts)> = Vec::new();
+    let mut module_ranges: Vec<std::ops::Range<usize>> = Vec::new();
     let mut instantiations: HashMap<u32, u32> = HashMap::new();
     // Nested modules and components: their payloads are skipped, their bytes copied.
     let mut nested = 0u32;
@@ -114,8 +129,9 @@ pub(crate) fn instrument(wasm: &[u8]) -> Result<(Vec<u8>, Layout), InstrumentErr
         match &payload {
             Payload::Version { encoding: Encoding::Module, .. } => return Err(unsupported("a core module, not a component")),
             Payload::ModuleSection { unchecked_range, .. } => {
-                let (bytes, facts) = instrument_module(&wasm[unchecked_range.clone()])?;
+                let (bytes, facts) = instrument_module(&wasm[unchecked_range.clone()], true)?;
                 sections.push(Section::Module(modules.len()));
+                module_ranges.push(unchecked_range.clone());
                 modules.push((bytes, facts));
                 counts.modules += 1;
                 nested += 1;
@@ -197,6 +213,21 @@ pub(crate) fn instrument(wasm: &[u8]) -> Result<(Vec<u8>, Layout), InstrumentErr
         accessors.add_module(module_index, instance_index, facts)?;
     }
 
+    // Only a component with one memory in all has it made by the creator:
+    // otherwise every module keeps its data segments.
+    let memories: Vec<_> = modules.iter().flat_map(|(_, facts)| facts.memories.iter().map(move |memory| (*memory, facts.initial.clone()))).collect();
+    let initial = match memories.as_slice() {
+        [(memory, segments)] if !segments.is_empty() => Some(InitialMemory { minimum_bytes: memory.initial * 65536, segments: segments.clone() }),
+        _ => {
+            for (module, range) in modules.iter_mut().zip(&module_ranges) {
+                if !module.1.initial.is_empty() {
+                    *module = instrument_module(&wasm[range.clone()], false)?;
+                }
+            }
+            None
+        }
+    };
+
     let mut encoder = wasm_encoder::Component::new();
     for section in &sections {
         match section {
@@ -210,7 +241,7 @@ pub(crate) fn instrument(wasm: &[u8]) -> Result<(Vec<u8>, Layout), InstrumentErr
         }
     }
     let layout = accessors.finish(&mut encoder);
-    Ok((encoder.finish(), layout))
+    Ok((encoder.finish(), layout, initial))
 }
 
 enum Section {
@@ -228,8 +259,9 @@ fn memory_export(index: u32) -> String {
 }
 
 /// Adds exports of every defined memory and mutable global to a core module.
-fn instrument_module(bytes: &[u8]) -> Result<(Vec<u8>, ModuleFacts), InstrumentError> {
-    let mut facts = ModuleFacts { imported_globals: 0, imported_memories: 0, globals: Vec::new(), memories: Vec::new(), global_names: HashMap::new() };
+fn instrument_module(bytes: &[u8], strip: bool) -> Result<(Vec<u8>, ModuleFacts), InstrumentError> {
+    let mut facts = ModuleFacts { imported_globals: 0, imported_memories: 0, globals: Vec::new(), memories: Vec::new(), global_names: HashMap::new(), initial: Vec::new() };
+    let mut data: Option<wasm_encoder::DataSection> = None;
     let mut raw: Vec<(u8, std::ops::Range<usize>)> = Vec::new();
     let mut exports: Vec<wasmparser::Export> = Vec::new();
     for payload in Parser::new(0).parse_all(bytes) {
@@ -265,6 +297,9 @@ fn instrument_module(bytes: &[u8]) -> Result<(Vec<u8>, ModuleFacts), InstrumentE
                     }
                     exports.push(export);
                 }
+            }
+            Payload::DataSection(reader) if strip && facts.imported_memories == 0 && facts.memories.len() == 1 => {
+                data = strip_active_segments(reader, &mut facts.initial)?;
             }
             Payload::CustomSection(custom) => {
                 if let KnownCustom::Name(names) = custom.as_known() {
@@ -311,12 +346,45 @@ fn instrument_module(bytes: &[u8]) -> Result<(Vec<u8>, ModuleFacts), InstrumentE
             module.section(&export_section);
             exported = true;
         }
+        if let (true, Some(data)) = (id == wasm_encoder::SectionId::Data as u8, &data) {
+            module.section(data);
+            continue;
+        }
         module.section(&wasm_encoder::RawSection { id, data: &bytes[range] });
     }
     if !exported {
         module.section(&export_section);
     }
     Ok((module.finish(), facts))
+}
+
+/// The data section with every active segment's bytes taken out into
+/// `initial` (each segment kept, empty, so indices stay), when every
+/// active one writes the module's memory 0 at a constant offset; `None`
+/// (the section kept as it is) otherwise.
+fn strip_active_segments(reader: wasmparser::DataSectionReader<'_>, initial: &mut Vec<(u32, Vec<u8>)>) -> Result<Option<wasm_encoder::DataSection>, InstrumentError> {
+    let mut section = wasm_encoder::DataSection::new();
+    let mut taken = Vec::new();
+    for segment in reader {
+        let segment = segment?;
+        match segment.kind {
+            wasmparser::DataKind::Passive => {
+                section.passive(segment.data.iter().copied());
+            }
+            wasmparser::DataKind::Active { memory_index: 0, offset_expr } => {
+                let mut ops = offset_expr.get_operators_reader();
+                let (Ok(wasmparser::Operator::I32Const { value }), Ok(wasmparser::Operator::End)) = (ops.read(), ops.read()) else {
+                    return Ok(None);
+                };
+                let offset = value as u32;
+                section.active(0, &wasm_encoder::ConstExpr::i32_const(value), std::iter::empty());
+                taken.push((offset, segment.data.to_vec()));
+            }
+            wasmparser::DataKind::Active { .. } => return Ok(None),
+        }
+    }
+    *initial = taken;
+    Ok(Some(section))
 }
 
 /// Whether a section of id `id` must follow the export section.
