@@ -41,16 +41,10 @@ pub(crate) struct Frozen {
 impl Frozen {
     /// Freezes `bytes` (a whole number of pages or not: the tail of the
     /// last page reads as zeros).
+    // Forks will freeze a live state with it; only the tests do so far.
+    #[cfg_attr(not(test), expect(dead_code))]
     pub(crate) fn of(bytes: &[u8]) -> io::Result<Arc<Self>> {
-        // SAFETY: a plain system call with a NUL-terminated name; the
-        // descriptor it returns is owned by the `File` below.
-        let fd = unsafe { libc::memfd_create(c"anypath-frozen".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
-        let file = unsafe { File::from_raw_fd(fd) };
-        file.set_len(bytes.len().next_multiple_of(PAGE) as u64)?;
+        let file = memfd(bytes.len())?;
         file.write_all_at(bytes, 0)?;
         seal(&file)?;
         Ok(Arc::new(Self { file, len: bytes.len() }))
@@ -59,14 +53,7 @@ impl Frozen {
     /// A memory of `len` bytes holding `segments` (`(offset, bytes)`) and
     /// zeros elsewhere (holes in the file: they cost nothing).
     pub(crate) fn of_segments(len: usize, segments: &[(u32, Vec<u8>)]) -> io::Result<Arc<Self>> {
-        // SAFETY: as in `of`.
-        let fd = unsafe { libc::memfd_create(c"anypath-frozen".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
-        let file = unsafe { File::from_raw_fd(fd) };
-        file.set_len(len.next_multiple_of(PAGE) as u64)?;
+        let file = memfd(len)?;
         for (offset, bytes) in segments {
             if *offset as usize + bytes.len() > len {
                 return Err(io::Error::other("a data segment ends past its memory"));
@@ -81,6 +68,20 @@ impl Frozen {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
+}
+
+/// A new sealable `memfd` of `len` bytes (whole pages) of zeros.
+fn memfd(len: usize) -> io::Result<File> {
+    // SAFETY: a plain system call with a NUL-terminated name; the
+    // descriptor it returns is owned by the `File` below.
+    let fd = unsafe { libc::memfd_create(c"anypath-frozen".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
+    let file = unsafe { File::from_raw_fd(fd) };
+    file.set_len(len.next_multiple_of(PAGE) as u64)?;
+    Ok(file)
 }
 
 /// Seals `file`: no mapping of it can ever see it change.
@@ -256,6 +257,8 @@ impl CowMemories {
     /// # Safety
     /// No code may run on the memory, and no slice of it may be held,
     /// while it is remapped.
+    // Forks' children will be remapped with it; only the tests do so far.
+    #[cfg_attr(not(test), expect(dead_code))]
     pub(crate) unsafe fn remap(&self, base: *const u8, source: Arc<Frozen>) -> io::Result<()> {
         let mapping = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&(base as usize)).and_then(Weak::upgrade);
         let Some(mapping) = mapping else {

@@ -27,8 +27,6 @@ mod artifact;
 mod bindings;
 mod block;
 mod config;
-// `remap` is for forks, not yet wired: its tests prove the mechanism.
-#[allow(dead_code)]
 mod cow;
 mod drain_pipe;
 mod feed_pipe;
