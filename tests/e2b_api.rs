@@ -111,6 +111,7 @@ fn bad_control_plane_input_is_e2bs_error_shape() {
     let sandbox = e2b.create("e2b_a11ce");
     e2b_error(e2b.control("POST", &format!("/sandboxes/{}/timeout", id(&sandbox)), "e2b_a11ce").json(&json!({})).send().expect("sent"), 400);
     e2b_error(e2b.control("POST", &format!("/sandboxes/{}/fork", id(&sandbox)), "e2b_a11ce").json(&json!({"count": 0})).send().expect("sent"), 400);
+    e2b_error(e2b.control("POST", &format!("/sandboxes/{}/fork", id(&sandbox)), "e2b_a11ce").json(&json!({"count": 101})).send().expect("sent"), 400);
     assert_eq!(e2b.control("POST", &format!("/sandboxes/{}/pause", id(&sandbox)), "e2b_a11ce").send().expect("sent").status(), 204);
     e2b_error(e2b.control("POST", &format!("/sandboxes/{}/pause", id(&sandbox)), "e2b_a11ce").send().expect("sent"), 409);
     // A paused sandbox's envd is 502, as E2B's proxy answers it.
