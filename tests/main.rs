@@ -43,6 +43,7 @@ mod sandbox_pool;
 mod session_commands;
 mod session_snapshots;
 mod session_state;
+mod shared_forks;
 mod shared_images;
 mod shared_sessions;
 mod small_model;

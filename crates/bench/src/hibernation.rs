@@ -70,7 +70,20 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
         }
     })
     .await?;
-    row("a fork's first run (resumes the shared image)", &first_run);
+    row("a fork's first run (maps the shared state)", &first_run);
+    // A fork and its child's first run together, the state frozen by the
+    // first fork: what an agent branching from one state waits for.
+    let pair = time(iterations.min(FORKS), |i| {
+        let interpreter = &interpreter;
+        async move {
+            interpreter.sessions().fork("bench", "parent", &format!("pair-{i}")).await?;
+            let report = interpreter.runs().run_python("bench", &format!("pair-{i}"), code("print(len(objs))"), BASE).await?;
+            anyhow::ensure!(report.cell.state == StateOrigin::Resumed && report.cell.output.stdout == "40000\n", "the fork did not take its state: {report:?}");
+            ok(report)
+        }
+    })
+    .await?;
+    row("fork + the child's first one-line run", &pair);
     // The same hundred in one call (`fork` with `count`): the parent locked
     // and its state captured once, the children made in one pass.
     let mut many = Histogram::<u64>::new(3)?;
@@ -83,6 +96,85 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
     }
     row(&format!("{FORKS} forks in one call (count = {FORKS})"), &many);
     Ok(())
+}
+
+/// Live children of one shared state in the memory row.
+const CHILDREN: usize = 1000;
+
+/// The sharing rows, on the sandbox's own sessions (no service around
+/// them): freezing a state, and [`CHILDREN`] live children of it, each
+/// having run one small cell, with what they add to the process's `Pss`.
+pub async fn run_shared(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<()> {
+    println!();
+    println!("shared states: a ~10 MB state frozen once, mapped by every child ({iterations} each)");
+    println!("{:<48} {:>10} {:>10}", "operation", "p50", "p99");
+    let home = tempfile::tempdir()?;
+    let mut parent = sandbox.live_instance(Some(home.path().join("parent")), &LimitOverrides::default());
+    std::fs::create_dir_all(home.path().join("parent"))?;
+    cell(&mut parent, TEN_MB).await?;
+    let mut freeze = Histogram::<u64>::new(3)?;
+    for i in 0..iterations {
+        // A run changes the state: the next share captures and freezes it anew.
+        cell(&mut parent, &format!("objs[0]['round'] = {i}")).await?;
+        let began = Instant::now();
+        parent.share().await?.context("a live parent")?;
+        freeze.record(began.elapsed().as_nanos() as u64)?;
+    }
+    row("capture + freeze, ~10 MB (once per state)", &freeze);
+    let state = parent.share().await?.context("a live parent")?;
+    anyhow::ensure!(state.is_mapped(), "the runtime does not map shared states");
+    let before = pss()?;
+    let mut first = Histogram::<u64>::new(3)?;
+    let mut children = Vec::with_capacity(CHILDREN);
+    for i in 0..CHILDREN {
+        let dir = home.path().join(format!("child-{i}"));
+        std::fs::create_dir_all(&dir)?;
+        let mut child = sandbox.live_instance(Some(dir), &LimitOverrides::default());
+        let began = Instant::now();
+        child.resume_shared(state.clone());
+        let report = child.run(CellRequest { code: format!("objs[{i}]['child'] = {i}; print(len(objs))"), ..CellRequest::default() }).await;
+        first.record(began.elapsed().as_nanos() as u64)?;
+        if report.state != StateOrigin::Resumed || report.output.stdout != "40000\n" {
+            bail!("child {i} did not take the state: {report:?}");
+        }
+        children.push(child);
+    }
+    let grown = pss()?.saturating_sub(before);
+    let mut owned = 0;
+    for child in &mut children {
+        owned += child.memory_regions().await.map_or(0, |regions| regions.private_bytes());
+    }
+    row("a child: start, map the state, first run", &first);
+    println!(
+        "{:<48} {:>10.1} MiB ({:.0} KiB a child, {:.0} KiB of it its memory's own pages; goal <= 512 MiB)",
+        format!("{CHILDREN} live children, one cell each: Pss added"),
+        grown as f64 / (1 << 20) as f64,
+        grown as f64 / CHILDREN as f64 / 1024.0,
+        owned as f64 / CHILDREN as f64 / 1024.0
+    );
+    // The budget's give-back (an idle session's pages that hold their
+    // source's bytes again returned to the kernel), then the same count.
+    let before_give_back = pss()?;
+    for child in &mut children {
+        child.give_back_unchanged_pages().await;
+    }
+    let given = before_give_back.saturating_sub(pss()?);
+    println!(
+        "{:<48} {:>10.1} MiB ({:.0} KiB a child)",
+        "the same after give-back: Pss added",
+        grown.saturating_sub(given) as f64 / (1 << 20) as f64,
+        grown.saturating_sub(given) as f64 / CHILDREN as f64 / 1024.0
+    );
+    drop(children);
+    Ok(())
+}
+
+/// The process's proportional set size, in bytes.
+fn pss() -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string("/proc/self/smaps_rollup")?;
+    let line = text.lines().find(|line| line.starts_with("Pss:")).context("no Pss in smaps_rollup")?;
+    let kb: u64 = line.split_whitespace().nth(1).context("Pss")?.parse()?;
+    Ok(kb * 1024)
 }
 
 /// Bytes allocated on disk under `dir`, each file counted once whatever

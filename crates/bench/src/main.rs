@@ -99,7 +99,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let interpreter_rows = args.only.as_deref().is_none_or(|only| only == "interpreter");
     let warm_cell = if interpreter_rows { Some(interpreter::run(&sandbox.session_runtime().await?, args.iterations).await?) } else { None };
     if args.only.as_deref().is_none_or(|only| "hibernation".contains(only)) {
-        hibernation::run(&sandbox.session_runtime().await?, args.iterations.clamp(5, 50)).await?;
+        let sessions = sandbox.session_runtime().await?;
+        hibernation::run(&sessions, args.iterations.clamp(5, 50)).await?;
+        hibernation::run_shared(&sessions, args.iterations.clamp(5, 50)).await?;
         if let Some(layout) = &args.python_data {
             hibernation::run_data(layout, args.iterations.clamp(5, 20)).await?;
         }

@@ -36,18 +36,58 @@ const DEFAULT_RESERVATION: usize = 4 << 30;
 pub(crate) struct Frozen {
     file: File,
     len: usize,
+    /// For an overlay ([`Self::over`]): the image under it, and the page
+    /// ranges this file holds; elsewhere the memory reads the image under
+    /// it (zeros past its end).
+    layer: Option<(Arc<Frozen>, Vec<(usize, usize)>)>,
+    /// The file mapped shared and read-only, for reading its bytes.
+    view: OnceLock<Option<View>>,
 }
 
 impl Frozen {
     /// Freezes `bytes` (a whole number of pages or not: the tail of the
     /// last page reads as zeros).
-    // Forks will freeze a live state with it; only the tests do so far.
-    #[cfg_attr(not(test), expect(dead_code))]
+    #[cfg(test)]
     pub(crate) fn of(bytes: &[u8]) -> io::Result<Arc<Self>> {
         let file = memfd(bytes.len())?;
         file.write_all_at(bytes, 0)?;
         seal(&file)?;
-        Ok(Arc::new(Self { file, len: bytes.len() }))
+        Ok(Arc::new(Self { file, len: bytes.len(), layer: None, view: OnceLock::new() }))
+    }
+
+    /// Freezes `memory` as `under` plus `memory`'s bytes in `regions`
+    /// (page-aligned, ascending ranges, each inside `memory`): only those
+    /// are written, and a memory mapping it maps `under` elsewhere. The
+    /// caller vouches that `memory` holds `under`'s bytes (zeros past its
+    /// end) outside `regions`.
+    pub(crate) fn over(under: Arc<Frozen>, memory: &[u8], regions: Vec<(usize, usize)>) -> io::Result<Arc<Self>> {
+        if under.layer.is_some() {
+            return Err(io::Error::other("an overlay cannot lie over another overlay"));
+        }
+        let file = memfd(memory.len())?;
+        for &(start, end) in &regions {
+            let bytes = memory.get(start..end).filter(|_| start.is_multiple_of(PAGE)).ok_or_else(|| io::Error::other("a region outside the memory"))?;
+            file.write_all_at(bytes, start as u64)?;
+        }
+        seal(&file)?;
+        Ok(Arc::new(Self { file, len: memory.len(), layer: Some((under, regions)), view: OnceLock::new() }))
+    }
+
+    /// The bytes a memory mapping this image reads at `start..end` (inside
+    /// one page), or `None` when they cannot be read here.
+    pub(crate) fn page_bytes(&self, start: usize, end: usize) -> Option<&[u8]> {
+        static ZEROS: [u8; PAGE] = [0; PAGE];
+        if start >= self.len.next_multiple_of(PAGE) {
+            return ZEROS.get(..end - start);
+        }
+        match &self.layer {
+            Some((under, regions)) if !regions.iter().any(|&(from, to)| from <= start && end <= to) => under.page_bytes(start, end),
+            _ => self.view()?.bytes().get(start..end),
+        }
+    }
+
+    fn view(&self) -> Option<&View> {
+        self.view.get_or_init(|| View::of(&self.file, self.len.next_multiple_of(PAGE)).ok()).as_ref()
     }
 
     /// A memory of `len` bytes holding `segments` (`(offset, bytes)`) and
@@ -61,12 +101,51 @@ impl Frozen {
             file.write_all_at(bytes, u64::from(*offset))?;
         }
         seal(&file)?;
-        Ok(Arc::new(Self { file, len }))
+        Ok(Arc::new(Self { file, len, layer: None, view: OnceLock::new() }))
     }
 
     /// Bytes frozen.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+}
+
+/// A frozen file mapped shared and read-only.
+#[derive(Debug)]
+struct View {
+    at: usize,
+    len: usize,
+}
+
+impl View {
+    fn of(file: &File, len: usize) -> io::Result<Self> {
+        if len == 0 {
+            return Ok(Self { at: 0, len: 0 });
+        }
+        // SAFETY: a new read-only mapping of a sealed file: no one can change
+        // its bytes, so slices of it stay valid while it is mapped.
+        let at = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+        if at == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self { at: at as usize, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: mapped readable for `len` bytes until dropped, and sealed.
+        unsafe { std::slice::from_raw_parts(self.at as *const u8, self.len) }
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: the mapping this view made, unmapped once.
+            unsafe { libc::munmap(self.at as *mut libc::c_void, self.len) };
+        }
     }
 }
 
@@ -141,44 +220,44 @@ impl Mapping {
         Ok(())
     }
 
-    /// Maps `source` privately over the memory's first pages, and fresh
-    /// zeros over the rest of its size: what the memory held is gone.
+    /// Maps `source` privately over the memory's first pages (an
+    /// overlay: the image under it, then its regions), and fresh zeros over
+    /// the rest of its size: what the memory held is gone.
     fn map(&mut self, source: Arc<Frozen>) -> io::Result<()> {
-        let mapped = source.len.next_multiple_of(PAGE).min(self.size);
-        if mapped > 0 {
-            // SAFETY: replaces pages inside this memory's own reservation;
-            // the caller guarantees no code runs on the memory meanwhile.
-            let at = unsafe {
-                libc::mmap(
-                    self.base as *mut libc::c_void,
-                    mapped,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_FIXED,
-                    source.file.as_raw_fd(),
-                    0,
-                )
-            };
-            if at == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        if self.size > mapped {
-            // SAFETY: as above; fresh anonymous zero pages.
-            let at = unsafe {
-                libc::mmap(
-                    (self.base + mapped) as *mut libc::c_void,
-                    self.size - mapped,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                    -1,
-                    0,
-                )
-            };
-            if at == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
+        let (whole, regions) = match &source.layer {
+            Some((under, regions)) => (under, regions.as_slice()),
+            None => (&source, &[][..]),
+        };
+        let mapped = whole.len.next_multiple_of(PAGE).min(self.size);
+        self.map_at(0, mapped, Some(&whole.file))?;
+        self.map_at(mapped, self.size - mapped, None)?;
+        for &(start, end) in regions {
+            let end = end.next_multiple_of(PAGE).min(self.size);
+            if start < end {
+                self.map_at(start, end - start, Some(&source.file))?;
             }
         }
         self.source = Some(source);
+        Ok(())
+    }
+
+    /// Maps `len` bytes at `offset` of the memory privately onto the same
+    /// offset of `file` (`None`: fresh zeros).
+    fn map_at(&self, offset: usize, len: usize, file: Option<&File>) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let (flags, fd) = match file {
+            Some(file) => (libc::MAP_PRIVATE | libc::MAP_FIXED, file.as_raw_fd()),
+            None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED, -1),
+        };
+        // SAFETY: replaces pages inside this memory's own reservation (the
+        // callers keep `offset + len` within its size); the caller of
+        // `map` guarantees no code runs on the memory meanwhile.
+        let at = unsafe { libc::mmap((self.base + offset) as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, offset as libc::off_t) };
+        if at == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
         Ok(())
     }
 }
@@ -249,6 +328,11 @@ impl CowMemories {
         let _ = self.initial.set((initial, minimum));
     }
 
+    /// The image new memories of its size start as, if one was set.
+    pub(crate) fn initial(&self) -> Option<&Arc<Frozen>> {
+        self.initial.get().map(|(initial, _)| initial)
+    }
+
     /// Maps the live memory at `base` (a memory this creator made, between
     /// runs) onto `source`: its state is then `source`'s, read from pages
     /// shared with every other mapping of it. The memory must already be
@@ -257,8 +341,6 @@ impl CowMemories {
     /// # Safety
     /// No code may run on the memory, and no slice of it may be held,
     /// while it is remapped.
-    // Forks' children will be remapped with it; only the tests do so far.
-    #[cfg_attr(not(test), expect(dead_code))]
     pub(crate) unsafe fn remap(&self, base: *const u8, source: Arc<Frozen>) -> io::Result<()> {
         let mapping = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&(base as usize)).and_then(Weak::upgrade);
         let Some(mapping) = mapping else {

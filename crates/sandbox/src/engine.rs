@@ -124,6 +124,8 @@ pub(crate) struct Loaded {
     pub(crate) ticker: EpochTicker,
     /// The state accessors, when loaded [`Form::WithStateAccess`].
     pub(crate) state: Option<(Layout, String)>,
+    /// What makes the instances' memories, when loaded [`Form::WithStateAccess`].
+    pub(crate) memories: Option<Arc<CowMemories>>,
 }
 
 /// Which form of a component to load.
@@ -152,7 +154,7 @@ pub(crate) async fn load(engine_config: Config, component: &Path, cache_dir: &Pa
     }
     let engine = Engine::new(&engine_config).map_err(StartError::Engine)?;
     let (component, state) = {
-        let (engine, path, dir) = (engine.clone(), component.to_path_buf(), cache_dir.to_path_buf());
+        let (engine, path, dir, memories) = (engine.clone(), component.to_path_buf(), cache_dir.to_path_buf(), memories.clone());
         // Compiling takes seconds: off the async workers.
         tokio::task::spawn_blocking(move || match form {
             Form::AsBuilt => artifact::load(&engine, &path, &dir).map(|c| (c, None)),
@@ -170,7 +172,8 @@ pub(crate) async fn load(engine_config: Config, component: &Path, cache_dir: &Pa
     };
     let linker = guest_linker(&engine).map_err(StartError::Link)?;
     let ticker = EpochTicker::start(engine).map_err(StartError::Thread)?;
-    Ok(Loaded { component, linker, ticker, state })
+    let memories = (form == Form::WithStateAccess).then_some(memories);
+    Ok(Loaded { component, linker, ticker, state, memories })
 }
 
 /// The guest's imports: WASI with the quota filesystem and the

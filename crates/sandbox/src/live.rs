@@ -101,7 +101,7 @@ pub struct LiveInstance {
     /// Why, said once in the next run's report.
     lost_note: Option<String>,
     /// A state image the next start restores.
-    saved: Option<Vec<u8>>,
+    saved: Option<Saved>,
     /// The state was handed out as an image ([`Self::hibernate`], or kept
     /// by the caller: [`Self::expect_saved_state`]) and not handed back: a
     /// run that starts without it says the state was lost.
@@ -116,6 +116,10 @@ pub struct LiveInstance {
     /// resumes it says so, as a reset.
     older_image: Option<String>,
 }
+
+#[path = "live_state.rs"]
+mod state;
+use state::Saved;
 
 /// Tells a session's instances that its directory changed from outside
 /// them: the next run recounts the quota. Cheap to clone.
@@ -270,8 +274,11 @@ impl LiveInstance {
     /// capture for more forks of the state ([`Self::capture`]) until its next
     /// run, and the segments remembered for its next capture.
     pub fn held_image_bytes(&self) -> u64 {
-        let held = |i: &Instance<SessionGuest>| i.guest.captured.as_ref().map_or(0, |c| c.len()) + i.guest.memo.as_ref().map_or(0, |m| m.bytes());
-        self.instance.as_ref().map_or(0, |instance| held(instance) as u64)
+        let held = |i: &Instance<SessionGuest>| {
+            let captured = i.guest.captured.as_ref().map_or(0, |c| c.image().len() as u64 + c.frozen_bytes());
+            captured + i.guest.memo.as_ref().map_or(0, |m| m.bytes() as u64)
+        };
+        self.instance.as_ref().map_or(0, held)
     }
 
     /// Gives back to the kernel the pages the live instance wrote that hold
@@ -381,99 +388,6 @@ impl LiveInstance {
         self.lost_note = Some(reason.into());
     }
 
-    /// The next run restores `image` (captured from an instance of the same
-    /// runtime) instead of starting fresh. Any live instance is dropped.
-    pub fn with_saved_state(mut self, image: Vec<u8>) -> Self {
-        self.resume_with(image);
-        self
-    }
-
-    /// As [`Self::with_saved_state`], in place.
-    pub fn resume_with(&mut self, image: Vec<u8>) {
-        self.instance = None;
-        self.adopted = false;
-        self.saved = Some(image);
-        self.away = false;
-    }
-
-    /// Whether a saved image waits for the next run.
-    pub fn is_hibernated(&self) -> bool {
-        self.instance.is_none() && self.saved.is_some()
-    }
-
-    /// The state image of the live instance, which keeps running (a fork's
-    /// copy); the saved image when hibernated; `None` without state. An
-    /// instance that has run nothing since its last capture gives that
-    /// image again: a hundred forks of one state capture it once.
-    pub fn capture(&mut self) -> BoxFuture<'_, Result<Option<Arc<[u8]>>, StateError>> {
-        Box::pin(async move {
-            if self.adopted {
-                return Ok(None);
-            }
-            if let Some(image) = self.instance.as_ref().and_then(|instance| instance.guest.captured.clone()) {
-                return Ok(Some(image));
-            }
-            let runtime = self.runtime.clone();
-            let closed = self.park().await?;
-            match (self.instance.as_mut(), &self.saved) {
-                (Some(instance), _) => {
-                    let image: Arc<[u8]> = runtime.capture(instance, closed).await?.into();
-                    instance.guest.captured = Some(image.clone());
-                    Ok(Some(image))
-                }
-                (None, Some(saved)) => Ok(Some(saved.as_slice().into())),
-                (None, None) => Ok(None),
-            }
-        })
-    }
-
-    /// The state image of the live instance, which keeps running as it is:
-    /// `None` without a live instance with state, or while the code holds a
-    /// file open (capturing would close it under the running session).
-    pub fn checkpoint(&mut self) -> BoxFuture<'_, Result<Option<Vec<u8>>, StateError>> {
-        Box::pin(async move {
-            if self.adopted {
-                return Ok(None);
-            }
-            let runtime = self.runtime.clone();
-            match self.instance.as_mut() {
-                Some(instance) if instance.store.data().open_files == 0 => runtime.capture(instance, Vec::new()).await.map(Some),
-                _ => Ok(None),
-            }
-        })
-    }
-
-    /// Captures the live instance's state and drops the instance, freeing
-    /// its memory: the image's bytes, for the caller to keep, and to hand
-    /// back with [`Self::resume_with`] (a saved image not restored yet is
-    /// handed out as it is). `None` when no instance is live and no image
-    /// waits. When capturing fails the instance is kept.
-    ///
-    /// From then on the state is the caller's: until it comes back, the
-    /// next run reports it lost (`state_reset`), so an image that never
-    /// reached its keeper is never mistaken for a session without state.
-    pub fn hibernate(&mut self) -> BoxFuture<'_, Result<Option<Vec<u8>>, StateError>> {
-        Box::pin(async move {
-            if self.instance.is_none() {
-                let saved = self.saved.take();
-                self.away |= saved.is_some();
-                return Ok(saved);
-            }
-            if self.adopted {
-                // Started ahead and never run: nothing to keep, only memory to free.
-                self.instance = None;
-                self.adopted = false;
-                return Ok(None);
-            }
-            let closed = self.park().await?;
-            let Some(instance) = self.instance.as_mut() else { return Ok(None) };
-            let runtime = self.runtime.clone();
-            let image = runtime.capture(instance, closed).await?;
-            self.instance = None;
-            self.away = true;
-            Ok(Some(image))
-        })
-    }
 
     /// Has the live instance's cell code close its open file objects; their
     /// names. Nothing to do without an instance, or when the instance holds
@@ -533,9 +447,9 @@ impl LiveInstance {
         let mut note = self.lost_note.take();
         let mut older_resumed = false;
         if self.instance.is_none()
-            && let Some(image) = self.saved.take()
+            && let Some(saved) = self.saved.take()
         {
-            match self.resume(image).await {
+            match self.resume(saved).await {
                 Ok(closed) => {
                     origin = StateOrigin::Resumed;
                     let mut said = "the session's state was restored from its saved image".to_owned();
@@ -578,47 +492,6 @@ impl LiveInstance {
         metrics.duration_us = started.elapsed().as_micros() as u64;
         report.metrics = metrics;
         report
-    }
-
-    /// Starts an instance and restores `image` into it: the files closed
-    /// when it was captured. On failure no instance is left: the run starts
-    /// a fresh one.
-    async fn resume(&mut self, image: Vec<u8>) -> Result<Vec<String>, StateError> {
-        // Checked and decompressed on the blocking pool while the instance starts.
-        let plan = crate::state_image::image::plan(&image);
-        let decode = self.runtime.decoder();
-        let decoding = tokio::task::spawn_blocking(move || decode(&image));
-        let quota = self.quota.clone();
-        self.directory_changed();
-        let instance = start(self.runtime.clone(), self.dir.clone(), self.layout, (self.datasets.clone(), self.wheelhouse.clone()), quota, self.limits.memory_bytes, StartFor::Restore)
-            .await
-            .map_err(|e| StateError::Start(e.to_string()))?;
-        self.instance = Some(instance);
-        // Unless the image's instances hold it from the start, a first,
-        // empty run takes the host handles every session holds (its
-        // preopened directory) in the order the saved instance took them;
-        // the restored memory refers to them by number.
-        let mut prologue = match self.runtime.restores_without_prologue() {
-            true => Ok(()),
-            false => self.call_cell(String::new(), Vec::new()).await.map(drop),
-        };
-        // Where the image's chunks go is known before the image is checked:
-        // their pages are made ready while it is still being decoded.
-        if let (Ok(()), Ok(plan), Some(instance)) = (&prologue, &plan, self.instance.as_mut()) {
-            prologue = self.runtime.prepare(instance, plan).await;
-        }
-        let decoded = decoding.await.map_err(|e| StateError::Unsupported(format!("decoding the image: {e}")));
-        let restored = match (prologue, decoded) {
-            (Ok(_), Ok(Ok(image))) => match self.instance.as_mut() {
-                Some(instance) => self.runtime.restore(instance, image).await,
-                None => Err(StateError::Unsupported("no instance after the first run".into())),
-            },
-            (Err(e), _) | (_, Err(e)) | (_, Ok(Err(e))) => Err(e),
-        };
-        if restored.is_err() {
-            self.instance = None;
-        }
-        restored
     }
 
     async fn run_in_instance<E: CellExports>(&mut self, request: CellRequest, limits: &Limits, metrics: &mut Metrics) -> Result<CellReport, ExecError> {

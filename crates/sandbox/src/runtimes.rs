@@ -42,6 +42,8 @@ pub(crate) struct LoadedRuntime {
     pub(crate) image: Arc<dyn SessionImage>,
     pub(crate) component: Component,
     pub(crate) state: Option<(Layout, String)>,
+    /// What makes the session instances' memories.
+    pub(crate) memories: Option<Arc<crate::cow::CowMemories>>,
 }
 
 /// Loads (or compiles and caches) the runtime `config` names.

@@ -148,7 +148,10 @@ pub(crate) struct SessionGuest {
     pub(crate) regions: Option<(u64, crate::footprint::MemoryRegions)>,
     /// The state image captured since its last run, if one was: the state
     /// has not changed since, so a second fork or snapshot reuses it.
-    pub(crate) captured: Option<Arc<[u8]>>,
+    pub(crate) captured: Option<Arc<crate::state_image::SharedState>>,
+    /// The shared state its memory was mapped on, if it was: pages it has
+    /// not written read that state's bytes.
+    pub(crate) source: Option<Arc<crate::state_image::shared::MappedState>>,
     /// Its segments as its last image (captured or restored) held them.
     pub(crate) memo: Option<crate::state_image::SegmentMemo>,
 }
@@ -200,7 +203,7 @@ impl<R: RuntimeImage> SessionImage for R {
     fn start<'a>(&'a self, at: Placement<'a>, start_for: StartFor) -> BoxFuture<'a, wasmtime::Result<Instance<SessionGuest>>> {
         Box::pin(async move {
             let Started { store, exports, handle, stdout } = RuntimeImage::start(self, at, start_for).await?;
-            Ok(Instance { store, guest: SessionGuest { exports: Box::new(exports), handle, stdout, regions: None, captured: None, memo: None } })
+            Ok(Instance { store, guest: SessionGuest { exports: Box::new(exports), handle, stdout, regions: None, captured: None, source: None, memo: None } })
         })
     }
 

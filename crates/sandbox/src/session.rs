@@ -23,6 +23,8 @@ use crate::seam::{Placement, RunCell, SessionGuest, SessionImage, StartFor};
 use crate::state_image::access::Access;
 use crate::state_image::image::{self as state, Baseline, StateError};
 use crate::state_image::layout::Layout;
+use crate::state_image::shared::{self, MappedState, SharedState};
+use crate::cow::CowMemories;
 use anypath_wire::Runtime;
 
 /// Deadline for starting a session's instance (no tenant code runs then):
@@ -55,6 +57,9 @@ struct StateImages {
     /// Pages found not to map the baseline's bytes when given back.
     #[cfg(target_os = "linux")]
     unreturnable: crate::state_image::give_back::Unreturnable,
+    /// What makes the instances' memories: shared states are mapped
+    /// through it.
+    memories: Option<Arc<CowMemories>>,
 }
 
 /// Deadline for the host's own calls that capture or restore state.
@@ -66,7 +71,7 @@ impl SessionRuntime {
     pub fn start(config: RuntimeConfig) -> BoxFuture<'static, Result<Self, StartError>> {
         Box::pin(async move {
             let loaded = runtimes::load(&config).await?;
-            let states = StateImages::new(&loaded.component, loaded.state)?;
+            let states = StateImages::new(&loaded.component, loaded.state, loaded.memories)?;
             Ok(Self { image: loaded.image, states })
         })
     }
@@ -163,13 +168,61 @@ impl SessionRuntime {
     /// Captures `instance`'s state between runs (after its open files were
     /// closed, named in `closed_files`): the image's bytes.
     pub(crate) async fn capture(&self, instance: &mut Instance<SessionGuest>, closed_files: Vec<String>) -> Result<Vec<u8>, StateError> {
+        Ok(self.capture_parts(instance, closed_files).await?.image)
+    }
+
+    async fn capture_parts(&self, instance: &mut Instance<SessionGuest>, closed_files: Vec<String>) -> Result<state::Captured, StateError> {
         let baseline = self.baseline().await?;
         engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
         let handle = instance.guest.handle;
         let mut memo = instance.guest.memo.take();
-        let captured = engine::on_own_thread(state::capture(&self.states.access, &self.states.component, &baseline, &mut instance.store, &handle, closed_files, &mut memo)).await;
+        let source = instance.guest.source.clone();
+        let mapped = source.as_ref().map_or(&[][..], |source| source.differs.as_slice());
+        let captured = engine::on_own_thread(state::capture(&self.states.access, &self.states.component, &baseline, &mut instance.store, &handle, closed_files, &mut memo, mapped)).await;
         instance.guest.memo = memo;
         captured
+    }
+
+    /// Captures `instance`'s state between runs, as [`Self::capture`], and
+    /// where this runtime's memory is the host's, freezes it for other
+    /// instances to map ([`SharedState`]).
+    pub(crate) async fn share(&self, instance: &mut Instance<SessionGuest>, closed_files: Vec<String>) -> Result<SharedState, StateError> {
+        let mut captured = self.capture_parts(instance, closed_files).await?;
+        let image: Arc<[u8]> = std::mem::take(&mut captured.image).into();
+        let initial = self.states.memories.as_ref().and_then(|memories| memories.initial().cloned());
+        let (Some(initial), [memory]) = (initial, self.states.access.memories.as_slice()) else {
+            return Ok(SharedState::image_only(image));
+        };
+        let baseline = self.baseline().await?;
+        let handle = instance.guest.handle;
+        let component = &self.states.component;
+        // Writing the overlay is memory-speed blocking work: off the async workers.
+        engine::on_own_thread(async {
+            let bytes = memory.read(&mut instance.store, &handle).await?;
+            shared::freeze(component, &baseline, &initial, &captured, bytes, image).map_err(|e| StateError::Unsupported(format!("freezing the state: {e}")))
+        })
+        .await
+    }
+
+    /// Whether instances of this runtime can take a shared state by mapping it.
+    pub(crate) fn maps_shared_states(&self) -> bool {
+        self.states.memories.as_ref().is_some_and(|memories| memories.initial().is_some()) && self.states.access.memories.len() == 1
+    }
+
+    /// Has `instance`, just started and past its first (empty) run, take
+    /// `state` by mapping its frozen memory; returns the files closed when
+    /// it was captured.
+    pub(crate) async fn map_shared(&self, instance: &mut Instance<SessionGuest>, state: &Arc<MappedState>) -> Result<Vec<String>, StateError> {
+        let Some(memories) = self.states.memories.clone() else {
+            return Err(StateError::Unsupported("this runtime's memories are not the host's".into()));
+        };
+        let baseline = self.baseline().await?;
+        engine::arm_for_host(&mut instance.store, STATE_BUDGET)?;
+        let handle = instance.guest.handle;
+        let closed = engine::on_own_thread(shared::map(&self.states.access, &self.states.component, &baseline, &memories, state, &mut instance.store, &handle)).await?;
+        instance.guest.source = Some(state.clone());
+        instance.guest.memo = None;
+        Ok(closed)
     }
 
     /// Where `instance`'s memories lie now: found through the state
@@ -215,7 +268,8 @@ impl SessionRuntime {
             }
             let handle = instance.guest.handle;
             let states = &self.states;
-            engine::on_own_thread(crate::state_image::give_back::give_back(&states.access, &baseline, &states.unreturnable, &mut instance.store, &handle)).await
+            let source = instance.guest.source.clone();
+            engine::on_own_thread(crate::state_image::give_back::give_back(&states.access, &baseline, source.as_deref(), &states.unreturnable, &mut instance.store, &handle)).await
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -399,7 +453,7 @@ impl SessionRuntime {
 
 
 impl StateImages {
-    fn new(component: &wasmtime::component::Component, state: Option<(Layout, String)>) -> Result<Arc<Self>, StartError> {
+    fn new(component: &wasmtime::component::Component, state: Option<(Layout, String)>, memories: Option<Arc<CowMemories>>) -> Result<Arc<Self>, StartError> {
         let (layout, key) = state.ok_or_else(|| StartError::Link(wasmtime::format_err!("the session component was loaded without state access")))?;
         let access = Access::resolve(component, &layout).map_err(StartError::Link)?;
         Ok(Arc::new(Self {
@@ -409,6 +463,7 @@ impl StateImages {
             signals: tokio::sync::OnceCell::new(),
             #[cfg(target_os = "linux")]
             unreturnable: Default::default(),
+            memories,
         }))
     }
 }

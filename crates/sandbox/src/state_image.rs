@@ -7,6 +7,7 @@
 //! state; the guest's code is unchanged.
 
 pub(crate) mod access;
+mod adapter;
 #[cfg(target_os = "linux")]
 pub(crate) mod give_back;
 pub(crate) mod image;
@@ -16,6 +17,7 @@ mod ranges;
 mod blocks;
 mod reader;
 mod segments;
+pub(crate) mod shared;
 pub mod chunked;
 #[cfg(test)]
 mod fuzz_tests;
@@ -24,6 +26,7 @@ pub(crate) mod pagemap;
 
 pub use image::StateError;
 pub use segments::SegmentMemo;
+pub use shared::SharedState;
 pub use instrument::InstrumentError;
 #[cfg(target_os = "linux")]
 pub(crate) use pagemap::private_bytes;

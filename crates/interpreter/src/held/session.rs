@@ -79,6 +79,11 @@ pub(crate) struct Session {
     /// keeps it while its state is unchanged), and that fork's id: a fork
     /// of the same state shares the fork's stored image instead of writing it.
     pub(crate) last_fork: Mutex<Option<(std::sync::Weak<[u8]>, String)>>,
+    /// The state its stored image holds, shared in this process by the fork
+    /// or snapshot that made the session: its first run maps that state's
+    /// memory instead of reading and restoring the image. Cleared whenever
+    /// the stored image changes.
+    pub(crate) shared_state: Mutex<Option<Arc<anypath_sandbox::state_image::SharedState>>>,
     /// Commands running in its shell now (see `crate::views::commands`).
     pub(crate) commands_running: std::sync::atomic::AtomicUsize,
     /// Under `--checkpoint every-run`, the state its last kept image holds:
@@ -163,9 +168,9 @@ pub(crate) enum Create {
     Sharing { ttl: Option<Duration>, runtime: Runtime, files: PathBuf, layout: FilesLayout },
     /// A new session about to receive another's files and state (a fork, a
     /// snapshot, a sandbox from a snapshot): laid out as `layout`, and never
-    /// given an instance started ahead, which its state would replace (the
-    /// instance would be wasted, and starting its replacement ahead costs
-    /// the host more than the copy itself).
+    /// given an instance started ahead. Its state would replace that
+    /// instance, or, mapped into it, save the child's first run a few
+    /// milliseconds only to spend them starting a replacement beside it.
     Copy { ttl: Duration, runtime: Runtime, layout: FilesLayout },
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use anypath_sandbox::state_image::SharedState;
 use anypath_wire::SessionInfo;
 use futures_util::future::BoxFuture;
 
@@ -62,7 +63,7 @@ impl Sessions<'_> {
         let image = if parent.hibernated.load(Relaxed) && !live.is_live() {
             Carried::Stored
         } else {
-            match live.capture().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be copied: {e}")))? {
+            match live.share().await.map_err(|e| InterpreterError::Invalid(format!("the session's state cannot be copied: {e}")))? {
                 Some(image) => {
                     // The parent now keeps the image for its next copy: the budget counts it.
                     interpreter.measure_memory(&parent, &mut live).await;
@@ -107,7 +108,8 @@ fn copy_one(i: &Arc<Interpreter>, owner: &str, from: &Arc<Session>, new: &str, t
         copy_tree(from.files.dir(), child.files.dir())
     });
     let copied = copied.and_then(|()| match image {
-        Carried::Image(image) => {
+        Carried::Image(state) => {
+            let image = state.image();
             // The same state forked again: its image is shared with the
             // last fork's (a link where the store can make one) rather
             // than written once more.
@@ -118,10 +120,21 @@ fn copy_one(i: &Arc<Interpreter>, owner: &str, from: &Arc<Session>, new: &str, t
             let kept = if shared { Ok(()) } else { i.hibernation().save_image(&child, image) };
             if kept.is_ok() {
                 *from.last_fork.lock().unwrap_or_else(|p| p.into_inner()) = Some((Arc::downgrade(image), child.id.clone()));
+                // The child's first run maps the state rather than restoring it.
+                *child.shared_state.lock().unwrap_or_else(|p| p.into_inner()) = Some(state.clone());
             }
             kept
         }
-        Carried::Stored => i.hibernation().copy_image(from, &child),
+        Carried::Stored => {
+            let copied = i.hibernation().copy_image(from, &child);
+            // A parked parent made by a fork or a snapshot in this process
+            // still has its state shared: the child maps it too.
+            let shared = from.shared_state.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if copied.is_ok() {
+                *child.shared_state.lock().unwrap_or_else(|p| p.into_inner()) = shared;
+            }
+            copied
+        }
         Carried::Nothing => Ok(()),
     });
     if !matches!(image, Carried::Nothing) {
@@ -141,9 +154,9 @@ fn copy_one(i: &Arc<Interpreter>, owner: &str, from: &Arc<Session>, new: &str, t
 enum Carried {
     /// None: the parent never ran, or its state was lost.
     Nothing,
-    /// The live instance's state, captured (or its last capture, when it
-    /// has run nothing since).
-    Image(Arc<[u8]>),
+    /// The live instance's state, captured and shared (or its last
+    /// capture, when it has run nothing since).
+    Image(Arc<SharedState>),
     /// The parent's stored image (it is parked).
     Stored,
 }

@@ -291,6 +291,8 @@ impl<'a> Hibernation<'a> {
                 quota.max_session_bytes
             )));
         }
+        // The stored image is no longer the shared state's, if it was.
+        session.shared_state.lock().unwrap_or_else(|p| p.into_inner()).take();
         session.store.save_image(&session.tenant, &session.id, image)
     }
 
@@ -307,6 +309,7 @@ impl<'a> Hibernation<'a> {
                 usage.bytes, quota.max_session_bytes
             )));
         }
+        to.shared_state.lock().unwrap_or_else(|p| p.into_inner()).take();
         to.store.copy_image(&to.tenant, from, &to.id)
     }
 
@@ -334,6 +337,18 @@ impl<'a> Hibernation<'a> {
             return Ok(());
         }
         live.expect_saved_state();
+        // A fork's or a snapshot's state shared in this process: its memory
+        // is mapped, and its image never read back from the store.
+        let shared = session.shared_state.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(state) = shared {
+            session.hibernated.store(false, Relaxed);
+            if self.interpreter.config.checkpoint == crate::config::Checkpoint::EveryRun {
+                *session.checkpointed.lock().unwrap_or_else(|p| p.into_inner()) = Checkpointed::Image(state.image().clone());
+            }
+            live.resume_shared(state);
+            self.remove_resumed_image(session).await;
+            return Ok(());
+        }
         let started = std::time::Instant::now();
         let read = {
             let session = session.clone();
@@ -361,15 +376,20 @@ impl<'a> Hibernation<'a> {
             *session.checkpointed.lock().unwrap_or_else(|p| p.into_inner()) = Checkpointed::Image(Arc::from(image.as_slice()));
         }
         live.resume_with(image);
-        // From here the state lives in the instance: an image left behind
-        // would be resumed, stale, by a process that finds it after a crash.
+        self.remove_resumed_image(session).await;
+        Ok(())
+    }
+
+    /// Removes the stored image of a session whose state its instance now
+    /// takes: an image left behind would be resumed, stale, by a process
+    /// that finds it after a crash.
+    async fn remove_resumed_image(&self, session: &Arc<Session>) {
         let stored = session.clone();
         let removed = self.interpreter.off_workers(move |_| stored.store.remove_image(&stored.tenant, &stored.id)).await;
         if let Err(error) = removed {
             tracing::warn!(session = %session.id, %error, "a resumed session's state image could not be removed; trying again");
             self.remove_stale_image_later(session.clone());
         }
-        Ok(())
     }
 
     /// Tries again, with backoff, to remove the image of a session whose

@@ -369,6 +369,7 @@ impl<'a> Sessions<'a> {
             meta_written: std::sync::Mutex::new(None),
             running: std::sync::Mutex::new(None),
             last_fork: std::sync::Mutex::new(None),
+            shared_state: std::sync::Mutex::new(None),
             commands_running: std::sync::atomic::AtomicUsize::new(0),
             checkpointed: std::sync::Mutex::new(Default::default()),
             quiet_checkpoint_owed: std::sync::atomic::AtomicBool::new(false),

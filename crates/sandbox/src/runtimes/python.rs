@@ -37,7 +37,7 @@ pub(crate) async fn load(config: &RunnerConfig) -> Result<LoadedRuntime, StartEr
     let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
     let pre = RunnerPre::new(pre).map_err(StartError::Link)?;
     let profile = profile(&config.runner_component, config.limits);
-    Ok(LoadedRuntime { image: Arc::new(PythonRuntime { pre, profile, _ticker: loaded.ticker }), component: loaded.component, state: loaded.state })
+    Ok(LoadedRuntime { image: Arc::new(PythonRuntime { pre, profile, _ticker: loaded.ticker }), component: loaded.component, state: loaded.state, memories: loaded.memories })
 }
 
 /// The runner's profile: the componentize-py component at `component`, under `limits`.

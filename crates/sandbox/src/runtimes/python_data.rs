@@ -61,7 +61,7 @@ pub(crate) async fn load(config: &PythonDataConfig) -> Result<LoadedRuntime, Sta
         limits: config.limits,
         image: Some(serde_json::json!(ImageDescription { variant: config.variant, preimported })),
     };
-    Ok(LoadedRuntime { image: Arc::new(DataRuntime { image, profile, _ticker: loaded.ticker }), component: loaded.component, state: loaded.state })
+    Ok(LoadedRuntime { image: Arc::new(DataRuntime { image, profile, _ticker: loaded.ticker }), component: loaded.component, state: loaded.state, memories: loaded.memories })
 }
 
 impl RuntimeImage for DataRuntime {

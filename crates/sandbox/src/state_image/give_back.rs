@@ -25,6 +25,7 @@ use super::access::Access;
 use super::image::{Baseline, StateError};
 use super::pagemap::own_pages;
 use super::ranges::merged;
+use super::shared::MappedState;
 use crate::guest::GuestState;
 
 const PAGE: usize = 4096;
@@ -52,12 +53,16 @@ impl Unreturnable {
 pub(crate) async fn give_back(
     access: &Access,
     baseline: &Baseline,
+    source: Option<&MappedState>,
     unreturnable: &Unreturnable,
     store: &mut Store<GuestState>,
     instance: &Instance,
 ) -> Result<u64, StateError> {
     let mut given = 0u64;
     for (index, (memory, base)) in access.memories.iter().zip(&baseline.memories).enumerate() {
+        // A memory mapped on a shared state reads that state's pages where
+        // it has none of its own: those are what its pages are compared with.
+        let source = source.filter(|_| index == 0);
         let (at, length, same) = {
             let bytes = match memory.read(store, instance).await {
                 Ok(bytes) => bytes,
@@ -68,17 +73,17 @@ pub(crate) async fn give_back(
             };
             let Some(own) = own_pages(bytes) else { return Ok(given) };
             let same = merged(own.iter().flat_map(|&(from, to)| (from..to).step_by(PAGE).map(move |page| (page, (page + PAGE).min(to)))).filter(
-                |&(page, end)| !unreturnable.contains(index, page) && &bytes[page..end] == expected(base, page, end),
+                |&(page, end)| !unreturnable.contains(index, page) && &bytes[page..end] == expected(base, source, page, end),
             ));
             (bytes.as_ptr() as usize, bytes.len(), same)
         };
         // SAFETY: the memory is mapped for `length` bytes from `at`, and
         // nothing runs in it or resizes it while the store is borrowed here.
-        let (returned, wrong) = unsafe { drop_and_check(at, length, base, &same) };
+        let (returned, wrong) = unsafe { drop_and_check(at, length, base, source, &same) };
         given += returned;
         for (page, end) in wrong {
             unreturnable.insert(index, page);
-            memory.write(store, instance, page as u32, expected(base, page, end)).await?;
+            memory.write(store, instance, page as u32, expected(base, source, page, end)).await?;
         }
     }
     Ok(given)
@@ -92,7 +97,7 @@ pub(crate) async fn give_back(
 /// # Safety
 /// `at..at + length` must be mapped, private, and neither written nor
 /// unmapped by anything else during the call.
-unsafe fn drop_and_check(at: usize, length: usize, base: &[u8], same: &[(usize, usize)]) -> (u64, Vec<(usize, usize)>) {
+unsafe fn drop_and_check(at: usize, length: usize, base: &[u8], source: Option<&MappedState>, same: &[(usize, usize)]) -> (u64, Vec<(usize, usize)>) {
     for &(from, to) in same {
         // SAFETY: inside the mapping (the caller's promise); the bytes the
         // range holds are the baseline's, as its source's should be.
@@ -104,7 +109,7 @@ unsafe fn drop_and_check(at: usize, length: usize, base: &[u8], same: &[(usize, 
     for &(from, to) in same {
         for page in (from..to).step_by(PAGE) {
             let end = (page + PAGE).min(to);
-            if &now[page..end] == expected(base, page, end) {
+            if &now[page..end] == expected(base, source, page, end) {
                 given += (end - page) as u64;
             } else {
                 wrong.push((page, end));
@@ -114,9 +119,13 @@ unsafe fn drop_and_check(at: usize, length: usize, base: &[u8], same: &[(usize, 
     (given, wrong)
 }
 
-/// The baseline's bytes at `page..end`: zeros past its end.
-fn expected(base: &[u8], page: usize, end: usize) -> &[u8] {
+/// The bytes the memory's source holds at `page..end`: the shared state's
+/// when it is mapped on one, else the baseline's (zeros past its end).
+fn expected<'a>(base: &'a [u8], source: Option<&'a MappedState>, page: usize, end: usize) -> &'a [u8] {
     static ZEROS: [u8; PAGE] = [0; PAGE];
+    if let Some(bytes) = source.and_then(|source| source.page_bytes(page, end)) {
+        return bytes;
+    }
     base.get(page..end).unwrap_or(&ZEROS[..end - page])
 }
 
@@ -147,7 +156,7 @@ mod tests {
         let mut base = image.clone();
         base[PAGE + 9] ^= 0xff;
         // SAFETY: the mapping is this test's, and nothing else touches it.
-        let (given, wrong) = unsafe { drop_and_check(at, 3 * PAGE, &base, &[(0, 2 * PAGE)]) };
+        let (given, wrong) = unsafe { drop_and_check(at, 3 * PAGE, &base, None, &[(0, 2 * PAGE)]) };
         assert_eq!(given, PAGE as u64, "the page that holds the source's bytes is given back");
         assert_eq!(wrong, vec![(PAGE, 2 * PAGE)], "the page whose source differs from the baseline is reported");
         assert_eq!(&memory.memory()[..PAGE], &image[..PAGE]);
@@ -156,7 +165,7 @@ mod tests {
     #[test]
     fn past_the_baseline_the_expected_bytes_are_zeros() {
         let base = vec![7u8; PAGE];
-        assert_eq!(expected(&base, 0, PAGE), &base[..]);
-        assert!(expected(&base, PAGE, 2 * PAGE).iter().all(|b| *b == 0));
+        assert_eq!(expected(&base, None, 0, PAGE), &base[..]);
+        assert!(expected(&base, None, PAGE, 2 * PAGE).iter().all(|b| *b == 0));
     }
 }

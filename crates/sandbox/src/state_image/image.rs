@@ -26,11 +26,12 @@ use wasmtime::Store;
 use wasmtime::component::Instance;
 
 use super::access::{Access, GlobalValue, MemoryAccess};
-use super::layout::{ADAPTER_ALLOCATION_STATE, ADAPTER_STATE_POINTER};
+use super::adapter::adapter_kept;
 use super::ranges::{differing_chunks, intersect, merged, outside, uncovered};
 use super::blocks::decompress;
 use super::reader::Reader;
 use super::segments::{self, Segment, SegmentMemo};
+use super::shared::union;
 use crate::guest::GuestState;
 
 /// Leading bytes of every image: its body compressed in segments by window
@@ -52,8 +53,6 @@ const GLOBAL_BYTES: usize = 16;
 pub(super) const CHECKSUM_BYTES: usize = 16;
 /// Granularity of the memory comparison.
 pub(super) const CHUNK: usize = 4096;
-/// The adapter's state is one wasm page.
-const ADAPTER_STATE_BYTES: usize = 64 * 1024;
 const WASM_PAGE: usize = 64 * 1024;
 
 /// A state image could not be made or used.
@@ -111,6 +110,9 @@ pub(super) struct Header {
 pub(crate) struct Baseline {
     pub(crate) memories: Vec<Vec<u8>>,
     pub(crate) hash: String,
+    /// Per memory, the pages the bare instance wrote as it started: there
+    /// the baseline may differ from the component's initial image.
+    pub(crate) written_at_start: Vec<Vec<(usize, usize)>>,
     /// Per memory, per [`CHUNK`], whether the baseline's bytes there are all
     /// zeros: a chunk's delta from zeros is the chunk, so those are skipped.
     zero_chunks: Vec<Vec<bool>>,
@@ -120,19 +122,25 @@ impl Baseline {
     /// Reads every memory of `instance`, a bare instance of the component.
     pub(crate) async fn read(access: &Access, store: &mut Store<GuestState>, instance: &Instance) -> Result<Self, StateError> {
         let mut memories = Vec::new();
+        let mut written_at_start = Vec::new();
         let mut digest = Sha256::new();
         for memory in &access.memories {
-            let bytes = memory.read(store, instance).await?.to_vec();
+            let bytes = memory.read(store, instance).await?;
+            written_at_start.push(possibly_written(bytes));
+            let bytes = bytes.to_vec();
             digest.update((bytes.len() as u64).to_le_bytes());
             digest.update(&bytes);
             memories.push(bytes);
         }
-        Ok(Self::new(memories, hex::encode(digest.finalize())))
+        let mut baseline = Self::new(memories, hex::encode(digest.finalize()));
+        baseline.written_at_start = written_at_start;
+        Ok(baseline)
     }
 
     fn new(memories: Vec<Vec<u8>>, hash: String) -> Self {
         let zero_chunks = memories.iter().map(|memory| memory.chunks(CHUNK).map(|chunk| chunk.iter().all(|b| *b == 0)).collect()).collect();
-        Self { memories, hash, zero_chunks }
+        let written_at_start = memories.iter().map(|memory| vec![(0, memory.len())]).collect();
+        Self { memories, hash, zero_chunks, written_at_start }
     }
 
     /// XORs `target`, the bytes of memory `memory` from `start` (a multiple
@@ -157,15 +165,21 @@ impl Baseline {
     }
 }
 
-/// The adapter's allocations as an instance's globals show them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct AdapterPlaces {
-    state: u64,
-    allocation: u64,
-    stack: u64,
+/// A capture's image, and what it read to make it.
+pub(crate) struct Captured {
+    pub(crate) image: Vec<u8>,
+    /// Every global's value, in the accessors' order.
+    pub(crate) globals: Vec<GlobalValue>,
+    /// Per memory, where it differs from the baseline (whole chunks).
+    pub(crate) runs: Vec<Vec<(usize, usize)>>,
+    pub(crate) closed_files: Vec<String>,
 }
 
-/// Captures `instance`'s state against `baseline`.
+/// Captures `instance`'s state against `baseline`. `mapped` names the
+/// ranges of its first memory where the image that memory is mapped from
+/// differs from the baseline (an instance started from a shared state):
+/// pages there hold the state's bytes though the instance never wrote them.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn capture(
     access: &Access,
     component: &str,
@@ -174,22 +188,29 @@ pub(crate) async fn capture(
     instance: &Instance,
     closed_files: Vec<String>,
     memo: &mut Option<SegmentMemo>,
-) -> Result<Vec<u8>, StateError> {
+    mapped: &[(usize, usize)],
+) -> Result<Captured, StateError> {
     let mut body = Vec::new();
+    let mut globals = Vec::with_capacity(access.globals.len());
     for global in &access.globals {
         let value = global.get(&mut *store, instance).await?;
         body.extend_from_slice(&global.slot.module.to_le_bytes());
         body.extend_from_slice(&global.slot.index.to_le_bytes());
         body.extend_from_slice(&value.0.to_le_bytes());
+        globals.push(value);
     }
     let mut pages = Vec::new();
     let mut places = Vec::new();
+    let mut differing = Vec::with_capacity(access.memories.len());
     for (index, (memory, base)) in access.memories.iter().zip(&baseline.memories).enumerate() {
         let current = memory.read(store, instance).await?;
         pages.push((current.len() / WASM_PAGE) as u32);
-        // Pages the instance never wrote hold the baseline's bytes: only
-        // the others are compared.
-        let runs = merged(possibly_written(current).into_iter().flat_map(|(from, to)| differing_chunks(current, base, from, to)));
+        // Pages the instance never wrote hold the baseline's bytes (or,
+        // where its memory maps a shared state, that state's): only the
+        // others are compared.
+        let written = possibly_written(current);
+        let compared = if index == 0 && !mapped.is_empty() { union(&written, mapped) } else { written };
+        let runs = merged(compared.into_iter().flat_map(|(from, to)| differing_chunks(current, base, from, to.min(current.len()))));
         for (start, end) in &runs {
             for piece in (*start..*end).step_by(CHUNK) {
                 let at = body.len();
@@ -197,22 +218,24 @@ pub(crate) async fn capture(
                 baseline.xor(index, piece, &mut body[at..]);
             }
         }
-        places.push(runs.into_iter().map(|(start, end)| [start as u32, (end - start) as u32]).collect());
+        places.push(runs.iter().map(|(start, end)| [*start as u32, (end - start) as u32]).collect());
+        differing.push(runs);
     }
     let mut header = Header {
         identity: Identity { component: component.to_owned(), baseline: baseline.hash.clone() },
         pages,
         runs: places,
         body_bytes: body.len() as u64,
-        closed_files,
+        closed_files: closed_files.clone(),
         segments: Vec::new(),
     };
     let keyed = segments::cut_keyed(access.globals.len() * GLOBAL_BYTES, &header.runs);
     let made = segments::compress_remembering(&body, &keyed, memo);
     header.segments = made.iter().map(|(segment, _)| segment.clone()).collect();
     let stored: Vec<&[u8]> = made.iter().map(|(_, bytes)| bytes.as_ref()).collect();
-    Ok(assemble(&header, &stored))
+    Ok(Captured { image: assemble(&header, &stored), globals, runs: differing, closed_files })
 }
+
 
 /// Decoded bodies kept for the next decode: a body of a few MB is thousands
 /// of pages, and a buffer fresh from the allocator faults in every one of
@@ -507,27 +530,7 @@ pub(crate) async fn restore(
         }
         saved.push(GlobalValue(bits));
     }
-    let adapter = access.globals.iter().find(|g| g.slot.name.as_deref() == Some(ADAPTER_STATE_POINTER)).map(|g| g.slot.module);
-    let protected = match adapter {
-        Some(adapter) => {
-            let (state, allocation, stack) = adapter_globals(access, adapter)?;
-            let mut fresh = [0u64; 3];
-            for (value, at) in fresh.iter_mut().zip([state, allocation, stack]) {
-                *value = access.globals[at].get(&mut *store, instance).await?.0;
-            }
-            let fresh = AdapterPlaces { state: fresh[0], allocation: fresh[1], stack: fresh[2] };
-            let saved = AdapterPlaces { state: saved[state].0, allocation: saved[allocation].0, stack: saved[stack].0 };
-            let state_fits = fresh.state == 0 || fresh.state == saved.state;
-            // The adapter's stack: unallocated yet, or where the image has it.
-            let stack_fits = fresh.allocation == 0 || fresh.stack == saved.stack;
-            if !state_fits || !stack_fits {
-                return Err(StateError::AdapterMoved);
-            }
-            (fresh.state != 0).then(|| (fresh.state as usize, fresh.state as usize + ADAPTER_STATE_BYTES))
-        }
-        None => None,
-    };
-    let protected: Vec<(usize, usize)> = protected.into_iter().collect();
+    let (adapter, protected) = adapter_kept(access, &saved, store, instance).await?;
     if image.runs.len() != access.memories.len() {
         return Err(StateError::Corrupt("chunk places per memory".into()));
     }
@@ -554,15 +557,6 @@ pub(crate) async fn restore(
         global.set(&mut *store, instance, value).await?;
     }
     Ok(())
-}
-
-/// Positions in `access.globals` of the adapter's state pointer, allocation state and stack pointer.
-fn adapter_globals(access: &Access, adapter: u32) -> Result<(usize, usize, usize), StateError> {
-    let find = |name: &str| access.globals.iter().position(|g| g.slot.module == adapter && g.slot.name.as_deref() == Some(name));
-    match (find(ADAPTER_STATE_POINTER), find(ADAPTER_ALLOCATION_STATE), find("__stack_pointer")) {
-        (Some(state), Some(allocation), Some(stack)) => Ok((state, allocation, stack)),
-        _ => Err(StateError::Unsupported("the preview-1 adapter's globals are not all named".into())),
-    }
 }
 
 async fn restore_memory(
