@@ -11,20 +11,8 @@ use std::time::Duration;
 use crate::common;
 use common::service::Service;
 
-use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, LiveInstance, SessionRuntime, StateOrigin};
-
-fn live(runtime: &SessionRuntime, dir: &std::path::Path) -> LiveInstance {
-    runtime.live_instance(Some(dir.to_path_buf()), &LimitOverrides::default())
-}
-
-fn run(instance: &mut LiveInstance, code: &str) -> CellReport {
-    common::block_on(instance.run(CellRequest { code: code.into(), ..CellRequest::default() }))
-}
-
-fn ok(report: &CellReport) -> &str {
-    assert_eq!((report.exit_code, &report.error), (0, &None), "{report:?}");
-    &report.output.stdout
-}
+use anypath_sandbox::{LiveInstance, StateOrigin};
+use common::cells::{live, ok, run};
 
 fn hibernate(instance: &mut LiveInstance) -> Vec<u8> {
     common::block_on(instance.hibernate()).expect("captured").expect("a live instance")

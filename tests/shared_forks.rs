@@ -13,20 +13,8 @@ use std::sync::Arc;
 use crate::common;
 
 use anypath_sandbox::state_image::SharedState;
-use anypath_sandbox::{CellReport, CellRequest, LimitOverrides, LiveInstance, SessionRuntime, StateOrigin};
-
-fn live(runtime: &SessionRuntime, dir: &std::path::Path) -> LiveInstance {
-    runtime.live_instance(Some(dir.to_path_buf()), &LimitOverrides::default())
-}
-
-fn run(instance: &mut LiveInstance, code: &str) -> CellReport {
-    common::block_on(instance.run(CellRequest { code: code.into(), ..CellRequest::default() }))
-}
-
-fn ok(report: &CellReport) -> &str {
-    assert_eq!((report.exit_code, &report.error), (0, &None), "{report:?}");
-    &report.output.stdout
-}
+use anypath_sandbox::{LiveInstance, SessionRuntime, StateOrigin};
+use common::cells::{live, ok, run};
 
 fn share(instance: &mut LiveInstance) -> Arc<SharedState> {
     common::block_on(instance.share()).expect("shared").expect("a live instance")
@@ -37,6 +25,16 @@ fn child_of(runtime: &SessionRuntime, state: &Arc<SharedState>) -> (LiveInstance
     let mut child = live(runtime, home.path());
     child.resume_shared(state.clone());
     (child, home)
+}
+
+/// A live `python` session holding [`PARENT`]'s state, shared: the
+/// parent, its home, and the state.
+fn parent_of_16_mb(runtime: &SessionRuntime) -> (LiveInstance, tempfile::TempDir, Arc<SharedState>) {
+    let home = common::scratch("anypath-shared-parent-");
+    let mut parent = live(runtime, home.path());
+    assert_eq!(ok(&run(&mut parent, PARENT)), "16777216\n");
+    let state = share(&mut parent);
+    (parent, home, state)
 }
 
 fn private_bytes(instance: &mut LiveInstance) -> u64 {
@@ -56,10 +54,7 @@ print(len(blob))
 #[test]
 fn children_of_a_shared_state_read_it_and_keep_their_writes_apart() {
     let runtime = common::python_sessions();
-    let home = common::scratch("anypath-shared-parent-");
-    let mut parent = live(runtime, home.path());
-    assert_eq!(ok(&run(&mut parent, PARENT)), "16777216\n");
-    let state = share(&mut parent);
+    let (mut parent, _home, state) = parent_of_16_mb(runtime);
     assert!(state.is_mapped(), "the runner's state is frozen for mapping");
     assert!(Arc::ptr_eq(&state, &share(&mut parent)), "a state unchanged since is frozen once");
     assert!(state.frozen_bytes() >= 16 << 20, "the frozen state holds the blob: {}", state.frozen_bytes());
@@ -94,10 +89,7 @@ fn children_of_a_shared_state_read_it_and_keep_their_writes_apart() {
 #[test]
 fn a_child_hibernates_resumes_and_is_shared_again() {
     let runtime = common::python_sessions();
-    let home = common::scratch("anypath-shared-parent-");
-    let mut parent = live(runtime, home.path());
-    assert_eq!(ok(&run(&mut parent, PARENT)), "16777216\n");
-    let state = share(&mut parent);
+    let (_parent, _home, state) = parent_of_16_mb(runtime);
     let (mut child, child_home) = child_of(runtime, &state);
     assert_eq!(ok(&run(&mut child, "blob[5] = 7; marks['child'] = 'one'; print('ok')")), "ok\n");
 
@@ -141,10 +133,7 @@ fn many_children_share_the_state_in_the_process_memory() {
     // count (`/proc/self/smaps_rollup`) must agree that the state is held
     // once, not once per child.
     let runtime = common::python_sessions();
-    let home = common::scratch("anypath-shared-parent-");
-    let mut parent = live(runtime, home.path());
-    assert_eq!(ok(&run(&mut parent, PARENT)), "16777216\n");
-    let state = share(&mut parent);
+    let (_parent, _home, state) = parent_of_16_mb(runtime);
     let before = rollup("Pss:");
     let mut children = Vec::new();
     let mut owned = 0;

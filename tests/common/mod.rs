@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 pub mod app;
+pub mod cells;
 pub mod fake_llm;
 pub mod llama;
 pub mod redis_server;

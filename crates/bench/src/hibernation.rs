@@ -24,8 +24,7 @@ pub async fn run(sandbox: &SessionRuntime, iterations: usize) -> anyhow::Result<
     println!("session state: hibernate, resume, fork ({iterations} each)");
     println!("{:<48} {:>10} {:>10}", "operation", "p50", "p99");
     let home = tempfile::tempdir()?;
-    let mut session = sandbox.live_instance(Some(home.path().to_path_buf()), &LimitOverrides::default());
-    cell(&mut session, TEN_MB).await?;
+    let mut session = ten_mb_session(sandbox, home.path().to_path_buf()).await?;
     let memory = session.memory_bytes();
     let (hibernate, resume, image) = cycles(&mut session, iterations, "len(objs)").await?;
     row("hibernate, ~10 MB of objects (capture + drop)", &hibernate);
@@ -110,9 +109,8 @@ pub async fn run_shared(sandbox: &SessionRuntime, iterations: usize) -> anyhow::
     println!("shared states: a ~10 MB state frozen once, mapped by every child ({iterations} each)");
     println!("{:<48} {:>10} {:>10}", "operation", "p50", "p99");
     let home = tempfile::tempdir()?;
-    let mut parent = sandbox.live_instance(Some(home.path().join("parent")), &LimitOverrides::default());
     std::fs::create_dir_all(home.path().join("parent"))?;
-    cell(&mut parent, TEN_MB).await?;
+    let mut parent = ten_mb_session(sandbox, home.path().join("parent")).await?;
     let mut freeze = Histogram::<u64>::new(3)?;
     for i in 0..iterations {
         // A run changes the state: the next share captures and freezes it anew.
@@ -223,6 +221,13 @@ async fn cycles(session: &mut LiveInstance, iterations: usize, check: &str) -> a
         }
     }
     Ok((hibernate, resume, image))
+}
+
+/// A live session on `dir` holding [`TEN_MB`] of objects.
+async fn ten_mb_session(sandbox: &SessionRuntime, dir: std::path::PathBuf) -> anyhow::Result<LiveInstance> {
+    let mut session = sandbox.live_instance(Some(dir), &LimitOverrides::default());
+    cell(&mut session, TEN_MB).await?;
+    Ok(session)
 }
 
 async fn cell(session: &mut LiveInstance, code: &str) -> anyhow::Result<()> {

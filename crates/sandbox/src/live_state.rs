@@ -69,26 +69,7 @@ impl LiveInstance {
     /// instance that has run nothing since its last capture gives that
     /// image again: a hundred forks of one state capture it once.
     pub fn capture(&mut self) -> BoxFuture<'_, Result<Option<Arc<[u8]>>, StateError>> {
-        Box::pin(async move {
-            if self.adopted {
-                return Ok(None);
-            }
-            if let Some(state) = self.instance.as_ref().and_then(|instance| instance.guest.captured.clone()) {
-                return Ok(Some(state.image().clone()));
-            }
-            let runtime = self.runtime.clone();
-            let closed = self.park().await?;
-            match (self.instance.as_mut(), &self.saved) {
-                (Some(instance), _) => {
-                    let image: Arc<[u8]> = runtime.capture(instance, closed).await?.into();
-                    instance.guest.captured = Some(Arc::new(SharedState::image_only(image.clone())));
-                    Ok(Some(image))
-                }
-                (None, Some(Saved::Image(saved))) => Ok(Some(saved.as_slice().into())),
-                (None, Some(Saved::Shared(state))) => Ok(Some(state.image().clone())),
-                (None, None) => Ok(None),
-            }
-        })
+        Box::pin(async move { Ok(self.captured_state(false).await?.map(|state| state.image().clone())) })
     }
 
     /// As [`Self::capture`], the state also frozen where the runtime can, for
@@ -96,27 +77,36 @@ impl LiveInstance {
     /// started from it shares its pages. Made once per state: an instance
     /// that has run nothing since gives the same one again.
     pub fn share(&mut self) -> BoxFuture<'_, Result<Option<Arc<SharedState>>, StateError>> {
-        Box::pin(async move {
-            if self.adopted {
-                return Ok(None);
+        Box::pin(self.captured_state(true))
+    }
+
+    /// The state [`Self::capture`] and [`Self::share`] give: the last
+    /// capture while the instance has run nothing since (when `freeze`, only
+    /// one frozen already, where the runtime freezes), else a new one.
+    async fn captured_state(&mut self, freeze: bool) -> Result<Option<Arc<SharedState>>, StateError> {
+        if self.adopted {
+            return Ok(None);
+        }
+        let needs_mapping = freeze && self.runtime.maps_shared_states();
+        if let Some(state) = self.instance.as_ref().and_then(|instance| instance.guest.captured.clone()).filter(|state| state.is_mapped() || !needs_mapping) {
+            return Ok(Some(state));
+        }
+        let runtime = self.runtime.clone();
+        let closed = self.park().await?;
+        match (self.instance.as_mut(), &self.saved) {
+            (Some(instance), _) => {
+                let state = match freeze {
+                    true => runtime.share(instance, closed).await?,
+                    false => SharedState::image_only(runtime.capture(instance, closed).await?.into()),
+                };
+                let state = Arc::new(state);
+                instance.guest.captured = Some(state.clone());
+                Ok(Some(state))
             }
-            let maps = self.runtime.maps_shared_states();
-            if let Some(state) = self.instance.as_ref().and_then(|instance| instance.guest.captured.clone()).filter(|state| state.is_mapped() || !maps) {
-                return Ok(Some(state));
-            }
-            let runtime = self.runtime.clone();
-            let closed = self.park().await?;
-            match (self.instance.as_mut(), &self.saved) {
-                (Some(instance), _) => {
-                    let state = Arc::new(runtime.share(instance, closed).await?);
-                    instance.guest.captured = Some(state.clone());
-                    Ok(Some(state))
-                }
-                (None, Some(Saved::Image(saved))) => Ok(Some(Arc::new(SharedState::image_only(saved.as_slice().into())))),
-                (None, Some(Saved::Shared(state))) => Ok(Some(state.clone())),
-                (None, None) => Ok(None),
-            }
-        })
+            (None, Some(Saved::Image(saved))) => Ok(Some(Arc::new(SharedState::image_only(saved.as_slice().into())))),
+            (None, Some(Saved::Shared(state))) => Ok(Some(state.clone())),
+            (None, None) => Ok(None),
+        }
     }
 
     /// The state image of the live instance, which keeps running as it is:

@@ -27,11 +27,10 @@ use wasmtime::component::Instance;
 
 use super::access::{Access, GlobalValue, MemoryAccess};
 use super::adapter::adapter_kept;
-use super::ranges::{differing_chunks, intersect, merged, outside, uncovered};
+use super::ranges::{differing_chunks, intersect, merged, outside, uncovered, union};
 use super::blocks::decompress;
 use super::reader::Reader;
 use super::segments::{self, Segment, SegmentMemo};
-use super::shared::union;
 use crate::guest::GuestState;
 
 /// Leading bytes of every image: its body compressed in segments by window
@@ -226,14 +225,15 @@ pub(crate) async fn capture(
         pages,
         runs: places,
         body_bytes: body.len() as u64,
-        closed_files: closed_files.clone(),
+        closed_files,
         segments: Vec::new(),
     };
     let keyed = segments::cut_keyed(access.globals.len() * GLOBAL_BYTES, &header.runs);
     let made = segments::compress_remembering(&body, &keyed, memo);
     header.segments = made.iter().map(|(segment, _)| segment.clone()).collect();
     let stored: Vec<&[u8]> = made.iter().map(|(_, bytes)| bytes.as_ref()).collect();
-    Ok(Captured { image: assemble(&header, &stored), globals, runs: differing, closed_files })
+    let image = assemble(&header, &stored);
+    Ok(Captured { image, globals, runs: differing, closed_files: header.closed_files })
 }
 
 

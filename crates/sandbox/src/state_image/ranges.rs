@@ -28,6 +28,20 @@ pub(super) fn intersect(a: &[(usize, usize)], b: &[(usize, usize)]) -> Vec<(usiz
     out
 }
 
+/// The ranges either ascending list covers, ascending and joined.
+pub(super) fn union(a: &[(usize, usize)], b: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut all: Vec<(usize, usize)> = a.iter().chain(b).copied().collect();
+    all.sort_unstable();
+    let mut out: Vec<(usize, usize)> = Vec::with_capacity(all.len());
+    for (start, end) in all {
+        match out.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => out.push((start, end)),
+        }
+    }
+    out
+}
+
 /// The ranges of `0..len` that no run covers (runs in ascending order).
 pub(super) fn uncovered(len: usize, runs: &[(usize, &[u8])]) -> Vec<(usize, usize)> {
     let mut gaps = Vec::new();
@@ -111,5 +125,11 @@ mod tests {
         let mut current = vec![0u8; 3 * CHUNK];
         current[2 * CHUNK + 1] = 7;
         assert_eq!(merged(differing_chunks(&current, &base, 0, current.len())), vec![(2 * CHUNK, 3 * CHUNK)]);
+    }
+
+    #[test]
+    fn a_union_covers_both_lists_once() {
+        assert_eq!(union(&[(0, 4), (10, 12)], &[(2, 6), (12, 14), (20, 21)]), vec![(0, 6), (10, 14), (20, 21)]);
+        assert_eq!(union(&[], &[(1, 2)]), vec![(1, 2)]);
     }
 }

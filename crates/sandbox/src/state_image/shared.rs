@@ -27,7 +27,7 @@ use wasmtime::component::Instance;
 use super::access::{Access, GlobalValue};
 use super::adapter::adapter_kept;
 use super::image::{Baseline, Captured, StateError};
-use super::ranges::merged;
+use super::ranges::{merged, union};
 use crate::cow::{CowMemories, Frozen};
 use crate::guest::GuestState;
 
@@ -166,20 +166,6 @@ pub(crate) async fn map(
     Ok(state.closed_files.clone())
 }
 
-/// The ranges either ascending list covers, ascending and joined.
-pub(super) fn union(a: &[(usize, usize)], b: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let mut all: Vec<(usize, usize)> = a.iter().chain(b).copied().collect();
-    all.sort_unstable();
-    let mut out: Vec<(usize, usize)> = Vec::with_capacity(all.len());
-    for (start, end) in all {
-        match out.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => out.push((start, end)),
-        }
-    }
-    out
-}
-
 /// `ranges` (ascending, disjoint) as at most `most` ranges, joining the
 /// ones with the smallest gaps between them first.
 fn joined(mut ranges: Vec<(usize, usize)>, most: usize) -> Vec<(usize, usize)> {
@@ -202,11 +188,5 @@ mod tests {
         assert_eq!(joined(ranges.clone(), 4), vec![(0, 10), (12, 20), (100, 120), (500, 510)]);
         assert_eq!(joined(ranges.clone(), 2), vec![(0, 120), (500, 510)]);
         assert_eq!(joined(ranges, 1), vec![(0, 510)]);
-    }
-
-    #[test]
-    fn a_union_covers_both_lists_once() {
-        assert_eq!(union(&[(0, 4), (10, 12)], &[(2, 6), (12, 14), (20, 21)]), vec![(0, 6), (10, 14), (20, 21)]);
-        assert_eq!(union(&[], &[(1, 2)]), vec![(1, 2)]);
     }
 }
