@@ -266,6 +266,42 @@ fn a_forks_held_image_counts_toward_the_budget_until_the_parent_runs_again() {
     run_in("child", &format!("assert len(blob) == {STATE}"));
 }
 
+/// The image a state's first fork was given stays in the parent's home as
+/// its fork source: a later fork of the same state links to it (one inode,
+/// no bytes written again) even after every earlier child resumed and
+/// dropped its own, and a fork of a changed state is given a new one.
+#[test]
+fn forks_of_one_state_link_to_one_stored_image_after_their_siblings_resumed() {
+    use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
+    use std::os::unix::fs::MetadataExt;
+    let dir = temp_dir("fork-source");
+    let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], InterpreterConfig::new(dir.path())).expect("interpreter"));
+    let run_in = |session: &str, code: &str| {
+        let report =
+            common::block_on(interpreter.runs().run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001"))
+                .expect("run");
+        assert_eq!(report.cell.exit_code, 0, "{report:?}");
+        report.cell.output.stdout
+    };
+    let sessions = dir.path().join("sessions/t");
+    let inode = |path: std::path::PathBuf| std::fs::metadata(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).ino();
+    run_in("parent", "x = 'first'");
+    common::block_on(interpreter.sessions().fork("t", "parent", "a")).expect("fork a");
+    assert_eq!(run_in("a", "print(x)"), "first\n");
+    assert!(!sessions.join("a/state.img").exists(), "the resumed child dropped its image");
+    common::block_on(interpreter.sessions().fork("t", "parent", "b")).expect("fork b");
+    let source = inode(sessions.join("parent/fork-source.img"));
+    assert_eq!(inode(sessions.join("b/state.img")), source, "the second fork links to the parent's fork source");
+    assert_eq!(run_in("b", "print(x)"), "first\n");
+    run_in("parent", "x = 'second'");
+    common::block_on(interpreter.sessions().fork("t", "parent", "c")).expect("fork c");
+    assert_ne!(inode(sessions.join("c/state.img")), source, "a changed state is stored anew");
+    assert_eq!(inode(sessions.join("parent/fork-source.img")), inode(sessions.join("c/state.img")), "and becomes the fork source");
+    common::block_on(interpreter.sessions().fork("t", "parent", "d")).expect("fork d");
+    assert_eq!(run_in("d", "print(x)"), "second\n");
+    assert_eq!(run_in("c", "print(x)"), "second\n");
+}
+
 /// Pages a run wrote and then left as the runtime's image had them (a
 /// buffer zeroed again, a count raised and dropped) are given back between
 /// runs, on both runtimes: what the instance holds of its own falls by

@@ -21,7 +21,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
 const TOOLS = [
-  'attach_dataset', 'close_session', 'delete_snapshot', 'fork_session', 'list_files', 'list_snapshots', 'load_artifact', 'read_artifact',
+  'attach_dataset', 'close_session', 'delete_snapshot', 'fork_session', 'fork_session_many', 'list_files', 'list_snapshots', 'load_artifact', 'read_artifact',
   'run_python', 'snapshot_session', 'start_from_snapshot', 'upload_file', 'start_run', 'get_run', 'run_command', 'start_command', 'get_command',
 ];
 
@@ -148,6 +148,7 @@ async function tools(transport, key) {
     close_session: ['session_id'],
     list_files: ['session_id'],
     fork_session: ['session_id', 'new_session_id'],
+    fork_session_many: ['session_id', 'count'],
     load_artifact: ['session_id', 'artifact_id'],
     attach_dataset: ['session_id', 'name'],
     snapshot_session: ['session_id'],
@@ -167,6 +168,7 @@ async function tools(transport, key) {
     close_session: ['status'],
     list_files: ['files', 'datasets'],
     fork_session: ['session_id', 'hibernated'],
+    fork_session_many: ['sessions'],
     load_artifact: ['path', 'size_bytes'],
     attach_dataset: ['name', 'path', 'files'],
     snapshot_session: ['snapshot_id', 'names', 'session_id', 'expires_unix'],
@@ -392,6 +394,16 @@ async function state(transport, key) {
     const parent = await run(session, 'print(x)');
     assert(parent.stdout.trim() === '41', () => show(parent));
     toolError(await call(client, 'fork_session', { session_id: session, new_session_id: fork }), 'fork_session', 'session_exists');
+    // Many children in one call, each with the parent's state and its own.
+    const many = ok(await call(client, 'fork_session_many', { session_id: session, count: 3, prefix: `${session}-try` }), 'fork_session_many');
+    assert(sameSet(many.sessions.map((s) => s.session_id), [1, 2, 3].map((i) => `${session}-try-${i}`)), () => show(many));
+    for (const [i, branch] of many.sessions.entries()) {
+      const ran = await run(branch.session_id, `x = x + ${i}\nprint(x)`);
+      assert(ran.stdout.trim() === String(41 + i) && ran.state === 'resumed', () => show(ran));
+      ok(await call(client, 'close_session', { session_id: branch.session_id }), 'close_session');
+    }
+    assert((await run(session, 'print(x)')).stdout.trim() === '41', 'the parent kept its state');
+    toolError(await call(client, 'fork_session_many', { session_id: session, count: 0 }), 'fork_session_many', 'invalid_request');
     ok(await call(client, 'close_session', { session_id: fork }), 'close_session');
     ok(await call(client, 'close_session', { session_id: session }), 'close_session');
   });

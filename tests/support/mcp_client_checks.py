@@ -21,7 +21,7 @@ import httpx2
 import mcp
 from mcp.client.streamable_http import streamable_http_client
 
-TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files", "fork_session", "load_artifact", "attach_dataset",
+TOOLS = {"upload_file", "run_python", "read_artifact", "close_session", "list_files", "fork_session", "fork_session_many", "load_artifact", "attach_dataset",
          "snapshot_session", "list_snapshots", "start_from_snapshot", "delete_snapshot", "start_run", "get_run", "run_command", "start_command", "get_command"}
 
 
@@ -77,6 +77,7 @@ async def tools(transport, key, _other):
         "close_session": {"session_id"},
         "list_files": {"session_id"},
         "fork_session": {"session_id", "new_session_id"},
+        "fork_session_many": {"session_id", "count"},
         "load_artifact": {"session_id", "artifact_id"},
         "attach_dataset": {"session_id", "name"},
         "snapshot_session": {"session_id"},
@@ -96,6 +97,7 @@ async def tools(transport, key, _other):
         "close_session": {"status"},
         "list_files": {"files", "datasets"},
         "fork_session": {"session_id", "hibernated"},
+        "fork_session_many": {"sessions"},
         "load_artifact": {"path", "size_bytes"},
         "attach_dataset": {"name", "path", "files"},
         "snapshot_session": {"snapshot_id", "names", "session_id", "expires_unix"},
@@ -318,6 +320,16 @@ async def state(transport, key, _other):
         parent = ok(await client.call_tool("run_python", {"session_id": session, "code": "print(x)"}), "run_python")
         assert parent["stdout"].strip() == "41", parent
         tool_error(await client.call_tool("fork_session", {"session_id": session, "new_session_id": fork}), "fork_session", "session_exists")
+        # Many children in one call, each with the parent's state and its own.
+        many = ok(await client.call_tool("fork_session_many", {"session_id": session, "count": 3, "prefix": session + "-try"}), "fork_session_many")
+        assert [s["session_id"] for s in many["sessions"]] == [f"{session}-try-{i}" for i in (1, 2, 3)], many
+        for i, branch in enumerate(many["sessions"]):
+            ran = ok(await client.call_tool("run_python", {"session_id": branch["session_id"], "code": f"x = x + {i}\nprint(x)"}), "run_python")
+            assert (ran["stdout"].strip(), ran["state"]) == (str(41 + i), "resumed"), ran
+            ok(await client.call_tool("close_session", {"session_id": branch["session_id"]}), "close_session")
+        kept = ok(await client.call_tool("run_python", {"session_id": session, "code": "print(x)"}), "run_python")
+        assert kept["stdout"].strip() == "41", kept
+        tool_error(await client.call_tool("fork_session_many", {"session_id": session, "count": 0}), "fork_session_many", "invalid_request")
         ok(await client.call_tool("close_session", {"session_id": fork}), "close_session")
 
         # A snapshot keeps the state; sessions start from it by name.

@@ -75,10 +75,11 @@ pub(crate) struct Session {
     pub(crate) meta_written: Mutex<Option<(Instant, bool)>>,
     /// The run going on now, if there is one: its id, and what stops it.
     pub(crate) running: Mutex<Option<(String, anypath_sandbox::Interrupt)>>,
-    /// The image its last fork was given (held weakly: the live instance
-    /// keeps it while its state is unchanged), and that fork's id: a fork
-    /// of the same state shares the fork's stored image instead of writing it.
-    pub(crate) last_fork: Mutex<Option<(std::sync::Weak<[u8]>, String)>>,
+    /// The image its last forks were given (held weakly: the live instance
+    /// keeps it while its state is unchanged), when its store keeps it as
+    /// the session's fork source: a fork of the same state shares that
+    /// stored image instead of writing it again.
+    pub(crate) fork_source: Mutex<Option<std::sync::Weak<[u8]>>>,
     /// The state its stored image holds, shared in this process by the fork
     /// or snapshot that made the session: its first run maps that state's
     /// memory instead of reading and restoring the image. Cleared whenever

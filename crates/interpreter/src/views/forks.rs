@@ -13,6 +13,7 @@ use super::sessions::{Sessions, info};
 use crate::error::InterpreterError;
 use crate::held::session::{Create, Session};
 use crate::interpreter::Interpreter;
+use crate::views::hibernation::ImageSource;
 use crate::names;
 use crate::operation::{CallContext, Described, Operation, OperationKind};
 
@@ -97,6 +98,17 @@ impl Sessions<'_> {
 
 }
 
+/// The names of one fork call's `count` children: `{prefix}-1` on, the
+/// prefix made up (`fork-` and 12 random hex digits) when none is given.
+/// A count outside 1 to [`anypath_wire::MAX_FORKS_PER_CALL`] is refused.
+pub fn child_names(prefix: Option<&str>, count: u32) -> Result<Vec<String>, InterpreterError> {
+    if !(1..=anypath_wire::MAX_FORKS_PER_CALL).contains(&count) {
+        return Err(InterpreterError::Invalid(format!("count must be 1 to {}, not {count}", anypath_wire::MAX_FORKS_PER_CALL)));
+    }
+    let prefix = prefix.map_or_else(|| format!("fork-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]), str::to_owned);
+    Ok((1..=count).map(|index| format!("{prefix}-{index}")).collect())
+}
+
 /// One child of a copy: `new` made like `from` (its datasets, a copy of
 /// its files, the state `image` carries), or nothing left of it.
 fn copy_one(i: &Arc<Interpreter>, owner: &str, from: &Arc<Session>, new: &str, ttl: Duration, image: &Carried) -> Result<Arc<Session>, InterpreterError> {
@@ -110,16 +122,18 @@ fn copy_one(i: &Arc<Interpreter>, owner: &str, from: &Arc<Session>, new: &str, t
     let copied = copied.and_then(|()| match image {
         Carried::Image(state) => {
             let image = state.image();
-            // The same state forked again: its image is shared with the
-            // last fork's (a link where the store can make one) rather
-            // than written once more.
-            let sibling = from.last_fork.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            let shared = sibling
-                .filter(|(base, _)| std::ptr::addr_eq(base.as_ptr(), Arc::as_ptr(image)) && base.strong_count() > 0)
-                .is_some_and(|(_, sibling)| i.hibernation().share_image(&sibling, &child, image.len() as u64).is_ok());
+            // The same state forked again: the image the parent's home keeps
+            // for its forks is shared (a link) rather than written once more.
+            let source = from.fork_source.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let shared = source
+                .filter(|kept| std::ptr::addr_eq(kept.as_ptr(), Arc::as_ptr(image)) && kept.strong_count() > 0)
+                .is_some_and(|_| i.hibernation().share_image(ImageSource::ForkSource(from), &child, image.len() as u64).is_ok());
             let kept = if shared { Ok(()) } else { i.hibernation().save_image(&child, image) };
             if kept.is_ok() {
-                *from.last_fork.lock().unwrap_or_else(|p| p.into_inner()) = Some((Arc::downgrade(image), child.id.clone()));
+                if !shared {
+                    let kept_for_forks = child.store.keep_fork_source(owner, &from.id, &child.id).unwrap_or(false);
+                    *from.fork_source.lock().unwrap_or_else(|p| p.into_inner()) = kept_for_forks.then(|| Arc::downgrade(image));
+                }
                 // The child's first run maps the state rather than restoring it.
                 *child.shared_state.lock().unwrap_or_else(|p| p.into_inner()) = Some(state.clone());
             }

@@ -296,11 +296,11 @@ impl<'a> Hibernation<'a> {
         session.store.save_image(&session.tenant, &session.id, image)
     }
 
-    /// Gives `to` the stored image of its sibling `from` (a session of the
-    /// same tenant, `bytes` long), shared where the store can (a link), if
-    /// it fits `to`'s quota beside its files. Fails when `from` has no image
-    /// any more (it resumed): the caller then saves the image itself.
-    pub(crate) fn share_image(&self, from: &str, to: &Session, bytes: u64) -> Result<(), InterpreterError> {
+    /// Gives `to` the stored image `from` names (of a session of the same
+    /// tenant, `bytes` long), shared where the store can (a link), if it
+    /// fits `to`'s quota beside its files. Fails when that image is gone:
+    /// the caller then saves the image itself.
+    pub(crate) fn share_image(&self, from: ImageSource<'_>, to: &Session, bytes: u64) -> Result<(), InterpreterError> {
         let quota = self.interpreter.config.quota;
         let usage = anypath_sandbox::directory_usage(to.files.dir());
         if usage.bytes.saturating_add(bytes) > quota.max_session_bytes {
@@ -310,7 +310,10 @@ impl<'a> Hibernation<'a> {
             )));
         }
         to.shared_state.lock().unwrap_or_else(|p| p.into_inner()).take();
-        to.store.copy_image(&to.tenant, from, &to.id)
+        match from {
+            ImageSource::Stored(from) => to.store.copy_image(&to.tenant, &from.id, &to.id),
+            ImageSource::ForkSource(parent) => to.store.copy_fork_source(&to.tenant, &parent.id, &to.id),
+        }
     }
 
     /// Gives `to` a copy of `from`'s stored image (shared where the store
@@ -318,7 +321,7 @@ impl<'a> Hibernation<'a> {
     /// `from`: the same tenant, in the same store.
     pub(crate) fn copy_image(&self, from: &Session, to: &Session) -> Result<(), InterpreterError> {
         let bytes = from.store.image_bytes(&from.tenant, &from.id);
-        self.share_image(&from.id, to, bytes)
+        self.share_image(ImageSource::Stored(from), to, bytes)
     }
 
     /// Before a run: a hibernated session's image goes to its instance (and
@@ -439,6 +442,14 @@ fn longest_idle_first<T>(sessions: Vec<T>, idle: impl Fn(&T) -> Duration) -> Vec
     let mut keyed: Vec<(Duration, T)> = sessions.into_iter().map(|s| (idle(&s), s)).collect();
     keyed.sort_by_key(|(idle, _)| std::cmp::Reverse(*idle));
     keyed.into_iter().map(|(_, s)| s).collect()
+}
+
+/// A stored image another session is given by [`Hibernation::share_image`].
+pub(crate) enum ImageSource<'a> {
+    /// The session's own image (it is parked).
+    Stored(&'a Session),
+    /// The image the session's home keeps for its forks.
+    ForkSource(&'a Session),
 }
 
 /// Parks the session's live state in its image now; false when none was live.

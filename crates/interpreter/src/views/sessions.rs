@@ -26,7 +26,7 @@ use crate::names;
 use crate::operation::{CallContext, Described, Operation, OperationKind, blocking};
 use crate::stores::session_store::{DiscardedHome, SessionMeta};
 
-pub use super::forks::{ForkSession, ForkSessions};
+pub use super::forks::{ForkSession, ForkSessions, child_names};
 
 /// What the first run of a session opened in place of an expired one says.
 /// The idle TTL of the service's own sessions ([`names::is_hidden`]): a
@@ -368,7 +368,7 @@ impl<'a> Sessions<'a> {
             seen: std::sync::Mutex::new((kept.is_none() && shared_files.is_none()).then(Picture::new)),
             meta_written: std::sync::Mutex::new(None),
             running: std::sync::Mutex::new(None),
-            last_fork: std::sync::Mutex::new(None),
+            fork_source: std::sync::Mutex::new(None),
             shared_state: std::sync::Mutex::new(None),
             commands_running: std::sync::atomic::AtomicUsize::new(0),
             checkpointed: std::sync::Mutex::new(Default::default()),

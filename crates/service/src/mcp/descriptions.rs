@@ -32,7 +32,7 @@ keeps its runtime. Files live in /mnt/data; datasets provided for you are read-o
 (list_files names them; attach_dataset adds one you staged). Variables, imports \
 and functions persist across run_python calls in one session until close_session or an idle timeout \
 ({}), also while the session is parked (its state saved to disk when idle and restored on the next \
-run; a run's `state` says `resumed` then); fork_session copies a session to try another approach, snapshot_session keeps one for start_from_snapshot to begin new sessions from. Files a run creates or changes come back as artifacts with signed download_url \
+run; a run's `state` says `resumed` then); fork_session copies a session to try another approach (fork_session_many makes up to 100 copies in one call), snapshot_session keeps one for start_from_snapshot to begin new sessions from. Files a run creates or changes come back as artifacts with signed download_url \
 links; read_artifact returns a file's bytes (images also as image content).",
         default_runtime(limits),
         duration(limits.session_ttl)

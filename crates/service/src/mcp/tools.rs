@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use anypath_interpreter::{ArtifactContent, FileInfo, LoadArtifactRequest, RunReport, RunRequest, SessionInfo, artifacts, datasets, files, runs, sessions, snapshots};
 use anypath_sandbox::{LimitOverrides, Runtime};
-use anypath_wire::{DatasetInfo, FigureFormat, RunControl, RunStatus, SnapshotInfo, SnapshotList};
+use anypath_wire::{DatasetInfo, FigureFormat, ForkedSessions, RunControl, RunStatus, SnapshotInfo, SnapshotList};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Json;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -192,6 +192,20 @@ pub struct ForkArguments {
     pub session_id: String,
     /// The new session's id (it must not exist yet).
     pub new_session_id: String,
+}
+
+/// Arguments of `fork_session_many`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkManyArguments {
+    /// The session to copy.
+    pub session_id: String,
+    /// How many new sessions to make, 1 to 100.
+    pub count: u32,
+    /// The new sessions' common prefix: they are named `{prefix}-1` to
+    /// `{prefix}-{count}` (none of them may exist yet). Made up when absent.
+    #[serde(default)]
+    pub prefix: Option<String>,
 }
 
 /// `load_artifact`'s arguments.
@@ -467,6 +481,21 @@ the other. Files the code held open are closed first.",
         let args = args.0?;
         let caller = self.caller(&ctx)?;
         Ok(Json(self.service.call(&caller, sessions::ForkSession { session_id: args.session_id, new_session_id: args.new_session_id }).await?))
+    }
+
+    #[tool(
+        description = "Fork the session into `count` new sessions in one call, each with a copy of its files and of \
+its live Python state, to try several approaches from one point at once (best-of-N, tree search). They are named \
+`{prefix}-1` to `{prefix}-{count}` and are all made or none is. Changes in any never reach the others.",
+        input_schema = input_schema::<ForkManyArguments>(),
+        annotations(title = "Fork a session into many", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn fork_session_many(&self, ctx: RequestContext<RoleServer>, args: Arguments<ForkManyArguments>) -> Result<Json<ForkedSessions>, ToolError> {
+        let ForkManyArguments { session_id, count, prefix } = args.0?;
+        let caller = self.caller(&ctx)?;
+        let new_session_ids = sessions::child_names(prefix.as_deref(), count).map_err(ServiceError::from)?;
+        let sessions = self.service.call(&caller, sessions::ForkSessions { session_id, new_session_ids }).await?;
+        Ok(Json(ForkedSessions { sessions }))
     }
 
     #[tool(

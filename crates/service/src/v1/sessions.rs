@@ -114,24 +114,13 @@ async fn fork_session(c: Call, Path(session_id): Path<String>, body: Bytes) -> A
     let created = match (fork.session_id, fork.count) {
         (Some(new_session_id), None) => Json(c.service.call(&c.caller, sessions::ForkSession { session_id, new_session_id }).await?).into_response(),
         (prefix, Some(count)) => {
-            let new_session_ids = child_names(prefix, count)?;
+            let new_session_ids = sessions::child_names(prefix.as_deref(), count)?;
             let sessions = c.service.call(&c.caller, sessions::ForkSessions { session_id, new_session_ids }).await?;
             Json(anypath_wire::ForkedSessions { sessions }).into_response()
         }
         (None, None) => return Err(ServiceError::Body { status: 400, message: "a fork needs the new session's \"session_id\", or a \"count\" of children".into() }),
     };
     Ok((StatusCode::CREATED, created).into_response())
-}
-
-/// The names of `count` children: `{prefix}-1` on, the prefix made up
-/// (`fork-` and 12 random hex digits) when the caller gave none.
-fn child_names(prefix: Option<String>, count: u32) -> Result<Vec<String>, ServiceError> {
-    if !(1..=anypath_wire::MAX_FORKS_PER_CALL).contains(&count) {
-        let message = format!("count must be 1 to {}, not {count}", anypath_wire::MAX_FORKS_PER_CALL);
-        return Err(ServiceError::Body { status: 400, message });
-    }
-    let prefix = prefix.unwrap_or_else(|| format!("fork-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]));
-    Ok((1..=count).map(|index| format!("{prefix}-{index}")).collect())
 }
 
 async fn upload_base64(c: Call, Path(session_id): Path<String>, body: Bytes) -> Answer<impl IntoResponse> {

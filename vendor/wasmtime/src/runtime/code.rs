@@ -428,6 +428,12 @@ impl<'a> ModuleWithCode<'a> {
         self.module
     }
 
+    /// The store's copy of the module's text section.
+    #[inline]
+    pub fn text(&self) -> &'a [u8] {
+        self.store_code.text()
+    }
+
     /// Returns the slice in the text section of the function that
     /// `key` points to.
     #[inline]

@@ -25,6 +25,19 @@ pub struct CompiledModule {
     index: Arc<CompiledFunctionsTable>,
     /// Sorted list, by function index, of names we have for this module.
     func_names: Vec<FunctionName>,
+    /// Where each defined function's array-to-wasm trampoline and body
+    /// start in the text section (see [`Self::defined_func_starts`]).
+    defined_func_starts: crate::sync::OnceLock<Box<[DefinedFuncStarts]>>,
+}
+
+/// Where a defined function's entry points start in the text section: its
+/// array-to-wasm trampoline (`u32::MAX` when it has none) and its body.
+#[derive(Clone, Copy)]
+pub struct DefinedFuncStarts {
+    /// The array-to-wasm trampoline's start, `u32::MAX` when there is none.
+    pub array_to_wasm: u32,
+    /// The body's start.
+    pub wasm: u32,
 }
 
 impl CompiledModule {
@@ -58,6 +71,7 @@ impl CompiledModule {
             meta: info.meta,
             index,
             func_names: info.func_names,
+            defined_func_starts: crate::sync::OnceLock::new(),
         };
         ret.register_profiling(profiler)?;
 
@@ -163,6 +177,27 @@ impl CompiledModule {
             }
             _ => None,
         }
+    }
+
+    /// Where each defined function's entry points start in the text
+    /// section, indexed by `DefinedFuncIndex`: computed on first use and
+    /// kept, so that making a funcref costs an array read instead of two
+    /// searches of the function index (an instance of a dynamically linked
+    /// component makes thousands of funcrefs as it fills its table).
+    pub fn defined_func_starts(&self) -> &[DefinedFuncStarts] {
+        self.defined_func_starts.get_or_init(|| {
+            let module = self.module_index();
+            self.module
+                .defined_func_indices()
+                .map(|i| DefinedFuncStarts {
+                    array_to_wasm: self
+                        .index
+                        .func_loc(FuncKey::ArrayToWasmTrampoline(module, i))
+                        .map_or(u32::MAX, |loc| loc.start),
+                    wasm: self.func_loc(FuncKey::DefinedWasmFunction(module, i)).start,
+                })
+                .collect()
+        })
     }
 
     /// Gets the function location information for a given function index.

@@ -4,7 +4,8 @@
 //! - `<root>/sessions/<tenant>/<session_id>/`: the session's home, with
 //!   `meta.json` (TTL, last use, attached datasets), `data/` (what the code
 //!   sees at /mnt/data), `datasets/` (what it sees at /data) and, while it is
-//!   hibernated, `state.img`;
+//!   hibernated, `state.img`; once it was forked, `fork-source.img`, the
+//!   image of the state its last forks took (a link to theirs);
 //! - `<root>/discarded/`: homes moved aside, to be removed while the session
 //!   table is free (one rename in place of a whole tree's removal);
 //! - `<root>/expired/<tenant>/<session_id>`: the note a session that expired
@@ -17,6 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{DATASETS_VIEW, DiscardedHome, SessionDirs, SessionMeta, SessionStore};
 use crate::error::InterpreterError;
+
+/// The image a session's last forks were given, kept in its home for the
+/// next fork of the same state to link to (see [`SessionStore::keep_fork_source`]).
+const FORK_SOURCE: &str = "fork-source.img";
 
 /// Where expired sessions' homes are moved, under the root, to be removed
 /// once the session table is unlocked.
@@ -115,14 +120,20 @@ impl SessionStore for LocalSessionStore {
     /// over it, never changed in place, so the two names share the bytes
     /// safely. Copied where a link cannot be made.
     fn copy_image(&self, tenant: &str, from: &str, to: &str) -> Result<(), InterpreterError> {
-        let (source, target) = (self.image(tenant, from), self.image(tenant, to));
-        let partial = self.home(tenant, to).join(format!("{STATE_IMAGE}.partial"));
+        link_or_copy(&self.image(tenant, from), &self.image(tenant, to)).map_err(|e| InterpreterError::io("copying a state image", e))
+    }
+
+    /// A link only: a copy would cost what saving the image again costs.
+    fn keep_fork_source(&self, tenant: &str, parent: &str, child: &str) -> Result<bool, InterpreterError> {
+        let target = self.home(tenant, parent).join(FORK_SOURCE);
+        let partial = partial(&target);
         let _ = std::fs::remove_file(&partial);
-        let linked = std::fs::hard_link(&source, &partial).or_else(|_| {
-            std::fs::copy(&source, &partial)?;
-            std::fs::File::open(&partial)?.sync_data()
-        });
-        linked.and_then(|()| std::fs::rename(&partial, &target)).map_err(|e| InterpreterError::io("copying a state image", e))
+        let linked = std::fs::hard_link(self.image(tenant, child), &partial).and_then(|()| std::fs::rename(&partial, &target));
+        Ok(linked.is_ok())
+    }
+
+    fn copy_fork_source(&self, tenant: &str, parent: &str, to: &str) -> Result<(), InterpreterError> {
+        link_or_copy(&self.home(tenant, parent).join(FORK_SOURCE), &self.image(tenant, to)).map_err(|e| InterpreterError::io("copying a fork's state image", e))
     }
 
     fn remove_image(&self, tenant: &str, session_id: &str) -> Result<(), InterpreterError> {
@@ -217,4 +228,24 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut file = std::fs::File::create(path)?;
     file.write_all(bytes)?;
     file.sync_data()
+}
+
+/// Makes `target` (a state image) hold `source`'s bytes, whole or not at
+/// all: a link where the filesystem can make one (a saved image is never
+/// changed in place), else a copy.
+fn link_or_copy(source: &Path, target: &Path) -> std::io::Result<()> {
+    let partial = partial(target);
+    let _ = std::fs::remove_file(&partial);
+    std::fs::hard_link(source, &partial).or_else(|_| {
+        std::fs::copy(source, &partial)?;
+        std::fs::File::open(&partial)?.sync_data()
+    })?;
+    std::fs::rename(&partial, target)
+}
+
+/// Where `target` is written before it is renamed into place.
+fn partial(target: &Path) -> PathBuf {
+    let mut name = target.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
 }

@@ -116,6 +116,21 @@ pub trait SessionStore: Send + Sync {
         self.save_image(tenant, to, &image)
     }
 
+    /// Keeps session `child`'s stored image (just saved by a fork of
+    /// `parent`) also as `parent`'s fork source, so that later forks of the
+    /// same state share it ([`Self::copy_fork_source`]) after every child
+    /// resumed and dropped its own. False where the store cannot share
+    /// bytes: each fork then saves the image again.
+    fn keep_fork_source(&self, _tenant: &str, _parent: &str, _child: &str) -> Result<bool, InterpreterError> {
+        Ok(false)
+    }
+
+    /// Gives session `to` of the tenant `parent`'s fork source as its state
+    /// image (see [`Self::keep_fork_source`]).
+    fn copy_fork_source(&self, _tenant: &str, _parent: &str, _to: &str) -> Result<(), InterpreterError> {
+        Err(InterpreterError::Invalid("this store keeps no fork sources".into()))
+    }
+
     /// Moves the session's home out of its place at once, so a new session
     /// may take it; `None` when there was nothing to move (or it was
     /// removed in place).

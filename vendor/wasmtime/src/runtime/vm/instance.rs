@@ -144,6 +144,12 @@ pub struct Instance {
     /// cross-thread stuff used in `InstancePre`)
     store: Option<VMStoreRawPtr>,
 
+    /// The store's copy of this instance's module's text section (its
+    /// address and length), looked up in the store's registry on the first
+    /// funcref made and kept: the registry keeps that code for as long as
+    /// the store lives.
+    code_text: Option<(usize, usize)>,
+
     /// Additional context used by compiled wasm code. This field is last, and
     /// represents a dynamically-sized array that extends beyond the nominal
     /// end of the struct (similar to a flexible array member).
@@ -209,6 +215,7 @@ impl Instance {
             #[cfg(feature = "wmemcheck")]
             wmemcheck_state,
             store: None,
+            code_text: None,
             vmctx: OwnedVMContext::new(),
         })?;
 
@@ -871,7 +878,7 @@ impl Instance {
     /// Initializes a defined function's `VMFuncRef` in-place and then returns a
     /// pointer to that location.
     fn initialize_defined_funcref(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         registry: &ModuleRegistry,
         def_index: DefinedFuncIndex,
     ) -> Option<NonNull<VMFuncRef>> {
@@ -880,6 +887,27 @@ impl Instance {
         let func = &module.functions[index];
         let type_index = func.signature.unwrap_engine_type_index();
         let vmctx_offset = self.offsets().vmctx_func_ref(func.func_ref);
+        // The entry points' offsets come from the module's table of them:
+        // an array read, where the keys below cost two searches each time.
+        if let Some(runtime_module) = self.runtime_module()
+            && let Some(starts) = runtime_module.compiled_module().defined_func_starts().get(def_index.index()).copied()
+            && starts.array_to_wasm != u32::MAX
+            && let Some((base, len)) = self.code_text.or_else(|| {
+                let text = ModuleWithCode::in_store(registry, runtime_module)?.text();
+                Some((text.as_ptr() as usize, text.len()))
+            })
+        {
+            // SAFETY: only this cache is written, never the runtime info.
+            unsafe { self.as_mut().get_unchecked_mut().code_text = Some((base, len)) };
+            // SAFETY: the registry keeps the store's code, which this
+            // instance's store holds, alive and unmoved (see `code_text`).
+            let text = unsafe { core::slice::from_raw_parts(base as *const u8, len) };
+            let array_call = NonNull::from(&text[usize::try_from(starts.array_to_wasm).unwrap()]);
+            let wasm_call = NonNull::from(&text[usize::try_from(starts.wasm).unwrap()]);
+            // SAFETY: the type and offset are valid for the defined function
+            // at `def_index`, and the pointers are its entry points.
+            return Some(unsafe { self.write_funcref(type_index, vmctx_offset, array_call, wasm_call) });
+        }
         let array_to_wasm_key = FuncKey::ArrayToWasmTrampoline(module.module_index, def_index);
         let wasm_key = FuncKey::DefinedWasmFunction(module.module_index, def_index);
         // SAFETY: the type/offset/keys here are all valid for the defined
@@ -999,6 +1027,37 @@ impl Instance {
         }
 
         Some(func_ref_ptr)
+    }
+
+    /// Writes the `VMFuncRef` at `vmctx_offset` for a function whose entry
+    /// points are already resolved, and returns a pointer to it.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::initialize_and_return_funcref`]: `type_index` and
+    /// `vmctx_offset` must describe the function, and `array_call` and
+    /// `wasm_call` must be its array-to-wasm trampoline and its body in
+    /// this store's code.
+    unsafe fn write_funcref(
+        self: Pin<&mut Self>,
+        type_index: VMSharedTypeIndex,
+        vmctx_offset: u32,
+        array_call: NonNull<u8>,
+        wasm_call: NonNull<u8>,
+    ) -> NonNull<VMFuncRef> {
+        let vmctx = VMOpaqueContext::from_vmcontext(self.vmctx()).into();
+        // SAFETY: the offset is within `self.offsets`, as the caller promises.
+        let func_ref_ptr = unsafe { self.vmctx_plus_offset_raw::<VMFuncRef>(vmctx_offset) };
+        // SAFETY: `func_ref_ptr` is within our `VMContext` area.
+        unsafe {
+            func_ref_ptr.write(VMFuncRef {
+                array_call: VmPtr::from(array_call.cast()),
+                wasm_call: Some(VmPtr::from(wasm_call.cast::<VMWasmCallFunction>())),
+                vmctx,
+                type_index,
+            });
+        }
+        func_ref_ptr
     }
 
     /// Get the passive elements segment at the given index.
