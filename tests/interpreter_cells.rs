@@ -236,21 +236,25 @@ fn the_budget_counts_real_memory_and_a_growing_session_still_pushes_others_out()
     assert_eq!((back.cell.output.stdout.as_str(), back.cell.state_reset), ("0\n", false), "{back:?}");
 }
 
+/// Runs `code` in session `session` of tenant `t`, asserts it exited 0,
+/// and returns its stdout.
+fn run_ok(interpreter: &std::sync::Arc<anypath_interpreter::Interpreter>, session: &str, code: &str) -> String {
+    let request = anypath_interpreter::RunRequest { code: code.into(), ..Default::default() };
+    let report = common::block_on(interpreter.runs().run_python("t", session, request, "http://127.0.0.1:3001")).expect("run");
+    assert_eq!(report.cell.exit_code, 0, "{report:?}");
+    report.cell.output.stdout
+}
+
 /// A fork captures the parent's state once and the parent keeps that image
 /// for the next fork of the same state: host memory the budget counts as
 /// the parent's until its next run drops it.
 #[test]
 fn a_forks_held_image_counts_toward_the_budget_until_the_parent_runs_again() {
-    use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
+    use anypath_interpreter::{Interpreter, InterpreterConfig};
     const STATE: u64 = 8 << 20;
     let dir = temp_dir("held-image");
     let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], InterpreterConfig::new(dir.path())).expect("interpreter"));
-    let run_in = |session: &str, code: &str| {
-        let report =
-            common::block_on(interpreter.runs().run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001"))
-                .expect("run");
-        assert_eq!(report.cell.exit_code, 0, "{report:?}");
-    };
+    let run_in = |session: &str, code: &str| drop(run_ok(&interpreter, session, code));
     let counted = |session: &str| interpreter.sessions().info("t", session).expect("info").memory_bytes;
     // Random bytes: the image cannot compress them away.
     run_in("parent", &format!("import os\nblob = os.urandom({STATE})"));
@@ -272,17 +276,11 @@ fn a_forks_held_image_counts_toward_the_budget_until_the_parent_runs_again() {
 /// dropped its own, and a fork of a changed state is given a new one.
 #[test]
 fn forks_of_one_state_link_to_one_stored_image_after_their_siblings_resumed() {
-    use anypath_interpreter::{Interpreter, InterpreterConfig, RunRequest};
+    use anypath_interpreter::{Interpreter, InterpreterConfig};
     use std::os::unix::fs::MetadataExt;
     let dir = temp_dir("fork-source");
     let interpreter = std::sync::Arc::new(Interpreter::new(vec![common::python_sessions().clone()], InterpreterConfig::new(dir.path())).expect("interpreter"));
-    let run_in = |session: &str, code: &str| {
-        let report =
-            common::block_on(interpreter.runs().run_python("t", session, RunRequest { code: code.into(), ..RunRequest::default() }, "http://127.0.0.1:3001"))
-                .expect("run");
-        assert_eq!(report.cell.exit_code, 0, "{report:?}");
-        report.cell.output.stdout
-    };
+    let run_in = |session: &str, code: &str| run_ok(&interpreter, session, code);
     let sessions = dir.path().join("sessions/t");
     let inode = |path: std::path::PathBuf| std::fs::metadata(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).ino();
     run_in("parent", "x = 'first'");
