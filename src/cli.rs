@@ -358,8 +358,9 @@ pub struct InterpreterArgs {
     /// Environment variable names a run may set (`env` of a run, E2B's
     /// `envs`): comma-separated names and `PREFIX*` patterns; `*` allows
     /// any name; empty allows none. `PYTHON*`, `HOME`, `TMPDIR`,
-    /// `MPLBACKEND` and `MPLCONFIGDIR` are the runtime's own and always
-    /// refused. Outside the list a run is refused (`env_not_allowed`).
+    /// `MPLBACKEND`, `MPLCONFIGDIR` and `ANYPATH_STATE_*` are the runtime's
+    /// own and always refused. Outside the list a run is refused
+    /// (`env_not_allowed`).
     #[arg(long, env = "ANYPATH_RUN_ENV_ALLOW", default_value = "*")]
     run_env_allow: String,
 }

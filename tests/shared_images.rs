@@ -234,18 +234,25 @@ fn damaged_truncated_oversized_and_misdirected_images_are_refused_for_their_sess
     }
     wait_until_hibernated(fleet.c(), "lender");
     let manifest_of = |id: &str| record_field(stores, id, "image").expect("a hibernated session's image");
-    let first_pack = |id: &str| placement(&get_object(stores, &manifest_of(id))).0["packs"][0].as_str().expect("a pack").to_owned();
+    // Where the first segment the image names lies: its pack and offset.
+    // Damage is aimed there, not at a pack's middle: the victims hold the
+    // same objects, so an image names many segments another one stored, and
+    // a pack may hold none of the damaged image's bytes past any given point.
+    let first_segment = |id: &str| {
+        let (placed, _) = placement(&get_object(stores, &manifest_of(id)));
+        let (pack, offset) = (placed["segments"][0][0].as_u64().expect("a pack index"), placed["segments"][0][1].as_u64().expect("an offset"));
+        (placed["packs"][pack as usize].as_str().expect("a pack").to_owned(), offset as usize)
+    };
 
     // A segment's bytes changed in its pack.
-    let pack = first_pack("flipped");
+    let (pack, offset) = first_segment("flipped");
     let mut bytes = get_object(stores, &pack);
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x20;
+    bytes[offset] ^= 0x20;
     put_object(stores, &pack, bytes);
-    // A pack cut short.
-    let pack = first_pack("truncated");
+    // A pack cut short, inside one of the image's segments.
+    let (pack, offset) = first_segment("truncated");
     let bytes = get_object(stores, &pack);
-    put_object(stores, &pack, bytes[..bytes.len() / 3].to_vec());
+    put_object(stores, &pack, bytes[..offset + 1].to_vec());
     // A manifest naming a pack it does not list.
     let (mut misplaced, image) = placement(&get_object(stores, &manifest_of("misplaced")));
     misplaced["segments"][0][0] = json!(99);

@@ -31,6 +31,14 @@ USER_SITE = "%s/.local/lib/python%d.%d/site-packages" % (SESSION_DIR, *sys.versi
 # open file objects hold host handles that a restored instance would not
 # have, so they are closed first and their names reported on stderr.
 PARK_MARK = "ANYPATH_STATE_PARK"
+# Set by the host, with no code, as the first call of an instance a saved
+# state is about to be restored (or mapped) into: the state refers to the
+# host handles a first cell takes (the stdout the caller claimed, then the
+# preopened directories entering the session's directory takes) by number,
+# so they are taken in that order, and nothing else is done: the state
+# replaces the rest of memory, and a whole empty cell would only write
+# pages (about 2 MiB) that it throws away.
+PROLOGUE_MARK = "ANYPATH_STATE_PROLOGUE"
 _namespace = None
 _cells_run = 0
 # The run's results while it goes on: `display()` and `plt.show()` add to it.
@@ -132,6 +140,8 @@ def run(code, env, stdout_limit, stderr_limit, result_limit=0, figure_formats=("
     global _cells_run, _results
     namespace = _session_namespace()
     env = dict(env)
+    if env.pop(PROLOGUE_MARK, None):
+        return captured_output.CappedStream(stdout_limit), captured_output.CappedStream(stderr_limit), None, []
     if env.pop(PARK_MARK, None):
         closed = captured_output.CappedStream(stderr_limit)
         closed.write("".join(name + "\n" for name in _close_open_files()))

@@ -46,6 +46,12 @@ use crate::state_image::StateError;
 /// host handles would not exist in the instance the state is restored into.
 const PARK_MARK: &str = "ANYPATH_STATE_PARK";
 
+/// Asks the cell code, with no code to run, to take the host handles a
+/// first cell takes (its stdout, then the preopened directories, in that
+/// order) and to do nothing else: a restored or mapped state refers to them
+/// by number, and replaces the rest of the instance's memory at once.
+const PROLOGUE_MARK: &str = "ANYPATH_STATE_PROLOGUE";
+
 /// The next run's note when the session's state was handed out as an image
 /// that never came back (its save or its reading was cut short).
 const STATE_NOT_HANDED_BACK: &str = "the session's saved state did not reach this run (its saving or its reading was cut short); the session starts fresh with its files";
@@ -399,6 +405,17 @@ impl LiveInstance {
         }
         let output = self.call_cell(String::new(), vec![(PARK_MARK.to_owned(), "1".to_owned())]).await?;
         Ok(output.output.stderr.lines().map(str::to_owned).collect())
+    }
+
+    /// Has a just-started instance take the host handles a saved state
+    /// refers to, in the order the saved instance took them, before that
+    /// state is restored or mapped into it. Nothing to do for a runtime
+    /// whose instances hold them from instantiation on.
+    async fn take_host_handles(&mut self) -> Result<(), StateError> {
+        if self.runtime.restores_without_prologue() {
+            return Ok(());
+        }
+        self.call_cell(String::new(), vec![(PROLOGUE_MARK.to_owned(), "1".to_owned())]).await.map(drop)
     }
 
     /// Calls the cell code of the live instance outside a user's run, under

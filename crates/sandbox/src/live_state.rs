@@ -187,10 +187,7 @@ impl LiveInstance {
             .map_err(|e| StateError::Start(e.to_string()))?;
         self.instance = Some(instance);
         // As a restore: the host handles first, in the saved instance's order.
-        let prologue = match self.runtime.restores_without_prologue() {
-            true => Ok(()),
-            false => self.call_cell(String::new(), Vec::new()).await.map(drop),
-        };
+        let prologue = self.take_host_handles().await;
         let runtime = self.runtime.clone();
         let mapped = match (prologue, self.instance.as_mut()) {
             (Ok(()), Some(instance)) => runtime.map_shared(instance, state).await,
@@ -216,14 +213,11 @@ impl LiveInstance {
             .await
             .map_err(|e| StateError::Start(e.to_string()))?;
         self.instance = Some(instance);
-        // Unless the image's instances hold it from the start, a first,
-        // empty run takes the host handles every session holds (its
+        // Unless the image's instances hold it from the start, a first call
+        // takes the host handles every session holds (its stdout, its
         // preopened directory) in the order the saved instance took them;
         // the restored memory refers to them by number.
-        let mut prologue = match self.runtime.restores_without_prologue() {
-            true => Ok(()),
-            false => self.call_cell(String::new(), Vec::new()).await.map(drop),
-        };
+        let mut prologue = self.take_host_handles().await;
         // Where the image's chunks go is known before the image is checked:
         // their pages are made ready while it is still being decoded.
         if let (Ok(()), Ok(plan), Some(instance)) = (&prologue, &plan, self.instance.as_mut()) {

@@ -112,7 +112,8 @@ pub(crate) trait RuntimeImage: Send + Sync + 'static {
     }
 
     /// Whether an image can be restored into an instance that ran nothing
-    /// yet; otherwise a first, empty run must come before the restore.
+    /// yet; otherwise a first call that takes the host handles must come
+    /// before the restore.
     fn restores_without_prologue(&self) -> bool {
         false
     }

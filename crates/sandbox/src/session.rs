@@ -110,7 +110,8 @@ impl SessionRuntime {
     }
 
     /// Whether an image can be restored into an instance that ran nothing
-    /// yet; otherwise a first, empty run must come before the restore.
+    /// yet; otherwise a first call that takes the host handles must come
+    /// before the restore.
     pub(crate) fn restores_without_prologue(&self) -> bool {
         self.image.restores_without_prologue()
     }

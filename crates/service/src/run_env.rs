@@ -9,8 +9,11 @@
 //! and Jupyter's clients, which pass their users' variables, keep working.
 
 /// Names no run may set, whatever the allowlist says: CPython's own
-/// settings (`PYTHON*`) and what the runtimes set for themselves.
-pub const RESERVED: &[&str] = &["PYTHON*", "HOME", "TMPDIR", "MPLBACKEND", "MPLCONFIGDIR"];
+/// settings (`PYTHON*`), what the runtimes set for themselves, and the
+/// host's own requests to the cell code (`ANYPATH_STATE_*`: close the open
+/// files before a capture, take the host handles before a restore), which
+/// a run given one would answer instead of running its code.
+pub const RESERVED: &[&str] = &["PYTHON*", "HOME", "TMPDIR", "MPLBACKEND", "MPLCONFIGDIR", "ANYPATH_STATE_*"];
 
 /// The allowlist of a run's environment names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,7 +111,7 @@ mod tests {
         let policy = RunEnvPolicy::parse("*").expect("parses");
         assert_eq!(policy, RunEnvPolicy::default());
         assert_eq!(policy.check(&names(&["REGION", "E2B_SANDBOX", "KERNEL_X"])), Ok(()));
-        for reserved in ["PYTHONPATH", "PYTHONSTARTUP", "HOME", "TMPDIR", "MPLBACKEND", "MPLCONFIGDIR"] {
+        for reserved in ["PYTHONPATH", "PYTHONSTARTUP", "HOME", "TMPDIR", "MPLBACKEND", "MPLCONFIGDIR", "ANYPATH_STATE_PARK", "ANYPATH_STATE_PROLOGUE"] {
             assert_eq!(policy.check(&names(&[reserved])), Err(EnvRefused::Reserved { name: reserved.into() }), "{reserved}");
         }
     }

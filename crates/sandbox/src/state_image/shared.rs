@@ -6,7 +6,8 @@
 //! runtime's initial image (the capture's chunks, and the pages the runtime
 //! writes as it starts) into a sealed `memfd`, an overlay over that image
 //! ([`Frozen::over`]). An instance takes the state by starting as usual,
-//! running its prologue (so its host handles exist), and having its memory
+//! taking its host handles in its first call (so that they exist under the
+//! numbers the state holds), and having its memory
 //! mapped onto the overlay ([`CowMemories::remap`]): a few system calls
 //! instead of writing every chunk. It then owns only the pages it writes.
 //! The adapter's state page, which holds the fresh instance's host handles,
