@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use anypath_sandbox::{BlockRunner, Policy, PythonDataConfig, RunnerConfig, SessionRuntime};
+use anypath_sandbox::{BlockRunner, JavascriptConfig, Policy, PythonDataConfig, RunnerConfig, SessionRuntime};
 use clap::{Args, Parser, Subcommand};
 
 use crate::runner_path::default_runner;
@@ -102,7 +102,7 @@ struct UpArgs {
 enum SandboxCommand {
     /// Serve the sandbox over HTTP: `POST /v1/exec`, `GET /healthz`.
     Serve(Box<ServeArgs>),
-    /// Compile the runtimes (the runner, python-data, the shell) into the artifact cache and exit.
+    /// Compile the runtimes (the runner, python-data, javascript, the shell) into the artifact cache and exit.
     Precompile(RunnerArgs),
     /// Pre-initialise the data runtime's reactor: import numpy, pandas,
     /// matplotlib and seaborn in a scratch instance and write its memory
@@ -167,6 +167,11 @@ pub struct RunnerArgs {
     /// there. Without it, commands are refused as unavailable.
     #[arg(long, env = "ANYPATH_SHELL")]
     shell: Option<PathBuf>,
+    /// The JavaScript runtime (`javascript.wasm`, QuickJS) sessions may ask
+    /// for as `javascript`; by default `target/javascript/javascript.wasm`
+    /// beside the binary, when it is there. Without it, sessions run Python only.
+    #[arg(long, env = "ANYPATH_JAVASCRIPT")]
+    javascript: Option<PathBuf>,
     /// A folder of wheels (`*.whl`, read-only) that `pip install` in
     /// sessions' commands and cells installs from: the sandbox has no
     /// network. Only pure-Python wheels (`py3-none-any`) install.
@@ -548,9 +553,13 @@ impl RunnerArgs {
     }
 
     /// The runtimes code-interpreter sessions run on: `python` (on the block
-    /// runner already started) and, when its files are there, `python-data`.
+    /// runner already started) and, when their files are there, `python-data`
+    /// and `javascript`.
     pub async fn session_sandboxes(&self, python: &BlockRunner) -> anyhow::Result<Vec<SessionRuntime>> {
         let mut sandboxes = vec![python.session_runtime().await.context("starting python sessions")?];
+        if let Some(javascript) = self.javascript_runtime().await? {
+            sandboxes.push(javascript);
+        }
         let dir = match &self.python_data {
             Some(dir) if dir.join("lib").is_dir() => dir.clone(),
             Some(dir) => anyhow::bail!("--python-data {} holds no data runtime (lib/ is missing); build it with `cargo xtask build`", dir.display()),
@@ -572,6 +581,23 @@ impl RunnerArgs {
         tracing::info!(component = %config.component.display(), "loading the python-data runtime");
         sandboxes.push(SessionRuntime::start_python_data(config).await.context("starting the python-data runtime")?);
         Ok(sandboxes)
+    }
+
+    /// The JavaScript runtime, compiled (or taken from the cache), when there is one.
+    async fn javascript_runtime(&self) -> anyhow::Result<Option<SessionRuntime>> {
+        let component = match &self.javascript {
+            Some(path) if path.is_file() => path.clone(),
+            Some(path) => anyhow::bail!("--javascript {} is not a file; build it with `cargo xtask build`", path.display()),
+            None => match crate::runner_path::default_javascript() {
+                Some(path) => path,
+                None => {
+                    tracing::info!("no javascript runtime beside the binary: sessions run Python only");
+                    return Ok(None);
+                }
+            },
+        };
+        let config = JavascriptConfig { component, cache_dir: self.cache_dir(), limits: self.policy()?.javascript };
+        Ok(Some(SessionRuntime::start_javascript(config).await.context("starting the javascript runtime")?))
     }
 
     /// `interpreter` with the shell runtime, when there is one (`--shell`,
@@ -642,8 +668,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sandbox { command: SandboxCommand::Precompile(args) } => {
             let sandbox = args.start_cold().await?;
             eprintln!("anypath: runner compiled and cached");
-            if args.session_sandboxes(&sandbox).await?.len() > 1 {
-                eprintln!("anypath: python-data runtime compiled and cached");
+            for runtime in args.session_sandboxes(&sandbox).await?.iter().map(SessionRuntime::runtime).filter(|r| *r != anypath_sandbox::Runtime::Python) {
+                eprintln!("anypath: {runtime} runtime compiled and cached");
             }
             if args.shell_runtime().await?.is_some() {
                 eprintln!("anypath: shell runtime compiled and cached");

@@ -27,3 +27,12 @@ pub fn default_shell() -> Option<PathBuf> {
     let path = exe.parent()?.parent()?.join("shell").join("shell.wasm");
     path.is_file().then_some(path)
 }
+
+/// The JavaScript runtime the build puts beside the binary's target
+/// directory (`target/javascript/javascript.wasm` for
+/// `target/<profile>/anypath`), when it is there.
+pub fn default_javascript() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let path = exe.parent()?.parent()?.join("javascript").join("javascript.wasm");
+    path.is_file().then_some(path)
+}

@@ -34,11 +34,12 @@ pub(crate) fn e2b_address(process: &common::Spawned) -> String {
     format!("http://{}", entry["listen"].as_str().expect("the listener's address"))
 }
 
-/// `anypath sandbox serve --e2b-listen` with two tenants and the data runtime.
+/// `anypath sandbox serve --e2b-listen` with two tenants, the data runtime and JavaScript.
 fn service(dir: &tempfile::TempDir) -> Service {
     let python_data = common::python_data_dir().display().to_string();
     let wheelhouse = common::wheelhouse_dir().display().to_string();
-    Service::start_open(dir.path(), &["--api-keys", KEYS, "--e2b-listen", "127.0.0.1:0", "--python-data", &python_data, "--wheelhouse", &wheelhouse])
+    let javascript = common::javascript_path().display().to_string();
+    Service::start_open(dir.path(), &["--api-keys", KEYS, "--e2b-listen", "127.0.0.1:0", "--python-data", &python_data, "--wheelhouse", &wheelhouse, "--javascript", &javascript])
 }
 
 /// Runs `program` with `args`; panics with its report unless every check passed.
@@ -138,4 +139,19 @@ fn python_sdk_runs_commands() {
     let mut command = Command::new(common::venv_python());
     command.arg(repo().join("tests/support/e2b_commands_checks.py")).args([&url, "e2b_a11ce"]);
     run_checks(command, "the Python SDK's commands checks");
+}
+
+/// JavaScript through E2B's Python SDK (`tests/support/e2b_javascript_checks.py`):
+/// the default JavaScript context and contexts made with `language="js"`,
+/// state across cells, results, streamed `console.log`, errors, a Python
+/// and a JavaScript context over the same files, a paused sandbox's
+/// JavaScript state, and TypeScript refused.
+#[test]
+fn python_sdk_runs_javascript() {
+    let dir = common::scratch("anypath-e2b-javascript-");
+    let service = service(&dir);
+    let url = e2b_address(&service.process);
+    let mut command = Command::new(common::venv_python());
+    command.arg(repo().join("tests/support/e2b_javascript_checks.py")).args([&url, "e2b_a11ce"]);
+    run_checks(command, "the Python SDK's JavaScript checks");
 }

@@ -21,12 +21,13 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `anypath sandbox serve` with the data runtime and the tests'
-/// wheelhouse, behind a token.
+/// `anypath sandbox serve` with the data runtime, JavaScript and the
+/// tests' wheelhouse, behind a token.
 fn service(dir: &tempfile::TempDir) -> Service {
     let python_data = common::python_data_dir().display().to_string();
     let wheelhouse = common::wheelhouse_dir().display().to_string();
-    Service::start_open(dir.path(), &["--token", TOKEN, "--python-data", &python_data, "--wheelhouse", &wheelhouse])
+    let javascript = common::javascript_path().display().to_string();
+    Service::start_open(dir.path(), &["--token", TOKEN, "--python-data", &python_data, "--wheelhouse", &wheelhouse, "--javascript", &javascript])
 }
 
 /// Runs a client's checks; panics with its report unless every one passed.

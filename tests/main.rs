@@ -29,6 +29,8 @@ mod interpreter_cells;
 mod interpreter_http;
 mod interpreter_quota;
 mod interpreter_service_edges;
+mod javascript_http;
+mod javascript_sessions;
 mod kubernetes_manifests;
 mod kv_group_commit;
 mod llm_planner;

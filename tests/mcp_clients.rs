@@ -93,7 +93,7 @@ fn over_http(sdk: Sdk, scenario: &str) {
     let python_data = common::python_data_dir().display().to_string();
     let policy_dir = data_dir(&format!("http-{scenario}-policy"));
     let mut args = limits(policy_dir.path());
-    args.extend(["--python-data".to_owned(), python_data]);
+    args.extend(["--python-data".to_owned(), python_data, "--javascript".to_owned(), common::javascript_path().display().to_string()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let service = Service::start_with(dir.path(), &args);
     let url = format!("{}/mcp", service.base);
@@ -119,6 +119,8 @@ fn over_stdio(sdk: Sdk, scenario: &str) {
         common::python_data_dir().display().to_string(),
         "--shell".into(),
         common::shell_path().display().to_string(),
+        "--javascript".into(),
+        common::javascript_path().display().to_string(),
     ];
     let mut transport = vec!["stdio".to_owned()];
     transport.extend(command);
@@ -147,6 +149,8 @@ with_both_sdks! {
     tools_and_schemas_over_stdio, tools_and_schemas_over_stdio_ts: over_stdio("tools");
     a_python_data_session_runs_pandas_and_matplotlib_over_http, a_python_data_session_runs_pandas_and_matplotlib_over_http_ts: over_http("data_runtime");
     a_python_data_session_runs_pandas_and_matplotlib_over_stdio, a_python_data_session_runs_pandas_and_matplotlib_over_stdio_ts: over_stdio("data_runtime");
+    a_javascript_session_over_http, a_javascript_session_over_http_ts: over_http("javascript");
+    a_javascript_session_over_stdio, a_javascript_session_over_stdio_ts: over_stdio("javascript");
     notebook_results_images_and_progress_over_http, notebook_results_images_and_progress_over_http_ts: over_http("notebook");
     notebook_results_images_and_progress_over_stdio, notebook_results_images_and_progress_over_stdio_ts: over_stdio("notebook");
     upload_run_read_download_close_over_http, upload_run_read_download_close_over_http_ts: over_http("flow");

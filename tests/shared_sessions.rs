@@ -551,3 +551,22 @@ fn three_hundred_sessions_outlive_each_host_restarted_in_turn() {
     });
     assert!(wrong.is_empty(), "{} of {SESSIONS} sessions read wrong after the restarts, e.g. {:?}", wrong.len(), &wrong[..wrong.len().min(3)]);
 }
+
+/// A JavaScript session moves between hosts with its heap: declared on A,
+/// read on B, forked on C with its children runnable on any host.
+#[test]
+fn a_javascript_session_moves_between_hosts_and_forks() {
+    let fleet = Fleet::start("javascript", &[]);
+    let id = "js-moving";
+    let (status, body) = json(fleet.a(), ALICE, "POST", "/v1/sessions", Some(json!({"session_id": id, "runtime": "javascript"})));
+    assert_eq!((status, &body["runtime"]), (201, &json!("javascript")), "{body}");
+    run(fleet.a(), id, "let x = 41; const seen = ['a'];");
+    let on_b = run(fleet.b(), id, "seen.push('b'); x + 1");
+    assert_eq!((on_b["results"][0]["text"].as_str(), &on_b["state_reset"]), (Some("42"), &json!(false)), "A's heap reaches B: {on_b}");
+    let (status, forked) = json(fleet.c(), ALICE, "POST", &format!("/v1/sessions/{id}/fork"), Some(json!({"session_id": "js-branch", "count": 2})));
+    assert_eq!(status, 201, "{forked}");
+    let on_a = run(fleet.a(), "js-branch-1", "seen.push('child'); seen.join(',')");
+    assert_eq!(on_a["results"][0]["text"].as_str(), Some("'a,b,child'"), "{on_a}");
+    let parent = run(fleet.b(), id, "seen.join(',')");
+    assert_eq!(parent["results"][0]["text"].as_str(), Some("'a,b'"), "the child's push is its own: {parent}");
+}

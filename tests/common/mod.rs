@@ -12,7 +12,7 @@ pub mod redis_server;
 pub mod seaweedfs;
 pub mod service;
 
-use anypath_sandbox::{BlockRunner, DataVariant, ExecError, ExecRequest, Failure, PythonDataConfig, Report, RunnerConfig, SessionRuntime, Success};
+use anypath_sandbox::{BlockRunner, DataVariant, ExecError, ExecRequest, Failure, JavascriptConfig, PythonDataConfig, Report, RunnerConfig, SessionRuntime, Success};
 use serde_json::{Value, json};
 
 /// Polls `done` until it holds (true) or `timeout` passes (false): a
@@ -192,6 +192,21 @@ pub fn data_sandbox() -> &'static SessionRuntime {
     SANDBOX.get_or_init(|| {
         runtime().block_on(SessionRuntime::start_python_data(PythonDataConfig::new(&python_data_dir(), DataVariant::Preimported))).expect("data sandbox starts")
     })
+}
+
+/// The JavaScript runtime built by `cargo xtask build` (or `ANYPATH_JAVASCRIPT`).
+pub fn javascript_path() -> PathBuf {
+    let path = std::env::var_os("ANYPATH_JAVASCRIPT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/javascript/javascript.wasm"));
+    assert!(path.is_file(), "JavaScript runtime {} is missing: run `cargo xtask test`", path.display());
+    path
+}
+
+/// The shared JavaScript runtime (its default limits).
+pub fn javascript_sessions() -> &'static SessionRuntime {
+    static SANDBOX: OnceLock<SessionRuntime> = OnceLock::new();
+    SANDBOX.get_or_init(|| runtime().block_on(SessionRuntime::start_javascript(JavascriptConfig::new(javascript_path()))).expect("javascript sessions start"))
 }
 
 /// Runs `future` on the shared runtime.

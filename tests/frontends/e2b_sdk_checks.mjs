@@ -157,11 +157,28 @@ check('commands_run_and_other_languages_are_refused', async () => {
   assert((await cat.wait()).stdout === 'from js', 'stdin reached cat');
   let refused = null;
   try {
-    await sbx.runCode('console.log(1)', { language: 'js' });
+    await sbx.runCode("cat('hi')", { language: 'r' });
   } catch (error) {
     refused = error;
   }
-  assert(refused && String(refused.message).includes('Python only'), `language: ${refused}`);
+  assert(refused && String(refused.message).includes("'r' is not available"), `language: ${refused}`);
+});
+
+check('javascript_contexts', async () => {
+  const sbx = await sandbox();
+  const stdout = [];
+  await sbx.runCode('let n = 40; const twice = (x) => x * 2;', { language: 'js' });
+  const execution = await sbx.runCode("console.log('n is', n); twice(n) + 2 - n", { language: 'js', onStdout: (m) => stdout.push(m.line) });
+  assert(execution.error === undefined && execution.text === '42', `the last value: ${JSON.stringify(execution)}`);
+  assert(stdout.join('') === 'n is 40\n', `console.log streamed: ${stdout}`);
+  const failed = await sbx.runCode("JSON.parse('{')", { language: 'js' });
+  assert(failed.error && failed.error.name === 'SyntaxError' && failed.error.value.length > 0, `an error: ${JSON.stringify(failed.error)}`);
+  const js = await sbx.createCodeContext({ language: 'js' });
+  await sbx.runCode("require('fs').writeFileSync('from-js.txt', 'written by js')", { context: js });
+  const python = await sbx.runCode("open('from-js.txt').read()");
+  assert(python.text === 'written by js', `Python reads JavaScript's file: ${python.text}`);
+  assert((await sbx.runCode('typeof n', { context: js })).text === 'undefined', 'a new context has its own state');
+  assert((await sbx.runCode('n', { language: 'js' })).text === '40', 'the default JavaScript context keeps its state');
 });
 
 await runChecks();

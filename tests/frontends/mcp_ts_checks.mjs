@@ -576,7 +576,25 @@ async function commands(transport, key) {
   });
 }
 
-const SCENARIOS = { tools, flow, commands, data_runtime, notebook, state, errors, tenants, unauthorized, datasets };
+// A session made with runtime `javascript`: declarations persist, the last
+// value is a result, an error is the cell's; the session keeps its runtime.
+async function javascript(transport, key) {
+  const session = `js-${transport[0]}`;
+  await using([await connect(transport, key)], async (client, listedTools) => {
+    const run = listedTools.find((t) => t.name === 'run_python');
+    assert(JSON.stringify(run.inputSchema.properties.runtime).includes('javascript'), () => show(run.inputSchema.properties.runtime));
+    const first = ok(await call(client, 'run_python', { session_id: session, runtime: 'javascript', code: "let hits = 41; console.log('counted'); hits" }), 'run_python');
+    assert(first.stdout === 'counted\n' && first.results[0].text === '41', () => show(first));
+    const again = ok(await call(client, 'run_python', { session_id: session, code: 'hits += 1; ({ hits })' }), 'run_python');
+    assert(again.results[0].text === '{ hits: 42 }' && JSON.parse(again.results[0].mime['application/json']).hits === 42, () => show(again));
+    const failed = ok(await call(client, 'run_python', { session_id: session, code: 'hits.toFixed(-1)' }), 'run_python');
+    assert(failed.error.kind === 'exception' && failed.error.type_name === 'RangeError', () => show(failed));
+    toolError(await call(client, 'run_python', { session_id: session, code: '1', runtime: 'python' }), 'run_python', 'runtime_mismatch');
+    ok(await call(client, 'close_session', { session_id: session }), 'close_session');
+  });
+}
+
+const SCENARIOS = { tools, flow, commands, data_runtime, javascript, notebook, state, errors, tenants, unauthorized, datasets };
 
 const [scenarioName, ...rest] = process.argv.slice(2);
 const scenario = SCENARIOS[scenarioName];

@@ -147,6 +147,35 @@ def nbclient_checks(gateway_url, token):
         text = "".join(o.get("text", "") for o in bash_outputs[4])
         assert "1  2" in text, bash_outputs[4]
 
+    # The `javascript` kernel: QuickJS cells whose declarations persist.
+    js_cells = [
+        "let visits = 41;\nconst greet = (name) => `hello ${name}`;",
+        "visits += 1;\nconsole.log(greet('nbclient'));\nvisits",
+        "({ visits, list: [1, 2] })",
+        "undefinedFunction()",
+        "await new Promise((resolve) => setTimeout(() => resolve(visits * 2), 5))",
+    ]
+    js_notebook = nbformat.v4.new_notebook()
+    js_notebook.cells = [nbformat.v4.new_code_cell(source) for source in js_cells]
+    NotebookClient(js_notebook, kernel_manager_class=GatewayKernelManager, kernel_name="javascript", allow_errors=True, timeout=120).execute(kernel_name="javascript")
+    js_outputs = [cell.outputs for cell in js_notebook.cells]
+
+    @check
+    def javascript_kernel_keeps_state_across_cells():
+        assert js_notebook.metadata.language_info.name == "javascript", js_notebook.metadata
+        assert js_outputs[0] == [], js_outputs[0]
+        streams = [o for o in js_outputs[1] if o.output_type == "stream"]
+        results = [o for o in js_outputs[1] if o.output_type == "execute_result"]
+        assert streams and streams[0].text == "hello nbclient\n", js_outputs[1]
+        assert results and results[0].data["text/plain"] == "42", js_outputs[1]
+        assert js_outputs[2][0].data["application/json"] == {"visits": 42, "list": [1, 2]}, js_outputs[2]
+        assert js_outputs[4][0].data["text/plain"] == "84", js_outputs[4]
+
+    @check
+    def javascript_kernel_reports_errors_by_name():
+        errors = [o for o in js_outputs[3] if o.output_type == "error"]
+        assert errors and errors[0].ename == "ReferenceError" and "undefinedFunction" in errors[0].evalue, js_outputs[3]
+
     run_checks()
 
 

@@ -518,7 +518,28 @@ async def commands(transport, key, _other):
         tool_error(await client.call_tool("get_command", {"session_id": session, "command_id": "1"}), "get_command", "no_such_command")
 
 
-SCENARIOS = {f.__name__: f for f in [tools, flow, commands, data_runtime, notebook, state, errors, tenants, unauthorized, datasets]}
+async def javascript(transport, key, _other):
+    """A session made with runtime `javascript`: its declarations persist
+    across run_python calls, console.log is stdout, the last value a result,
+    an error the cell's; the session keeps its runtime."""
+    session = "js-" + transport[0]
+    async with connect(transport, key) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert "javascript" in json.dumps(tools["run_python"].input_schema["properties"]["runtime"]), tools["run_python"].input_schema
+        first = ok(await client.call_tool("run_python", {"session_id": session, "runtime": "javascript",
+                   "code": "let hits = 41; console.log('counted'); hits"}), "run_python")
+        assert first["stdout"] == "counted\n" and first["results"][0]["text"] == "41", first
+        again = ok(await client.call_tool("run_python", {"session_id": session, "code": "hits += 1; ({ hits })"}), "run_python")
+        assert again["results"][0]["text"] == "{ hits: 42 }", again
+        assert json.loads(again["results"][0]["mime"]["application/json"]) == {"hits": 42}, again["results"][0]["mime"]
+        failed = ok(await client.call_tool("run_python", {"session_id": session, "code": "hits.toFixed(-1)"}), "run_python")
+        assert failed["error"]["kind"] == "exception" and failed["error"]["type_name"] == "RangeError", failed
+        tool_error(await client.call_tool("run_python", {"session_id": session, "code": "1", "runtime": "python"}),
+                   "run_python", "runtime_mismatch")
+        ok(await client.call_tool("close_session", {"session_id": session}), "close_session")
+
+
+SCENARIOS = {f.__name__: f for f in [tools, flow, commands, data_runtime, javascript, notebook, state, errors, tenants, unauthorized, datasets]}
 
 
 def main():

@@ -1,4 +1,4 @@
-//! `cargo xtask build`: the Python runtimes, the Spin components and the
+//! `cargo xtask build`: the Python and JavaScript runtimes, the Spin components and the
 //! native host, built side by side; `up`, `test`, `bench` and `docs` build
 //! through it first.
 
@@ -45,6 +45,7 @@ pub fn build_with(native: &[&str]) -> anyhow::Result<Built> {
             let python_data = crate::python_data::build()?;
             build_components()?;
             build_shell_runtime()?;
+            crate::javascript_runtime::build()?;
             let wheelhouse = crate::runtime_wheels::test_wheelhouse()?;
             Ok((runner, python_data, wheelhouse))
         });

@@ -25,6 +25,7 @@ mod figures;
 mod flags;
 mod fleet_servers;
 mod frontends;
+mod javascript_runtime;
 mod jupyter_clients;
 mod model;
 mod model_server;

@@ -63,6 +63,7 @@ fn run_passes(budget: &Budget, built: &Built, tools: &TestTools, extra: &[String
             .env("ANYPATH_RUNNER", &built.runner)
             .env("ANYPATH_PYTHON_DATA", &built.python_data)
             .env("ANYPATH_SHELL", crate::shell::root().join(crate::build::SHELL_RUNTIME))
+            .env("ANYPATH_JAVASCRIPT", crate::shell::root().join(crate::javascript_runtime::JAVASCRIPT_RUNTIME))
             .env("ANYPATH_WHEELHOUSE", &built.wheelhouse)
             .env("ANYPATH_SCHEMATHESIS", &tools.schemathesis)
             .env("ANYPATH_PYTHON", &tools.python)

@@ -84,5 +84,6 @@ pub use outcome::{
 pub use quota_fs::{FileQuota, Usage, directory_usage};
 pub use request::{CollectionInput, ExecRequest};
 pub use runtimes::RuntimeConfig;
+pub use runtimes::javascript::JavascriptConfig;
 pub use runtimes::python_data::{DataVariant, PREIMPORTED_SUMMARY, PythonDataConfig, preinit};
 pub use session::SessionRuntime;

@@ -96,15 +96,18 @@ pub struct Policy {
     /// `python-data`: sessions with numpy, pandas and matplotlib.
     #[serde(rename = "python-data")]
     pub python_data: Limits,
+    /// `javascript`: QuickJS sessions.
+    pub javascript: Limits,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { python: Limits::default(), python_data: Limits::python_data() }
+        Self { python: Limits::default(), python_data: Limits::python_data(), javascript: Limits::default() }
     }
 }
 
-/// The policy file: `[runtime.python]` and `[runtime.python-data]`, each key
+/// The policy file: `[runtime.python]`, `[runtime.python-data]` and
+/// `[runtime.javascript]`, each key
 /// optional; `[limits]` is the older spelling of `[runtime.python]`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -120,6 +123,7 @@ struct RuntimeTables {
     python: Option<LimitOverrides>,
     #[serde(rename = "python-data")]
     python_data: Option<LimitOverrides>,
+    javascript: Option<LimitOverrides>,
 }
 
 impl Policy {
@@ -159,6 +163,7 @@ impl Policy {
         Ok(Self {
             python: defaults.python.replaced_by(&python).validated(Runtime::Python)?,
             python_data: defaults.python_data.replaced_by(&file.runtime.python_data.unwrap_or_default()).validated(Runtime::PythonData)?,
+            javascript: defaults.javascript.replaced_by(&file.runtime.javascript.unwrap_or_default()).validated(Runtime::Javascript)?,
         })
     }
 
@@ -167,6 +172,7 @@ impl Policy {
         match runtime {
             Runtime::Python => self.python,
             Runtime::PythonData => self.python_data,
+            Runtime::Javascript => self.javascript,
         }
     }
 }

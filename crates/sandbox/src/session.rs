@@ -18,7 +18,7 @@ use crate::layout::FilesLayout;
 use crate::limits::Limits;
 use crate::profile::Profile;
 use crate::quota_fs::QuotaState;
-use crate::runtimes::{self, PythonDataConfig, RuntimeConfig};
+use crate::runtimes::{self, JavascriptConfig, PythonDataConfig, RuntimeConfig};
 use crate::seam::{Placement, RunCell, SessionGuest, SessionImage, StartFor};
 use crate::state_image::access::Access;
 use crate::state_image::image::{self as state, Baseline, StateError};
@@ -80,6 +80,12 @@ impl SessionRuntime {
     /// Must be called inside a Tokio runtime.
     pub fn start_python_data(config: PythonDataConfig) -> BoxFuture<'static, Result<Self, StartError>> {
         Self::start(RuntimeConfig::PythonData(config))
+    }
+
+    /// Loads (or compiles and caches) the JavaScript runtime.
+    /// Must be called inside a Tokio runtime.
+    pub fn start_javascript(config: JavascriptConfig) -> BoxFuture<'static, Result<Self, StartError>> {
+        Self::start(RuntimeConfig::Javascript(config))
     }
 
     fn profile(&self) -> &Profile {

@@ -1,11 +1,11 @@
-//! The Python runtimes a sandbox can run.
+//! The runtimes a sandbox can run: two Pythons and JavaScript.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// Which Python a sandbox (and a code-interpreter session) runs.
+/// Which runtime a sandbox (and a code-interpreter session) runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Runtime {
@@ -18,17 +18,27 @@ pub enum Runtime {
     /// matplotlib, scipy, scikit-learn, reportlab, openpyxl and more compiled
     /// in; runs sessions only.
     PythonData,
+    /// JavaScript: QuickJS (by rquickjs) with a small `fs` and `path`;
+    /// top-level declarations persist from cell to cell; runs sessions only.
+    Javascript,
 }
 
 impl Runtime {
-    /// Every runtime, in the order the docs list them.
-    pub const ALL: [Runtime; 2] = [Runtime::Python, Runtime::PythonData];
+    /// Whether it runs Python (its sessions take Python's set-up cells,
+    /// `pip`, and the Python kernel's conventions).
+    pub fn is_python(self) -> bool {
+        matches!(self, Runtime::Python | Runtime::PythonData)
+    }
 
-    /// The name clients use (`python`, `python-data`).
+    /// Every runtime, in the order the docs list them.
+    pub const ALL: [Runtime; 3] = [Runtime::Python, Runtime::PythonData, Runtime::Javascript];
+
+    /// The name clients use (`python`, `python-data`, `javascript`).
     pub fn name(self) -> &'static str {
         match self {
             Runtime::Python => "python",
             Runtime::PythonData => "python-data",
+            Runtime::Javascript => "javascript",
         }
     }
 }
@@ -41,7 +51,7 @@ impl fmt::Display for Runtime {
 
 /// A runtime name that is not one of [`Runtime::ALL`].
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("unknown runtime {0:?}; known: python, python-data")]
+#[error("unknown runtime {0:?}; known: python, python-data, javascript")]
 pub struct UnknownRuntime(pub String);
 
 impl FromStr for Runtime {

@@ -11,7 +11,7 @@ use std::time::Instant;
 use anypath_sandbox::shell::{Collected, CommandTree, OutputSink, PythonHost, ShellCommand, ShellRuntime, StdinFeed};
 use anypath_sandbox::layout::SANDBOX_HOME;
 use anypath_sandbox::{FilesLayout, Interrupt, LimitOverrides};
-use anypath_wire::{CommandReport, CommandRequest};
+use anypath_wire::{CommandReport, CommandRequest, Runtime};
 use futures_util::future::BoxFuture;
 
 use crate::error::InterpreterError;
@@ -136,7 +136,12 @@ impl Commands<'_> {
                 env.retain(|(k, _)| *k != name);
                 env.push((name, value));
             }
-            let runtime = interpreter.sandbox_for(session.runtime)?.clone();
+            // `python` in a command runs the session's Python; a JavaScript
+            // session's commands get the richest Python the host offers.
+            let runtime = match session.runtime {
+                runtime if runtime.is_python() => interpreter.sandbox_for(runtime)?.clone(),
+                _ => [Runtime::PythonData, Runtime::Python].into_iter().find_map(|r| interpreter.sandbox_for(r).ok()).ok_or(InterpreterError::RuntimeUnavailable(Runtime::Python))?.clone(),
+            };
             let tree = CommandTree { dir: session.files.dir().to_path_buf(), layout: session.layout, datasets: Some(session.datasets_view.clone()), quota: Some(interpreter.config.quota) };
             let python = PythonHost { runtime, dir: tree.dir.clone(), layout: tree.layout, datasets: tree.datasets.clone(), quota: tree.quota, limits: LimitOverrides::default(), wheelhouse: interpreter.wheelhouse.clone() };
             // Kept for the report (the shell caps each stream before it gets here) and passed on.

@@ -106,7 +106,9 @@ impl<'a> Runs<'a> {
                 live: sink,
                 interrupt: Some(interrupt),
             };
-            let cell = match cell_magics::segments(&request.code) {
+            // Shell escapes and magics are IPython's: JavaScript's `!x` is a negation.
+            let segments = if session.runtime.is_python() { cell_magics::segments(&request.code) } else { None };
+            let cell = match segments {
                 None => live.run(CellRequest { code: request.code, ..cell }).await,
                 Some(segments) => {
                     let escapes = Escapes { tenant, session_id, env: asked_env };

@@ -106,14 +106,16 @@ impl<'a> Sessions<'a> {
     }
 
     /// A new session `context_id` over the same files as `session_id` (its
-    /// directory is shared, its Python state is its own), on the same
-    /// runtime: a second code context of one sandbox.
-    pub fn open_context(&self, tenant: &str, session_id: &str, context_id: &str, ttl: Option<Duration>) -> Result<SessionInfo, InterpreterError> {
+    /// directory is shared, its state is its own), on `runtime` (the
+    /// session's when `None`): a second code context of one sandbox.
+    pub fn open_context(&self, tenant: &str, session_id: &str, context_id: &str, ttl: Option<Duration>, runtime: Option<Runtime>) -> Result<SessionInfo, InterpreterError> {
         let parent = self.get(tenant, session_id, Create::No)?;
         if self.get(tenant, context_id, Create::No).is_ok() {
             return Err(InterpreterError::SessionExists(context_id.to_owned()));
         }
-        let create = Create::Sharing { ttl, runtime: parent.runtime, files: parent.files.dir().to_path_buf(), layout: parent.layout };
+        let runtime = runtime.unwrap_or(parent.runtime);
+        self.interpreter.sandbox_for(runtime)?;
+        let create = Create::Sharing { ttl, runtime, files: parent.files.dir().to_path_buf(), layout: parent.layout };
         let context = self.get(tenant, context_id, create)?;
         Ok(info(&context))
     }
@@ -504,6 +506,9 @@ pub struct OpenContext {
     pub context_id: String,
     /// The context's idle TTL (the server's default when absent).
     pub ttl: Option<Duration>,
+    /// The context's runtime (the session's when absent): a JavaScript
+    /// context beside a Python session shares its files.
+    pub runtime: Option<Runtime>,
 }
 
 impl Operation for OpenContext {
@@ -514,7 +519,7 @@ impl Operation for OpenContext {
     }
 
     fn call(self, interpreter: Arc<Interpreter>, caller: &CallContext) -> BoxFuture<'_, Result<SessionInfo, InterpreterError>> {
-        Box::pin(blocking(interpreter, caller, move |i, c| i.sessions().open_context(&c.tenant, &self.session_id, &self.context_id, self.ttl)))
+        Box::pin(blocking(interpreter, caller, move |i, c| i.sessions().open_context(&c.tenant, &self.session_id, &self.context_id, self.ttl, self.runtime)))
     }
 }
 

@@ -89,27 +89,86 @@ impl Runs {
     }
 }
 
-/// Whether `language` is Python (or not given).
-fn python_or_refused(language: Option<&str>) -> Result<(), E2bError> {
-    match language.map(str::to_ascii_lowercase).as_deref() {
-        None | Some("" | "python" | "python3" | "py") => Ok(()),
-        Some(other) => Err(E2bError::bad_request(format!("language '{other}' is not available: this sandbox runs Python only (and bash, through run_code and commands)"))),
+/// The language a run or a context asks for, by E2B's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Language {
+    /// Python (also when not given).
+    Python,
+    /// The shell's: the code runs as a `%%bash` cell.
+    Shell,
+    /// JavaScript, on the `javascript` runtime.
+    Javascript,
+}
+
+impl Language {
+    /// The language `asked` names, or E2B's 400 saying why not.
+    fn of(asked: Option<&str>) -> Result<Self, E2bError> {
+        match asked.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("" | "python" | "python3" | "py") => Ok(Self::Python),
+            Some("bash" | "sh" | "shell") => Ok(Self::Shell),
+            Some("js" | "javascript" | "node" | "nodejs") => Ok(Self::Javascript),
+            Some(ts @ ("ts" | "typescript")) => Err(E2bError::bad_request(format!(
+                "language '{ts}' is not available: the sandbox has no TypeScript compiler; send the code as JavaScript (language 'js') without its types"
+            ))),
+            Some(other) => Err(E2bError::bad_request(format!("language '{other}' is not available: this sandbox runs Python and JavaScript (and bash, through run_code and commands)"))),
+        }
+    }
+
+    /// The name contexts report.
+    fn name(self) -> &'static str {
+        match self {
+            Self::Python => "python",
+            Self::Shell => "bash",
+            Self::Javascript => "javascript",
+        }
     }
 }
 
-/// Whether `language` is the shell's: its code runs as a `%%bash` cell.
-fn is_shell(language: Option<&str>) -> bool {
-    matches!(language.map(str::to_ascii_lowercase).as_deref(), Some("bash" | "sh" | "shell"))
+/// The id of a sandbox's default JavaScript context, made on its first
+/// JavaScript run without a context (as E2B keeps one kernel per language).
+fn javascript_context_id(sandbox: &Sandbox) -> String {
+    format!("{}-js", sandbox.id)
+}
+
+/// The session a JavaScript run without a context goes to: the sandbox's
+/// default JavaScript context, opened (and recorded) on first use.
+async fn javascript_default_context(e2b: &E2b, sandbox: &Sandbox, caller: &Caller) -> Result<String, E2bError> {
+    let id = javascript_context_id(sandbox);
+    if sandbox.context_session(Some(&id)).is_some() {
+        return Ok(id);
+    }
+    open_context(e2b, sandbox, caller, id.clone(), id.clone(), Language::Javascript, paths::HOME.to_owned()).await?;
+    Ok(id)
+}
+
+/// Opens a context's session over the sandbox's files and records it.
+async fn open_context(e2b: &E2b, sandbox: &Sandbox, caller: &Caller, id: String, session_id: String, language: Language, cwd: String) -> Result<(), E2bError> {
+    let runtime = (language == Language::Javascript).then_some(anypath_sandbox::Runtime::Javascript);
+    let opened = e2b.service.call(caller, sessions::OpenContext { session_id: sandbox.id.clone(), context_id: session_id.clone(), ttl: Some(e2b.max_ttl), runtime }).await;
+    match opened {
+        Ok(_) => {}
+        // Two first runs at once: the other opened it.
+        Err(error) if language == Language::Javascript && sandbox.context_session(Some(&id)).is_some() => {
+            tracing::debug!(%error, "the default JavaScript context was opened beside this run");
+            return Ok(());
+        }
+        Err(error) => return Err(error.into()),
+    }
+    sandbox.life().contexts.push(CodeContext { id, session_id, language: language.name().into(), cwd, executions: 0 });
+    e2b.registry.changed(sandbox, &[Part::Contexts]).await?;
+    Ok(())
 }
 
 /// `POST /execute`.
 pub(crate) async fn execute(State(e2b): State<Arc<E2b>>, SandboxCall { sandbox, caller, .. }: SandboxCall, body: Bytes) -> Result<Response, E2bError> {
     let request: ExecuteRequest = serde_json::from_slice(&body).map_err(|e| E2bError::bad_request(format!("the request body is not an execution: {e}")))?;
-    let shell = is_shell(request.language.as_deref());
-    if !shell {
-        python_or_refused(request.language.as_deref())?;
-    }
-    let context = request.context_id.as_deref();
+    let language = Language::of(request.language.as_deref())?;
+    let shell = language == Language::Shell;
+    let default_javascript = match (language, request.context_id.as_deref()) {
+        (Language::Javascript, None) => Some(javascript_default_context(&e2b, &sandbox, &caller).await?),
+        _ => None,
+    };
+    let context = default_javascript.as_deref().or(request.context_id.as_deref());
     let session = sandbox.context_session(context).ok_or_else(|| E2bError::not_found(format!("context {} not found", context.unwrap_or(""))))?;
     let mut env = sandbox.env_vars.clone();
     env.extend(request.env_vars.unwrap_or_default());
@@ -335,21 +394,22 @@ pub(crate) async fn list_contexts(ContextCall { sandbox, .. }: ContextCall) -> J
     Json(listed)
 }
 
-/// `POST /contexts`: a Python context over the sandbox's files.
+/// `POST /contexts`: a Python or JavaScript context over the sandbox's files.
 pub(crate) async fn create_context(State(e2b): State<Arc<E2b>>, ContextCall { sandbox, caller }: ContextCall, body: Bytes) -> Result<Json<Value>, E2bError> {
     let asked: NewContext = if body.iter().all(u8::is_ascii_whitespace) {
         NewContext::default()
     } else {
         serde_json::from_slice(&body).map_err(|e| E2bError::bad_request(format!("the request body is not a context: {e}")))?
     };
-    python_or_refused(asked.language.as_deref())?;
+    let language = match Language::of(asked.language.as_deref())? {
+        Language::Shell => return Err(E2bError::bad_request("a bash context is not available: run bash with run_code(language='bash') or commands.run")),
+        language => language,
+    };
     let id = uuid::Uuid::new_v4().to_string();
     let session_id = context_session_id(&sandbox, &id);
-    e2b.service.call(&caller, sessions::OpenContext { session_id: sandbox.id.clone(), context_id: session_id.clone(), ttl: Some(e2b.max_ttl) }).await?;
     let cwd = asked.cwd.unwrap_or_else(|| paths::HOME.to_owned());
-    sandbox.life().contexts.push(CodeContext { id: id.clone(), session_id, language: "python".into(), cwd: cwd.clone(), executions: 0 });
-    e2b.registry.changed(&sandbox, &[Part::Contexts]).await?;
-    Ok(Json(context_json(&id, "python", &cwd)))
+    open_context(&e2b, &sandbox, &caller, id.clone(), session_id, language, cwd.clone()).await?;
+    Ok(Json(context_json(&id, language.name(), &cwd)))
 }
 
 /// The session of a sandbox's extra context: the sandbox's id and the
@@ -408,9 +468,15 @@ mod tests {
     }
 
     #[test]
-    fn only_python_runs() {
-        assert!(python_or_refused(None).is_ok() && python_or_refused(Some("Python")).is_ok());
-        let refused = python_or_refused(Some("js")).expect_err("js is refused");
-        assert!(refused.message.contains("Python only"), "{}", refused.message);
+    fn languages_are_read_by_e2b_names_and_typescript_is_refused() {
+        assert_eq!(Language::of(None).ok(), Some(Language::Python));
+        assert_eq!(Language::of(Some("Python")).ok(), Some(Language::Python));
+        assert_eq!(Language::of(Some("js")).ok(), Some(Language::Javascript));
+        assert_eq!(Language::of(Some("JavaScript")).ok(), Some(Language::Javascript));
+        assert_eq!(Language::of(Some("bash")).ok(), Some(Language::Shell));
+        let refused = Language::of(Some("ts")).expect_err("ts is refused");
+        assert!(refused.message.contains("TypeScript"), "{}", refused.message);
+        let refused = Language::of(Some("r")).expect_err("r is refused");
+        assert!(refused.message.contains("'r' is not available"), "{}", refused.message);
     }
 }

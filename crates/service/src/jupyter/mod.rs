@@ -157,9 +157,11 @@ impl Jupyter {
         self.versions.lock().unwrap_or_else(|p| p.into_inner()).get(spec).cloned()
     }
 
-    /// Learns the Python version of `spec` from a fresh kernel's session, once.
+    /// Learns the Python version of `spec` from a fresh kernel's session,
+    /// once (a Python kernel's only).
     async fn learn_python_version(&self, caller: &Caller, spec: &str, session_id: &str) {
-        if self.python_version(spec).is_none()
+        if self.language(spec) == specs::Language::Python
+            && self.python_version(spec).is_none()
             && let Some(version) = shell::ask_python_version(self, caller, session_id).await
         {
             self.versions.lock().unwrap_or_else(|p| p.into_inner()).insert(spec.to_owned(), version);

@@ -163,6 +163,7 @@ impl Shell<'_> {
         let code = match self.language() {
             Language::Python => dedent(&asked.code),
             Language::Bash => format!("%%bash\n{}", asked.code),
+            Language::Javascript => asked.code.clone(),
         };
         let request = RunRequest { code, env: self.kernel.record.env.clone(), ..RunRequest::default() };
         let mut run = self.jupyter.service.start_live(self.caller.clone(), self.kernel.record.session_id.clone(), request, true);
@@ -200,7 +201,8 @@ impl Shell<'_> {
 
     /// Each user expression's value after the cell, or its error.
     async fn user_expressions(&self, expressions: &BTreeMap<String, String>) -> Value {
-        let answered = self.helper(USER_EXPRESSIONS, &json!(expressions)).await;
+        // The helper is Python: another language's expressions are not evaluated.
+        let answered = if self.language() == Language::Python { self.helper(USER_EXPRESSIONS, &json!(expressions)).await } else { None };
         answered.unwrap_or_else(|| {
             let failed = json!({ "status": "error", "ename": "RuntimeError", "evalue": "the expressions could not be evaluated", "traceback": [] });
             Value::Object(expressions.keys().map(|k| (k.clone(), failed.clone())).collect())
@@ -216,7 +218,7 @@ impl Shell<'_> {
         let asked: AtCursor = self.request.content().unwrap_or_default();
         let cursor = asked.cursor_pos.unwrap_or_else(|| asked.code.chars().count());
         let (start, token) = name_before(&asked.code, cursor);
-        let matches = if token.is_empty() || self.language() == Language::Bash { None } else { self.helper(COMPLETE, &json!({ "text": token, "max": MAX_COMPLETIONS })).await };
+        let matches = if token.is_empty() || self.language() != Language::Python { None } else { self.helper(COMPLETE, &json!({ "text": token, "max": MAX_COMPLETIONS })).await };
         json!({ "status": "ok", "matches": matches.unwrap_or_else(|| json!([])), "cursor_start": start, "cursor_end": cursor, "metadata": {} })
     }
 
@@ -225,7 +227,7 @@ impl Shell<'_> {
         let asked: AtCursor = self.request.content().unwrap_or_default();
         let cursor = asked.cursor_pos.unwrap_or_else(|| asked.code.chars().count());
         let name = name_around(&asked.code, cursor);
-        let found = if name.is_empty() || self.language() == Language::Bash { None } else { self.helper(INSPECT, &json!(name)).await };
+        let found = if name.is_empty() || self.language() != Language::Python { None } else { self.helper(INSPECT, &json!(name)).await };
         match found.as_ref().and_then(Value::as_str) {
             Some(text) => json!({ "status": "ok", "found": true, "data": { "text/plain": text }, "metadata": {} }),
             None => json!({ "status": "ok", "found": false, "data": {}, "metadata": {} }),
@@ -239,6 +241,10 @@ impl Shell<'_> {
             // A shell line ending in `\` goes on, as bash reads it.
             let incomplete = asked.code.trim_end_matches('\n').ends_with('\\');
             return if incomplete { json!({ "status": "incomplete", "indent": "" }) } else { json!({ "status": "complete" }) };
+        }
+        if self.language() == Language::Javascript {
+            // No parse of the code outside a run: the front end decides.
+            return json!({ "status": "unknown" });
         }
         let status = self.helper(IS_COMPLETE, &json!(asked.code)).await;
         match status.as_ref().and_then(Value::as_str) {
@@ -423,6 +429,25 @@ pub(crate) fn kernel_info(jupyter: &Jupyter, kernel: &Kernel) -> Value {
                 "codemirror_mode": "shell",
             },
             "banner": "bash (bashkit) in a WebAssembly sandbox (anypath): each cell is a script on the session's files",
+            "help_links": [],
+            "debugger": false,
+        });
+    }
+    if jupyter.language(&kernel.record.spec) == Language::Javascript {
+        return json!({
+            "status": "ok",
+            "protocol_version": PROTOCOL_VERSION,
+            "implementation": "anypath",
+            "implementation_version": env!("CARGO_PKG_VERSION"),
+            "language_info": {
+                "name": "javascript",
+                "version": "ES2023",
+                "mimetype": "application/javascript",
+                "file_extension": ".js",
+                "pygments_lexer": "javascript",
+                "codemirror_mode": "javascript",
+            },
+            "banner": "JavaScript (QuickJS) in a WebAssembly sandbox (anypath): top-level declarations persist from cell to cell",
             "help_links": [],
             "debugger": false,
         });

@@ -3,7 +3,9 @@
 //! runs the standard-library runtime, which starts fastest; `bash`, when the
 //! service has a shell, runs each cell as a `%%bash` script in the session
 //! (its files and installed packages are the session's; like every command,
-//! a cell's shell variables and directory end with it).
+//! a cell's shell variables and directory end with it); `javascript`, when
+//! the service has the JavaScript runtime, runs QuickJS cells whose
+//! top-level declarations persist.
 
 use anypath_sandbox::Runtime;
 use serde::Serialize;
@@ -15,6 +17,8 @@ pub(crate) const DEFAULT_SPEC: &str = "python3";
 const STDLIB_SPEC: &str = "python3-stdlib";
 /// The shell's kernelspec.
 pub(crate) const BASH_SPEC: &str = "bash";
+/// The JavaScript kernelspec.
+pub(crate) const JAVASCRIPT_SPEC: &str = "javascript";
 
 /// The language a kernel's cells are written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +26,8 @@ pub(crate) enum Language {
     Python,
     /// Each cell a script for the session's shell.
     Bash,
+    /// Each cell JavaScript, on the `javascript` runtime.
+    Javascript,
 }
 
 /// One kernelspec.
@@ -50,6 +56,9 @@ pub(crate) fn offered(runtimes: &[Runtime], has_shell: bool) -> Vec<Spec> {
     // A script's `python` starts the session's runtime: the one that starts fastest.
     if has_shell && let Some(runtime) = [Runtime::Python, Runtime::PythonData].into_iter().find(|r| runtimes.contains(r)) {
         specs.push(Spec { name: BASH_SPEC, display_name: "Bash (anypath)", runtime, language: Language::Bash });
+    }
+    if runtimes.contains(&Runtime::Javascript) {
+        specs.push(Spec { name: JAVASCRIPT_SPEC, display_name: "JavaScript (anypath)", runtime: Runtime::Javascript, language: Language::Javascript });
     }
     specs
 }
@@ -82,6 +91,7 @@ impl Spec {
             language: match self.language {
                 Language::Python => "python",
                 Language::Bash => "bash",
+                Language::Javascript => "javascript",
             },
             interrupt_mode: "message",
             env: Map::new(),

@@ -33,10 +33,21 @@ keeps its runtime. Files live in /mnt/data; datasets provided for you are read-o
 and functions persist across run_python calls in one session until close_session or an idle timeout \
 ({}), also while the session is parked (its state saved to disk when idle and restored on the next \
 run; a run's `state` says `resumed` then); fork_session copies a session to try another approach (fork_session_many makes up to 100 copies in one call), snapshot_session keeps one for start_from_snapshot to begin new sessions from. Files a run creates or changes come back as artifacts with signed download_url \
-links; read_artifact returns a file's bytes (images also as image content).",
+links; read_artifact returns a file's bytes (images also as image content).{}",
         default_runtime(limits),
-        duration(limits.session_ttl)
+        duration(limits.session_ttl),
+        javascript_note(limits)
     )
+}
+
+/// What the instructions add when sessions may run JavaScript.
+fn javascript_note(limits: &RunningLimits) -> &'static str {
+    if limits.runtimes.iter().any(|(runtime, _)| *runtime == anypath_sandbox::Runtime::Javascript) {
+        " A session made with runtime `javascript` runs JavaScript instead (QuickJS: top-level let/const/function persist across calls, \
+console.log is stdout, the last expression is the result, require('fs') reads and writes the session's files)."
+    } else {
+        ""
+    }
 }
 
 /// The runtime a session gets without naming one: the first listed.

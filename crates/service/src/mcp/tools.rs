@@ -52,8 +52,9 @@ pub struct UploadFile {
     /// Replace the file when it exists; otherwise an existing file is an error.
     #[serde(default)]
     pub overwrite: bool,
-    /// The runtime when this call creates the session: `python` or
-    /// `python-data` (pandas, matplotlib, ...); the server's default otherwise.
+    /// The runtime when this call creates the session: `python`,
+    /// `python-data` (pandas, matplotlib, ...) or `javascript` (the code is
+    /// then JavaScript, run by QuickJS); the server's default otherwise.
     #[serde(default)]
     pub runtime: Option<Runtime>,
 }
@@ -73,8 +74,9 @@ pub struct RunPython {
     /// Environment variables the code sees (os.environ); nothing of the host's.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
-    /// The runtime when this call creates the session: `python` or
-    /// `python-data` (pandas, matplotlib, ...); the server's default otherwise.
+    /// The runtime when this call creates the session: `python`,
+    /// `python-data` (pandas, matplotlib, ...) or `javascript` (the code is
+    /// then JavaScript, run by QuickJS); the server's default otherwise.
     #[serde(default)]
     pub runtime: Option<Runtime>,
     /// The forms figures come back in: `png` (the default) and/or `svg`.
