@@ -265,8 +265,10 @@ fn execute_refuses_what_it_cannot_run() {
     let dir = common::scratch("anypath-e2b-api-");
     let e2b = E2b::start(&dir);
     let sandbox = e2b.create("e2b_a11ce");
-    let js = e2b.envd("POST", "/execute", &sandbox).json(&json!({"code": "1", "language": "javascript"})).send().expect("sent");
-    assert!(e2b_error(js, 400).contains("Python only"));
+    let ts = e2b.envd("POST", "/execute", &sandbox).json(&json!({"code": "1", "language": "typescript"})).send().expect("sent");
+    assert!(e2b_error(ts, 400).contains("no TypeScript compiler"));
+    let r = e2b.envd("POST", "/execute", &sandbox).json(&json!({"code": "1", "language": "r"})).send().expect("sent");
+    assert!(e2b_error(r, 400).contains("runs Python and JavaScript"));
     e2b_error(e2b.envd("POST", "/execute", &sandbox).json(&json!({"code": "1", "context_id": "nope"})).send().expect("sent"), 404);
     e2b_error(e2b.envd("POST", "/execute", &sandbox).body("{").send().expect("sent"), 400);
     e2b_error(e2b.client.post(format!("{}/execute", e2b.url)).json(&json!({"code": "1"})).send().expect("sent"), 400);

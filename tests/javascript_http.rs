@@ -83,3 +83,44 @@ fn an_idle_javascript_session_hibernates_and_resumes() {
     let resumed = run(&service, "sleepy", "[note, big[123], big.length]");
     assert_eq!((text(&resumed), &resumed["state"]), ("[ 'kept', 7, 10485760 ]".to_owned(), &json!("resumed")), "{resumed}");
 }
+
+/// `node` in a session's commands: a fresh instance of the JavaScript
+/// runtime on the session's files (never a host process), for a JavaScript
+/// session and a Python one alike; `-e`, `-p`, a script with arguments,
+/// stdin, `process.exit`, an uncaught error's stack and the tree's bounds.
+#[test]
+fn node_runs_in_the_shell_on_the_sessions_files() {
+    let dir = common::scratch("anypath-js-node-");
+    let shell = common::shell_path().display().to_string();
+    let service = service(dir.path(), &["--shell", shell.as_str()]);
+    let command = |session: &str, line: &str| -> Value {
+        let (status, ran) = service.json("key-alice", "POST", &format!("/v1/sessions/{session}/commands"), Some(json!({ "command": line })));
+        assert_eq!(status, 200, "{line}: {ran}");
+        ran
+    };
+    let (status, _) = service.json("key-alice", "POST", "/v1/sessions", Some(json!({"session_id": "nodejs", "runtime": "javascript"})));
+    assert_eq!(status, 201);
+    let ran = command("nodejs", "node -e 'console.log(6 * 7)' && node -p '[1, 2].map((n) => n * 2)' && node --version");
+    let stdout = ran["stdout"].as_str().unwrap_or_default().to_owned();
+    assert!(ran["exit_code"] == 0 && stdout.starts_with("42\n[ 2, 4 ]\nv"), "{ran}");
+    let script = "printf 'const fs = require(\"fs\"); fs.writeFileSync(\"out.txt\", process.argv.slice(2).join(\"+\")); console.log(__filename.endsWith(\"app.js\"))' > app.js && node app.js a b && cat out.txt";
+    let ran = command("nodejs", script);
+    assert_eq!((ran["exit_code"].as_i64(), ran["stdout"].as_str()), (Some(0), Some("true\na+b")), "{ran}");
+    let ran = command("nodejs", "echo 'console.log(\"from stdin\")' | node");
+    assert_eq!(ran["stdout"], json!("from stdin\n"), "{ran}");
+    let ran = command("nodejs", "node -e 'process.exit(3)'; echo \"exit $?\"");
+    assert_eq!(ran["stdout"], json!("exit 3\n"), "{ran}");
+    let ran = command("nodejs", "node -e 'function boom() { throw new TypeError(\"bad\") } boom()'");
+    let stderr = ran["stderr"].as_str().unwrap_or_default();
+    assert!(ran["exit_code"] == 1 && stderr.contains("TypeError: bad") && stderr.contains("boom"), "{ran}");
+    // Boundary: the session's tree. node's fs stops where the cells' does.
+    let ran = command("nodejs", "node -e 'require(\"fs\").readFileSync(\"/etc/passwd\")'");
+    assert!(ran["exit_code"] == 1 && ran["stderr"].as_str().is_some_and(|e| e.contains("ENOENT")), "{ran}");
+    // The cell's state is its own: a command's instance is a fresh one.
+    let report = run(&service, "nodejs", "typeof fs");
+    assert_eq!(text(&report), "'undefined'");
+    // A Python session's commands have node too, on the same files.
+    run(&service, "py-side", "open('data.json', 'w').write('[1, 2, 3]')");
+    let ran = command("py-side", "node -p 'JSON.parse(require(\"fs\").readFileSync(\"data.json\", \"utf8\")).length'");
+    assert_eq!(ran["stdout"], json!("3\n"), "{ran}");
+}

@@ -61,7 +61,8 @@ pub struct Test {
 ///                  (the pinned 0.17.4) on the same records and requests, under
 ///                  anypath up (SQLite, Redis) and spin up (with SPIN_BIN or spin on
 ///                  PATH), a cached LLM plan against a model stub; then the code
-///                  interpreter over HTTP, MCP, E2B's SDK and Jupyter, and fair share
+///                  interpreter over HTTP, MCP, E2B's SDK and Jupyter, JavaScript sessions
+///                  over HTTP, and fair share
 ///   fleet          three `anypath sandbox serve` hosts sharing sessions through one
 ///                  SeaweedFS and one Redis: a hibernated session resumed on another
 ///                  host, a live one handed over, `--checkpoint every-run` against
@@ -82,11 +83,12 @@ pub struct Bench {
     /// `app`: only the app section. `rest`: only the app section's REST rows
     /// (beside json-server) and Redis's round trips per request. `fair`: only
     /// the app section's fair-share rows (a tenant flooding each kind of
-    /// request beside another's requests). `fleet`:
+    /// request beside another's requests). `javascript`: only the
+    /// JavaScript runtime's rows, in process and over HTTP. `fleet`:
     /// only the fleet section. `density`: only the density section. `scale`:
     /// the scale section, which only this runs. Any other text goes to
     /// anypath-bench (only its scenarios whose name contains it).
-    #[arg(long = "only", value_name = "app|rest|fair|fleet|density|scale|TEXT")]
+    #[arg(long = "only", value_name = "app|rest|fair|javascript|fleet|density|scale|TEXT")]
     only: Vec<String>,
     /// Sessions of the fleet section's many-sessions row.
     #[arg(long, value_name = "N", default_value_t = FLEET_SESSIONS)]
@@ -124,11 +126,14 @@ pub enum AppSections {
     All,
     /// Only fair share: on the sandbox, then on every kind of request.
     Fair,
+    /// Only the JavaScript runtime's rows: in process (anypath-bench's
+    /// `javascript` rows) and over HTTP on `anypath up`.
+    Javascript,
 }
 
 /// The `--only` texts that name a section of this command's own rather
 /// than anypath-bench's scenarios.
-const PARTS: &[&str] = &["app", "rest", "fair", "fleet", "density", "scale"];
+const PARTS: &[&str] = &["app", "rest", "fair", "javascript", "fleet", "density", "scale"];
 
 impl Bench {
     /// The app's sections `--only` chose (the last of `app`, `rest`, `fair`,
@@ -141,6 +146,7 @@ impl Bench {
             Some("app") => Some(AppSections::All),
             Some("rest") => Some(AppSections::Rest),
             Some("fair") => Some(AppSections::Fair),
+            Some("javascript") => Some(AppSections::Javascript),
             _ => None,
         }
     }

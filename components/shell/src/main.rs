@@ -3,12 +3,13 @@
 //!
 //! WASI has no processes, so every command runs in this instance: bashkit's
 //! own utilities (`ls`, `grep`, `sed`, `awk`, `find`, `tar`...), and
-//! `python`/`python3` (and `pip`, which is `python -m pip`) through the one
-//! host import ([`python`]). The tree is
+//! `python`/`python3` (and `pip`, which is `python -m pip`) and `node`
+//! through the host's imports ([`python`], [`node`]). The tree is
 //! what the host preopened (the session's `/`, or `/mnt/data`, and `/data`);
 //! the environment is the command's; stdout and stderr reach the host as
 //! they are written.
 
+mod node;
 mod output;
 mod python;
 mod stdin;
@@ -56,6 +57,7 @@ async fn run(cwd: &str, stdin_open: bool, script: &str) -> i32 {
         .command("python3", python::Python)
         .command("pip", python::Pip)
         .command("pip3", python::Pip)
+        .command("node", node::Node)
         .command(stdin::COMMAND, stdin::Stdin);
     for (key, value) in std::env::vars() {
         if key == "USER" {

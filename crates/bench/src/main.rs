@@ -4,12 +4,14 @@
 //! concurrent executions, and prints p50/p99 latency and executions per
 //! second. The same trivial block run through `python3 -I -c` is the baseline.
 //! Then the code interpreter's operations (`interpreter`), the warm one-line
-//! run against the same baseline.
+//! run against the same baseline, and the `javascript` runtime's rows
+//! against `node -e`.
 
 mod data_runtime;
 mod default_runtime;
 mod hibernation;
 mod interpreter;
+mod javascript;
 mod scenarios;
 
 use std::path::PathBuf;
@@ -51,6 +53,9 @@ struct Args {
     /// Sessions the capacity row opens and reads back, for each runtime.
     #[arg(long, default_value_t = 1000)]
     capacity_sessions: usize,
+    /// The JavaScript runtime (`target/javascript/javascript.wasm`); its rows are skipped without it.
+    #[arg(long, env = "ANYPATH_JAVASCRIPT")]
+    javascript: Option<PathBuf>,
     /// Where the baseline's venv with pandas and matplotlib is kept between runs.
     #[arg(long, default_value = "target/bench-venv")]
     baseline_venv: PathBuf,
@@ -115,6 +120,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
             None => None,
         };
         default_runtime::run(&sandbox.session_runtime().await?, data.as_ref(), args.iterations.clamp(10, 100), args.capacity_sessions).await?;
+    }
+    if args.only.as_deref().is_none_or(|only| "javascript".contains(only)) {
+        match &args.javascript {
+            Some(component) => {
+                let config = anypath_sandbox::JavascriptConfig::new(component);
+                let javascript = anypath_sandbox::SessionRuntime::start_javascript(config).await.context("starting the javascript runtime")?;
+                javascript::run(&javascript, args.iterations).await?;
+            }
+            None => println!("
+javascript rows skipped: pass --javascript (cargo xtask bench does)"),
+        }
     }
     println!();
     let baseline = python_baseline(args.baseline_runs)?;

@@ -4,12 +4,14 @@
 //!
 //! WASI has no processes, so the shell runs its utilities in process and
 //! asks the host for what it cannot: `python` starts a fresh instance of
-//! the session's runtime on the same tree ([`PythonHost`]), and the exit
+//! the session's runtime on the same tree ([`PythonHost`]), `node` one of
+//! the JavaScript runtime ([`NodeHost`]), and the exit
 //! status comes back through the same import (a WASI 0.2 exit says only
 //! success or failure). Nothing runs on the host: no process is spawned, the
 //! host's environment is not passed, and the guest's paths resolve below
 //! the session's preopens as a Python cell's do.
 
+mod node;
 mod python;
 mod streams;
 
@@ -23,6 +25,7 @@ use wasmtime::{AsContextMut, StoreContextMut};
 use wasmtime_wasi::p2::bindings::Command;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+pub use node::NodeHost;
 pub use python::PythonHost;
 pub use streams::{OutputSink, StdinFeed, Stream};
 
@@ -84,6 +87,8 @@ pub struct ShellCommand {
     pub interrupt: Option<Interrupt>,
     /// How `python` starts, when the session has a Python runtime.
     pub python: Option<PythonHost>,
+    /// How `node` starts, when the host has the JavaScript runtime.
+    pub node: Option<NodeHost>,
 }
 
 /// How a command ended.
@@ -117,6 +122,7 @@ struct Loaded {
 #[derive(Default)]
 pub(crate) struct ShellCtx {
     python: Option<PythonHost>,
+    node: Option<NodeHost>,
     exit_status: Option<i32>,
 }
 
@@ -184,7 +190,7 @@ impl ShellRuntime {
     async fn instantiate_and_run(&self, command: &ShellCommand, limits: &Limits, stdout: &OutputPipe, stderr: &OutputPipe, metrics: &mut Metrics) -> Result<i32, ExecError> {
         let state = guest_state(command, limits, stdout, stderr).map_err(|e| engine::internal("preparing the command's context", &e))?;
         let mut store = engine::new_store(self.inner.component.engine(), state).map_err(|e| engine::internal("creating a store", &e))?;
-        store.data_mut().shell = ShellCtx { python: command.python.clone(), exit_status: None };
+        store.data_mut().shell = ShellCtx { python: command.python.clone(), node: command.node.clone(), exit_status: None };
         store.data_mut().interrupt = command.interrupt.clone();
         engine::arm(&mut store, limits)?;
         let (component, linker) = (&self.inner.component, &self.inner.linker);
@@ -247,6 +253,19 @@ fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
                 let exit = match python {
                     Some(python) => python.run(&args, &cwd, env, &stdin).await,
                     None => python::PythonExit::missing(),
+                };
+                Ok(((exit.code, exit.stdout, exit.stderr),))
+            })
+        },
+    )?;
+    instance.func_wrap_async(
+        "run-node",
+        |mut cx: StoreContextMut<'_, GuestState>, (args, cwd, env, stdin): (Vec<String>, String, Vec<(String, String)>, Vec<u8>)| {
+            let node = cx.as_context_mut().data_mut().shell.node.clone();
+            Box::new(async move {
+                let exit = match node {
+                    Some(node) => node.run(&args, &cwd, env, &stdin).await,
+                    None => node::NodeExit::missing(),
                 };
                 Ok(((exit.code, exit.stdout, exit.stderr),))
             })

@@ -54,6 +54,7 @@ fn command(tree: &CommandTree, script: &str, output: OutputSink) -> ShellCommand
         limits: LimitOverrides::default(),
         interrupt: None,
         python: Some(PythonHost { runtime: python().clone(), dir: tree.dir.clone(), layout: tree.layout, datasets: None, quota: None, limits: LimitOverrides::default(), wheelhouse: wheelhouse() }),
+        node: None,
     }
 }
 

@@ -214,6 +214,13 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
     let data = std::env::temp_dir().join(format!("anypath-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let load_before = crate::bench::machine::load_average();
+    if sections == AppSections::Javascript {
+        let app = start_app(binary, runner, &data.join("javascript"), &[])?;
+        crate::bench::javascript::rows(&oha, &app.sandbox)?;
+        drop(app);
+        let _ = std::fs::remove_dir_all(&data);
+        return Ok(());
+    }
     if sections == AppSections::Fair {
         let stub = LlmStub::start()?;
         let app = start_app(binary, runner, &data.join("sqlite"), &stub.app_env())?;
@@ -313,6 +320,7 @@ pub fn run_app_bench(binary: &Path, runner: &Path, redis_server: &Path, sections
 
     if sections == AppSections::All {
         interpreter_over_mcp(&oha, &app.sandbox)?;
+        crate::bench::javascript::rows(&oha, &app.sandbox)?;
         e2b_sdk_row(&app)?;
         crate::bench::jupyter::row(&app.sandbox, "bench-a")?;
         crate::bench::fair::endless_blocks(&oha, &app.sandbox)?;

@@ -11,6 +11,7 @@ mod fair;
 mod fleet;
 mod fleet_many;
 mod hosts;
+mod javascript;
 mod json_server;
 mod jupyter;
 mod llm_stub;
@@ -51,15 +52,20 @@ pub fn run_bench(options: &Bench) -> anyhow::Result<()> {
         let redis_server = crate::redis_server::ensure()?;
         return crate::bench::fleet::run_fleet_bench(&built.binary, &built.runner, &redis_server, options.fleet_sessions());
     }
-    if only.is_none() {
+    let javascript_only = only == Some(AppSections::Javascript);
+    if only.is_none() || javascript_only {
         step("running the benchmarks");
+        let section: &[&str] = if javascript_only { &["--only", "javascript"] } else { &[] };
         run(Command::new(root().join("target/release/anypath-bench"))
+            .args(section)
             .arg("--runner")
             .arg(&built.runner)
             .arg("--python-data")
             .arg(&built.python_data)
             .arg("--baseline-venv")
             .arg(root().join("target/bench-venv"))
+            .arg("--javascript")
+            .arg(root().join(crate::javascript_runtime::JAVASCRIPT_RUNTIME))
             .args(&passed))?;
     }
     let redis_server = crate::redis_server::ensure()?;

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use anypath_sandbox::shell::{Collected, CommandTree, OutputSink, PythonHost, ShellCommand, ShellRuntime, StdinFeed};
+use anypath_sandbox::shell::{Collected, CommandTree, NodeHost, OutputSink, PythonHost, ShellCommand, ShellRuntime, StdinFeed};
 use anypath_sandbox::layout::SANDBOX_HOME;
 use anypath_sandbox::{FilesLayout, Interrupt, LimitOverrides};
 use anypath_wire::{CommandReport, CommandRequest, Runtime};
@@ -144,6 +144,14 @@ impl Commands<'_> {
             };
             let tree = CommandTree { dir: session.files.dir().to_path_buf(), layout: session.layout, datasets: Some(session.datasets_view.clone()), quota: Some(interpreter.config.quota) };
             let python = PythonHost { runtime, dir: tree.dir.clone(), layout: tree.layout, datasets: tree.datasets.clone(), quota: tree.quota, limits: LimitOverrides::default(), wheelhouse: interpreter.wheelhouse.clone() };
+            let node = interpreter.sandbox_for(Runtime::Javascript).ok().map(|runtime| NodeHost {
+                runtime: runtime.clone(),
+                dir: tree.dir.clone(),
+                layout: tree.layout,
+                datasets: tree.datasets.clone(),
+                quota: tree.quota,
+                limits: LimitOverrides::default(),
+            });
             // Kept for the report (the shell caps each stream before it gets here) and passed on.
             let kept = Collected::default();
             let output = kept.sink_then(streams.output);
@@ -158,6 +166,7 @@ impl Commands<'_> {
                 limits: LimitOverrides { timeout_ms: request.timeout_ms, ..LimitOverrides::default() },
                 interrupt: streams.interrupt,
                 python: Some(python),
+                node,
             };
             let slot = CommandSlot::take(&session.commands_running, session_id)?;
             let started = Instant::now();
