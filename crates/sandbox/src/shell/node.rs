@@ -120,7 +120,9 @@ fn cell(program: &Program, argv: &[String], cwd: &str, stdin: &[u8]) -> String {
   try {{
     {run}
   }} catch (error) {{
-    console.error(error instanceof Error && error.stack ? `${{error.name}}: ${{error.message}}\n${{error.stack}}` : `Uncaught ${{String(error)}}`);
+    // `process.exit()` ends the program through a throw of its own: passed on.
+    if (error !== null && typeof error === 'object' && error.constructor && error.constructor.name === 'ProcessExit') throw error;
+    console.error(error instanceof Error && error.stack ? `${{error.name}}: ${{error.message}}\n${{error.stack}}` : `Uncaught ${{require('util').inspect(error)}}`);
     process.exit(1);
   }}
 }})();"#,
