@@ -28,6 +28,10 @@ const PROLOGUE_MARK: &str = "ANYPATH_STATE_PROLOGUE";
 /// Nothing a cell opens stays open between cells, so there is nothing to
 /// close.
 const PARK_MARK: &str = "ANYPATH_STATE_PARK";
+/// Set by the host, with no code, in the instance whose state becomes the
+/// runtime's template (new sessions map it instead of starting QuickJS and
+/// its globals themselves): the engine is made, and no cell is counted.
+const WARM_MARK: &str = "ANYPATH_STATE_WARM";
 
 thread_local! {
     /// The cells run so far in this instance (naming each `<cell-N>`).
@@ -43,6 +47,15 @@ pub fn run(input: CellInput) -> CellOutput {
         .any(|(key, _)| key == PROLOGUE_MARK || key == PARK_MARK)
     {
         return outcome(output::empty(), Vec::new(), None, 0);
+    }
+    if input.env.iter().any(|(key, _)| key == WARM_MARK) {
+        let error = engine::with(|_| ()).err().map(|why| ExceptionInfo {
+            type_name: "InternalError".to_owned(),
+            message: why.clone(),
+            traceback: format!("InternalError: {why}"),
+        });
+        let code = i32::from(error.is_some());
+        return outcome(output::empty(), Vec::new(), error, code);
     }
     match engine::with(|engine| Run::new(engine, &input).execute(&input)) {
         Ok(output) => output,

@@ -16,8 +16,8 @@ use crate::show;
 
 /// Base of the links artifacts carry.
 const BASE: &str = "http://127.0.0.1:3001";
-/// About 10 MB of objects: 40,000 small objects with a string each.
-const TEN_MB: &str = "const objs = Array.from({ length: 40000 }, (_, i) => ({ i, s: String(i).repeat(3) }))";
+/// About 10 MB of objects: 60,000 small objects with a string each.
+const TEN_MB: &str = "const objs = Array.from({ length: 60000 }, (_, i) => ({ i, s: String(i).repeat(3) }))";
 /// Idle live sessions whose `Pss` is measured together.
 const IDLE_SESSIONS: usize = 100;
 /// Runs of the native baseline.
@@ -90,7 +90,7 @@ pub async fn run(javascript: &SessionRuntime, iterations: usize) -> anyhow::Resu
         interpreter.sessions().fork("bench", "parent", &format!("child-{i}")).await?;
         let report = interpreter.runs().run_python("bench", &format!("child-{i}"), code("objs.length"), BASE).await?;
         pair.record(began.elapsed().as_nanos() as u64)?;
-        has_value(report, "40000")?;
+        has_value(report, "60000")?;
     }
     row("javascript: fork + the child's first one-line run", &pair);
 

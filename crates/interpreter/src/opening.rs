@@ -41,7 +41,9 @@ impl Interpreter {
             Some(runtime) if !offered(runtime) => return Err(InterpreterError::RuntimeUnavailable(runtime)),
             Some(runtime) => runtime,
             None if offered(Runtime::PythonData) => Runtime::PythonData,
-            None => Runtime::Python,
+            None if offered(Runtime::Python) => Runtime::Python,
+            // An interpreter of one other runtime (JavaScript alone) defaults to it.
+            None => sandboxes.first().map_or(Runtime::Python, SessionRuntime::runtime),
         };
         config.default_runtime = Some(default_runtime);
         let signer = match &config.signing_key {

@@ -29,7 +29,7 @@ pub fn new_boot_id() -> String {
 }
 
 /// What a session's code sees of its files directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FilesLayout {
     /// The directory is `/mnt/data`, the code's working directory.

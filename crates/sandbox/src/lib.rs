@@ -63,6 +63,7 @@ pub mod shell;
 #[cfg(test)]
 mod shell_tests;
 pub mod state_image;
+mod template;
 #[cfg(test)]
 mod wasm_layer_tests;
 

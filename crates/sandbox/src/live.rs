@@ -516,6 +516,9 @@ impl LiveInstance {
         if code_bytes > limits.max_code_bytes {
             return Err(ExecError::CodeTooLarge { size_bytes: code_bytes, limit_bytes: limits.max_code_bytes });
         }
+        if self.instance.is_none() && !crate::template::is_warming(&request.env) {
+            self.start_from_template().await;
+        }
         if self.instance.is_none() {
             // Owned arguments: a borrow of `self` held across the await would
             // make the future require `LiveInstance: Sync`, which a Store is not.

@@ -177,6 +177,20 @@ impl LiveInstance {
         self.restore_image(image).await
     }
 
+    /// Starts the instance of a new session (no state of its own yet) by
+    /// mapping its runtime's template, when the runtime starts from one:
+    /// the engine its first cell would make is already there. Leaves no
+    /// instance when there is no template or it could not be mapped: the
+    /// caller then starts one as usual.
+    pub(super) async fn start_from_template(&mut self) {
+        let shape = crate::template::Shape { layout: self.layout, datasets: self.datasets.is_some(), wheelhouse: self.wheelhouse.is_some() };
+        let Some(template) = self.runtime.template(shape).await else { return };
+        let Some(mapped) = template.mapped() else { return };
+        if let Err(error) = self.resume_mapped(mapped).await {
+            tracing::warn!(%error, "a new session could not map its runtime's template; it starts its own engine");
+        }
+    }
+
     /// Starts an instance and maps it onto a shared state's frozen memory.
     /// On failure no instance is left.
     async fn resume_mapped(&mut self, state: &Arc<MappedState>) -> Result<Vec<String>, StateError> {

@@ -128,6 +128,13 @@ pub(crate) trait RuntimeImage: Send + Sync + 'static {
     /// instances (their signal state found on first use,
     /// `keyboard_interrupt.rs`); otherwise an interrupt traps the run.
     fn keyboard_interrupts(&self) -> bool;
+
+    /// Whether a new session maps a template (an instance whose first cell
+    /// made the runtime's engine, frozen once: `template.rs`) instead of
+    /// starting an instance that makes it in its first cell.
+    fn starts_from_template(&self) -> bool {
+        false
+    }
 }
 
 /// A live instance's run, with the runtime's exports known: what
@@ -171,6 +178,7 @@ pub(crate) trait SessionImage: Send + Sync {
     fn restores_without_prologue(&self) -> bool;
     fn starts_ahead(&self) -> bool;
     fn keyboard_interrupts(&self) -> bool;
+    fn starts_from_template(&self) -> bool;
     /// [`RuntimeImage::start`].
     fn start<'a>(&'a self, at: Placement<'a>, start_for: StartFor) -> BoxFuture<'a, wasmtime::Result<Instance<SessionGuest>>>;
     /// [`CellExports::run_cell`], for the host's own cells (probes, set-up,
@@ -199,6 +207,10 @@ impl<R: RuntimeImage> SessionImage for R {
 
     fn keyboard_interrupts(&self) -> bool {
         RuntimeImage::keyboard_interrupts(self)
+    }
+
+    fn starts_from_template(&self) -> bool {
+        RuntimeImage::starts_from_template(self)
     }
 
     fn start<'a>(&'a self, at: Placement<'a>, start_for: StartFor) -> BoxFuture<'a, wasmtime::Result<Instance<SessionGuest>>> {

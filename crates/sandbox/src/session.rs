@@ -60,6 +60,8 @@ struct StateImages {
     /// What makes the instances' memories: shared states are mapped
     /// through it.
     memories: Option<Arc<CowMemories>>,
+    /// New sessions' starting states, for a runtime that starts from one.
+    templates: crate::template::Templates,
 }
 
 /// Deadline for the host's own calls that capture or restore state.
@@ -212,6 +214,15 @@ impl SessionRuntime {
     }
 
     /// Whether instances of this runtime can take a shared state by mapping it.
+    /// The state a new session of `shape` starts from, when this runtime
+    /// starts from a template and its states can be mapped.
+    pub(crate) async fn template(&self, shape: crate::template::Shape) -> Option<Arc<SharedState>> {
+        if !self.image.starts_from_template() || !self.maps_shared_states() {
+            return None;
+        }
+        self.states.templates.get(self, shape).await
+    }
+
     pub(crate) fn maps_shared_states(&self) -> bool {
         self.states.memories.as_ref().is_some_and(|memories| memories.initial().is_some()) && self.states.access.memories.len() == 1
     }
@@ -471,6 +482,7 @@ impl StateImages {
             #[cfg(target_os = "linux")]
             unreturnable: Default::default(),
             memories,
+            templates: Default::default(),
         }))
     }
 }
