@@ -84,7 +84,12 @@ impl RunRequest {
         };
         let runtime = match object.get("runtime") {
             None | Some(Value::Null) => None,
-            Some(Value::String(name)) => Some(name.parse::<Runtime>().map_err(|e| RequestError::Invalid(format!("runtime: {e}")))?),
+            Some(Value::String(name)) => match name.parse::<Runtime>() {
+                // The agent's tools write and test Python.
+                Ok(runtime) if runtime.is_python() => Some(runtime),
+                Ok(other) => return Err(RequestError::Invalid(format!("runtime: the agent's tools run Python; {other} is not one of python, python-data"))),
+                Err(e) => return Err(RequestError::Invalid(format!("runtime: {e}"))),
+            },
             Some(_) => return Err(RequestError::Invalid("runtime must be a string: python or python-data".into())),
         };
         Ok(Self { input, include_steps, session_id, max_iterations, runtime })
@@ -116,6 +121,7 @@ mod tests {
             (br#"{"input": "x", "session_id": "../etc"}"#, "invalid_request"),
             (br#"{"input": "x", "max_iterations": 0}"#, "invalid_request"),
             (br#"{"input": "x", "extra": 1}"#, "invalid_request"),
+            (br#"{"input": "x", "runtime": "javascript"}"#, "invalid_request"),
             (br#"["input"]"#, "invalid_json"),
             (b"not json", "invalid_json"),
         ] {
