@@ -204,3 +204,30 @@ fn a_live_javascript_run_streams_its_output() {
     assert!(seen.len() >= 3 && seen[0].contains("one") && seen[1].contains("two") && seen[2].contains('3'), "{seen:?}");
 }
 
+
+/// An interrupt stops a running cell, whether it computes or waits on a
+/// timer, with an `Interrupted` error, and the session's state stays: the
+/// engine asks the host now and then, and a timer's wait between slices.
+#[test]
+fn an_interrupt_stops_the_cell_and_keeps_the_state() {
+    use anypath_sandbox::Interrupt;
+    let home = common::scratch("anypath-js-interrupt-");
+    let mut session = live(js(), home.path());
+    assert_eq!(value(&run(&mut session, "let kept = 41; kept")), "41");
+    for code in ["let spins = 0; while (true) { spins++ }", "await new Promise((resolve) => setTimeout(resolve, 60000))"] {
+        let interrupt = Interrupt::new();
+        let raiser = interrupt.clone();
+        let raising = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            raiser.interrupt();
+        });
+        let began = std::time::Instant::now();
+        let report = common::block_on(session.run(CellRequest { code: code.into(), interrupt: Some(interrupt), ..CellRequest::default() }));
+        raising.join().expect("the interrupt was raised");
+        assert!(began.elapsed() < std::time::Duration::from_secs(3), "{code}: stopped soon after the interrupt: {:?}", began.elapsed());
+        assert_eq!(raised(&report).0, "Interrupted", "{code}: {report:?}");
+        let next = run(&mut session, "kept + 1");
+        assert_eq!((value(&next), next.state_reset, next.state), ("42".to_owned(), false, StateOrigin::Kept), "{code}: the state stays");
+    }
+    assert_eq!(value(&run(&mut session, "typeof spins")), "'number'", "what the interrupted cell declared stays too");
+}

@@ -18,7 +18,7 @@ use crate::anypath::runner::types::{
 use crate::engine::{self, Engine};
 use crate::prelude::FILENAME_PREFIX;
 use crate::results::Results;
-use crate::{instance, output, rejections, timers};
+use crate::{instance, interrupt, output, rejections, timers};
 
 /// Set by the host, with no code, as the first call of an instance a saved
 /// state is about to be restored into: only the first-call work is done,
@@ -119,6 +119,7 @@ impl<'e> Run<'e> {
             count.get()
         });
         output::begin(input.stdout_bytes, input.stderr_bytes, input.live);
+        interrupt::reset();
         let promise = self.evaluate(input, number);
         if let Some(promise) = &promise {
             self.settle(promise);
@@ -133,6 +134,16 @@ impl<'e> Run<'e> {
                 self.fail(&ctx, reason);
             }
         });
+        if interrupt::was_taken() {
+            // Whatever the interrupted code left (QuickJS's own uncatchable
+            // error, a wait cut short) says less than this.
+            let message = "the cell was interrupted";
+            self.ending = Some(Ending::Failed(ExceptionInfo {
+                type_name: "Interrupted".to_owned(),
+                message: message.to_owned(),
+                traceback: format!("Interrupted: {message}"),
+            }));
+        }
         let (error, exit_code) = match self.ending {
             None => (None, 0),
             Some(Ending::Failed(info)) => (Some(info), 1),

@@ -45,6 +45,7 @@ fn make() -> Result<Engine, String> {
     let context = Context::full(&runtime)
         .map_err(|error| format!("cannot make a JavaScript context: {error}"))?;
     rejections::track(&runtime);
+    runtime.set_interrupt_handler(Some(Box::new(crate::interrupt::take)));
     let hooks = context.with(|ctx| {
         prelude::install(&ctx)
             .catch(&ctx)

@@ -13,6 +13,7 @@ mod engine;
 mod fs;
 mod host;
 mod instance;
+mod interrupt;
 mod live;
 mod output;
 mod prelude;

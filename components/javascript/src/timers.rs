@@ -70,10 +70,20 @@ pub fn next_due() -> Option<u32> {
         Some((due, id))
     })?;
     // Sleeping is the only way to wait: nothing else can happen meanwhile,
-    // since the cell's jobs have all run. The host's time limit bounds it.
-    let wait = due.saturating_duration_since(Instant::now());
-    if !wait.is_zero() {
-        std::thread::sleep(wait);
+    // since the cell's jobs have all run. The host's time limit bounds it;
+    // an interrupt ends it within a slice, and with it the cell's timers.
+    loop {
+        let wait = due.saturating_duration_since(Instant::now());
+        if wait.is_zero() {
+            return Some(id);
+        }
+        if crate::interrupt::take() || crate::interrupt::was_taken() {
+            clear();
+            return None;
+        }
+        std::thread::sleep(wait.min(WAIT_SLICE));
     }
-    Some(id)
 }
+
+/// How long a timer's wait sleeps before it asks whether it was interrupted.
+const WAIT_SLICE: Duration = Duration::from_millis(20);

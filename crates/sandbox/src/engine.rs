@@ -243,7 +243,9 @@ pub(crate) fn new_store(engine: &Engine, state: GuestState) -> wasmtime::Result<
             // check. Trapped after the grace, or at once without a handler.
             match (state.keyboard, state.tripped_at) {
                 (Some(trip), None) if trip.trip() => state.tripped_at = Some(now),
-                (Some(_), Some(at)) if now < at + INTERRUPT_GRACE => {}
+                // A guest that stops itself was told through its own question.
+                (None, None) if state.stops_itself => state.tripped_at = Some(now),
+                (_, Some(at)) if now < at + INTERRUPT_GRACE => {}
                 _ => return Ok(UpdateDeadline::Interrupt),
             }
         }

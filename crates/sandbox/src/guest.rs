@@ -47,8 +47,13 @@ pub(crate) struct GuestState {
     /// Raises `KeyboardInterrupt` in the guest instead, when its signal
     /// state was found (a session instance whose run has an interrupt).
     pub(crate) keyboard: Option<KeyboardTrip>,
-    /// When this run's interrupt was turned into a `KeyboardInterrupt`.
+    /// When this run's interrupt was turned into a `KeyboardInterrupt`, or
+    /// first seen by a guest that stops by itself.
     pub(crate) tripped_at: Option<Instant>,
+    /// The guest stops a cell itself when the interrupt is raised (it asks
+    /// the host): the interrupt waits for it, within the grace, instead of
+    /// trapping the call.
+    pub(crate) stops_itself: bool,
     /// The collections the guest's `store` calls reach: set for one
     /// execution (or the warm-up) and taken right after it, so no other
     /// call ever sees them.
@@ -104,7 +109,7 @@ impl GuestState {
     /// environment, stdio); networking is switched off here whatever it says.
     pub(crate) fn from_builder(mut builder: WasiCtxBuilder, memory_cap: u64, deadline: Instant) -> Self {
         let wasi = builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false).build();
-        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None, open_files: 0, interrupt: None, keyboard: None, tripped_at: None, store: None, shell: Default::default() }
+        Self { wasi, table: ResourceTable::new(), memory: MemoryGuard::new(memory_cap), deadline, quota: None, open_files: 0, interrupt: None, keyboard: None, tripped_at: None, stops_itself: false, store: None, shell: Default::default() }
     }
 
     /// The view `wasi:filesystem/types` is served through: wasmtime-wasi's,

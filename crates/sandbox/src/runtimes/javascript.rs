@@ -8,13 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anypath_wire::Runtime;
-use wasmtime::Store;
+use wasmtime::{Store, StoreContextMut};
 
 use super::LoadedRuntime;
 use crate::bindings::anypath::runner::types as wit;
 use crate::drain_pipe::DrainPipe;
 use crate::engine::{self, EpochTicker, StartError};
 use crate::guest::GuestState;
+use crate::interrupt::Interrupt;
 use crate::limits::Limits;
 use crate::profile::{Profile, component_name};
 use crate::seam::{CellExports, Placement, RuntimeImage, StartFor, Started};
@@ -63,7 +64,13 @@ struct JavascriptRuntime {
 
 /// Loads (or instruments, compiles and caches) the JavaScript component.
 pub(crate) async fn load(config: &JavascriptConfig) -> Result<LoadedRuntime, StartError> {
-    let loaded = engine::load(engine::session_engine_config(false), &config.component, &config.cache_dir, &config.limits, engine::Form::WithStateAccess).await?;
+    let mut loaded = engine::load(engine::session_engine_config(false), &config.component, &config.cache_dir, &config.limits, engine::Form::WithStateAccess).await?;
+    // The engine's question while a cell runs: whether the run's interrupt was raised.
+    loaded
+        .linker
+        .root()
+        .func_wrap("interrupted", |cx: StoreContextMut<'_, GuestState>, (): ()| Ok((cx.data().interrupt.as_ref().is_some_and(Interrupt::is_interrupted),)))
+        .map_err(StartError::Link)?;
     let pre = loaded.linker.instantiate_pre(&loaded.component).map_err(StartError::Link)?;
     let pre = JavascriptPre::new(pre).map_err(StartError::Link)?;
     let profile = profile(&config.component, config.limits);
@@ -93,6 +100,7 @@ impl RuntimeImage for JavascriptRuntime {
         let stdout = DrainPipe::new(STDOUT_KEPT);
         let mut state = GuestState::for_session(at.memory_cap, at.deadline, at.dir, at.layout, (at.datasets, at.wheelhouse), stdout.clone())?;
         state.quota = at.quota;
+        state.stops_itself = true;
         let mut store = engine::new_store(self.pre.engine(), state)?;
         let handle = self.pre.instance_pre().instantiate_async(&mut store).await?;
         let exports = Javascript::new(&mut store, &handle)?;
@@ -106,9 +114,16 @@ impl RuntimeImage for JavascriptRuntime {
         true
     }
 
-    /// An interrupt traps the run (QuickJS has no signal to raise).
+    /// No CPython signal state: an interrupt reaches QuickJS through the
+    /// `interrupted` import instead ([`RuntimeImage::interrupts_cooperatively`]).
     fn keyboard_interrupts(&self) -> bool {
         false
+    }
+
+    /// The engine asks the host whether to stop; the cell then ends with an
+    /// `Interrupted` error, its state kept.
+    fn interrupts_cooperatively(&self) -> bool {
+        true
     }
 
     /// Making QuickJS's runtime, context and globals is most of a first
