@@ -96,10 +96,18 @@ impl Sessions<'_> {
     /// session this host does not list: the asking host asks again).
     pub(crate) fn release_unused(&self, tenant: &str, session_id: &str) {
         let key = (tenant.to_owned(), session_id.to_owned());
-        let sessions = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner());
-        if !sessions.contains_key(&key) {
-            self.interpreter.claiming.release_unclaimed(&key, || self.interpreter.store.release(tenant, session_id));
-        }
+        // The claims' lock is held across the store's release (a call that
+        // would list the session claims it first, so it waits and claims
+        // again after); the table's only while it is looked at. Async
+        // workers take the table's lock: holding it across the store's I/O
+        // (a blocking Redis call) left a worker waiting on it while the
+        // reply it needed sat unread, and the host hung.
+        self.interpreter.claiming.release_unclaimed(&key, || {
+            let listed = self.interpreter.table.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key);
+            if !listed {
+                self.interpreter.store.release(tenant, session_id);
+            }
+        });
     }
 
     /// The session the table lists unexpired while this host's hold on it
