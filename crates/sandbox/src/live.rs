@@ -567,7 +567,7 @@ impl LiveInstance {
         engine::arm(&mut instance.store, limits)?;
         // Code runs: the state may change, and an image of it before is stale.
         instance.guest.captured = None;
-        let graceful = instance.store.data().keyboard.is_some() || self.runtime.interrupts_cooperatively();
+        let graceful = instance.store.data().keyboard.is_some() || instance.store.data().stops_itself;
         instance.store.data_mut().interrupt = request.interrupt.clone();
         let input = wit::CellInput {
             code: request.code,

@@ -127,15 +127,8 @@ pub(crate) trait RuntimeImage: Send + Sync + 'static {
     /// Whether an interrupt can raise CPython's `KeyboardInterrupt` in its
     /// instances (their signal state found on first use,
     /// `keyboard_interrupt.rs`); otherwise an interrupt traps the run, unless
-    /// the runtime stops a cell itself ([`Self::interrupts_cooperatively`]).
+    /// the runtime's instances stop a cell themselves (`GuestState::stops_itself`).
     fn keyboard_interrupts(&self) -> bool;
-
-    /// Whether its instances stop a cell themselves when the run's
-    /// interrupt is raised (asking the host), keeping their state; an
-    /// interrupt then waits for the cell to end instead of trapping it.
-    fn interrupts_cooperatively(&self) -> bool {
-        false
-    }
 
     /// Whether a new session maps a template (an instance whose first cell
     /// made the runtime's engine, frozen once: `template.rs`) instead of
@@ -187,7 +180,6 @@ pub(crate) trait SessionImage: Send + Sync {
     fn starts_ahead(&self) -> bool;
     fn keyboard_interrupts(&self) -> bool;
     fn starts_from_template(&self) -> bool;
-    fn interrupts_cooperatively(&self) -> bool;
     /// [`RuntimeImage::start`].
     fn start<'a>(&'a self, at: Placement<'a>, start_for: StartFor) -> BoxFuture<'a, wasmtime::Result<Instance<SessionGuest>>>;
     /// [`CellExports::run_cell`], for the host's own cells (probes, set-up,
@@ -220,10 +212,6 @@ impl<R: RuntimeImage> SessionImage for R {
 
     fn starts_from_template(&self) -> bool {
         RuntimeImage::starts_from_template(self)
-    }
-
-    fn interrupts_cooperatively(&self) -> bool {
-        RuntimeImage::interrupts_cooperatively(self)
     }
 
     fn start<'a>(&'a self, at: Placement<'a>, start_for: StartFor) -> BoxFuture<'a, wasmtime::Result<Instance<SessionGuest>>> {

@@ -223,11 +223,6 @@ impl SessionRuntime {
         self.states.templates.get(self, shape).await
     }
 
-    /// Whether its instances stop a cell themselves on an interrupt.
-    pub(crate) fn interrupts_cooperatively(&self) -> bool {
-        self.image.interrupts_cooperatively()
-    }
-
     pub(crate) fn maps_shared_states(&self) -> bool {
         self.states.memories.as_ref().is_some_and(|memories| memories.initial().is_some()) && self.states.access.memories.len() == 1
     }

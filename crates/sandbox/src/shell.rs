@@ -12,6 +12,7 @@
 //! the session's preopens as a Python cell's do.
 
 mod node;
+mod program;
 mod python;
 mod streams;
 
@@ -26,6 +27,7 @@ use wasmtime_wasi::p2::bindings::Command;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 pub use node::NodeHost;
+pub use program::ProgramHost;
 pub use python::PythonHost;
 pub use streams::{OutputSink, StdinFeed, Stream};
 
@@ -251,8 +253,8 @@ fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
             let python = cx.as_context_mut().data_mut().shell.python.clone();
             Box::new(async move {
                 let exit = match python {
-                    Some(python) => python.run(&args, &cwd, env, &stdin).await,
-                    None => python::PythonExit::missing(),
+                    Some(python) => python::run(&python, &args, &cwd, env, &stdin).await,
+                    None => program::ProgramExit::missing("python", "this session has no Python runtime"),
                 };
                 Ok(((exit.code, exit.stdout, exit.stderr),))
             })
@@ -264,8 +266,8 @@ fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
             let node = cx.as_context_mut().data_mut().shell.node.clone();
             Box::new(async move {
                 let exit = match node {
-                    Some(node) => node.run(&args, &cwd, env, &stdin).await,
-                    None => node::NodeExit::missing(),
+                    Some(node) => node::run(&node, &args, &cwd, env, &stdin).await,
+                    None => program::ProgramExit::missing("node", "this host has no JavaScript runtime"),
                 };
                 Ok(((exit.code, exit.stdout, exit.stderr),))
             })

@@ -144,14 +144,8 @@ impl Commands<'_> {
             };
             let tree = CommandTree { dir: session.files.dir().to_path_buf(), layout: session.layout, datasets: Some(session.datasets_view.clone()), quota: Some(interpreter.config.quota) };
             let python = PythonHost { runtime, dir: tree.dir.clone(), layout: tree.layout, datasets: tree.datasets.clone(), quota: tree.quota, limits: LimitOverrides::default(), wheelhouse: interpreter.wheelhouse.clone() };
-            let node = interpreter.sandbox_for(Runtime::Javascript).ok().map(|runtime| NodeHost {
-                runtime: runtime.clone(),
-                dir: tree.dir.clone(),
-                layout: tree.layout,
-                datasets: tree.datasets.clone(),
-                quota: tree.quota,
-                limits: LimitOverrides::default(),
-            });
+            // `node` starts the same way on the JavaScript runtime (no wheelhouse).
+            let node = interpreter.sandbox_for(Runtime::Javascript).ok().map(|runtime| NodeHost { runtime: runtime.clone(), wheelhouse: None, ..python.clone() });
             // Kept for the report (the shell caps each stream before it gets here) and passed on.
             let kept = Collected::default();
             let output = kept.sink_then(streams.output);

@@ -100,6 +100,8 @@ impl RuntimeImage for JavascriptRuntime {
         let stdout = DrainPipe::new(STDOUT_KEPT);
         let mut state = GuestState::for_session(at.memory_cap, at.deadline, at.dir, at.layout, (at.datasets, at.wheelhouse), stdout.clone())?;
         state.quota = at.quota;
+        // The engine asks the host whether to stop (the `interrupted`
+        // import); the cell then ends with an `Interrupted` error, its state kept.
         state.stops_itself = true;
         let mut store = engine::new_store(self.pre.engine(), state)?;
         let handle = self.pre.instance_pre().instantiate_async(&mut store).await?;
@@ -115,15 +117,10 @@ impl RuntimeImage for JavascriptRuntime {
     }
 
     /// No CPython signal state: an interrupt reaches QuickJS through the
-    /// `interrupted` import instead ([`RuntimeImage::interrupts_cooperatively`]).
+    /// `interrupted` import instead (its instances stop a cell themselves:
+    /// `GuestState::stops_itself`, set in [`Self::start`]).
     fn keyboard_interrupts(&self) -> bool {
         false
-    }
-
-    /// The engine asks the host whether to stop; the cell then ends with an
-    /// `Interrupted` error, its state kept.
-    fn interrupts_cooperatively(&self) -> bool {
-        true
     }
 
     /// Making QuickJS's runtime, context and globals is most of a first

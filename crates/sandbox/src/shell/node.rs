@@ -3,49 +3,16 @@
 //! name as Node runs a CommonJS script: `node -e CODE`, `node -p EXPR`,
 //! `node FILE ARGS...`, or the program read from stdin.
 
-use std::path::PathBuf;
-
-use crate::layout::FilesLayout;
-use crate::limits::LimitOverrides;
+use super::program::{ProgramExit, ProgramHost, STOPPED};
 use crate::live::CellRequest;
-use crate::quota_fs::FileQuota;
-use crate::session::SessionRuntime;
 
 /// Exit status of bad arguments (Node's own for an unknown option is 9).
 const USAGE: i32 = 9;
-/// Exit status of a program stopped by a limit: killed, as by SIGKILL.
-const STOPPED: i32 = 137;
 /// What `node --version` says: the engine is QuickJS, not Node's V8.
 const VERSION: &str = "v0.0.0-quickjs (anypath: QuickJS-ng in WebAssembly, not Node.js)";
 
-/// What a fresh JavaScript instance for a command starts from.
-#[derive(Clone)]
-pub struct NodeHost {
-    pub runtime: SessionRuntime,
-    pub dir: PathBuf,
-    pub layout: FilesLayout,
-    pub datasets: Option<PathBuf>,
-    pub quota: Option<FileQuota>,
-    pub limits: LimitOverrides,
-}
-
-/// What a `node` command left.
-pub(crate) struct NodeExit {
-    pub(crate) code: i32,
-    pub(crate) stdout: Vec<u8>,
-    pub(crate) stderr: Vec<u8>,
-}
-
-impl NodeExit {
-    /// No JavaScript runtime is there.
-    pub(crate) fn missing() -> Self {
-        Self { code: 127, stdout: Vec::new(), stderr: b"node: command not found (this host has no JavaScript runtime)\n".to_vec() }
-    }
-
-    fn said(code: i32, stdout: &str, stderr: &str) -> Self {
-        Self { code, stdout: stdout.as_bytes().to_vec(), stderr: stderr.as_bytes().to_vec() }
-    }
-}
+/// What a fresh JavaScript instance for a command starts from (no wheelhouse).
+pub type NodeHost = ProgramHost;
 
 /// The program an argument list names, as Node reads its command line.
 #[derive(Debug, PartialEq, Eq)]
@@ -131,42 +98,34 @@ fn cell(program: &Program, argv: &[String], cwd: &str, stdin: &[u8]) -> String {
     )
 }
 
-impl NodeHost {
-    /// Runs `node ARGS` in a fresh instance on the session's tree.
-    pub(crate) async fn run(&self, args: &[String], cwd: &str, env: Vec<(String, String)>, stdin: &[u8]) -> NodeExit {
-        let (program, argv) = match parse(args) {
-            Ok(parsed) => parsed,
-            Err(message) => return NodeExit::said(USAGE, "", &format!("{message}\n")),
-        };
-        if program == Program::Version {
-            return NodeExit::said(0, &format!("{VERSION}\n"), "");
-        }
-        let mut instance = self.runtime.live_instance(Some(self.dir.clone()), &self.limits).with_layout(self.layout);
-        if let Some(datasets) = &self.datasets {
-            instance = instance.with_datasets(datasets.clone());
-        }
-        if let Some(quota) = self.quota {
-            instance = instance.with_quota(quota);
-        }
-        let report = instance.run(CellRequest { code: cell(&program, &argv, cwd, stdin), env, ..CellRequest::default() }).await;
-        let mut stderr = report.output.stderr.into_bytes();
-        let code = match &report.error {
-            None => report.exit_code,
-            // `process.exit(n)` with n > 0 ends the cell as a `ProcessExit`.
-            Some(crate::ExecError::Exception { type_name, .. }) if type_name == "ProcessExit" => report.exit_code,
-            // Thrown where the program's own catch could not see it (a timer's callback).
-            Some(crate::ExecError::Exception { .. }) => {
-                let trace = report.traceback.clone().unwrap_or_default();
-                stderr.extend_from_slice(format!("{}\n", trace.trim_end()).as_bytes());
-                1
-            }
-            Some(error) => {
-                stderr.extend_from_slice(format!("node: stopped: {error}\n").as_bytes());
-                STOPPED
-            }
-        };
-        NodeExit { code, stdout: report.output.stdout.into_bytes(), stderr }
+/// Runs `node ARGS` in a fresh instance on the session's tree.
+pub(crate) async fn run(host: &NodeHost, args: &[String], cwd: &str, env: Vec<(String, String)>, stdin: &[u8]) -> ProgramExit {
+    let (program, argv) = match parse(args) {
+        Ok(parsed) => parsed,
+        Err(message) => return ProgramExit::said(USAGE, "", &format!("{message}\n")),
+    };
+    if program == Program::Version {
+        return ProgramExit::said(0, &format!("{VERSION}\n"), "");
     }
+    let mut instance = host.fresh_instance();
+    let report = instance.run(CellRequest { code: cell(&program, &argv, cwd, stdin), env, ..CellRequest::default() }).await;
+    let mut stderr = report.output.stderr.into_bytes();
+    let code = match &report.error {
+        None => report.exit_code,
+        // `process.exit(n)` with n > 0 ends the cell as a `ProcessExit`.
+        Some(crate::ExecError::Exception { type_name, .. }) if type_name == "ProcessExit" => report.exit_code,
+        // Thrown where the program's own catch could not see it (a timer's callback).
+        Some(crate::ExecError::Exception { .. }) => {
+            let trace = report.traceback.clone().unwrap_or_default();
+            stderr.extend_from_slice(format!("{}\n", trace.trim_end()).as_bytes());
+            1
+        }
+        Some(error) => {
+            stderr.extend_from_slice(format!("node: stopped: {error}\n").as_bytes());
+            STOPPED
+        }
+    };
+    ProgramExit { code, stdout: report.output.stdout.into_bytes(), stderr }
 }
 
 #[cfg(test)]

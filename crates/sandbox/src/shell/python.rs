@@ -6,54 +6,24 @@
 //! which installs from the operator's wheelhouse, seen at `/wheelhouse` by
 //! that instance only.
 
-use std::path::PathBuf;
-
-use crate::layout::FilesLayout;
-use crate::limits::LimitOverrides;
+use super::program::{ProgramExit, ProgramHost, STOPPED};
 use crate::live::CellRequest;
-use crate::quota_fs::FileQuota;
-use crate::session::SessionRuntime;
 
 /// Exit status of a program that raised (CPython's).
 const RAISED: i32 = 1;
 /// Exit status of bad arguments (CPython's usage error).
 const USAGE: i32 = 2;
-/// Exit status of a program stopped by a limit: killed, as by SIGKILL.
-const STOPPED: i32 = 137;
 /// `pip` in the sandbox (see the module's own account): both runtimes have
 /// it imported already; an instance that has not compiles this copy.
 const PIP: &str = include_str!("../../../../components/python-runner/src/anypath_pip.py");
 
 /// What a fresh Python instance for a command starts from: the session's
-/// runtime, its tree as the session sees it, and its limits.
-#[derive(Clone)]
-pub struct PythonHost {
-    pub runtime: SessionRuntime,
-    pub dir: PathBuf,
-    pub layout: FilesLayout,
-    pub datasets: Option<PathBuf>,
-    pub quota: Option<FileQuota>,
-    pub limits: LimitOverrides,
-    /// The operator's wheels, which `pip` installs from.
-    pub wheelhouse: Option<PathBuf>,
-}
+/// runtime, its tree as the session sees it, its limits and the wheelhouse.
+pub type PythonHost = ProgramHost;
 
-/// What a `python` command left.
-pub(crate) struct PythonExit {
-    pub(crate) code: i32,
-    pub(crate) stdout: Vec<u8>,
-    pub(crate) stderr: Vec<u8>,
-}
-
-impl PythonExit {
-    /// No Python runtime is there for this command's session.
-    pub(crate) fn missing() -> Self {
-        Self { code: 127, stdout: Vec::new(), stderr: b"python: command not found (this session has no Python runtime)\n".to_vec() }
-    }
-
-    fn usage(message: &str) -> Self {
-        Self { code: USAGE, stdout: Vec::new(), stderr: format!("{message}\nusage: python [-c cmd | -m mod | file | -] [arg] ...\n").into_bytes() }
-    }
+/// CPython's usage error.
+fn usage(message: &str) -> ProgramExit {
+    ProgramExit::said(USAGE, "", &format!("{message}\nusage: python [-c cmd | -m mod | file | -] [arg] ...\n"))
 }
 
 /// The program an argument list names, as CPython reads its command line.
@@ -171,35 +141,24 @@ _anypath_exit"#,
     )
 }
 
-impl PythonHost {
-    /// Runs `python ARGS` in a fresh instance on the session's tree.
-    pub(crate) async fn run(&self, args: &[String], cwd: &str, env: Vec<(String, String)>, stdin: &[u8]) -> PythonExit {
-        let (program, argv) = match parse(args) {
-            Ok(parsed) => parsed,
-            Err(message) => return PythonExit::usage(&message),
-        };
-        let mut instance = self.runtime.live_instance(Some(self.dir.clone()), &self.limits).with_layout(self.layout);
-        if let Some(datasets) = &self.datasets {
-            instance = instance.with_datasets(datasets.clone());
+/// Runs `python ARGS` in a fresh instance on the session's tree.
+pub(crate) async fn run(host: &PythonHost, args: &[String], cwd: &str, env: Vec<(String, String)>, stdin: &[u8]) -> ProgramExit {
+    let (program, argv) = match parse(args) {
+        Ok(parsed) => parsed,
+        Err(message) => return usage(&message),
+    };
+    let mut instance = host.fresh_instance();
+    let report = instance.run(CellRequest { code: cell(&program, &argv, cwd, stdin), env, ..CellRequest::default() }).await;
+    let mut stderr = report.output.stderr.into_bytes();
+    let code = match (&report.error, report.results.last()) {
+        (None, Some(result)) => result.text.trim().parse().unwrap_or(RAISED),
+        (Some(error), _) => {
+            stderr.extend_from_slice(format!("python: stopped: {error}\n").as_bytes());
+            STOPPED
         }
-        if let Some(quota) = self.quota {
-            instance = instance.with_quota(quota);
-        }
-        if let Some(wheelhouse) = &self.wheelhouse {
-            instance = instance.with_wheelhouse(wheelhouse.clone());
-        }
-        let report = instance.run(CellRequest { code: cell(&program, &argv, cwd, stdin), env, ..CellRequest::default() }).await;
-        let mut stderr = report.output.stderr.into_bytes();
-        let code = match (&report.error, report.results.last()) {
-            (None, Some(result)) => result.text.trim().parse().unwrap_or(RAISED),
-            (Some(error), _) => {
-                stderr.extend_from_slice(format!("python: stopped: {error}\n").as_bytes());
-                STOPPED
-            }
-            (None, None) => RAISED,
-        };
-        PythonExit { code, stdout: report.output.stdout.into_bytes(), stderr }
-    }
+        (None, None) => RAISED,
+    };
+    ProgramExit { code, stdout: report.output.stdout.into_bytes(), stderr }
 }
 
 #[cfg(test)]

@@ -414,60 +414,37 @@ fn next_indent(code: &str) -> String {
 
 /// `kernel_info_reply`.
 pub(crate) fn kernel_info(jupyter: &Jupyter, kernel: &Kernel) -> Value {
-    if jupyter.language(&kernel.record.spec) == Language::Bash {
-        return json!({
-            "status": "ok",
-            "protocol_version": PROTOCOL_VERSION,
-            "implementation": "anypath",
-            "implementation_version": env!("CARGO_PKG_VERSION"),
-            "language_info": {
-                "name": "bash",
-                "version": "5",
-                "mimetype": "text/x-sh",
-                "file_extension": ".sh",
-                "pygments_lexer": "bash",
-                "codemirror_mode": "shell",
-            },
-            "banner": "bash (bashkit) in a WebAssembly sandbox (anypath): each cell is a script on the session's files",
-            "help_links": [],
-            "debugger": false,
-        });
-    }
-    if jupyter.language(&kernel.record.spec) == Language::Javascript {
-        return json!({
-            "status": "ok",
-            "protocol_version": PROTOCOL_VERSION,
-            "implementation": "anypath",
-            "implementation_version": env!("CARGO_PKG_VERSION"),
-            "language_info": {
-                "name": "javascript",
-                "version": "ES2023",
-                "mimetype": "application/javascript",
-                "file_extension": ".js",
-                "pygments_lexer": "javascript",
-                "codemirror_mode": "javascript",
-            },
-            "banner": "JavaScript (QuickJS) in a WebAssembly sandbox (anypath): top-level declarations persist from cell to cell",
-            "help_links": [],
-            "debugger": false,
-        });
-    }
-    let version = jupyter.python_version(&kernel.record.spec).unwrap_or_else(|| "3".to_owned());
+    let (language_info, banner) = match jupyter.language(&kernel.record.spec) {
+        Language::Bash => (
+            json!({ "name": "bash", "version": "5", "mimetype": "text/x-sh", "file_extension": ".sh", "pygments_lexer": "bash", "codemirror_mode": "shell" }),
+            "bash (bashkit) in a WebAssembly sandbox (anypath): each cell is a script on the session's files".to_owned(),
+        ),
+        Language::Javascript => (
+            json!({ "name": "javascript", "version": "ES2023", "mimetype": "application/javascript", "file_extension": ".js", "pygments_lexer": "javascript", "codemirror_mode": "javascript" }),
+            "JavaScript (QuickJS) in a WebAssembly sandbox (anypath): top-level declarations persist from cell to cell".to_owned(),
+        ),
+        Language::Python => {
+            let version = jupyter.python_version(&kernel.record.spec).unwrap_or_else(|| "3".to_owned());
+            let banner = format!("Python {version} in a WebAssembly sandbox (anypath, kernelspec {})", kernel.record.spec);
+            let info = json!({
+                "name": "python",
+                "version": version,
+                "mimetype": "text/x-python",
+                "file_extension": ".py",
+                "pygments_lexer": "ipython3",
+                "codemirror_mode": { "name": "ipython", "version": 3 },
+                "nbconvert_exporter": "python",
+            });
+            (info, banner)
+        }
+    };
     json!({
         "status": "ok",
         "protocol_version": PROTOCOL_VERSION,
         "implementation": "anypath",
         "implementation_version": env!("CARGO_PKG_VERSION"),
-        "language_info": {
-            "name": "python",
-            "version": version,
-            "mimetype": "text/x-python",
-            "file_extension": ".py",
-            "pygments_lexer": "ipython3",
-            "codemirror_mode": { "name": "ipython", "version": 3 },
-            "nbconvert_exporter": "python",
-        },
-        "banner": format!("Python {version} in a WebAssembly sandbox (anypath, kernelspec {})", kernel.record.spec),
+        "language_info": language_info,
+        "banner": banner,
         "help_links": [],
         "debugger": false,
     })
