@@ -90,6 +90,8 @@ fn files_are_the_sessions_tree_and_nothing_above_it() {
         assert_eq!(name, "Error", "{escape}: {report:?}");
         assert!(message.starts_with("ENOENT") || message.starts_with("EPERM") || message.starts_with("EACCES") || message.starts_with("ENOTCAPABLE"), "{escape}: {message}");
     }
+    let kinds = run(&mut session, "const st = require('fs').statSync('in.txt'); [st.isFile(), st.isDirectory(), st.size, require('fs').readdirSync('.', { withFileTypes: true }).map((d) => `${d.name}:${d.isFile()}`).sort().join(',')]");
+    assert_eq!(value(&kinds), "[ true, false, 13, 'in.txt:true,out.json:true' ]");
     let missing = run(&mut session, "try { require('fs').readFileSync('nope.txt') } catch (e) { e.code }");
     assert_eq!(value(&missing), "'ENOENT'");
     assert_eq!(raised(&run(&mut session, "require('child_process')")).1, "Cannot find module 'child_process'");

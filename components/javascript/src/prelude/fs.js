@@ -58,10 +58,24 @@
     return fsOps.writeBytes(name, bytes, append);
   }
 
-  class Stats {
+  // What a file is, as `Stats` and `Dirent` answer it.
+  class FileKind {
     #kind;
+    constructor(kind) {
+      this.#kind = kind;
+    }
+    isFile() { return this.#kind === 'file'; }
+    isDirectory() { return this.#kind === 'dir'; }
+    isSymbolicLink() { return this.#kind === 'symlink'; }
+    isFIFO() { return false; }
+    isSocket() { return false; }
+    isBlockDevice() { return false; }
+    isCharacterDevice() { return false; }
+  }
+
+  class Stats extends FileKind {
     constructor(raw) {
-      this.#kind = raw.kind;
+      super(raw.kind);
       this.size = raw.size;
       this.mode = raw.kind === 'dir' ? 0o40755 : 0o100644;
       this.atimeMs = raw.atimeMs;
@@ -73,30 +87,15 @@
       this.ctime = new DateCtor(raw.mtimeMs);
       this.birthtime = new DateCtor(raw.birthtimeMs);
     }
-    isFile() { return this.#kind === 'file'; }
-    isDirectory() { return this.#kind === 'dir'; }
-    isSymbolicLink() { return this.#kind === 'symlink'; }
-    isFIFO() { return false; }
-    isSocket() { return false; }
-    isBlockDevice() { return false; }
-    isCharacterDevice() { return false; }
   }
 
-  class Dirent {
-    #kind;
+  class Dirent extends FileKind {
     constructor(name, kind, parentPath) {
+      super(kind);
       this.name = name;
       this.parentPath = parentPath;
       this.path = parentPath;
-      this.#kind = kind;
     }
-    isFile() { return this.#kind === 'file'; }
-    isDirectory() { return this.#kind === 'dir'; }
-    isSymbolicLink() { return this.#kind === 'symlink'; }
-    isFIFO() { return false; }
-    isSocket() { return false; }
-    isBlockDevice() { return false; }
-    isCharacterDevice() { return false; }
   }
 
   function statWith(follow) {
